@@ -1,0 +1,271 @@
+//! One algorithm bound to one quota: parameters precomputed once, at policy construction.
+
+use super::fixed_window::FixedWindow;
+use super::gcra::Gcra;
+use super::leaky_bucket::LeakyBucket;
+use super::sliding_log::{Log, SlidingLog};
+use super::sliding_window::SlidingWindow;
+use super::state::Inner;
+use super::token_bucket::TokenBucket;
+use super::{Algorithm, Raw, State};
+use crate::{ConfigError, Error, MAX_SPAN, Quota};
+
+/// Times after this (about year 148,000) are clamped, so every `now + span` fits in a `u64`.
+const MAX_NOW: u64 = 1 << 62;
+
+fn span_us() -> u64 {
+    MAX_SPAN.as_micros() as u64
+}
+
+/// An algorithm with its quota's numbers worked out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Engine {
+    Gcra(Gcra),
+    TokenBucket(TokenBucket),
+    LeakyBucket(LeakyBucket),
+    FixedWindow(FixedWindow),
+    SlidingWindow(SlidingWindow),
+    SlidingLog(SlidingLog),
+}
+
+fn whole_micros(d: std::time::Duration) -> Option<u64> {
+    (d.as_nanos() % 1000 == 0 && d <= crate::MAX_SPAN && !d.is_zero()).then(|| d.as_micros() as u64)
+}
+
+impl Engine {
+    pub(crate) fn new(algorithm: Algorithm, quota: &Quota) -> Result<Self, ConfigError> {
+        let (count, period, burst) = (quota.count(), quota.period_micros(), quota.burst());
+        if !algorithm.has_burst() && burst != count {
+            return Err(ConfigError::BurstUnsupported {
+                algorithm: algorithm.name(),
+            });
+        }
+        let within_span = |us: Option<u64>| {
+            us.filter(|&us| us <= span_us())
+                .ok_or(ConfigError::SpanTooLong {
+                    what: "burst x interval",
+                })
+        };
+        Ok(match algorithm {
+            Algorithm::Gcra => {
+                let interval = quota.interval_micros()?;
+                let tolerance = within_span(interval.checked_mul(burst))?;
+                Self::Gcra(Gcra {
+                    interval,
+                    tolerance,
+                    burst,
+                })
+            }
+            Algorithm::LeakyBucket => {
+                let interval = quota.interval_micros()?;
+                within_span(interval.checked_mul(burst))?;
+                Self::LeakyBucket(LeakyBucket {
+                    capacity: burst,
+                    interval,
+                })
+            }
+            Algorithm::TokenBucket { tick } => {
+                let (tick, quantum) = match tick {
+                    None => (quota.interval_micros()?, 1),
+                    Some(t) => {
+                        let bad = |reason: String| ConfigError::BadTick { reason };
+                        let t = whole_micros(t).ok_or_else(|| {
+                            bad(format!("{t:?} is not a whole number of microseconds"))
+                        })?;
+                        let tokens = u128::from(count) * u128::from(t);
+                        if tokens % u128::from(period) != 0 || tokens < u128::from(period) {
+                            return Err(bad(format!(
+                                "{count} per {period} µs over a {t} µs tick is not a whole \
+                                 number of tokens (at least 1)"
+                            )));
+                        }
+                        (t, (tokens / u128::from(period)) as u64)
+                    }
+                };
+                within_span(burst.div_ceil(quantum).checked_mul(tick))?;
+                Self::TokenBucket(TokenBucket {
+                    capacity: burst,
+                    tick,
+                    quantum,
+                })
+            }
+            Algorithm::FixedWindow => Self::FixedWindow(FixedWindow {
+                limit: count,
+                period,
+            }),
+            Algorithm::SlidingWindow { precision } => {
+                let bad = |reason: String| ConfigError::BadPrecision { reason };
+                let precision = match precision {
+                    None if period % 10 == 0 => period / 10,
+                    None => {
+                        return Err(bad(format!(
+                            "a period of {period} µs does not split into 10 buckets; \
+                             give a precision"
+                        )));
+                    }
+                    Some(p) => whole_micros(p)
+                        .ok_or_else(|| bad(format!("{p:?} is not a whole number of µs")))?,
+                };
+                if period % precision != 0 {
+                    return Err(bad(format!(
+                        "the period ({period} µs) is not a whole number of {precision} µs buckets"
+                    )));
+                }
+                let buckets = period / precision;
+                if buckets > Algorithm::SLIDING_WINDOW_MAX_BUCKETS {
+                    return Err(bad(format!(
+                        "{buckets} buckets; at most {} per window",
+                        Algorithm::SLIDING_WINDOW_MAX_BUCKETS
+                    )));
+                }
+                Self::SlidingWindow(SlidingWindow {
+                    limit: count,
+                    precision,
+                    buckets,
+                })
+            }
+            Algorithm::SlidingLog => {
+                if count > Algorithm::SLIDING_LOG_MAX_ENTRIES {
+                    return Err(ConfigError::LogTooLarge {
+                        count,
+                        max: Algorithm::SLIDING_LOG_MAX_ENTRIES,
+                    });
+                }
+                Self::SlidingLog(SlidingLog {
+                    limit: count,
+                    period,
+                })
+            }
+        })
+    }
+
+    /// The most one request may cost; also the `limit` every decision reports.
+    pub(crate) fn limit(&self) -> u64 {
+        match self {
+            Self::Gcra(g) => g.burst,
+            Self::TokenBucket(b) => b.capacity,
+            Self::LeakyBucket(b) => b.capacity,
+            Self::FixedWindow(w) => w.limit,
+            Self::SlidingWindow(w) => w.limit,
+            Self::SlidingLog(l) => l.limit,
+        }
+    }
+
+    pub(crate) fn check_cost(&self, cost: u64) -> Result<(), Error> {
+        let max = self.limit();
+        if cost > max {
+            return Err(Error::CostTooHigh { cost, max });
+        }
+        Ok(())
+    }
+
+    /// Decides and updates `state` in place. A denial or a peek leaves the state meaning
+    /// what it meant (it may be tidied: expired parts dropped).
+    pub(crate) fn decide(&self, state: &mut State, now: u64, cost: u64) -> Result<Raw, Error> {
+        self.check_cost(cost)?;
+        let now = now.min(MAX_NOW);
+        let st = &mut state.0;
+        macro_rules! simple {
+            ($alg:expr, $variant:ident) => {{
+                let prev = match st {
+                    Inner::Empty => None,
+                    Inner::$variant(s) => Some(s.clone()),
+                    _ => return Err(Error::StateMismatch),
+                };
+                let (raw, next) = $alg.decide(prev, now, cost);
+                if let Some(next) = next {
+                    *st = Inner::$variant(next);
+                }
+                raw
+            }};
+        }
+        Ok(match self {
+            Self::Gcra(g) => {
+                let tat = match st {
+                    Inner::Empty => 0,
+                    Inner::Gcra(t) => *t,
+                    _ => return Err(Error::StateMismatch),
+                };
+                let (raw, next) = g.decide(tat, now, cost);
+                if let Some(next) = next {
+                    *st = Inner::Gcra(next);
+                }
+                raw
+            }
+            Self::TokenBucket(b) => simple!(b, Tokens),
+            Self::LeakyBucket(b) => simple!(b, Level),
+            Self::FixedWindow(w) => simple!(w, Window),
+            Self::SlidingWindow(w) => {
+                let mut buckets = match std::mem::take(st) {
+                    Inner::Empty => None,
+                    Inner::Buckets(b) => Some(b),
+                    other => {
+                        *st = other;
+                        return Err(Error::StateMismatch);
+                    }
+                };
+                let raw = w.decide(&mut buckets, now, cost);
+                *st = buckets.map_or(Inner::Empty, Inner::Buckets);
+                raw
+            }
+            Self::SlidingLog(l) => {
+                if matches!(st, Inner::Empty) {
+                    *st = Inner::Log(Log::default());
+                }
+                let Inner::Log(log) = st else {
+                    return Err(Error::StateMismatch);
+                };
+                let raw = l.decide(log, now, cost);
+                if log.entries.is_empty() {
+                    *st = Inner::Empty;
+                }
+                raw
+            }
+        })
+    }
+
+    /// GCRA's lock-free path: decide on a bare TAT. `None` for other algorithms.
+    pub(crate) fn gcra(&self) -> Option<&Gcra> {
+        match self {
+            Self::Gcra(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn parameters(&self) -> super::Parameters {
+        use super::Parameters as P;
+        match *self {
+            Self::Gcra(g) => P::Gcra {
+                interval: g.interval,
+                tolerance: g.tolerance,
+            },
+            Self::TokenBucket(b) => P::TokenBucket {
+                capacity: b.capacity,
+                tick: b.tick,
+                quantum: b.quantum,
+            },
+            Self::LeakyBucket(b) => P::LeakyBucket {
+                capacity: b.capacity,
+                interval: b.interval,
+            },
+            Self::FixedWindow(w) => P::FixedWindow {
+                limit: w.limit,
+                period: w.period,
+            },
+            Self::SlidingWindow(w) => P::SlidingWindow {
+                limit: w.limit,
+                precision: w.precision,
+                buckets: w.buckets,
+            },
+            Self::SlidingLog(l) => P::SlidingLog {
+                limit: l.limit,
+                period: l.period,
+            },
+        }
+    }
+}
+
+/// GCRA's clamp on `now`, shared with the lock-free path of the memory store.
+pub(crate) fn clamp_now(now: u64) -> u64 {
+    now.min(MAX_NOW)
+}

@@ -1,0 +1,34 @@
+//! The core of floodwall: rate-limiting algorithms as pure functions, the quotas and
+//! policies they enforce, clocks, the [`Store`] trait, and the embedded [`MemoryStore`].
+//!
+//! Nothing here does I/O or needs an async runtime. Time is a parameter: algorithms take
+//! `now` (microseconds since the Unix epoch) and stores read it from a [`Clock`] or, in Redis,
+//! from the server.
+//!
+//! ```
+//! use floodwall_core::{Algorithm, MemoryStore, Policy, Quota};
+//!
+//! let store = MemoryStore::new();
+//! let per_ip = Policy::new("per-ip", Algorithm::Gcra, "10/s burst 20".parse()?)?;
+//!
+//! let decision = store.check_sync(b"203.0.113.7", &per_ip, 1)?;
+//! assert!(decision.allowed);
+//! assert_eq!((decision.limit, decision.remaining), (20, 19));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod algorithm;
+mod clock;
+mod decision;
+mod error;
+mod policy;
+mod quota;
+pub mod store;
+
+pub use algorithm::{Algorithm, Parameters, State};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use decision::Decision;
+pub use error::{BoxError, ConfigError, Error};
+pub use policy::{Policy, Rounding};
+pub use quota::{MAX_SPAN, Quota};
+pub use store::{DynStore, MemoryStore, MemoryStoreBuilder, Store};

@@ -1,0 +1,363 @@
+//! A named limit: algorithm + quota, with everything derived from them computed once.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::algorithm::{Engine, Parameters, Raw};
+use crate::{Algorithm, ConfigError, Decision, Error, Quota, State};
+
+/// How a policy reports durations in its decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Rounding {
+    /// Exact microseconds (the default). Headers round up to whole seconds themselves.
+    Micros,
+    /// Whole seconds as redis-cell's `CL.THROTTLE` reports them: rounded up when a
+    /// millisecond or more remains. A denial's `retry_after` is never rounded to zero.
+    WholeSeconds,
+}
+
+/// A named limit: which [`Algorithm`], which [`Quota`].
+///
+/// The name namespaces keys: two policies with different names never share state, so one
+/// store can hold a per-IP limit and a per-API-key limit side by side. Cloning is cheap
+/// (an `Arc`), and every check reads numbers worked out here, once.
+///
+/// # Examples
+///
+/// ```
+/// use floodwall_core::{Algorithm, Policy, State};
+///
+/// let policy = Policy::new("api", Algorithm::Gcra, "2/s".parse()?)?;
+/// let mut state = State::new();
+/// let now = 1_700_000_000_000_000; // µs since the epoch
+/// assert!(policy.decide(&mut state, now, 1)?.allowed);
+/// assert!(policy.decide(&mut state, now, 1)?.allowed);
+/// let denied = policy.decide(&mut state, now, 1)?;
+/// assert!(!denied.allowed);
+/// assert_eq!(denied.retry_after, Some(std::time::Duration::from_millis(500)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Policy {
+    inner: Arc<Inner>,
+}
+
+#[derive(PartialEq, Eq)]
+struct Inner {
+    name: String,
+    algorithm: Algorithm,
+    quota: Quota,
+    engine: Engine,
+    rounding: Rounding,
+    namespace: Box<[u8]>,
+}
+
+impl Policy {
+    /// The longest policy name accepted.
+    pub const MAX_NAME_LEN: usize = 64;
+
+    /// A policy, or the reason this algorithm cannot enforce this quota.
+    ///
+    /// Names are 1 to 64 characters from `[A-Za-z0-9_.:-]`: they end up in store keys,
+    /// logs and metrics, where anything else would need escaping.
+    pub fn new(
+        name: impl Into<String>,
+        algorithm: Algorithm,
+        quota: Quota,
+    ) -> Result<Self, ConfigError> {
+        Self::build(name.into(), algorithm, quota, Rounding::Micros)
+    }
+
+    /// A GCRA policy, the default algorithm.
+    pub fn gcra(name: impl Into<String>, quota: Quota) -> Result<Self, ConfigError> {
+        Self::new(name, Algorithm::Gcra, quota)
+    }
+
+    /// GCRA with redis-cell's `CL.THROTTLE key max_burst count period` arguments and its
+    /// reply's rounding: `limit = max_burst + 1`, durations in whole seconds.
+    ///
+    /// The request's `quantity` is the cost passed to each check. A quantity that can never
+    /// pass is [`Error::CostTooHigh`] here, where redis-cell replies "limited" with a
+    /// `retry_after` of -1.
+    ///
+    /// ```
+    /// use floodwall_core::{Policy, State};
+    /// use std::time::Duration;
+    ///
+    /// // CL.THROTTLE user123 15 30 60
+    /// let cell = Policy::redis_cell("cell", 15, 30, Duration::from_secs(60))?;
+    /// let d = cell.decide(&mut State::new(), 0, 1)?;
+    /// assert_eq!((d.allowed, d.limit, d.remaining), (true, 16, 15));
+    /// assert_eq!(d.reset_after, Duration::from_secs(2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn redis_cell(
+        name: impl Into<String>,
+        max_burst: u64,
+        count: u64,
+        period: Duration,
+    ) -> Result<Self, ConfigError> {
+        let burst = max_burst.checked_add(1).ok_or(ConfigError::SpanTooLong {
+            what: "burst x interval",
+        })?;
+        let quota = Quota::new(count, period)?.with_burst(burst)?;
+        Self::build(name.into(), Algorithm::Gcra, quota, Rounding::WholeSeconds)
+    }
+
+    fn build(
+        name: String,
+        algorithm: Algorithm,
+        quota: Quota,
+        rounding: Rounding,
+    ) -> Result<Self, ConfigError> {
+        let valid = |b: u8| b.is_ascii_alphanumeric() || b"_.:-".contains(&b);
+        if name.is_empty() || name.len() > Self::MAX_NAME_LEN || !name.bytes().all(valid) {
+            return Err(ConfigError::InvalidName { name });
+        }
+        let engine = Engine::new(algorithm, &quota)?;
+        // Everything that changes what a state means is in the namespace, so a store never
+        // feeds one algorithm's state to another (or to a reshaped window).
+        let namespace = format!("{name}\0{algorithm:?}\0{quota}\0{rounding:?}")
+            .into_bytes()
+            .into_boxed_slice();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                name,
+                algorithm,
+                quota,
+                engine,
+                rounding,
+                namespace,
+            }),
+        })
+    }
+
+    /// The name given at construction.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.inner.algorithm
+    }
+
+    /// The quota.
+    pub fn quota(&self) -> &Quota {
+        &self.inner.quota
+    }
+
+    /// How durations are reported.
+    pub fn rounding(&self) -> Rounding {
+        self.inner.rounding
+    }
+
+    /// The most that can pass at once, which is also the largest cost a check accepts:
+    /// the burst for GCRA and the buckets, the count for windows and logs.
+    pub fn limit(&self) -> u64 {
+        self.inner.engine.limit()
+    }
+
+    /// The integers the algorithm computes with, for stores that run it elsewhere.
+    pub fn parameters(&self) -> Parameters {
+        self.inner.engine.parameters()
+    }
+
+    /// Decides a request of `cost` at `now` (microseconds since the Unix epoch) and updates
+    /// `state`. A denial or a cost of 0 (a peek) leaves the state meaning what it meant.
+    ///
+    /// This is the pure algorithm every store runs: no clock is read here.
+    pub fn decide(&self, state: &mut State, now: u64, cost: u64) -> Result<Decision, Error> {
+        let raw = self.inner.engine.decide(state, now, cost)?;
+        Ok(self.to_decision(raw))
+    }
+
+    /// Fails with [`Error::CostTooHigh`] when `cost` can never pass.
+    pub fn check_cost(&self, cost: u64) -> Result<(), Error> {
+        self.inner.engine.check_cost(cost)
+    }
+
+    /// Builds this policy's [`Decision`] from microsecond figures computed elsewhere (a Redis
+    /// script), applying the policy's [`Rounding`].
+    pub fn decision_from_micros(
+        &self,
+        allowed: bool,
+        remaining: u64,
+        retry_after_us: u64,
+        reset_after_us: u64,
+    ) -> Decision {
+        self.to_decision(Raw {
+            allowed,
+            remaining,
+            retry: retry_after_us,
+            reset: reset_after_us,
+        })
+    }
+
+    pub(crate) fn to_decision(&self, raw: Raw) -> Decision {
+        let (retry, reset) = match self.inner.rounding {
+            Rounding::Micros => (
+                Duration::from_micros(raw.retry),
+                Duration::from_micros(raw.reset),
+            ),
+            Rounding::WholeSeconds => (
+                Duration::from_secs(cell_seconds(raw.retry).max(u64::from(!raw.allowed))),
+                Duration::from_secs(cell_seconds(raw.reset)),
+            ),
+        };
+        Decision::new(raw.allowed, self.limit(), raw.remaining, retry, reset)
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Bytes that identify this policy's state space in a store.
+    pub(crate) fn namespace(&self) -> &[u8] {
+        &self.inner.namespace
+    }
+}
+
+/// redis-cell's rounding: whole seconds, plus one when a millisecond or more remains.
+fn cell_seconds(us: u64) -> u64 {
+    us / 1_000_000 + u64::from(us % 1_000_000 >= 1_000)
+}
+
+impl PartialEq for Policy {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner) || self.inner == other.inner
+    }
+}
+
+impl Eq for Policy {}
+
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy")
+            .field("name", &self.inner.name)
+            .field("algorithm", &self.inner.algorithm)
+            .field("quota", &format_args!("{}", self.inner.quota))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        let q = Quota::per_second(1).unwrap();
+        for bad in ["", "has space", "brace{", "new\nline", &"x".repeat(65)] {
+            assert!(
+                matches!(Policy::gcra(bad, q), Err(ConfigError::InvalidName { .. })),
+                "{bad:?}"
+            );
+        }
+        assert!(Policy::gcra("per-ip:v1.2_x", q).is_ok());
+    }
+
+    #[test]
+    fn windows_refuse_a_burst_and_logs_refuse_huge_counts() {
+        let q: Quota = "10/s burst 20".parse().unwrap();
+        for alg in [
+            Algorithm::FixedWindow,
+            Algorithm::SLIDING_WINDOW,
+            Algorithm::SlidingLog,
+        ] {
+            assert!(matches!(
+                Policy::new("p", alg, q),
+                Err(ConfigError::BurstUnsupported { .. })
+            ));
+        }
+        let big: Quota = "10001/min".parse().unwrap();
+        assert!(matches!(
+            Policy::new("p", Algorithm::SlidingLog, big),
+            Err(ConfigError::LogTooLarge { count: 10_001, .. })
+        ));
+        assert!(Policy::new("p", Algorithm::SLIDING_WINDOW, big).is_ok());
+    }
+
+    #[test]
+    fn sliding_window_precision_must_divide_the_period() {
+        let q: Quota = "10/s".parse().unwrap();
+        let sw = |p: u64| Algorithm::SlidingWindow {
+            precision: Some(Duration::from_millis(p)),
+        };
+        assert!(Policy::new("p", sw(300), q).is_err());
+        assert!(Policy::new("p", sw(250), q).is_ok());
+        assert!(Policy::new("p", sw(1000), q).is_ok());
+        let tiny = Algorithm::SlidingWindow {
+            precision: Some(Duration::from_micros(999)),
+        };
+        assert!(matches!(
+            Policy::new("p", tiny, q),
+            Err(ConfigError::BadPrecision { .. })
+        ));
+        let odd: Quota = "10/7us".parse().unwrap();
+        assert!(Policy::new("p", Algorithm::SLIDING_WINDOW, odd).is_err());
+    }
+
+    #[test]
+    fn token_bucket_tick_must_add_whole_tokens() {
+        let q: Quota = "100/s".parse().unwrap();
+        let tb = |ms: u64| Algorithm::TokenBucket {
+            tick: Some(Duration::from_millis(ms)),
+        };
+        assert!(Policy::new("p", tb(10), q).is_ok());
+        assert!(Policy::new("p", tb(100), q).is_ok());
+        assert!(matches!(
+            Policy::new("p", tb(15), q),
+            Err(ConfigError::BadTick { .. })
+        ));
+        let slow: Quota = "1/s".parse().unwrap();
+        assert!(Policy::new("p", tb(500), slow).is_err());
+    }
+
+    #[test]
+    fn bursts_whose_span_overflows_are_refused() {
+        let q = Quota::per_day(1).unwrap().with_burst(u64::MAX).unwrap();
+        assert!(matches!(
+            Policy::gcra("p", q),
+            Err(ConfigError::SpanTooLong { .. })
+        ));
+        assert!(Policy::redis_cell("p", u64::MAX, 1, Duration::from_secs(1)).is_err());
+        let q = Quota::per_day(1).unwrap().with_burst(36_500 * 2).unwrap();
+        assert!(Policy::new("p", Algorithm::LeakyBucket, q).is_err());
+    }
+
+    #[test]
+    fn cost_above_the_limit_is_an_error_not_a_denial() {
+        let p = Policy::gcra("p", "10/s burst 5".parse().unwrap()).unwrap();
+        let mut s = State::new();
+        let err = p.decide(&mut s, 0, 6).unwrap_err();
+        assert!(err.is_cost_too_high());
+        assert!(!err.is_store_failure());
+        assert!(s.is_empty());
+        assert!(p.decide(&mut s, 0, 5).unwrap().allowed);
+    }
+
+    #[test]
+    fn cell_rounding_counts_a_millisecond_but_not_less() {
+        assert_eq!(cell_seconds(2_000_000), 2);
+        assert_eq!(cell_seconds(2_000_999), 2);
+        assert_eq!(cell_seconds(2_001_000), 3);
+        let p = Policy::redis_cell("c", 0, 1_000_000, Duration::from_secs(1)).unwrap();
+        let mut s = State::new();
+        p.decide(&mut s, 0, 1).unwrap();
+        let d = p.decide(&mut s, 0, 1).unwrap();
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after, Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn a_state_from_another_algorithm_is_refused() {
+        let g = Policy::gcra("p", "1/s".parse().unwrap()).unwrap();
+        let w = Policy::new("p", Algorithm::FixedWindow, "1/s".parse().unwrap()).unwrap();
+        let mut s = State::new();
+        g.decide(&mut s, 10, 1).unwrap();
+        assert!(matches!(w.decide(&mut s, 10, 1), Err(Error::StateMismatch)));
+    }
+}

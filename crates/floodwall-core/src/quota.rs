@@ -1,0 +1,315 @@
+//! How much may pass: `count` per `period`, with a `burst`.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::ConfigError;
+
+/// The longest span floodwall computes with: 100 years.
+///
+/// Every store keeps time as integer microseconds since the Unix epoch, and Redis scripts do
+/// their arithmetic in Lua doubles, which are exact up to 2^53 µs (about 285 years after 1970).
+/// Capping periods and bursts at 100 years keeps `now + span` exact there too.
+pub const MAX_SPAN: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `count` units per `period`, of which up to `burst` may pass at once.
+///
+/// A quota is valid by construction: every constructor refuses a zero count, a zero burst,
+/// a period under one microsecond or over [`MAX_SPAN`].
+///
+/// # Examples
+///
+/// ```
+/// use floodwall_core::Quota;
+/// use std::time::Duration;
+///
+/// let q = Quota::per_second(10)?.with_burst(20)?;
+/// assert_eq!((q.count(), q.period(), q.burst()), (10, Duration::from_secs(1), 20));
+///
+/// // The same, as people write it in configuration:
+/// assert_eq!("10/s burst 20".parse::<Quota>()?, q);
+/// assert_eq!("100/min".parse::<Quota>()?, Quota::per_minute(100)?);
+/// assert_eq!("10/30s".parse::<Quota>()?, Quota::new(10, Duration::from_secs(30))?);
+///
+/// assert!("0/s".parse::<Quota>().is_err());
+/// # Ok::<(), floodwall_core::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Quota {
+    count: u64,
+    period_us: u64,
+    burst: u64,
+}
+
+impl Quota {
+    /// `count` per `period`, with a burst equal to `count`.
+    pub fn new(count: u64, period: Duration) -> Result<Self, ConfigError> {
+        if count == 0 {
+            return Err(ConfigError::ZeroCount);
+        }
+        if period > MAX_SPAN {
+            return Err(ConfigError::SpanTooLong { what: "period" });
+        }
+        if period.as_nanos() < 1000 {
+            return Err(ConfigError::PeriodTooShort { period });
+        }
+        // Round a fraction of a microsecond up: a longer period is the stricter quota.
+        let period_us = period.as_nanos().div_ceil(1000) as u64;
+        Ok(Self {
+            count,
+            period_us,
+            burst: count,
+        })
+    }
+
+    /// `count` per second.
+    pub fn per_second(count: u64) -> Result<Self, ConfigError> {
+        Self::new(count, Duration::from_secs(1))
+    }
+
+    /// `count` per minute.
+    pub fn per_minute(count: u64) -> Result<Self, ConfigError> {
+        Self::new(count, Duration::from_secs(60))
+    }
+
+    /// `count` per hour.
+    pub fn per_hour(count: u64) -> Result<Self, ConfigError> {
+        Self::new(count, Duration::from_secs(3600))
+    }
+
+    /// `count` per day.
+    pub fn per_day(count: u64) -> Result<Self, ConfigError> {
+        Self::new(count, Duration::from_secs(86_400))
+    }
+
+    /// The same rate, letting up to `burst` pass at once (GCRA and the buckets; window
+    /// algorithms refuse a burst that differs from the count).
+    pub fn with_burst(self, burst: u64) -> Result<Self, ConfigError> {
+        if burst == 0 {
+            return Err(ConfigError::ZeroBurst);
+        }
+        Ok(Self { burst, ..self })
+    }
+
+    /// Units per period.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The period, at microsecond resolution.
+    pub fn period(&self) -> Duration {
+        Duration::from_micros(self.period_us)
+    }
+
+    /// How many units may pass at once.
+    pub fn burst(&self) -> u64 {
+        self.burst
+    }
+
+    /// The period in microseconds, the unit all algorithms compute in.
+    pub fn period_micros(&self) -> u64 {
+        self.period_us
+    }
+
+    /// The time one unit takes to replenish, in microseconds, rounded up so the limiter never
+    /// admits more than the quota; an error when it would be under one microsecond.
+    pub fn interval_micros(&self) -> Result<u64, ConfigError> {
+        if self.count > self.period_us {
+            return Err(ConfigError::RateTooHigh {
+                count: self.count,
+                period: self.period(),
+            });
+        }
+        Ok(self.period_us.div_ceil(self.count))
+    }
+}
+
+impl fmt::Display for Quota {
+    /// Writes the quota in the syntax [`FromStr`] reads, e.g. `10/1s burst 20`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/", self.count)?;
+        write_period(f, self.period_us)?;
+        if self.burst != self.count {
+            write!(f, " burst {}", self.burst)?;
+        }
+        Ok(())
+    }
+}
+
+fn write_period(f: &mut fmt::Formatter<'_>, us: u64) -> fmt::Result {
+    const UNITS: [(u64, &str); 6] = [
+        (86_400_000_000, "d"),
+        (3_600_000_000, "h"),
+        (60_000_000, "min"),
+        (1_000_000, "s"),
+        (1_000, "ms"),
+        (1, "us"),
+    ];
+    for (size, name) in UNITS {
+        if us % size == 0 {
+            return write!(f, "{}{name}", us / size);
+        }
+    }
+    unreachable!("every period is a whole number of microseconds")
+}
+
+impl FromStr for Quota {
+    type Err = ConfigError;
+
+    /// Reads `COUNT/[N]UNIT [burst B]`: `10/s`, `100/min`, `5000/hour`, `1/day`, `10/30s`,
+    /// `10/s burst 20`. Units: `us`, `ms`, `s`/`sec`/`second(s)`, `m`/`min`/`minute(s)`,
+    /// `h`/`hour(s)`, `d`/`day(s)`. Whitespace around the parts is ignored.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = |reason: &str| ConfigError::Parse {
+            input: s.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let (rate, burst) = match s.split_once("burst") {
+            Some((rate, burst)) => (rate, Some(burst.trim())),
+            None => (s, None),
+        };
+        let (count, period) = rate
+            .split_once('/')
+            .ok_or_else(|| err("expected COUNT/PERIOD, e.g. 10/s"))?;
+        let count: u64 = parse_number(count.trim()).ok_or_else(|| err("count is not a number"))?;
+        let period = parse_period(period.trim()).map_err(err)?;
+        let quota = Quota::new(count, period)?;
+        match burst {
+            None => Ok(quota),
+            Some(b) => {
+                let b = parse_number(b).ok_or_else(|| err("burst is not a number"))?;
+                quota.with_burst(b)
+            }
+        }
+    }
+}
+
+fn parse_number(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
+        return None;
+    }
+    s.replace('_', "").parse().ok()
+}
+
+fn parse_period(s: &str) -> Result<Duration, &'static str> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = if n.is_empty() {
+        1
+    } else {
+        n.parse().map_err(|_| "period count is too large")?
+    };
+    let unit_us: u64 = match unit.trim() {
+        "us" | "µs" => 1,
+        "ms" => 1_000,
+        "s" | "sec" | "second" | "seconds" => 1_000_000,
+        "m" | "min" | "minute" | "minutes" => 60_000_000,
+        "h" | "hour" | "hours" => 3_600_000_000,
+        "d" | "day" | "days" => 86_400_000_000,
+        "" => return Err("period has no unit (us, ms, s, min, hour, day)"),
+        _ => return Err("unknown period unit (use us, ms, s, min, hour, day)"),
+    };
+    let us = n.checked_mul(unit_us).ok_or("period overflows")?;
+    Ok(Duration::from_micros(us))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(s: &str) -> Result<Quota, ConfigError> {
+        s.parse()
+    }
+
+    #[test]
+    fn parses_the_forms_people_write() {
+        assert_eq!(q("10/s").unwrap(), Quota::per_second(10).unwrap());
+        assert_eq!(q("100/min").unwrap(), Quota::per_minute(100).unwrap());
+        assert_eq!(q("5000/hour").unwrap(), Quota::per_hour(5000).unwrap());
+        assert_eq!(q("1/day").unwrap(), Quota::per_day(1).unwrap());
+        assert_eq!(
+            q("10/30s").unwrap(),
+            Quota::new(10, Duration::from_secs(30)).unwrap()
+        );
+        let b = q(" 10 / s  burst 20 ").unwrap();
+        assert_eq!((b.count(), b.burst()), (10, 20));
+        assert_eq!(
+            q("1_000/250ms").unwrap().period(),
+            Duration::from_millis(250)
+        );
+    }
+
+    #[test]
+    fn refuses_nonsense_with_a_reason() {
+        assert_eq!(q("0/s"), Err(ConfigError::ZeroCount));
+        assert_eq!(q("10/s burst 0"), Err(ConfigError::ZeroBurst));
+        assert!(matches!(
+            q("10/0s"),
+            Err(ConfigError::PeriodTooShort { .. })
+        ));
+        assert!(matches!(q("10"), Err(ConfigError::Parse { .. })));
+        assert!(matches!(q("ten/s"), Err(ConfigError::Parse { .. })));
+        assert!(matches!(q("10/fortnight"), Err(ConfigError::Parse { .. })));
+        assert!(matches!(q("10/s"), Ok(_)));
+        assert!(matches!(q("-1/s"), Err(ConfigError::Parse { .. })));
+        assert!(matches!(q("10/s burst x"), Err(ConfigError::Parse { .. })));
+        assert!(matches!(
+            q("1/99999999999999999999d"),
+            Err(ConfigError::Parse { .. })
+        ));
+        assert!(matches!(
+            q("1/18446744073709d"),
+            Err(ConfigError::Parse { .. })
+        ));
+        assert!(matches!(
+            q("1/36600d"),
+            Err(ConfigError::SpanTooLong { .. })
+        ));
+        assert!(matches!(
+            q("18446744073709551616/s"),
+            Err(ConfigError::Parse { .. })
+        ));
+    }
+
+    #[test]
+    fn sub_microsecond_periods_are_refused() {
+        assert!(matches!(
+            Quota::new(1, Duration::from_nanos(999)),
+            Err(ConfigError::PeriodTooShort { .. })
+        ));
+        assert!(Quota::new(1, Duration::from_micros(1)).is_ok());
+    }
+
+    #[test]
+    fn intervals_round_up_and_refuse_sub_microsecond_rates() {
+        assert_eq!(q("10/s").unwrap().interval_micros(), Ok(100_000));
+        assert_eq!(q("3/s").unwrap().interval_micros(), Ok(333_334));
+        assert!(matches!(
+            q("2000000/s").unwrap().interval_micros(),
+            Err(ConfigError::RateTooHigh { .. })
+        ));
+        assert!(
+            q(&format!("{}/s", u64::MAX))
+                .unwrap()
+                .interval_micros()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in [
+            "10/1s",
+            "100/1min",
+            "7/30s burst 9",
+            "1/250ms",
+            "3/1d",
+            "5/7us",
+        ] {
+            let quota = q(s).unwrap();
+            assert_eq!(quota.to_string(), s);
+            assert_eq!(q(&quota.to_string()).unwrap(), quota);
+        }
+    }
+}

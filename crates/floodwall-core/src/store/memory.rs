@@ -1,0 +1,402 @@
+//! The embedded store: state for every algorithm in a bounded, lock-free concurrent map.
+
+use std::future::{Future, Ready, ready};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::Store;
+use super::key::{KeyBuf, MapKey};
+use crate::algorithm::Engine;
+use crate::algorithm::clamp_now;
+use crate::{Clock, Decision, Error, Policy, State, SystemClock};
+
+/// Marks a GCRA slot that was evicted: whoever holds it looks the key up again.
+const DEAD: u64 = u64::MAX;
+
+type Map = papaya::HashMap<MapKey, Slot, ahash::RandomState>;
+
+/// Rate-limit state in this process's memory: the default store, for a single server or as
+/// the local fallback of a shared one.
+///
+/// - **Concurrent**: lookups take no lock (a [`papaya`] map). GCRA, the default, updates its
+///   one timestamp with a compare-and-swap, so two threads on one hot key never block each
+///   other; the other algorithms lock only their own key's state.
+/// - **Exact**: two threads checking one key together are serialised on that key, so the
+///   number admitted equals the quota.
+/// - **Bounded**: at most [`max_keys`](MemoryStoreBuilder::max_keys) keys
+///   ([`DEFAULT_MAX_KEYS`](Self::DEFAULT_MAX_KEYS) by default) are kept, plus at most one
+///   per thread inserting at that instant. User keys longer than 128 bytes are stored as
+///   their SHA-256. No background thread is needed.
+///
+/// # When the store is full
+///
+/// A new key arriving at the cap triggers a sweep, run by that caller: first every expired
+/// state is dropped (an expired state decides exactly as no state does, so this changes no
+/// decision). If the store is still above 90% of the cap, the live states that will expire
+/// soonest are evicted until it is at 90%. Those hold the least unspent penalty (a client
+/// that sent one request a moment ago), while a client denied far into the future keeps
+/// its state. An evicted client starts afresh. Sweeps touch every entry once, so they cost
+/// O(cap) once per cap/10 new keys; [`evicted`](Self::evicted) counts live states evicted.
+///
+/// Clones share the same state.
+///
+/// # Examples
+///
+/// ```
+/// use floodwall_core::{ManualClock, MemoryStore, Policy};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new(0);
+/// let store = MemoryStore::builder().max_keys(10_000).clock(clock.clone()).build();
+/// let policy = Policy::gcra("api", "1/s".parse()?)?;
+///
+/// assert!(store.check_sync(b"10.0.0.1", &policy, 1)?.allowed);
+/// assert!(!store.check_sync(b"10.0.0.1", &policy, 1)?.allowed);
+/// clock.advance(Duration::from_secs(1));
+/// assert!(store.check_sync(b"10.0.0.1", &policy, 1)?.allowed);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct MemoryStore<C = SystemClock> {
+    inner: Arc<Inner<C>>,
+}
+
+struct Inner<C> {
+    map: Map,
+    max_keys: usize,
+    clock: C,
+    sweeping: Mutex<()>,
+    evicted: AtomicU64,
+}
+
+/// What one key holds.
+enum Slot {
+    /// GCRA's theoretical arrival time (0 for none), updated by compare-and-swap.
+    Gcra(AtomicU64),
+    /// Any other algorithm's state behind its own lock; `None` once evicted.
+    Locked {
+        expires: AtomicU64,
+        state: Mutex<Option<State>>,
+    },
+}
+
+/// Builds a [`MemoryStore`] with a cap or a clock other than the defaults.
+#[derive(Debug, Clone)]
+pub struct MemoryStoreBuilder<C = SystemClock> {
+    max_keys: usize,
+    clock: C,
+}
+
+impl MemoryStore {
+    /// The default cap on keys. At roughly 100–200 bytes per key (key bytes included; a
+    /// sliding window or log adds its counters or entries), 100,000 keys stay in the tens
+    /// of megabytes.
+    pub const DEFAULT_MAX_KEYS: usize = 100_000;
+
+    /// A store with the system clock and the default cap.
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// A builder, to set the cap or the clock.
+    pub fn builder() -> MemoryStoreBuilder {
+        MemoryStoreBuilder {
+            max_keys: Self::DEFAULT_MAX_KEYS,
+            clock: SystemClock,
+        }
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<C> MemoryStoreBuilder<C> {
+    /// The most keys kept (at least 1). See [`MemoryStore`] for what happens at the cap.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys.max(1);
+        self
+    }
+
+    /// The clock to read `now` from; a [`ManualClock`](crate::ManualClock) in tests.
+    pub fn clock<C2: Clock>(self, clock: C2) -> MemoryStoreBuilder<C2> {
+        MemoryStoreBuilder {
+            max_keys: self.max_keys,
+            clock,
+        }
+    }
+
+    /// The store.
+    pub fn build(self) -> MemoryStore<C> {
+        MemoryStore {
+            inner: Arc::new(Inner {
+                map: papaya::HashMap::builder()
+                    .hasher(ahash::RandomState::new())
+                    .build(),
+                max_keys: self.max_keys,
+                clock: self.clock,
+                sweeping: Mutex::new(()),
+                evicted: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+impl<C> Clone for MemoryStore<C> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<C> std::fmt::Debug for MemoryStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("keys", &self.len())
+            .field("max_keys", &self.inner.max_keys)
+            .finish()
+    }
+}
+
+impl<C: Clock> MemoryStore<C> {
+    /// [`Store::check`] without the future: the memory store never waits.
+    pub fn check_sync(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        policy.check_cost(cost)?;
+        let now = clamp_now(self.inner.clock.now_micros());
+        let buf = KeyBuf::new(key);
+        let key = buf.as_ref(policy.namespace());
+        let map = self.inner.map.pin();
+        loop {
+            let slot = match map.get(&key) {
+                Some(slot) => slot,
+                // A peek on an unknown key must not create one.
+                None if cost == 0 => return policy.decide(&mut State::new(), now, 0),
+                None => {
+                    self.make_room(now);
+                    match map.try_insert(key.to_owned(), Slot::new(policy.engine())) {
+                        Ok(slot) => slot,
+                        Err(occupied) => occupied.current,
+                    }
+                }
+            };
+            match slot.decide(policy, now, cost) {
+                Some(result) => return result.map(|raw| policy.to_decision(raw)),
+                // Evicted under our feet: help remove it, then look again.
+                None => {
+                    let _ = map.remove_if(&key, |_, s| s.is_dead());
+                }
+            }
+        }
+    }
+
+    /// Forgets `key` under `policy`.
+    pub fn reset_sync(&self, key: &[u8], policy: &Policy) {
+        let buf = KeyBuf::new(key);
+        let key = buf.as_ref(policy.namespace());
+        let map = self.inner.map.pin();
+        if let Some(slot) = map.get(&key) {
+            slot.kill(u64::MAX);
+            let _ = map.remove_if(&key, |_, s| s.is_dead());
+        }
+    }
+
+    /// Drops every expired state now, instead of waiting for the cap to be reached.
+    /// Returns how many were dropped.
+    pub fn sweep_expired(&self) -> usize {
+        let _sweeping = lock(&self.inner.sweeping);
+        self.drop_expired(clamp_now(self.inner.clock.now_micros()))
+    }
+
+    fn drop_expired(&self, now: u64) -> usize {
+        let map = self.inner.map.pin();
+        let before = map.len();
+        map.retain(|_, slot| !(slot.expires_at() <= now && slot.kill(now)));
+        before.saturating_sub(map.len())
+    }
+
+    /// Called before inserting a key: sweeps when the cap is reached.
+    fn make_room(&self, now: u64) {
+        let inner = &self.inner;
+        if inner.map.len() < inner.max_keys {
+            return;
+        }
+        let _sweeping = lock(&inner.sweeping);
+        if inner.map.len() < inner.max_keys {
+            return; // another caller swept while we waited
+        }
+        self.drop_expired(now);
+        let map = inner.map.pin();
+        let target = inner.max_keys - inner.max_keys / 10 - 1;
+        let len = map.len();
+        if len <= target {
+            return;
+        }
+        let mut expiries: Vec<u64> = map.values().map(Slot::expires_at).collect();
+        let excess = expiries.len().saturating_sub(target);
+        if excess == 0 {
+            return;
+        }
+        let threshold = *expiries.select_nth_unstable(excess - 1).1;
+        drop(expiries);
+        let mut budget = excess;
+        // Strictly sooner first, then ties, so the evicted are the soonest to expire.
+        for take_ties in [false, true] {
+            map.retain(|_, slot| {
+                let e = slot.expires_at();
+                let candidate = e < threshold || (take_ties && e == threshold);
+                if budget == 0 || !candidate || !slot.kill(threshold) {
+                    return true;
+                }
+                budget -= 1;
+                false
+            });
+        }
+        inner
+            .evicted
+            .fetch_add((excess - budget) as u64, Ordering::Relaxed);
+    }
+}
+
+impl<C> MemoryStore<C> {
+    /// Keys held now.
+    pub fn len(&self) -> usize {
+        self.inner.map.len()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The cap on keys.
+    pub fn max_keys(&self) -> usize {
+        self.inner.max_keys
+    }
+
+    /// How many live (unexpired) states were evicted to respect the cap since the store
+    /// was built. Non-zero means the cap is too small for the traffic, or a flood of keys.
+    pub fn evicted(&self) -> u64 {
+        self.inner.evicted.load(Ordering::Relaxed)
+    }
+
+    /// The clock this store reads.
+    pub fn clock(&self) -> &C {
+        &self.inner.clock
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere while holding the lock leaves the data consistent (every write is a
+    // single assignment), so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Slot {
+    fn new(engine: &Engine) -> Self {
+        if engine.gcra().is_some() {
+            Self::Gcra(AtomicU64::new(0))
+        } else {
+            Self::Locked {
+                expires: AtomicU64::new(0),
+                state: Mutex::new(Some(State::new())),
+            }
+        }
+    }
+
+    /// `None` when the slot was evicted and the caller must look the key up again.
+    fn decide(
+        &self,
+        policy: &Policy,
+        now: u64,
+        cost: u64,
+    ) -> Option<Result<crate::algorithm::Raw, Error>> {
+        match self {
+            Self::Gcra(tat) => {
+                let Some(gcra) = policy.engine().gcra() else {
+                    return Some(Err(Error::StateMismatch));
+                };
+                let mut current = tat.load(Ordering::Acquire);
+                loop {
+                    if current == DEAD {
+                        return None;
+                    }
+                    let (raw, next) = gcra.decide(current, now, cost);
+                    let Some(next) = next else {
+                        return Some(Ok(raw));
+                    };
+                    match tat.compare_exchange_weak(
+                        current,
+                        next,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => return Some(Ok(raw)),
+                        Err(seen) => current = seen,
+                    }
+                }
+            }
+            Self::Locked { expires, state } => {
+                let mut guard = lock(state);
+                let state = guard.as_mut()?;
+                let result = policy.engine().decide(state, now, cost);
+                if let Ok(raw) = &result {
+                    expires.store(now + raw.reset, Ordering::Release);
+                }
+                Some(result)
+            }
+        }
+    }
+
+    /// When the state becomes equal to no state at all.
+    fn expires_at(&self) -> u64 {
+        match self {
+            Self::Gcra(tat) => tat.load(Ordering::Acquire),
+            Self::Locked { expires, .. } => expires.load(Ordering::Acquire),
+        }
+    }
+
+    fn is_dead(&self) -> bool {
+        match self {
+            Self::Gcra(tat) => tat.load(Ordering::Acquire) == DEAD,
+            Self::Locked { state, .. } => lock(state).is_none(),
+        }
+    }
+
+    /// Marks the slot dead if it still expires by `by`; true if it is dead now. Atomic with
+    /// respect to `decide`, so no decision is ever written into an evicted slot.
+    fn kill(&self, by: u64) -> bool {
+        match self {
+            Self::Gcra(tat) => tat
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+                    (t <= by || t == DEAD).then_some(DEAD)
+                })
+                .is_ok(),
+            Self::Locked { expires, state } => {
+                let mut guard = lock(state);
+                if guard.is_some() && expires.load(Ordering::Acquire) <= by {
+                    *guard = None;
+                }
+                guard.is_none()
+            }
+        }
+    }
+}
+
+impl<C: Clock> Store for MemoryStore<C> {
+    fn check(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        let ready: Ready<_> = ready(self.check_sync(key, policy, cost));
+        ready
+    }
+
+    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
+        self.reset_sync(key, policy);
+        ready(Ok(()))
+    }
+}

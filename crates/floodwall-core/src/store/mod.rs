@@ -1,0 +1,164 @@
+//! Where state lives: the [`Store`] trait, its object-safe twin [`DynStore`], and the
+//! embedded [`MemoryStore`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::{Decision, Error, Policy};
+
+mod key;
+mod memory;
+
+pub use memory::{MemoryStore, MemoryStoreBuilder};
+
+/// A future boxed for [`DynStore`].
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Something that keeps rate-limit state and decides on it: in memory, in Redis, or a
+/// combinator wrapping another store.
+///
+/// `key` is any bytes (an IP, a hashed API key, a user id); `policy` says which limit, and
+/// namespaces the key, so one store serves many policies. A denial is an `Ok` decision;
+/// `Err` means no decision could be made (see [`Error`]'s predicates).
+///
+/// The futures are `Send`, so a store can be used from any tokio task. For a `dyn` store,
+/// use [`DynStore`] (every `Store` is one) through `Arc<dyn DynStore>`, which is a `Store`
+/// again.
+///
+/// # Examples
+///
+/// ```
+/// use floodwall_core::{MemoryStore, Policy, Store};
+///
+/// # futures_lite_block_on(async {
+/// let store = MemoryStore::new();
+/// let policy = Policy::gcra("login", "3/min".parse()?)?;
+/// for _ in 0..3 {
+///     assert!(store.check(b"alice", &policy, 1).await?.allowed);
+/// }
+/// let denied = store.check(b"alice", &policy, 1).await?;
+/// assert!(!denied.allowed);
+/// assert!(store.check(b"bob", &policy, 1).await?.allowed);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     // MemoryStore's futures are ready at once: one poll answers.
+/// #     let mut f = std::pin::pin!(f);
+/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+/// #     match f.as_mut().poll(&mut cx) { std::task::Poll::Ready(v) => v, _ => unreachable!() }
+/// # }
+/// ```
+pub trait Store: Send + Sync {
+    /// Decides a request of `cost` for `key` under `policy`, and records it if allowed.
+    /// A cost of 0 is a peek that changes nothing.
+    fn check(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send;
+
+    /// Forgets `key`'s state under `policy`, as if it had never been seen.
+    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send;
+}
+
+/// The object-safe form of [`Store`], for `Arc<dyn DynStore>` when the store's type is
+/// chosen at run time (memory or Redis from configuration). Implemented for every `Store`;
+/// `Arc<dyn DynStore>` and `Box<dyn DynStore>` are `Store`s again.
+pub trait DynStore: Send + Sync {
+    /// [`Store::check`], boxed.
+    fn check_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policy: &'a Policy,
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision, Error>>;
+
+    /// [`Store::reset`], boxed.
+    fn reset_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<(), Error>>;
+}
+
+impl<S: Store> DynStore for S {
+    fn check_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policy: &'a Policy,
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Decision, Error>> {
+        Box::pin(self.check(key, policy, cost))
+    }
+
+    fn reset_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.reset(key, policy))
+    }
+}
+
+impl Store for dyn DynStore {
+    fn check(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        // An async block names each borrow's lifetime; the boxed future alone would not.
+        async move { self.check_boxed(key, policy, cost).await }
+    }
+
+    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
+        async move { self.reset_boxed(key, policy).await }
+    }
+}
+
+impl<S: Store + ?Sized> Store for Arc<S> {
+    fn check(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        (**self).check(key, policy, cost)
+    }
+
+    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
+        (**self).reset(key, policy)
+    }
+}
+
+impl<S: Store + ?Sized> Store for Box<S> {
+    fn check(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        (**self).check(key, policy, cost)
+    }
+
+    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
+        (**self).reset(key, policy)
+    }
+}
+
+impl<S: Store + ?Sized> Store for &S {
+    fn check(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        (**self).check(key, policy, cost)
+    }
+
+    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
+        (**self).reset(key, policy)
+    }
+}

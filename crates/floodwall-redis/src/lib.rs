@@ -1,0 +1,1 @@
+//! floodwall's redis integration (in progress).

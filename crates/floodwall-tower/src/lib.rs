@@ -1,0 +1,1 @@
+//! floodwall's tower integration (in progress).
