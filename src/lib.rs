@@ -1,1 +1,15 @@
-//! floodwall
+//! floodwall: rate limiting for tower services (axum, tonic, hyper), in memory or shared
+//! through Redis.
+//!
+//! This crate re-exports the family, so one `use floodwall::...` is enough: the algorithms,
+//! quotas, policies and stores of [`floodwall_core`] at the root, the Redis store under
+//! [`redis`] (feature `redis`) and the tower layer under [`tower`] (feature `tower`, on by
+//! default).
+
+pub use floodwall_core::*;
+
+#[cfg(feature = "redis")]
+pub use floodwall_redis as redis;
+
+#[cfg(feature = "tower")]
+pub use floodwall_tower as tower;

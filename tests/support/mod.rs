@@ -1,0 +1,3 @@
+//! Shared by the end-to-end tests.
+
+pub mod vectors;
