@@ -1,7 +1,7 @@
 //! Where stores get `now` from. Algorithms never read a clock: time is a parameter.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A source of the current time, in microseconds since the Unix epoch.
@@ -15,16 +15,45 @@ pub trait Clock: Send + Sync + 'static {
     fn now_micros(&self) -> u64;
 }
 
-/// The system's wall clock.
+/// The system's clock: wall-clock time read once, then advanced by a monotonic counter.
+///
+/// The first reading comes from the wall clock, so times are microseconds since the Unix
+/// epoch like Redis's `TIME`; after that, time advances by the CPU's timestamp counter
+/// (through [`quanta`], which falls back to the OS's monotonic clock where the counter is
+/// unreliable). That costs about 10 ns instead of 30 ns for a wall-clock read, and it never
+/// steps backwards when NTP adjusts the wall clock. Over days it may drift from the wall
+/// clock by the counter's error (parts per million), which changes no rate measurably.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
+struct Anchor {
+    clock: quanta::Clock,
+    raw: u64,
+    wall_us: u64,
+}
+
+static ANCHOR: OnceLock<Anchor> = OnceLock::new();
+
+fn wall_micros() -> u64 {
+    // Before 1970 (a badly set clock) reads as 0 rather than panicking.
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
 impl Clock for SystemClock {
+    #[inline]
     fn now_micros(&self) -> u64 {
-        // Before 1970 (a badly set clock) reads as 0 rather than panicking.
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64)
+        let a = ANCHOR.get_or_init(|| {
+            let clock = quanta::Clock::new();
+            let raw = clock.raw();
+            Anchor {
+                clock,
+                raw,
+                wall_us: wall_micros(),
+            }
+        });
+        a.wall_us + a.clock.delta_as_nanos(a.raw, a.clock.raw()) / 1_000
     }
 }
 

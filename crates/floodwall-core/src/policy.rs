@@ -51,7 +51,7 @@ struct Inner {
     quota: Quota,
     engine: Engine,
     rounding: Rounding,
-    namespace: Box<[u8]>,
+    namespace: u64,
 }
 
 impl Policy {
@@ -119,9 +119,10 @@ impl Policy {
         let engine = Engine::new(algorithm, &quota)?;
         // Everything that changes what a state means is in the namespace, so a store never
         // feeds one algorithm's state to another (or to a reshaped window).
-        let namespace = format!("{name}\0{algorithm:?}\0{quota}\0{rounding:?}")
-            .into_bytes()
-            .into_boxed_slice();
+        // Kept as an 8-byte digest: it is hashed and compared on every check.
+        let descriptor = format!("{name}\0{algorithm:?}\0{quota}\0{rounding:?}");
+        let digest = <sha2::Sha256 as sha2::Digest>::digest(descriptor.as_bytes());
+        let namespace = u64::from_le_bytes(digest[..8].try_into().expect("8 of 32 bytes"));
         Ok(Self {
             inner: Arc::new(Inner {
                 name,
@@ -214,9 +215,10 @@ impl Policy {
         &self.inner.engine
     }
 
-    /// Bytes that identify this policy's state space in a store.
-    pub(crate) fn namespace(&self) -> &[u8] {
-        &self.inner.namespace
+    /// Bytes that identify this policy's state space in a store: a digest of everything
+    /// that gives a state its meaning (name, algorithm, quota, rounding).
+    pub(crate) fn namespace(&self) -> u64 {
+        self.inner.namespace
     }
 }
 

@@ -53,7 +53,11 @@ fn a_million_distinct_keys_stay_under_the_cap() {
         key.clear();
         key.extend_from_slice(&i.to_be_bytes());
         assert!(store.check_sync(&key, &policy, 1).unwrap().allowed);
-        assert!(store.len() <= store.max_keys(), "at key {i}: {}", store.len());
+        assert!(
+            store.len() <= store.max_keys(),
+            "at key {i}: {}",
+            store.len()
+        );
     }
     // Every key is live (6 s to expire), so the cap was held by evicting live states.
     assert!(store.evicted() >= 900_000 - 100_000);
@@ -73,7 +77,10 @@ fn eviction_keeps_the_most_penalised_keys() {
     }
     assert!(store.len() <= 100);
     let d = store.check_sync(b"abuser", &policy, 1).unwrap();
-    assert!(!d.allowed, "the abuser's state was evicted before one-shot keys");
+    assert!(
+        !d.allowed,
+        "the abuser's state was evicted before one-shot keys"
+    );
 }
 
 #[test]
@@ -154,11 +161,20 @@ fn the_store_trait_works_through_dyn_and_arc() {
         shared.reset(b"k", &policy).await.unwrap();
         let d = shared.check(b"k", &policy, 1).await.unwrap();
         assert_eq!(d.remaining, 1);
-        assert!(shared.check(b"k", &policy, 3).await.unwrap_err().is_cost_too_high());
+        assert!(
+            shared
+                .check(b"k", &policy, 3)
+                .await
+                .unwrap_err()
+                .is_cost_too_high()
+        );
     };
     let mut fut = std::pin::pin!(fut);
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    assert!(fut.as_mut().poll(&mut cx).is_ready(), "memory futures are ready at once");
+    assert!(
+        fut.as_mut().poll(&mut cx).is_ready(),
+        "memory futures are ready at once"
+    );
 }
 
 #[test]

@@ -39,7 +39,11 @@ fn admitted(trace: &[(u64, u64, Decision)]) -> Vec<(u64, u64)> {
 
 fn policy(alg: Algorithm, count: u64, period_ms: u64, burst: u64) -> Policy {
     let q = Quota::new(count, Duration::from_millis(period_ms)).unwrap();
-    let q = if alg.has_burst() { q.with_burst(burst).unwrap() } else { q };
+    let q = if alg.has_burst() {
+        q.with_burst(burst).unwrap()
+    } else {
+        q
+    };
     Policy::new("prop", alg, q).unwrap()
 }
 

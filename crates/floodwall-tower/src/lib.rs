@@ -1,1 +1,88 @@
-//! floodwall's tower integration (in progress).
+//! floodwall's tower layer: rate limiting for axum, tonic, hyper and any tower service
+//! over `http::Request<B>`.
+//!
+//! ```text
+//! .layer(RateLimitLayer::new(store, policy))
+//! ```
+//!
+//! For each request the [`RateLimit`] service extracts a [key](extract) (by default the
+//! peer IP), checks it against one or more [`Policy`](floodwall_core::Policy)s in a
+//! [`Store`](floodwall_core::Store) (in memory, or Redis shared by a fleet), and then either
+//! calls the inner service and adds [rate-limit headers](HeaderStyle) to its response, or
+//! answers at once with a [refusal](respond): 429 with `Retry-After` by default, 503 when
+//! the store cannot decide, gRPC `RESOURCE_EXHAUSTED` for tonic.
+//!
+//! - The layer and service are cheap to clone and never wait in `poll_ready`, so they go
+//!   straight on an axum `Router` or a tonic `Server` without a `BufferLayer`.
+//! - Everything is a builder method on [`RateLimitLayer`]: the [key](extract), the
+//!   [responders](respond), the [header style](HeaderStyle), a per-request cost, a
+//!   [policy chooser](choose) (per route, method, tier or key), several policies on one
+//!   request, [shadow mode](RateLimitLayer::shadow), and an
+//!   [error mode](RateLimitLayer::reject_with_error) with [`RateLimited`].
+//!
+//! # Examples
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use floodwall_core::{MemoryStore, Policy};
+//! use floodwall_tower::RateLimitLayer;
+//! use http::{Request, Response, StatusCode};
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let policy = Policy::gcra("per-ip", "1/s".parse()?)?;
+//! let service = ServiceBuilder::new()
+//!     .layer(RateLimitLayer::new(MemoryStore::new(), policy))
+//!     .service(service_fn(|_req: Request<String>| async {
+//!         Ok::<_, std::convert::Infallible>(Response::new(String::from("hello")))
+//!     }));
+//!
+//! // axum's `ConnectInfo` (or tonic's, or a plain `SocketAddr`) tells the peer address.
+//! let request = || {
+//!     let mut req = Request::new(String::new());
+//!     req.extensions_mut().insert("203.0.113.7:5000".parse::<SocketAddr>().unwrap());
+//!     req
+//! };
+//! let ok = service.clone().oneshot(request()).await?;
+//! assert_eq!(ok.status(), StatusCode::OK);
+//! assert_eq!(ok.headers()["ratelimit"], "\"per-ip\";r=0;t=1");
+//!
+//! let refused = service.oneshot(request()).await?;
+//! assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+//! assert_eq!(refused.headers()["retry-after"], "1");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! With axum: `Router::new().route(..).layer(RateLimitLayer::new(store, policy))`, served
+//! with `into_make_service_with_connect_info::<SocketAddr>()` so the peer address is
+//! known (feature `axum`). With tonic: `Server::builder().layer(layer.on_reject(Grpc))`
+//! (feature `tonic`). The workspace's `examples/` show both.
+//!
+//! # Features
+//!
+//! - `axum`: read the peer from axum's `ConnectInfo` and the route from `MatchedPath`.
+//! - `tonic`: read the peer from tonic's `TcpConnectInfo`.
+
+mod body;
+pub mod choose;
+mod error;
+pub mod extract;
+mod future;
+mod headers;
+mod key;
+mod layer;
+mod mode;
+pub mod respond;
+mod service;
+mod shared;
+
+pub use body::ResponseBody;
+pub use error::RateLimited;
+pub use future::ResponseFuture;
+pub use headers::{HeaderStyle, retry_after_secs};
+pub use key::Key;
+pub use layer::RateLimitLayer;
+pub use mode::{RejectWithError, RejectWithResponse};
+pub use service::RateLimit;

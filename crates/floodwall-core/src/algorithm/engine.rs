@@ -29,7 +29,8 @@ pub(crate) enum Engine {
 }
 
 fn whole_micros(d: std::time::Duration) -> Option<u64> {
-    (d.as_nanos() % 1000 == 0 && d <= crate::MAX_SPAN && !d.is_zero()).then(|| d.as_micros() as u64)
+    (d.as_nanos() % 1000 == 0 && d <= crate::MAX_SPAN && !d.is_zero())
+        .then_some(d.as_micros() as u64)
 }
 
 impl Engine {

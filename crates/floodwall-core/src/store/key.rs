@@ -1,5 +1,5 @@
 //! Map keys of the memory store: a policy's namespace and a user key, compared and hashed
-//! as a pair so that a lookup borrows both and allocates nothing.
+//! as a pair so that a lookup borrows the user key and allocates nothing.
 
 use std::hash::{Hash, Hasher};
 
@@ -11,17 +11,19 @@ use sha2::{Digest, Sha256};
 /// so no one can aim a long key at another client's state.
 pub(crate) const MAX_KEY_LEN: usize = 128;
 
-/// An owned key: `namespace ++ form ++ user key`, with the split points kept.
+/// An owned key.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct MapKey {
-    bytes: Box<[u8]>,
-    ns_len: u32,
+    ns: u64,
+    form: u8,
+    key: Box<[u8]>,
 }
 
 /// A borrowed key: what a lookup builds on the stack.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct KeyRef<'a> {
-    ns: &'a [u8],
+    /// The policy's namespace digest.
+    ns: u64,
     /// 0: the user key as given; 1: its SHA-256 (keeps the two forms apart).
     form: u8,
     key: &'a [u8],
@@ -42,7 +44,7 @@ impl<'a> KeyBuf<'a> {
         }
     }
 
-    pub(crate) fn as_ref<'b>(&'b self, ns: &'b [u8]) -> KeyRef<'b> {
+    pub(crate) fn as_ref(&self, ns: u64) -> KeyRef<'_> {
         match self {
             Self::Short(key) => KeyRef { ns, form: 0, key },
             Self::Long(digest) => KeyRef {
@@ -56,84 +58,70 @@ impl<'a> KeyBuf<'a> {
 
 impl KeyRef<'_> {
     pub(crate) fn to_owned(self) -> MapKey {
-        let mut bytes = Vec::with_capacity(self.ns.len() + 1 + self.key.len());
-        bytes.extend_from_slice(self.ns);
-        bytes.push(self.form);
-        bytes.extend_from_slice(self.key);
         MapKey {
-            bytes: bytes.into_boxed_slice(),
-            ns_len: self.ns.len() as u32,
+            ns: self.ns,
+            form: self.form,
+            key: self.key.into(),
         }
     }
 }
 
-impl MapKey {
-    fn parts(&self) -> KeyRef<'_> {
-        let ns_len = self.ns_len as usize;
-        KeyRef {
-            ns: &self.bytes[..ns_len],
-            form: self.bytes[ns_len],
-            key: &self.bytes[ns_len + 1..],
-        }
-    }
-}
-
-// Both forms hash the same three writes, so a `KeyRef` finds its `MapKey`.
+// Both forms hash the same writes, so a `KeyRef` finds its `MapKey`.
 impl Hash for KeyRef<'_> {
+    #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write(self.ns);
-        state.write_u8(self.form);
+        state.write_u64(self.ns ^ u64::from(self.form));
         state.write(self.key);
     }
 }
 
 impl Hash for MapKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.parts().hash(state)
+        KeyRef {
+            ns: self.ns,
+            form: self.form,
+            key: &self.key,
+        }
+        .hash(state)
     }
 }
 
 impl Equivalent<MapKey> for KeyRef<'_> {
-    fn equivalent(&self, key: &MapKey) -> bool {
-        let other = key.parts();
-        self.form == other.form && self.key == other.key && self.ns == other.ns
+    #[inline]
+    fn equivalent(&self, other: &MapKey) -> bool {
+        self.ns == other.ns && self.form == other.form && *self.key == *other.key
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::hash::BuildHasher;
 
     #[test]
     fn borrowed_and_owned_keys_agree() {
         let s = ahash::RandomState::new();
-        for (ns, key) in [
-            (&b"a"[..], &b"bc"[..]),
-            (b"ab", b"c"),
-            (b"", b""),
-            (b"p", &[0xff; 300]),
-        ] {
+        for (ns, key) in [(1, &b"bc"[..]), (2, b"c"), (0, b""), (7, &[0xff; 300])] {
             let buf = KeyBuf::new(key);
             let r = buf.as_ref(ns);
             let owned = r.to_owned();
             assert_eq!(s.hash_one(r), s.hash_one(&owned));
             assert!(r.equivalent(&owned));
         }
-        // Same concatenation, different split: different keys.
-        let a = KeyBuf::new(b"bc");
-        let b = KeyBuf::new(b"c");
-        assert!(!a.as_ref(b"a").equivalent(&b.as_ref(b"ab").to_owned()));
+        assert!(
+            !KeyBuf::new(b"k")
+                .as_ref(1)
+                .equivalent(&KeyBuf::new(b"k").as_ref(2).to_owned())
+        );
     }
 
     #[test]
     fn long_keys_are_bounded_and_kept_apart_from_short_ones() {
         let long = vec![b'x'; 10_000];
-        let owned = KeyBuf::new(&long).as_ref(b"ns").to_owned();
-        assert!(owned.bytes.len() <= 2 + 1 + 32);
+        let owned = KeyBuf::new(&long).as_ref(9).to_owned();
+        assert_eq!(owned.key.len(), 32);
         let digest: [u8; 32] = Sha256::digest(&long).into();
         // A client sending the digest itself as its key does not share the long key's state.
         let forged = KeyBuf::new(&digest);
-        assert!(!forged.as_ref(b"ns").equivalent(&owned));
+        assert!(!forged.as_ref(9).equivalent(&owned));
     }
 }

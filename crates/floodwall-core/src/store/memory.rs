@@ -72,11 +72,15 @@ struct Inner<C> {
 enum Slot {
     /// GCRA's theoretical arrival time (0 for none), updated by compare-and-swap.
     Gcra(AtomicU64),
-    /// Any other algorithm's state behind its own lock; `None` once evicted.
-    Locked {
-        expires: AtomicU64,
-        state: Mutex<Option<State>>,
-    },
+    /// Any other algorithm's state behind its own lock (boxed: GCRA slots stay small).
+    Locked(Box<Locked>),
+}
+
+struct Locked {
+    /// When the state becomes equal to no state (µs since the epoch).
+    expires: AtomicU64,
+    /// `None` once evicted.
+    state: Mutex<Option<State>>,
 }
 
 /// Builds a [`MemoryStore`] with a cap or a clock other than the defaults.
@@ -298,10 +302,10 @@ impl Slot {
         if engine.gcra().is_some() {
             Self::Gcra(AtomicU64::new(0))
         } else {
-            Self::Locked {
+            Self::Locked(Box::new(Locked {
                 expires: AtomicU64::new(0),
                 state: Mutex::new(Some(State::new())),
-            }
+            }))
         }
     }
 
@@ -337,12 +341,12 @@ impl Slot {
                     }
                 }
             }
-            Self::Locked { expires, state } => {
-                let mut guard = lock(state);
+            Self::Locked(l) => {
+                let mut guard = lock(&l.state);
                 let state = guard.as_mut()?;
                 let result = policy.engine().decide(state, now, cost);
                 if let Ok(raw) = &result {
-                    expires.store(now + raw.reset, Ordering::Release);
+                    l.expires.store(now + raw.reset, Ordering::Release);
                 }
                 Some(result)
             }
@@ -353,14 +357,14 @@ impl Slot {
     fn expires_at(&self) -> u64 {
         match self {
             Self::Gcra(tat) => tat.load(Ordering::Acquire),
-            Self::Locked { expires, .. } => expires.load(Ordering::Acquire),
+            Self::Locked(l) => l.expires.load(Ordering::Acquire),
         }
     }
 
     fn is_dead(&self) -> bool {
         match self {
             Self::Gcra(tat) => tat.load(Ordering::Acquire) == DEAD,
-            Self::Locked { state, .. } => lock(state).is_none(),
+            Self::Locked(l) => lock(&l.state).is_none(),
         }
     }
 
@@ -373,9 +377,9 @@ impl Slot {
                     (t <= by || t == DEAD).then_some(DEAD)
                 })
                 .is_ok(),
-            Self::Locked { expires, state } => {
-                let mut guard = lock(state);
-                if guard.is_some() && expires.load(Ordering::Acquire) <= by {
+            Self::Locked(l) => {
+                let mut guard = lock(&l.state);
+                if guard.is_some() && l.expires.load(Ordering::Acquire) <= by {
                     *guard = None;
                 }
                 guard.is_none()

@@ -103,18 +103,13 @@ impl<S: Store> DynStore for S {
 }
 
 impl Store for dyn DynStore {
-    fn check(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        // An async block names each borrow's lifetime; the boxed future alone would not.
-        async move { self.check_boxed(key, policy, cost).await }
+    // `async fn` names each borrow's lifetime; returning the boxed future alone would not.
+    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.check_boxed(key, policy, cost).await
     }
 
-    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
-        async move { self.reset_boxed(key, policy).await }
+    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        self.reset_boxed(key, policy).await
     }
 }
 

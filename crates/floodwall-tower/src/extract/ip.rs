@@ -1,0 +1,175 @@
+//! The connection's peer address, with IPv6 keyed by network prefix.
+
+use std::net::{IpAddr, SocketAddr};
+
+use http::StatusCode;
+use http::request::Parts;
+
+use super::{ExtractKey, KeyError};
+use crate::Key;
+
+/// The IPv6 prefix length clients are keyed by unless told otherwise: one /64 is what a
+/// single host or home network is given, so one host cannot mint 2^64 keys by rotating
+/// its interface id.
+pub(crate) const DEFAULT_V6_PREFIX: u8 = 64;
+
+/// Keys requests by the address of the connection they came on.
+///
+/// Use it when clients connect directly. Behind a reverse proxy or load balancer every
+/// request comes from the proxy: use [`ClientIp`](super::ClientIp) there.
+///
+/// IPv6 addresses are keyed by their first 64 bits ([`ipv6_prefix`](Self::ipv6_prefix)),
+/// IPv4 addresses whole, and IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`) as the IPv4
+/// address they are.
+///
+/// The address is read from the request's extensions, where the server put it: axum's
+/// `ConnectInfo<SocketAddr>` (feature `axum`; serve with
+/// `into_make_service_with_connect_info::<SocketAddr>()`), tonic's `TcpConnectInfo`
+/// (feature `tonic`), or a plain [`SocketAddr`] or [`IpAddr`] (for hyper, insert one
+/// yourself). Without one, the key is missing with status 500: the server is misconfigured.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerIp {
+    v4_prefix: u8,
+    v6_prefix: u8,
+}
+
+impl PeerIp {
+    /// IPv4 by address, IPv6 by /64.
+    pub fn new() -> Self {
+        Self {
+            v4_prefix: 32,
+            v6_prefix: DEFAULT_V6_PREFIX,
+        }
+    }
+
+    /// Keys IPv6 clients by their first `bits` bits (capped at 128). `/56` or `/48` are
+    /// stricter (one key per site), `/128` keys every address apart.
+    pub fn ipv6_prefix(mut self, bits: u8) -> Self {
+        self.v6_prefix = bits.min(128);
+        self
+    }
+
+    /// Keys IPv4 clients by their first `bits` bits (capped at 32; 32 by default).
+    pub fn ipv4_prefix(mut self, bits: u8) -> Self {
+        self.v4_prefix = bits.min(32);
+        self
+    }
+}
+
+impl Default for PeerIp {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ExtractKey for PeerIp {
+    fn extract(&self, req: &Parts, key: &mut Key) -> Result<(), KeyError> {
+        let ip = peer_addr(req).ok_or_else(missing_peer)?;
+        write_ip(ip, self.v4_prefix, self.v6_prefix, key);
+        Ok(())
+    }
+}
+
+pub(crate) fn missing_peer() -> KeyError {
+    KeyError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "no peer address in the request (serve axum with \
+         into_make_service_with_connect_info::<SocketAddr>())",
+    )
+}
+
+/// The connection's peer address, from whichever extension the server put it in
+/// (see [`PeerIp`]).
+pub fn peer_addr(req: &Parts) -> Option<IpAddr> {
+    let ext = &req.extensions;
+    #[cfg(feature = "axum")]
+    if let Some(info) = ext.get::<axum::extract::ConnectInfo<SocketAddr>>() {
+        return Some(info.0.ip());
+    }
+    #[cfg(feature = "tonic")]
+    if let Some(addr) = ext
+        .get::<tonic::transport::server::TcpConnectInfo>()
+        .and_then(|info| info.remote_addr())
+    {
+        return Some(addr.ip());
+    }
+    if let Some(addr) = ext.get::<SocketAddr>() {
+        return Some(addr.ip());
+    }
+    ext.get::<IpAddr>().copied()
+}
+
+/// Writes `ip` masked to its prefix: a family tag, then only the prefix's bytes.
+pub(crate) fn write_ip(ip: IpAddr, v4_prefix: u8, v6_prefix: u8, key: &mut Key) {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => {
+            key.push(4);
+            write_masked(&v4.octets(), v4_prefix, key);
+        }
+        IpAddr::V6(v6) => {
+            key.push(6);
+            write_masked(&v6.octets(), v6_prefix, key);
+        }
+    }
+}
+
+fn write_masked(octets: &[u8], prefix: u8, key: &mut Key) {
+    let prefix = usize::from(prefix).min(octets.len() * 8);
+    let whole = prefix / 8;
+    key.extend_from_slice(&octets[..whole]);
+    let rest = prefix % 8;
+    if rest != 0 {
+        key.push(octets[whole] & (0xff << (8 - rest)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Request;
+
+    fn key_of(ip: &str, extractor: PeerIp) -> Vec<u8> {
+        let mut req = Request::new(());
+        let ip: IpAddr = ip.parse().unwrap();
+        req.extensions_mut().insert(SocketAddr::new(ip, 443));
+        let mut key = Key::new();
+        extractor.extract(&req.into_parts().0, &mut key).unwrap();
+        key.as_bytes().to_vec()
+    }
+
+    #[test]
+    fn ipv6_hosts_in_one_64_share_a_key() {
+        let a = key_of("2001:db8:1:2:aaaa::1", PeerIp::new());
+        let b = key_of("2001:db8:1:2:ffff:ffff:ffff:ffff", PeerIp::new());
+        let other = key_of("2001:db8:1:3::1", PeerIp::new());
+        assert_eq!(a, b);
+        assert_ne!(a, other);
+        assert_eq!(a.len(), 1 + 8);
+    }
+
+    #[test]
+    fn prefixes_are_configurable_and_bit_exact() {
+        let p = PeerIp::new().ipv6_prefix(60);
+        assert_eq!(key_of("2001:db8:1:20::1", p), key_of("2001:db8:1:2f::1", p));
+        assert_ne!(key_of("2001:db8:1:20::1", p), key_of("2001:db8:1:30::1", p));
+        let full = PeerIp::new().ipv6_prefix(200);
+        assert_ne!(key_of("2001:db8::1", full), key_of("2001:db8::2", full));
+        let v4 = PeerIp::new().ipv4_prefix(24);
+        assert_eq!(key_of("192.0.2.1", v4), key_of("192.0.2.254", v4));
+    }
+
+    #[test]
+    fn ipv4_mapped_ipv6_is_the_ipv4_address() {
+        assert_eq!(
+            key_of("::ffff:192.0.2.7", PeerIp::new()),
+            key_of("192.0.2.7", PeerIp::new())
+        );
+    }
+
+    #[test]
+    fn no_peer_is_a_500_not_a_panic() {
+        let parts = Request::new(()).into_parts().0;
+        let err = PeerIp::new().extract(&parts, &mut Key::new()).unwrap_err();
+        assert_eq!(err.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+}

@@ -1,0 +1,199 @@
+//! The layer: a cheap, cloneable configuration that wraps services in [`RateLimit`].
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use floodwall_core::{Policy, Store};
+use http::request::Parts;
+use tower_layer::Layer;
+
+use crate::choose::ChoosePolicy;
+use crate::extract::{ExtractKey, OnMissingKey, PeerIp};
+use crate::headers::HeaderStyle;
+use crate::respond::{OnReject, OnStoreFailure};
+use crate::shared::Shared;
+use crate::{RateLimit, RejectWithError, RejectWithResponse};
+
+/// Rate-limits the services it wraps: `.layer(RateLimitLayer::new(store, policy))`.
+///
+/// Defaults, each changed by one builder method:
+///
+/// | what | default | change with |
+/// |---|---|---|
+/// | key | peer IP, IPv6 by /64 ([`PeerIp`]) | [`key`](Self::key) |
+/// | policies | the one given to `new` | [`and_policy`](Self::and_policy), [`choose`](Self::choose) |
+/// | cost | 1 per request | [`cost`](Self::cost) |
+/// | denial | 429 + `Retry-After` ([`TooManyRequests`](crate::respond::TooManyRequests)) | [`on_reject`](Self::on_reject) |
+/// | store failure | 503 + `Retry-After` ([`ServiceUnavailable`](crate::respond::ServiceUnavailable)), fail closed | [`on_store_failure`](Self::on_store_failure), [`fail_open`](Self::fail_open) |
+/// | no key | refuse with the extractor's status ([`OnMissingKey::Reject`]) | [`on_missing_key`](Self::on_missing_key) |
+/// | headers | IETF `RateLimit` / `RateLimit-Policy` ([`HeaderStyle::Ietf`]) | [`headers`](Self::headers) |
+/// | enforcement | on | [`shadow`](Self::shadow) |
+/// | refusals are | responses | [`reject_with_error`](Self::reject_with_error) |
+///
+/// Cloning the layer clones the store handle and the configuration (reference counts);
+/// each service it builds shares one `Arc` of it.
+pub struct RateLimitLayer<St, K = PeerIp, M = RejectWithResponse> {
+    shared: Shared<St, K>,
+    _mode: PhantomData<fn() -> M>,
+}
+
+impl<St: Store> RateLimitLayer<St> {
+    /// Limits each client (by peer IP) to `policy`, with state in `store`.
+    ///
+    /// ```
+    /// use floodwall_core::{MemoryStore, Policy};
+    /// use floodwall_tower::RateLimitLayer;
+    ///
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("per-ip", "10/s burst 20".parse()?)?);
+    /// # let _ = layer;
+    /// # Ok::<(), floodwall_core::ConfigError>(())
+    /// ```
+    pub fn new(store: St, policy: Policy) -> Self {
+        Self {
+            shared: Shared::new(store, PeerIp::new(), policy),
+            _mode: PhantomData,
+        }
+    }
+}
+
+impl<St, K, M> RateLimitLayer<St, K, M> {
+    fn map(mut self, f: impl FnOnce(&mut Shared<St, K>)) -> Self {
+        f(&mut self.shared);
+        self
+    }
+
+    /// Limits by another key: `.key(ClientIp::new(trusted))`, `.key(HeaderKey::bearer())`,
+    /// or any `|req: &Parts| -> Option<impl AsRef<[u8]>>`. See [`extract`](crate::extract).
+    pub fn key<K2: ExtractKey>(self, key: K2) -> RateLimitLayer<St, K2, M> {
+        RateLimitLayer {
+            shared: self.shared.with_key(key),
+            _mode: PhantomData,
+        }
+    }
+
+    /// Adds a policy every request must also pass: `.and_policy(per_day)` next to a
+    /// per-second policy.
+    ///
+    /// **Semantics.** A request is admitted only if every policy admits it. Policies are
+    /// checked in order, *every one of them even after one denies*, and nothing is
+    /// refunded: a denied request still counts against the policies that admitted it.
+    /// This is the safe choice. Refunding would need a second, non-atomic write that
+    /// concurrent requests could race through (admitting more than a quota), and a client
+    /// retrying against one exhausted policy keeps spending its others instead of probing
+    /// them for free. Order policies from the one most likely to deny.
+    pub fn and_policy(self, policy: Policy) -> Self {
+        self.map(|s| {
+            let mut list = s.policies.to_vec();
+            list.push(policy);
+            s.policies = list.into();
+        })
+    }
+
+    /// Chooses the policies per request: per route, per method, per tier, per key. A
+    /// `|req: &Parts, key: &[u8]| -> Choice` closure or a
+    /// [`PolicyMap`](crate::choose::PolicyMap); [`Choice::Default`](crate::choose::Choice)
+    /// falls back to the layer's own policies, [`Choice::Skip`](crate::choose::Choice)
+    /// exempts the request.
+    pub fn choose(self, chooser: impl ChoosePolicy) -> Self {
+        self.map(|s| s.chooser = Some(Arc::new(chooser)))
+    }
+
+    /// How much each request costs (1 by default): e.g. its declared body size, or more for
+    /// expensive endpoints. A cost above a policy's limit can never pass and is refused
+    /// without `Retry-After`; a cost of 0 checks without spending.
+    ///
+    /// ```
+    /// # use floodwall_core::{MemoryStore, Policy};
+    /// # use floodwall_tower::RateLimitLayer;
+    /// # let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("p", "100/s".parse()?)?);
+    /// let layer = layer.cost(|req: &http::request::Parts| if req.method == http::Method::POST { 10 } else { 1 });
+    /// # Ok::<(), floodwall_core::ConfigError>(())
+    /// ```
+    pub fn cost(self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
+        self.map(|s| s.cost = Some(Arc::new(cost)))
+    }
+
+    /// Builds denials with this responder: [`Json`](crate::respond::Json),
+    /// [`ProblemJson`](crate::respond::ProblemJson), [`Grpc`](crate::respond::Grpc) for
+    /// tonic, or a `|denial: &Denial| -> Response<_>` closure.
+    pub fn on_reject(self, responder: impl OnReject) -> Self {
+        self.map(|s| s.on_reject = Arc::new(responder))
+    }
+
+    /// Builds store-failure responses with this responder (default: 503 with
+    /// `Retry-After`; [`GrpcUnavailable`](crate::respond::GrpcUnavailable) for tonic).
+    pub fn on_store_failure(self, responder: impl OnStoreFailure) -> Self {
+        self.map(|s| s.on_failure = Arc::new(responder))
+    }
+
+    /// Lets requests through unlimited (and logs a warning) when the store cannot decide,
+    /// instead of refusing them: availability over protection.
+    pub fn fail_open(self) -> Self {
+        self.map(|s| s.fail_open = true)
+    }
+
+    /// What to do when the key extractor finds no key: see [`OnMissingKey`].
+    pub fn on_missing_key(self, on_missing: OnMissingKey) -> Self {
+        self.map(|s| s.on_missing = on_missing)
+    }
+
+    /// Which rate-limit headers to send: see [`HeaderStyle`].
+    pub fn headers(self, style: HeaderStyle) -> Self {
+        self.map(|s| s.headers = style)
+    }
+
+    /// Shadow mode: decide, log what would have been refused (at `info`, target
+    /// `floodwall`), add the headers, but never refuse, not even on a store failure or a
+    /// missing key. For trying a limit on real traffic before enforcing it.
+    pub fn shadow(self, shadow: bool) -> Self {
+        self.map(|s| s.shadow = shadow)
+    }
+
+    /// Reports refusals as errors instead of responses; see
+    /// [`RejectWithError`](crate::RejectWithError).
+    ///
+    /// ```
+    /// # use floodwall_core::{MemoryStore, Policy};
+    /// use floodwall_tower::{RateLimitLayer, RateLimited};
+    ///
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("p", "1/s".parse()?)?)
+    ///     .reject_with_error();
+    /// // ... and further out: `if err.is::<RateLimited>() { /* 429 */ }`
+    /// # let _ = layer;
+    /// # Ok::<(), floodwall_core::ConfigError>(())
+    /// ```
+    pub fn reject_with_error(self) -> RateLimitLayer<St, K, RejectWithError> {
+        RateLimitLayer {
+            shared: self.shared,
+            _mode: PhantomData,
+        }
+    }
+}
+
+impl<S, St: Clone, K: Clone, M> Layer<S> for RateLimitLayer<St, K, M> {
+    type Service = RateLimit<S, St, K, M>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit::from_shared(inner, Arc::new(self.shared.clone()))
+    }
+}
+
+impl<St: Clone, K: Clone, M> Clone for RateLimitLayer<St, K, M> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            _mode: PhantomData,
+        }
+    }
+}
+
+impl<St, K, M> fmt::Debug for RateLimitLayer<St, K, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("policies", &self.shared.policies)
+            .field("headers", &self.shared.headers)
+            .field("shadow", &self.shared.shadow)
+            .finish_non_exhaustive()
+    }
+}

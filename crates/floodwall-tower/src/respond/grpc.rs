@@ -1,0 +1,100 @@
+//! gRPC refusals for tonic: `RESOURCE_EXHAUSTED` and `UNAVAILABLE`, trailers-only.
+
+use std::fmt::Write;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HeaderName, RETRY_AFTER};
+use http::{HeaderValue, Response, StatusCode};
+
+use super::{Denial, OnReject, OnStoreFailure};
+
+/// gRPC's `RESOURCE_EXHAUSTED` (code 8) as a trailers-only response, for tonic services:
+/// HTTP 200, `content-type: application/grpc`, `grpc-status: 8`, a `grpc-message`, and the
+/// wait as `retry-after` (seconds) and `grpc-retry-pushback-ms` (the header gRPC clients'
+/// retry policies obey) metadata. The body is empty.
+///
+/// A tonic client sees `Err(Status)` with `code() == Code::ResourceExhausted` and the
+/// metadata above in `status.metadata()`. gRPC clients never see a 429: an HTTP error
+/// status would reach them as `UNAVAILABLE` or `UNKNOWN`, not as a rate limit.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Grpc;
+
+impl OnReject for Grpc {
+    fn respond(&self, denial: &Denial) -> Response<Bytes> {
+        let mut message = String::with_capacity(48);
+        match (denial.cost_too_high(), denial.retry_after()) {
+            (Some((cost, max)), _) => {
+                let _ = write!(message, "request cost {cost} exceeds the limit of {max}");
+            }
+            (None, Some(d)) => {
+                let _ = write!(
+                    message,
+                    "rate limit exceeded, retry after {}s",
+                    crate::headers::retry_after_secs(d)
+                );
+            }
+            (None, None) => message.push_str("rate limit exceeded"),
+        }
+        let mut res = trailers_only(8, &message);
+        if let Some(d) = denial.retry_after() {
+            let headers = res.headers_mut();
+            headers.insert(RETRY_AFTER, crate::headers::retry_after_value(d));
+            let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
+            headers.insert(
+                HeaderName::from_static("grpc-retry-pushback-ms"),
+                HeaderValue::from(ms),
+            );
+        }
+        res
+    }
+}
+
+/// gRPC's `UNAVAILABLE` (code 14) as a trailers-only response, for a store that cannot
+/// decide: the tonic counterpart of [`ServiceUnavailable`](super::ServiceUnavailable).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GrpcUnavailable;
+
+impl OnStoreFailure for GrpcUnavailable {
+    fn respond(&self, _error: &floodwall_core::Error) -> Response<Bytes> {
+        trailers_only(14, "the rate limiter cannot decide right now")
+    }
+}
+
+fn trailers_only(code: u16, message: &str) -> Response<Bytes> {
+    let mut res = Response::new(Bytes::new());
+    *res.status_mut() = StatusCode::OK;
+    let headers = res.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(
+        HeaderName::from_static("grpc-status"),
+        HeaderValue::from(code),
+    );
+    if let Ok(v) = HeaderValue::try_from(percent_encode(message)) {
+        headers.insert(HeaderName::from_static("grpc-message"), v);
+    }
+    res
+}
+
+/// `grpc-message` is percent-encoded: printable ASCII but `%` passes, the rest is `%XX`.
+fn percent_encode(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for b in message.bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_percent_encoded() {
+        assert_eq!(percent_encode("50% off\n"), "50%25 off%0A");
+        assert_eq!(percent_encode("é"), "%C3%A9");
+    }
+}

@@ -1,0 +1,161 @@
+//! Responders: the response a refused request gets.
+//!
+//! A denial (the quota is spent) goes to an [`OnReject`] responder; a store that could not
+//! decide (Redis down, a timeout) goes to a separate [`OnStoreFailure`] responder, so
+//! clients and dashboards can tell "slow down" (429) from "we are broken" (503).
+//!
+//! | responder | for | answers |
+//! |---|---|---|
+//! | [`TooManyRequests`] (default) | HTTP | 429, plain text |
+//! | [`Json`] | JSON APIs | 429, `application/json` |
+//! | [`ProblemJson`] | JSON APIs | 429, `application/problem+json` (RFC 9457, the draft's `quota-exceeded` type) |
+//! | [`Grpc`] | tonic | 200 trailers-only, `grpc-status: 8` (`RESOURCE_EXHAUSTED`) |
+//! | any `Fn(&Denial) -> Response<T>` | anything else | what it returns |
+//! | [`ServiceUnavailable`] (default) | store failures | 503, `Retry-After` |
+//! | [`GrpcUnavailable`] | store failures, tonic | 200 trailers-only, `grpc-status: 14` (`UNAVAILABLE`) |
+//!
+//! Whatever the responder, the layer then adds `Retry-After` to a denial when the
+//! responder did not set it, and the rate-limit headers of the chosen
+//! [`HeaderStyle`](crate::HeaderStyle).
+//!
+//! ```
+//! use bytes::Bytes;
+//! use floodwall_tower::respond::Denial;
+//! use http::{Response, StatusCode};
+//!
+//! let teapot = |denial: &Denial| {
+//!     let mut res = Response::new(format!("slow down for {:?}\n", denial.retry_after()));
+//!     *res.status_mut() = StatusCode::IM_A_TEAPOT;
+//!     res
+//! };
+//! # fn is_responder(_: impl floodwall_tower::respond::OnReject) {}
+//! # is_responder(teapot);
+//! ```
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use floodwall_core::{Decision, Policy};
+use http::Response;
+use smallvec::SmallVec;
+
+mod failure;
+mod grpc;
+mod json;
+mod plain;
+
+pub use failure::ServiceUnavailable;
+pub use grpc::{Grpc, GrpcUnavailable};
+pub use json::{Json, ProblemJson};
+pub use plain::TooManyRequests;
+
+/// Every policy checked for one request, with its decision, in order.
+pub(crate) type Decisions = SmallVec<[(Policy, Decision); 2]>;
+
+/// Why a request was refused: which policies denied it and when it may retry.
+#[derive(Debug, Clone)]
+pub struct Denial {
+    decisions: Decisions,
+    too_costly: Option<(Policy, u64, u64)>,
+}
+
+impl Denial {
+    pub(crate) fn new(decisions: Decisions, too_costly: Option<(Policy, u64, u64)>) -> Self {
+        Self {
+            decisions,
+            too_costly,
+        }
+    }
+
+    /// How long until the same request would pass every policy that denied it: the
+    /// longest of their `retry_after`s. `None` when it never can (its cost is above a
+    /// policy's limit).
+    pub fn retry_after(&self) -> Option<Duration> {
+        if self.too_costly.is_some() {
+            return None;
+        }
+        self.decisions
+            .iter()
+            .filter_map(|(_, d)| d.retry_after)
+            .max()
+    }
+
+    /// [`retry_after`](Self::retry_after) as `Retry-After` says it: whole seconds, rounded
+    /// up, never 0.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after().map(crate::headers::retry_after_secs)
+    }
+
+    /// Every policy checked, with its decision (the denying ones have `allowed == false`).
+    pub fn decisions(&self) -> &[(Policy, Decision)] {
+        &self.decisions
+    }
+
+    /// The names of the policies that refused the request.
+    pub fn violated(&self) -> impl Iterator<Item = &str> {
+        self.decisions
+            .iter()
+            .filter(|(_, d)| !d.allowed)
+            .map(|(p, _)| p.name())
+            .chain(self.too_costly.iter().map(|(p, _, _)| p.name()))
+    }
+
+    /// When the request's cost can never pass: `(cost, the policy's limit)`.
+    pub fn cost_too_high(&self) -> Option<(u64, u64)> {
+        self.too_costly.as_ref().map(|(_, cost, max)| (*cost, *max))
+    }
+}
+
+/// Builds the response to a denied request.
+///
+/// Implemented for every `Fn(&Denial) -> Response<T>` with `T: Into<Bytes>` (`String`,
+/// `&'static str`, `Vec<u8>`, `Bytes`): rejections are small, fixed bodies.
+pub trait OnReject: Send + Sync + 'static {
+    /// The response for this denial.
+    fn respond(&self, denial: &Denial) -> Response<Bytes>;
+}
+
+impl<F, T> OnReject for F
+where
+    F: Fn(&Denial) -> Response<T> + Send + Sync + 'static,
+    T: Into<Bytes>,
+{
+    fn respond(&self, denial: &Denial) -> Response<Bytes> {
+        self(denial).map(Into::into)
+    }
+}
+
+/// Builds the response when the store could not decide (unreachable, timed out, failed).
+///
+/// Implemented for every `Fn(&floodwall_core::Error) -> Response<T>` with `T: Into<Bytes>`.
+/// The error is for logging and choosing a status; do not send its text to clients, it may
+/// name internal hosts.
+pub trait OnStoreFailure: Send + Sync + 'static {
+    /// The response for this failure.
+    fn respond(&self, error: &floodwall_core::Error) -> Response<Bytes>;
+}
+
+impl<F, T> OnStoreFailure for F
+where
+    F: Fn(&floodwall_core::Error) -> Response<T> + Send + Sync + 'static,
+    T: Into<Bytes>,
+{
+    fn respond(&self, error: &floodwall_core::Error) -> Response<Bytes> {
+        self(error).map(Into::into)
+    }
+}
+
+/// A response with a status, a content type and a body.
+pub(crate) fn response_with(
+    status: http::StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Bytes> {
+    let mut res = Response::new(body.into());
+    *res.status_mut() = status;
+    res.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(content_type),
+    );
+    res
+}

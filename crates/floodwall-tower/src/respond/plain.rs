@@ -1,0 +1,38 @@
+//! The default denial response: 429 in plain text.
+
+use std::fmt::Write;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+
+use super::{Denial, OnReject, response_with as response};
+
+/// `429 Too Many Requests` with a one-line plain-text body and `Retry-After` (the default).
+///
+/// A request whose cost can never pass also gets 429, without `Retry-After` and with a body
+/// that says retrying will not help.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TooManyRequests;
+
+impl OnReject for TooManyRequests {
+    fn respond(&self, denial: &Denial) -> Response<Bytes> {
+        let mut body = String::with_capacity(64);
+        match (denial.cost_too_high(), denial.retry_after_secs()) {
+            (Some((cost, max)), _) => {
+                let _ = writeln!(
+                    body,
+                    "Too Many Requests: this request costs {cost}, more than the limit of {max}"
+                );
+            }
+            (None, Some(secs)) => {
+                let _ = writeln!(body, "Too Many Requests: retry after {secs}s");
+            }
+            (None, None) => body.push_str("Too Many Requests\n"),
+        }
+        response(
+            StatusCode::TOO_MANY_REQUESTS,
+            "text/plain; charset=utf-8",
+            body,
+        )
+    }
+}

@@ -1,0 +1,221 @@
+//! The configuration every clone of a service shares, and the decision it makes.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use floodwall_core::{BoxError, Policy, Store};
+use http::Response;
+use http::request::Parts;
+
+use crate::choose::ChoosePolicy;
+use crate::extract::{KeyError, OnMissingKey};
+use crate::headers::{self, HeaderStyle};
+use crate::respond::{
+    Decisions, Denial, OnReject, OnStoreFailure, ServiceUnavailable, TooManyRequests,
+};
+use crate::{Key, RateLimited};
+
+pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
+
+/// Everything a [`RateLimitLayer`](crate::RateLimitLayer) was configured with. Services
+/// hold it behind one `Arc`, so cloning a service costs two reference counts.
+pub(crate) struct Shared<St, K> {
+    pub(crate) store: St,
+    pub(crate) key: K,
+    pub(crate) policies: Arc<[Policy]>,
+    pub(crate) chooser: Option<Arc<dyn ChoosePolicy>>,
+    pub(crate) cost: Option<Arc<CostFn>>,
+    pub(crate) on_reject: Arc<dyn OnReject>,
+    pub(crate) on_failure: Arc<dyn OnStoreFailure>,
+    pub(crate) on_missing: OnMissingKey,
+    pub(crate) headers: HeaderStyle,
+    pub(crate) shadow: bool,
+    pub(crate) fail_open: bool,
+}
+
+impl<St, K> Shared<St, K> {
+    pub(crate) fn new(store: St, key: K, policy: Policy) -> Self {
+        Self {
+            store,
+            key,
+            policies: Arc::from([policy]),
+            chooser: None,
+            cost: None,
+            on_reject: Arc::new(TooManyRequests),
+            on_failure: Arc::new(ServiceUnavailable::default()),
+            on_missing: OnMissingKey::Reject,
+            headers: HeaderStyle::Ietf,
+            shadow: false,
+            fail_open: false,
+        }
+    }
+
+    /// The same configuration with another key extractor.
+    pub(crate) fn with_key<K2>(self, key: K2) -> Shared<St, K2> {
+        Shared {
+            store: self.store,
+            key,
+            policies: self.policies,
+            chooser: self.chooser,
+            cost: self.cost,
+            on_reject: self.on_reject,
+            on_failure: self.on_failure,
+            on_missing: self.on_missing,
+            headers: self.headers,
+            shadow: self.shadow,
+            fail_open: self.fail_open,
+        }
+    }
+}
+
+impl<St: Clone, K: Clone> Clone for Shared<St, K> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            key: self.key.clone(),
+            policies: self.policies.clone(),
+            chooser: self.chooser.clone(),
+            cost: self.cost.clone(),
+            on_reject: self.on_reject.clone(),
+            on_failure: self.on_failure.clone(),
+            on_missing: self.on_missing,
+            headers: self.headers,
+            shadow: self.shadow,
+            fail_open: self.fail_open,
+        }
+    }
+}
+
+/// The policies one request is checked against.
+pub(crate) enum PolicyList {
+    Many(Arc<[Policy]>),
+    One(Policy),
+}
+
+impl PolicyList {
+    fn as_slice(&self) -> &[Policy] {
+        match self {
+            Self::Many(list) => list,
+            Self::One(one) => std::slice::from_ref(one),
+        }
+    }
+}
+
+/// Headers to add to the inner service's response.
+pub(crate) struct Report {
+    pub(crate) style: HeaderStyle,
+    pub(crate) decisions: Decisions,
+}
+
+impl Report {
+    pub(crate) fn write(&self, headers: &mut http::HeaderMap) {
+        headers::write(self.style, &self.decisions, headers);
+    }
+}
+
+/// What happens to a request.
+pub(crate) enum Verdict {
+    /// Call the inner service, then add these headers.
+    Proceed(Option<Report>),
+    /// Refused, as a response.
+    Respond(Response<Bytes>),
+    /// Refused, as an error ([`RejectWithError`](crate::RejectWithError) mode).
+    Fail(BoxError),
+}
+
+impl<St: Store, K> Shared<St, K> {
+    /// Checks `key` against every policy, in order, and says what to do.
+    ///
+    /// Every policy is checked even after one denies, and nothing is refunded: see
+    /// [`RateLimitLayer::and_policy`](crate::RateLimitLayer::and_policy).
+    pub(crate) async fn decide(
+        &self,
+        key: Key,
+        policies: PolicyList,
+        cost: u64,
+        error_mode: bool,
+    ) -> Verdict {
+        let mut decisions = Decisions::new();
+        let mut too_costly = None;
+        for policy in policies.as_slice() {
+            match self.store.check(key.as_bytes(), policy, cost).await {
+                Ok(decision) => decisions.push((policy.clone(), decision)),
+                Err(e) if e.is_cost_too_high() => {
+                    too_costly.get_or_insert((policy.clone(), cost, policy.limit()));
+                }
+                Err(e) => return self.store_failed(e, error_mode),
+            }
+        }
+        let allowed = too_costly.is_none() && decisions.iter().all(|(_, d)| d.allowed);
+        if allowed || self.shadow {
+            if !allowed {
+                let denial = Denial::new(decisions.clone(), too_costly);
+                for policy in denial.violated() {
+                    tracing::info!(
+                        target: "floodwall",
+                        policy,
+                        retry_after_secs = denial.retry_after_secs(),
+                        "shadow mode: this request would have been rate limited"
+                    );
+                }
+            }
+            return Verdict::Proceed(Some(Report {
+                style: self.headers,
+                decisions,
+            }));
+        }
+        let denial = Denial::new(decisions, too_costly);
+        if error_mode {
+            return Verdict::Fail(Box::new(RateLimited::new(denial.retry_after())));
+        }
+        let mut res = self.on_reject.respond(&denial);
+        headers::ensure_retry_after(res.headers_mut(), denial.retry_after());
+        headers::write(self.headers, denial.decisions(), res.headers_mut());
+        Verdict::Respond(res)
+    }
+
+    fn store_failed(&self, error: floodwall_core::Error, error_mode: bool) -> Verdict {
+        if self.shadow || self.fail_open {
+            tracing::warn!(
+                target: "floodwall",
+                %error,
+                "rate-limit store failed; letting the request through (fail open)"
+            );
+            return Verdict::Proceed(None);
+        }
+        tracing::error!(
+            target: "floodwall",
+            %error,
+            "rate-limit store failed; refusing the request (fail closed)"
+        );
+        if error_mode {
+            Verdict::Fail(Box::new(error))
+        } else {
+            Verdict::Respond(self.on_failure.respond(&error))
+        }
+    }
+
+    /// What to do with a request whose key is missing; `None` lets it through.
+    pub(crate) fn missing_key(&self, error: KeyError, error_mode: bool) -> Option<Verdict> {
+        let status = match self.on_missing {
+            _ if self.shadow => None,
+            OnMissingKey::Skip => None,
+            OnMissingKey::Reject => Some(error.status()),
+            OnMissingKey::RejectWith(status) => Some(status),
+        };
+        let Some(status) = status else {
+            tracing::debug!(target: "floodwall", %error, "not rate limited: no key");
+            return None;
+        };
+        tracing::warn!(target: "floodwall", %error, %status, "request refused: no rate-limit key");
+        if error_mode {
+            return Some(Verdict::Fail(Box::new(error)));
+        }
+        let body = format!("{error}\n");
+        Some(Verdict::Respond(crate::respond::response_with(
+            status,
+            "text/plain; charset=utf-8",
+            body,
+        )))
+    }
+}

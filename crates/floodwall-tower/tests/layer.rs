@@ -1,0 +1,466 @@
+//! The service, driven with `tower::ServiceExt::oneshot`: decisions, headers, responders,
+//! policies, costs, shadow mode, store failures, missing keys and the error mode.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use floodwall_core::{Algorithm, Policy};
+use floodwall_tower::choose::{Choice, PolicyMap};
+use floodwall_tower::extract::{ExtractKey, Global, HeaderKey, OnMissingKey};
+use floodwall_tower::respond::{Denial, Grpc, Json, ProblemJson};
+use floodwall_tower::{HeaderStyle, RateLimitLayer, RateLimited};
+use http::request::Parts;
+use http::{Request, Response, StatusCode};
+use support::*;
+use tower::{Layer, ServiceExt};
+
+#[tokio::test]
+async fn allows_then_refuses_with_429_retry_after_and_ietf_headers() {
+    let (store, clock) = store();
+    let svc = RateLimitLayer::new(store, gcra("per-ip", "2/s")).layer(hello());
+
+    let first = svc.clone().oneshot(from("203.0.113.1")).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(first.headers()["ratelimit-policy"], "\"per-ip\";q=2;w=1");
+    assert_eq!(first.headers()["ratelimit"], "\"per-ip\";r=1;t=1");
+    assert!(first.headers().get("retry-after").is_none());
+    assert_eq!(text(first).await, "hello");
+
+    let second = svc.clone().oneshot(from("203.0.113.1")).await.unwrap();
+    assert_eq!(second.headers()["ratelimit"], "\"per-ip\";r=0;t=1");
+
+    let refused = svc.clone().oneshot(from("203.0.113.1")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    assert_eq!(refused.headers()["ratelimit"], "\"per-ip\";r=0;t=1");
+    assert_eq!(refused.headers()["ratelimit-policy"], "\"per-ip\";q=2;w=1");
+    assert_eq!(
+        refused.headers()["content-type"],
+        "text/plain; charset=utf-8"
+    );
+    assert_eq!(text(refused).await, "Too Many Requests: retry after 1s\n");
+
+    // Another client is not affected; time heals.
+    let other = svc.clone().oneshot(from("203.0.113.2")).await.unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+    clock.advance(Duration::from_millis(500));
+    let later = svc.oneshot(from("203.0.113.1")).await.unwrap();
+    assert_eq!(later.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn retry_after_is_whole_seconds_rounded_up() {
+    let (store, _clock) = store();
+    let svc = RateLimitLayer::new(store, gcra("slow", "1/90s")).layer(hello());
+    svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
+    let refused = svc.oneshot(from("192.0.2.1")).await.unwrap();
+    assert_eq!(refused.headers()["retry-after"], "90");
+    assert_eq!(refused.headers()["ratelimit-policy"], "\"slow\";q=1;w=90");
+}
+
+#[tokio::test]
+async fn github_and_no_headers() {
+    let (store, _clock) = store();
+    let layer = RateLimitLayer::new(store, gcra("p", "5/s")).headers(HeaderStyle::GitHub);
+    let res = layer
+        .layer(hello())
+        .oneshot(from("192.0.2.1"))
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["x-ratelimit-limit"], "5");
+    assert_eq!(res.headers()["x-ratelimit-remaining"], "4");
+    assert!(res.headers().contains_key("x-ratelimit-reset"));
+    assert!(!res.headers().contains_key("ratelimit"));
+
+    let (store2, _clock) = support::store();
+    let layer = RateLimitLayer::new(store2, gcra("p", "1/s")).headers(HeaderStyle::None);
+    let svc = layer.layer(hello());
+    let res = svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
+    assert!(!res.headers().contains_key("ratelimit"));
+    assert!(!res.headers().contains_key("x-ratelimit-limit"));
+    let refused = svc.oneshot(from("192.0.2.1")).await.unwrap();
+    assert_eq!(refused.headers()["retry-after"], "1");
+}
+
+#[tokio::test]
+async fn every_policy_must_pass_and_a_denial_still_consumes_the_others() {
+    let (store, _clock) = store();
+    let burst = gcra("burst", "2/s");
+    let hourly = Policy::new("hourly", Algorithm::FixedWindow, "10/hour".parse().unwrap()).unwrap();
+    let svc = RateLimitLayer::new(store.clone(), burst.clone())
+        .and_policy(hourly.clone())
+        .layer(hello());
+
+    for _ in 0..2 {
+        let ok = svc.clone().oneshot(from("192.0.2.9")).await.unwrap();
+        assert_eq!(ok.status(), StatusCode::OK);
+    }
+    let refused = svc.clone().oneshot(from("192.0.2.9")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        refused.headers()["ratelimit"],
+        "\"burst\";r=0;t=1, \"hourly\";r=7;t=3600"
+    );
+    assert_eq!(
+        refused.headers()["ratelimit-policy"],
+        "\"burst\";q=2;w=1, \"hourly\";q=10;w=3600"
+    );
+    // The denied request counted against "hourly": 3 spent, 7 left (a peek costs nothing).
+    let key = [4u8, 192, 0, 2, 9];
+    let peek = store.check_sync(&key, &hourly, 0).unwrap();
+    assert_eq!(peek.remaining, 7);
+}
+
+#[tokio::test]
+async fn the_hourly_policy_refuses_when_it_is_spent() {
+    let (store, clock) = store();
+    let svc = RateLimitLayer::new(store, gcra("burst", "10/s"))
+        .and_policy(
+            Policy::new("hourly", Algorithm::FixedWindow, "2/hour".parse().unwrap()).unwrap(),
+        )
+        .on_reject(Json)
+        .layer(hello());
+    for _ in 0..2 {
+        svc.clone().oneshot(from("192.0.2.9")).await.unwrap();
+        clock.advance(Duration::from_secs(1));
+    }
+    let refused = svc.oneshot(from("192.0.2.9")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    // The hour's window started 2s ago.
+    let retry = 3598;
+    assert_eq!(refused.headers()["retry-after"], "3598");
+    assert_eq!(refused.headers()["content-type"], "application/json");
+    assert_eq!(
+        text(refused).await,
+        format!(
+            r#"{{"error":"rate_limited","message":"Too Many Requests","retry_after":{retry},"violated_policies":["hourly"]}}"#
+        )
+    );
+}
+
+#[tokio::test]
+async fn policies_are_chosen_per_route_and_routes_can_be_exempt() {
+    let (store, _clock) = store();
+    let strict = gcra("login", "1/min");
+    let svc = RateLimitLayer::new(store, gcra("default", "100/s"))
+        .choose(move |req: &Parts, _key: &[u8]| match req.uri.path() {
+            "/login" => Choice::Policy(strict.clone()),
+            "/health" => Choice::Skip,
+            _ => Choice::Default,
+        })
+        .layer(hello());
+    let get = |path: &str| {
+        let mut req = from("192.0.2.1");
+        *req.uri_mut() = path.parse().unwrap();
+        req
+    };
+    let res = svc.clone().oneshot(get("/login")).await.unwrap();
+    assert_eq!(res.headers()["ratelimit"], "\"login\";r=0;t=60");
+    let res = svc.clone().oneshot(get("/login")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    let res = svc.clone().oneshot(get("/other")).await.unwrap();
+    assert_eq!(res.headers()["ratelimit"], "\"default\";r=99;t=1");
+    for _ in 0..3 {
+        let res = svc.clone().oneshot(get("/health")).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert!(!res.headers().contains_key("ratelimit"));
+    }
+}
+
+#[tokio::test]
+async fn tiers_by_key_prefix() {
+    let (store, _clock) = store();
+    let tier_key = |req: &Parts| {
+        let user = req.headers.get("x-user")?.to_str().ok()?;
+        let tier = if user.starts_with("vip") {
+            "pro"
+        } else {
+            "free"
+        };
+        Some(format!("{tier}:{user}"))
+    };
+    let svc = RateLimitLayer::new(store, gcra("default", "1/s"))
+        .key(tier_key)
+        .choose(
+            PolicyMap::new()
+                .prefix("free:", gcra("free", "1/min"))
+                .prefix("pro:", gcra("pro", "100/min")),
+        )
+        .layer(hello());
+    let as_user = |user: &str| {
+        Request::builder()
+            .header("x-user", user)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let res = svc.clone().oneshot(as_user("bob")).await.unwrap();
+    assert_eq!(res.headers()["ratelimit"], "\"free\";r=0;t=60");
+    let res = svc.clone().oneshot(as_user("vip-ann")).await.unwrap();
+    assert_eq!(res.headers()["ratelimit"], "\"pro\";r=99;t=1");
+}
+
+#[tokio::test]
+async fn cost_is_per_request_and_an_impossible_cost_is_refused_without_retry_after() {
+    let (store, _clock) = store();
+    let svc = RateLimitLayer::new(store, gcra("bytes", "10/s"))
+        .cost(|req: &Parts| {
+            req.headers
+                .get("x-cost")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(1)
+        })
+        .layer(hello());
+    let costing = |n: &str| {
+        let mut req = from("192.0.2.1");
+        req.headers_mut().insert("x-cost", n.parse().unwrap());
+        req
+    };
+    let res = svc.clone().oneshot(costing("7")).await.unwrap();
+    assert_eq!(res.headers()["ratelimit"], "\"bytes\";r=3;t=1");
+    let res = svc.clone().oneshot(costing("4")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(res.headers().contains_key("retry-after"));
+    let res = svc.clone().oneshot(costing("11")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(!res.headers().contains_key("retry-after"));
+    assert_eq!(
+        text(res).await,
+        "Too Many Requests: this request costs 11, more than the limit of 10\n"
+    );
+}
+
+#[tokio::test]
+async fn shadow_mode_never_refuses_but_reports() {
+    let (store, _clock) = store();
+    let svc = RateLimitLayer::new(store, gcra("p", "1/s"))
+        .shadow(true)
+        .layer(hello());
+    svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
+    let over = svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
+    assert_eq!(over.status(), StatusCode::OK);
+    assert_eq!(over.headers()["ratelimit"], "\"p\";r=0;t=1");
+    assert!(!over.headers().contains_key("retry-after"));
+    // No key and a broken store do not refuse either.
+    let no_peer = svc.oneshot(Request::new(Body::empty())).await.unwrap();
+    assert_eq!(no_peer.status(), StatusCode::OK);
+    let down = RateLimitLayer::new(Down, gcra("p", "1/s"))
+        .shadow(true)
+        .layer(hello());
+    assert_eq!(
+        down.oneshot(from("192.0.2.1")).await.unwrap().status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn a_store_failure_is_a_503_not_a_429_unless_failing_open() {
+    let svc = RateLimitLayer::new(Down, gcra("p", "1/s")).layer(hello());
+    let res = svc.oneshot(from("192.0.2.1")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(res.headers()["retry-after"], "1");
+    assert!(!res.headers().contains_key("ratelimit"));
+    assert_eq!(
+        text(res).await,
+        "Service Unavailable: the rate limiter cannot decide right now\n"
+    );
+
+    let open = RateLimitLayer::new(Down, gcra("p", "1/s"))
+        .fail_open()
+        .layer(hello());
+    let res = open.oneshot(from("192.0.2.1")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(text(res).await, "hello");
+
+    let custom = RateLimitLayer::new(Down, gcra("p", "1/s"))
+        .on_store_failure(|e: &floodwall_core::Error| {
+            assert!(e.is_unavailable());
+            let mut res = Response::new("down");
+            *res.status_mut() = StatusCode::BAD_GATEWAY;
+            res
+        })
+        .layer(hello());
+    let res = custom.oneshot(from("192.0.2.1")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_GATEWAY);
+}
+
+#[tokio::test]
+async fn a_missing_key_is_refused_skipped_or_falls_back() {
+    let (store, _clock) = store();
+    let no_peer = || Request::new(Body::empty());
+
+    let svc = RateLimitLayer::new(store.clone(), gcra("p", "1/s")).layer(hello());
+    let res = svc.oneshot(no_peer()).await.unwrap();
+    assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(
+        text(res)
+            .await
+            .starts_with("no rate-limit key: no peer address")
+    );
+
+    let api_key = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+    let svc = RateLimitLayer::new(store.clone(), gcra("p", "1/s"))
+        .key(api_key.clone())
+        .on_missing_key(OnMissingKey::RejectWith(StatusCode::UNAUTHORIZED))
+        .layer(hello());
+    assert_eq!(
+        svc.oneshot(no_peer()).await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+
+    let svc = RateLimitLayer::new(store.clone(), gcra("p", "1/s"))
+        .key(api_key.clone())
+        .on_missing_key(OnMissingKey::Skip)
+        .layer(hello());
+    for _ in 0..3 {
+        let res = svc.clone().oneshot(no_peer()).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert!(!res.headers().contains_key("ratelimit"));
+    }
+
+    // Falling back to one global key: the second keyless request is limited.
+    let svc = RateLimitLayer::new(store, gcra("p", "1/s"))
+        .key(api_key.or(Global))
+        .layer(hello());
+    assert_eq!(
+        svc.clone().oneshot(no_peer()).await.unwrap().status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        svc.clone().oneshot(no_peer()).await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let mut keyed = no_peer();
+    keyed
+        .headers_mut()
+        .insert("x-api-key", "k1".parse().unwrap());
+    assert_eq!(svc.oneshot(keyed).await.unwrap().status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn api_keys_are_limited_apart() {
+    let (store, _clock) = store();
+    let svc = RateLimitLayer::new(store, gcra("per-key", "1/min"))
+        .key(HeaderKey::bearer())
+        .layer(hello());
+    let with = |token: &str| {
+        Request::builder()
+            .header("authorization", format!("Bearer {token}"))
+            .body(Body::empty())
+            .unwrap()
+    };
+    assert_eq!(
+        svc.clone().oneshot(with("a")).await.unwrap().status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        svc.clone().oneshot(with("b")).await.unwrap().status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        svc.oneshot(with("a")).await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn error_mode_returns_rate_limited_and_store_errors() {
+    let (store, _clock) = store();
+    let svc = RateLimitLayer::new(store, gcra("p", "1/s"))
+        .reject_with_error()
+        .layer(hello());
+    assert!(svc.clone().oneshot(from("192.0.2.1")).await.is_ok());
+    let err = svc.clone().oneshot(from("192.0.2.1")).await.unwrap_err();
+    assert!(err.is::<RateLimited>());
+    let limited = err.downcast_ref::<RateLimited>().unwrap();
+    assert_eq!(limited.retry_after(), Some(Duration::from_secs(1)));
+
+    let err = svc.oneshot(Request::new(Body::empty())).await.unwrap_err();
+    assert!(err.is::<floodwall_tower::extract::KeyError>());
+
+    let down = RateLimitLayer::new(Down, gcra("p", "1/s"))
+        .reject_with_error()
+        .layer(hello());
+    let err = down.oneshot(from("192.0.2.1")).await.unwrap_err();
+    let store_err = err.downcast_ref::<floodwall_core::Error>().unwrap();
+    assert!(store_err.is_unavailable());
+}
+
+#[tokio::test]
+async fn problem_json_and_closure_responders() {
+    let (store, _clock) = store();
+    let svc = RateLimitLayer::new(store.clone(), gcra("per-ip", "1/s"))
+        .on_reject(ProblemJson)
+        .layer(hello());
+    svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
+    let res = svc.oneshot(from("192.0.2.1")).await.unwrap();
+    assert_eq!(res.headers()["content-type"], "application/problem+json");
+    assert_eq!(
+        text(res).await,
+        concat!(
+            r#"{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","#,
+            r#""title":"Request cannot be satisfied as assigned quota has been exceeded","#,
+            r#""status":429,"violated-policies":["per-ip"],"retry-after":1}"#
+        )
+    );
+
+    let svc = RateLimitLayer::new(store, gcra("other", "1/s"))
+        .on_reject(|d: &Denial| {
+            let mut res = Response::new(format!("{:?}", d.violated().collect::<Vec<_>>()));
+            *res.status_mut() = StatusCode::IM_A_TEAPOT;
+            res
+        })
+        .layer(hello());
+    svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
+    let res = svc.oneshot(from("192.0.2.1")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::IM_A_TEAPOT);
+    // The layer adds what the closure left out.
+    assert_eq!(res.headers()["retry-after"], "1");
+    assert_eq!(res.headers()["ratelimit"], "\"other\";r=0;t=1");
+    assert_eq!(text(res).await, r#"["other"]"#);
+}
+
+#[tokio::test]
+async fn grpc_refusals_are_trailers_only_resource_exhausted() {
+    let (store, _clock) = store();
+    let svc = RateLimitLayer::new(store, gcra("rpc", "1/s"))
+        .on_reject(Grpc)
+        .layer(hello());
+    svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
+    let res = svc.oneshot(from("192.0.2.1")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let h = res.headers();
+    assert_eq!(h["content-type"], "application/grpc");
+    assert_eq!(h["grpc-status"], "8");
+    assert_eq!(h["grpc-message"], "rate limit exceeded, retry after 1s");
+    assert_eq!(h["retry-after"], "1");
+    assert_eq!(h["grpc-retry-pushback-ms"], "1000");
+    assert_eq!(text(res).await, "");
+}
+
+#[tokio::test]
+async fn a_dyn_store_chosen_at_run_time_works() {
+    let (store, _clock) = store();
+    let dynamic: Arc<dyn floodwall_core::DynStore> = Arc::new(store);
+    let svc = RateLimitLayer::new(dynamic, gcra("p", "1/s")).layer(hello());
+    assert_eq!(
+        svc.clone()
+            .oneshot(from("192.0.2.1"))
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        svc.oneshot(from("192.0.2.1")).await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[test]
+fn extractors_and_closures_compose() {
+    fn is_extractor(_: impl ExtractKey) {}
+    is_extractor(Global.and(|req: &Parts| Some(req.method.as_str().to_owned())));
+}

@@ -1,0 +1,152 @@
+//! Shared helpers for the floodwall-tower tests: stores, requests, services, and a tiny
+//! HTTP/1.1 client that talks to real servers over loopback.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use floodwall_core::{Decision, Error, ManualClock, MemoryStore, Policy, Store};
+use http::{Request, Response};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A memory store on a manual clock (at a whole day, so windows start with it), and the clock.
+pub fn store() -> (MemoryStore<ManualClock>, ManualClock) {
+    let clock = ManualClock::new(1_700_006_400_000_000);
+    (MemoryStore::builder().clock(clock.clone()).build(), clock)
+}
+
+pub fn gcra(name: &str, quota: &str) -> Policy {
+    Policy::gcra(name, quota.parse().unwrap()).unwrap()
+}
+
+/// A request from `ip`, as a server with connect info would hand it over.
+pub fn from(ip: &str) -> Request<Body> {
+    let mut req = Request::new(Body::empty());
+    let addr = SocketAddr::new(ip.parse().unwrap(), 40000);
+    req.extensions_mut().insert(addr);
+    req
+}
+
+/// A service answering 200 "hello".
+pub fn hello() -> impl tower::Service<
+    Request<Body>,
+    Response = Response<Body>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<Body>, Infallible>> + Send,
+> + Clone {
+    tower::service_fn(|_req: Request<Body>| async { Ok(Response::new(Body::from("hello"))) })
+}
+
+/// The body as text.
+pub async fn text<B>(res: Response<B>) -> String
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let bytes = axum::body::to_bytes(Body::new(res.into_body()), usize::MAX)
+        .await
+        .unwrap();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+/// A store that is always down.
+#[derive(Clone, Copy)]
+pub struct Down;
+
+impl Store for Down {
+    fn check(
+        &self,
+        _key: &[u8],
+        _policy: &Policy,
+        _cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        std::future::ready(Err(Error::unavailable("connection refused")))
+    }
+
+    fn reset(
+        &self,
+        _key: &[u8],
+        _policy: &Policy,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        std::future::ready(Ok(()))
+    }
+}
+
+/// A response read off the wire.
+#[derive(Debug)]
+pub struct Wire {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Wire {
+    /// The value of header `name` (case-insensitive); panics with the whole response if absent.
+    pub fn header(&self, name: &str) -> &str {
+        self.get(name)
+            .unwrap_or_else(|| panic!("no {name} header in {self:#?}"))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends one HTTP/1.1 request over a fresh connection and reads the whole response.
+pub async fn http_get(addr: SocketAddr, path: &str, extra_headers: &[(&str, &str)]) -> Wire {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in extra_headers {
+        req.push_str(&format!("{name}: {value}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    parse(&String::from_utf8(raw).unwrap())
+}
+
+fn parse(raw: &str) -> Wire {
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a complete response");
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .map(|l| {
+            let (n, v) = l.split_once(':').unwrap();
+            (n.trim().to_owned(), v.trim().to_owned())
+        })
+        .collect();
+    Wire {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+/// Serves `router` on a free loopback port, with the peer address in `ConnectInfo`.
+pub async fn serve(router: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    addr
+}

@@ -1,0 +1,230 @@
+//! floodwall's main example: a small axum API, rate limited per client IP.
+//!
+//! ```text
+//! cargo run --example axum
+//! curl -i http://127.0.0.1:3000/
+//! ```
+//!
+//! Configured by environment variables (a bad value prints the reason and exits with 2):
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `LISTEN` | `127.0.0.1:3000` | address to serve on |
+//! | `RATE` | `10/s burst 20` | the quota per client (`100/min`, `10/30s`, `5/s burst 10`) |
+//! | `ALGORITHM` | `gcra` | `gcra`, `token_bucket`, `leaky_bucket`, `fixed_window`, `sliding_window`, `sliding_log` |
+//! | `TRUSTED_PROXIES` | none | CIDRs of reverse proxies whose `X-Forwarded-For` is believed (`10.0.0.0/8,127.0.0.1`) |
+//! | `REDIS_URL` | unset | share limits through Redis instead of memory |
+//! | `REDIS_CLUSTER_URLS` | unset | the same through a Redis Cluster (comma-separated node URLs) |
+
+use std::env;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::Path;
+use axum::routing::get;
+use floodwall::tower::RateLimitLayer;
+use floodwall::tower::choose::Choice;
+use floodwall::tower::extract::{ClientIp, parse_cidrs};
+use floodwall::{Algorithm, DynStore, MemoryStore, Policy, Quota};
+use http::request::Parts;
+
+const DEFAULT_LISTEN: &str = "127.0.0.1:3000";
+const DEFAULT_RATE: &str = "10/s burst 20";
+
+/// Everything read from the environment.
+struct Config {
+    listen: SocketAddr,
+    policy: Policy,
+    trusted: Vec<ipnet::IpNet>,
+    store: Arc<dyn DynStore>,
+    store_name: String,
+}
+
+fn main() -> ExitCode {
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+impl Config {
+    fn from_env() -> Result<Self, String> {
+        let listen_text = var("LISTEN")?.unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        let listen = listen_text
+            .parse()
+            .map_err(|e| format!("LISTEN={listen_text:?}: {e} (expected e.g. {DEFAULT_LISTEN})"))?;
+
+        let algorithm_text = var("ALGORITHM")?;
+        let algorithm = match &algorithm_text {
+            Some(text) => text
+                .parse::<Algorithm>()
+                .map_err(|e| format!("ALGORITHM={text:?}: {e}"))?,
+            None => Algorithm::Gcra,
+        };
+
+        let rate_text = var("RATE")?;
+        let mut quota = match &rate_text {
+            Some(text) => text
+                .parse::<Quota>()
+                .map_err(|e| format!("RATE={text:?}: {e}"))?,
+            None => DEFAULT_RATE
+                .parse::<Quota>()
+                .map_err(|e| format!("default RATE: {e}"))?,
+        };
+        // Window algorithms admit `count` per period and refuse a burst: drop the default's
+        // burst, but never silently change a RATE the user wrote.
+        if rate_text.is_none() && !algorithm.has_burst() && quota.burst() != quota.count() {
+            let without = Quota::new(quota.count(), quota.period()).map_err(|e| e.to_string())?;
+            println!(
+                "note: {} has no burst; using RATE=\"{without}\" instead of the default \"{DEFAULT_RATE}\"",
+                algorithm.name()
+            );
+            quota = without;
+        }
+        let policy = Policy::new("per-ip", algorithm, quota)
+            .map_err(|e| format!("RATE={quota} with ALGORITHM={}: {e}", algorithm.name()))?;
+
+        let trusted = match var("TRUSTED_PROXIES")? {
+            Some(list) => {
+                parse_cidrs(&list).map_err(|e| format!("TRUSTED_PROXIES={list:?}: {e}"))?
+            }
+            None => Vec::new(),
+        };
+
+        let (store, store_name) = match (var("REDIS_CLUSTER_URLS")?, var("REDIS_URL")?) {
+            (Some(urls), _) => {
+                let urls: Vec<&str> = urls
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .collect();
+                (
+                    redis_cluster_store(&urls)?,
+                    format!("redis cluster ({} nodes)", urls.len()),
+                )
+            }
+            (None, Some(url)) => (redis_store(&url)?, "redis".to_owned()),
+            (None, None) => (
+                Arc::new(MemoryStore::new()) as Arc<dyn DynStore>,
+                "memory".to_owned(),
+            ),
+        };
+
+        Ok(Self {
+            listen,
+            policy,
+            trusted,
+            store,
+            store_name,
+        })
+    }
+}
+
+/// An environment variable; unset and empty are the same, non-UTF-8 is an error.
+fn var(name: &str) -> Result<Option<String>, String> {
+    match env::var(name) {
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => Ok(Some(v.trim().to_owned())),
+        Err(env::VarError::NotPresent) => Ok(None),
+        Err(env::VarError::NotUnicode(_)) => Err(format!("{name} is not valid UTF-8")),
+    }
+}
+
+// TODO(floodwall-redis): wire `floodwall_redis::RedisStore` here once that crate lands:
+// build it from `url` (e.g. `RedisStore::builder(url).build().await`) and return
+// `Arc::new(store) as Arc<dyn DynStore>`; make this `async` if the builder is, and add
+// `floodwall = { features = ["redis"] }` to the example's required features.
+fn redis_store(url: &str) -> Result<Arc<dyn DynStore>, String> {
+    let _ = url;
+    Err(
+        "REDIS_URL is set, but this build does not have the Redis store wired in yet \
+         (examples/axum.rs: redis_store); unset REDIS_URL to use memory"
+            .to_owned(),
+    )
+}
+
+// TODO(floodwall-redis): the same for a Redis Cluster from its node URLs.
+fn redis_cluster_store(urls: &[&str]) -> Result<Arc<dyn DynStore>, String> {
+    let _ = urls;
+    Err(
+        "REDIS_CLUSTER_URLS is set, but this build does not have the Redis store wired in \
+         yet (examples/axum.rs: redis_cluster_store); unset it to use memory"
+            .to_owned(),
+    )
+}
+
+async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
+    let quota = *config.policy.quota();
+    let algorithm = config.policy.algorithm();
+    let layer = RateLimitLayer::new(config.store, config.policy)
+        .key(ClientIp::new(config.trusted.clone()))
+        // Health checks are never limited.
+        .choose(|req: &Parts, _key: &[u8]| match req.uri.path() {
+            "/health" => Choice::Skip,
+            _ => Choice::Default,
+        });
+
+    let app = Router::new()
+        .route("/", get(|| async { "hello from floodwall\n" }))
+        .route(
+            "/hello/{name}",
+            get(|Path(name): Path<String>| async move { format!("hello, {name}\n") }),
+        )
+        .route("/health", get(|| async { "ok\n" }))
+        .layer(layer);
+
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
+    println!("floodwall axum example on http://{addr}");
+    println!(
+        "  limit:   {quota} per client IP, {} algorithm, {} store",
+        algorithm.name(),
+        config.store_name
+    );
+    if config.trusted.is_empty() {
+        println!("  proxies: none trusted (X-Forwarded-For is ignored; set TRUSTED_PROXIES)");
+    } else {
+        let list: Vec<String> = config.trusted.iter().map(ToString::to_string).collect();
+        println!(
+            "  proxies: X-Forwarded-For believed from {}",
+            list.join(", ")
+        );
+    }
+    println!("  routes:  GET /  GET /hello/{{name}}  GET /health (not limited)");
+    println!("try it:");
+    println!("  curl -i http://{addr}/");
+    println!(
+        "  for i in $(seq 30); do curl -s -o /dev/null -w '%{{http_code}} ' http://{addr}/; done; echo"
+    );
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
+    Ok(())
+}
