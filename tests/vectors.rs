@@ -37,9 +37,13 @@ fn redis_cell_replies_are_reproduced() {
     let groups = vectors::load_cell();
     assert_eq!(groups.len(), 5, "groups A, B, C, D, F");
     for g in groups {
-        let policy =
-            Policy::redis_cell("cell", g.max_burst, g.count, Duration::from_secs(g.period_s))
-                .unwrap();
+        let policy = Policy::redis_cell(
+            "cell",
+            g.max_burst,
+            g.count,
+            Duration::from_secs(g.period_s),
+        )
+        .unwrap();
         // All calls of a group happened within a few milliseconds: one instant.
         let store = MemoryStore::builder()
             .clock(ManualClock::new(1_700_000_000_000_000))

@@ -54,7 +54,9 @@ pub const FILES: [&str; 6] = [
 ];
 
 fn parse_duration(s: &str) -> Duration {
-    let q: Quota = format!("1/{s}").parse().unwrap_or_else(|e| panic!("{s}: {e}"));
+    let q: Quota = format!("1/{s}")
+        .parse()
+        .unwrap_or_else(|e| panic!("{s}: {e}"));
     q.period()
 }
 
@@ -96,7 +98,10 @@ pub fn load(file: &str) -> Vec<Scenario> {
             continue;
         }
         let f: Vec<&str> = line.split_whitespace().collect();
-        let num = |s: &str| -> u64 { s.parse().unwrap_or_else(|_| panic!("{file}:{}: {s}", i + 1)) };
+        let num = |s: &str| -> u64 {
+            s.parse()
+                .unwrap_or_else(|_| panic!("{file}:{}: {s}", i + 1))
+        };
         let expect = match f[3] {
             "cost_too_high" => Expect::CostTooHigh,
             verdict @ ("allow" | "deny") => Expect::Decision {
@@ -174,7 +179,11 @@ pub fn load_cell() -> Vec<CellGroup> {
         } else if let Some(rest) = line.strip_prefix("call ") {
             let list = rest.split_once('[').unwrap().1.trim_end_matches(']');
             let v: Vec<i64> = list.split(',').map(|x| x.trim().parse().unwrap()).collect();
-            groups.last_mut().unwrap().replies.push(v.try_into().unwrap());
+            groups
+                .last_mut()
+                .unwrap()
+                .replies
+                .push(v.try_into().unwrap());
         }
     }
     groups
@@ -194,7 +203,13 @@ pub fn cell_reply(result: &Result<Decision, Error>, peek: impl FnOnce() -> Decis
         ],
         Err(e) if e.is_cost_too_high() => {
             let p = peek();
-            [1, p.limit as i64, p.remaining as i64, -1, secs(p.reset_after)]
+            [
+                1,
+                p.limit as i64,
+                p.remaining as i64,
+                -1,
+                secs(p.reset_after),
+            ]
         }
         Err(e) => panic!("store failed: {e}"),
     }

@@ -176,6 +176,7 @@ impl Policy {
     }
 
     /// Fails with [`Error::CostTooHigh`] when `cost` can never pass.
+    #[inline]
     pub fn check_cost(&self, cost: u64) -> Result<(), Error> {
         self.inner.engine.check_cost(cost)
     }
@@ -197,6 +198,7 @@ impl Policy {
         })
     }
 
+    #[inline]
     pub(crate) fn to_decision(&self, raw: Raw) -> Decision {
         let (retry, reset) = match self.inner.rounding {
             Rounding::Micros => (

@@ -19,6 +19,7 @@ pub(crate) struct Gcra {
 
 impl Gcra {
     /// Decides on a stored TAT (0 for a fresh key); returns the TAT to store when it changed.
+    #[inline]
     pub(crate) fn decide(&self, tat: u64, now: u64, cost: u64) -> (Raw, Option<u64>) {
         let base = tat.max(now);
         let new_tat = base + cost * self.interval;

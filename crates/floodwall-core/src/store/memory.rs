@@ -310,6 +310,7 @@ impl Slot {
     }
 
     /// `None` when the slot was evicted and the caller must look the key up again.
+    #[inline]
     fn decide(
         &self,
         policy: &Policy,
