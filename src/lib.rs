@@ -3,8 +3,8 @@
 //!
 //! This crate re-exports the family, so one `use floodwall::...` is enough: the algorithms,
 //! quotas, policies and stores of [`floodwall_core`] at the root, the Redis store under
-//! [`redis`] (feature `redis`) and the tower layer under [`tower`] (feature `tower`, on by
-//! default).
+//! `floodwall::redis` (feature `redis`) and the tower layer under `floodwall::tower`
+//! (feature `tower`, on by default).
 
 pub use floodwall_core::*;
 
