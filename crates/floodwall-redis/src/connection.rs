@@ -1,0 +1,154 @@
+//! The three connection kinds behind one store type, and how each is opened.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bb8_redis::RedisConnectionManager;
+use floodwall_core::Error;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, FromRedisValue, RedisError, RedisResult, ScriptInvocation};
+
+use crate::error::{BuildError, build_error, to_core};
+
+/// How the store reaches Redis.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    /// A bb8 pool of multiplexed connections, each checked with a PING when taken out.
+    Pool {
+        pool: bb8::Pool<RedisConnectionManager>,
+        /// The pool connects in the background; this keeps its last failure so a caller
+        /// that timed out waiting can be told why (connection refused, say).
+        last_error: Arc<LastError>,
+    },
+    /// One multiplexed connection that pipelines concurrent calls and reconnects by itself.
+    Manager(ConnectionManager),
+    /// Redis Cluster: routes each call to the master of its key's slot, follows redirects.
+    Cluster(ClusterConnection),
+}
+
+/// What one call sends.
+pub(crate) enum Op<'a> {
+    Script(&'a ScriptInvocation<'a>),
+    Cmd(&'a Cmd),
+}
+
+async fn exec<C: ConnectionLike, T: FromRedisValue>(con: &mut C, op: Op<'_>) -> RedisResult<T> {
+    match op {
+        Op::Script(inv) => inv.invoke_async(con).await,
+        Op::Cmd(cmd) => cmd.query_async(con).await,
+    }
+}
+
+impl Connection {
+    /// A bb8 pool of up to `size` connections; connects one before returning.
+    pub(crate) async fn pool(url: &str, size: u32, timeout: Duration) -> Result<Self, BuildError> {
+        let manager = RedisConnectionManager::new(url).map_err(build_error)?;
+        let last_error = Arc::new(LastError::default());
+        let pool = bb8::Pool::builder()
+            .max_size(size.max(1))
+            .connection_timeout(timeout.max(Duration::from_millis(1)))
+            .error_sink(Box::new(Sink(last_error.clone())))
+            .build_unchecked(manager);
+        let conn = Self::Pool { pool, last_error };
+        conn.ping().await?;
+        Ok(conn)
+    }
+
+    /// A `ConnectionManager`; connects before returning.
+    pub(crate) async fn manager(url: &str, timeout: Duration) -> Result<Self, BuildError> {
+        let client = redis::Client::open(url).map_err(build_error)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            // Reconnect quickly and report a dead server as such, rather than retrying for
+            // longer than a check may take.
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(20))
+            .set_max_delay(timeout);
+        let manager = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(build_error)?;
+        Ok(Self::Manager(manager))
+    }
+
+    /// An async cluster connection from any reachable seed nodes.
+    pub(crate) async fn cluster(urls: &[String], timeout: Duration) -> Result<Self, BuildError> {
+        let client = ClusterClient::builder(urls.iter().map(String::as_str))
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .retries(3)
+            .build()
+            .map_err(build_error)?;
+        let conn = client.get_async_connection().await.map_err(build_error)?;
+        Ok(Self::Cluster(conn))
+    }
+
+    /// Fails unless the server answers PING.
+    async fn ping(&self) -> Result<(), BuildError> {
+        self.query::<String>(Op::Cmd(&redis::cmd("PING")))
+            .await
+            .map(drop)
+            .map_err(|e| BuildError::Connect {
+                source: Box::new(e),
+            })
+    }
+
+    /// Runs one script or command, mapping every failure onto floodwall's [`Error`].
+    pub(crate) async fn query<T: FromRedisValue>(&self, op: Op<'_>) -> Result<T, Error> {
+        let result = match self {
+            Self::Pool { pool, last_error } => {
+                let mut con = pool.get().await.map_err(|e| match e {
+                    bb8::RunError::User(e) => to_core(e),
+                    bb8::RunError::TimedOut => last_error.explain_timeout(),
+                })?;
+                exec(&mut *con, op).await
+            }
+            Self::Manager(m) => exec(&mut m.clone(), op).await,
+            Self::Cluster(c) => exec(&mut c.clone(), op).await,
+        };
+        result.map_err(to_core)
+    }
+
+    /// The kind's name, for `Debug`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::Pool { .. } => "bb8 pool",
+            Self::Manager(_) => "connection manager",
+            Self::Cluster(_) => "cluster",
+        }
+    }
+}
+
+/// The pool's most recent connection failure and when it happened.
+#[derive(Debug, Default)]
+pub(crate) struct LastError(Mutex<Option<(Instant, String)>>);
+
+impl LastError {
+    /// A pool wait that timed out is [`Error::Unavailable`] when the pool failed to connect
+    /// moments ago (the server refuses connections), and [`Error::Timeout`] otherwise.
+    fn explain_timeout(&self) -> Error {
+        let last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*last {
+            Some((at, msg)) if at.elapsed() < Duration::from_secs(5) => {
+                Error::unavailable(format!("no pooled connection: {msg}"))
+            }
+            _ => Error::Timeout,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Sink(Arc<LastError>);
+
+impl bb8::ErrorSink<RedisError> for Sink {
+    fn sink(&self, error: RedisError) {
+        let mut last = self.0.0.lock().unwrap_or_else(PoisonError::into_inner);
+        *last = Some((Instant::now(), error.to_string()));
+    }
+
+    fn boxed_clone(&self) -> Box<dyn bb8::ErrorSink<RedisError>> {
+        Box::new(self.clone())
+    }
+}

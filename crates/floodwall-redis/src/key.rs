@@ -1,0 +1,157 @@
+//! The Redis key of a (policy, user key) pair.
+//!
+//! ```text
+//! <prefix><policy name>:<algorithm tag>.<parameters fingerprint>:{<user key>}
+//! <prefix><policy name>:<algorithm tag>.<parameters fingerprint>:#{<hex SHA-256 of the user key>}
+//! floodwall:api:gcra.6f1c03a2:{203.0.113.7}
+//! ```
+//!
+//! - The user key is the hash tag (`{...}`), so different users spread over cluster slots
+//!   while each decision's one key has one slot.
+//! - A user key is used as is when it is valid UTF-8, at most [`MAX_RAW_KEY_LEN`] bytes, and
+//!   has no `{`, `}`, whitespace or control characters. Anything else (binary, long, braces
+//!   that would move the hash tag) is stored as `#{` + 64 hex digits of its SHA-256 + `}`.
+//!   Raw keys always follow `:{`, hashed ones `:#{`, so no raw key can equal a hashed one.
+//! - The fingerprint (FNV-1a of the algorithm's integer parameters, 8 hex digits) keeps
+//!   states of different shapes apart: changing a policy's quota starts its keys afresh, as
+//!   the memory store does, instead of reading a window of 250 ms buckets as one of 100 ms.
+
+use std::fmt::Write as _;
+
+use floodwall_core::{Parameters, Policy};
+use sha2::{Digest, Sha256};
+
+/// User keys longer than this (bytes) are stored as their SHA-256, as in the memory store.
+pub const MAX_RAW_KEY_LEN: usize = 128;
+
+/// The longest prefix accepted.
+pub(crate) const MAX_PREFIX_LEN: usize = 64;
+
+/// Whether `prefix` can start every key: short, printable, and free of `{` and `}`, which
+/// would make the prefix the hash tag and put every key in one cluster slot.
+pub(crate) fn valid_prefix(prefix: &str) -> bool {
+    prefix.len() <= MAX_PREFIX_LEN
+        && prefix
+            .chars()
+            .all(|c| !c.is_control() && !c.is_whitespace() && c != '{' && c != '}')
+}
+
+fn raw_ok(key: &[u8]) -> Option<&str> {
+    let s = std::str::from_utf8(key).ok()?;
+    let ok = s.len() <= MAX_RAW_KEY_LEN
+        && s.chars()
+            .all(|c| !c.is_control() && !c.is_whitespace() && c != '{' && c != '}');
+    ok.then_some(s)
+}
+
+/// A short tag per algorithm, readable in `redis-cli --scan` output.
+fn tag_and_numbers(params: Parameters) -> (&'static str, [u64; 3]) {
+    match params {
+        Parameters::Gcra {
+            interval,
+            tolerance,
+        } => ("gcra", [interval, tolerance, 0]),
+        Parameters::TokenBucket {
+            capacity,
+            tick,
+            quantum,
+        } => ("tb", [capacity, tick, quantum]),
+        Parameters::LeakyBucket { capacity, interval } => ("lb", [capacity, interval, 0]),
+        Parameters::FixedWindow { limit, period } => ("fw", [limit, period, 0]),
+        Parameters::SlidingWindow {
+            limit,
+            precision,
+            buckets,
+        } => ("sw", [limit, precision, buckets]),
+        Parameters::SlidingLog { limit, period } => ("sl", [limit, period, 0]),
+        _ => ("x", [0; 3]),
+    }
+}
+
+/// FNV-1a, 32 bits: stable across processes, versions and machines, as a fleet sharing keys
+/// needs (std's hashers promise none of that).
+fn fnv1a(tag: &str, numbers: &[u64; 3]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    let bytes = tag
+        .bytes()
+        .chain(numbers.iter().flat_map(|n| n.to_le_bytes()));
+    for b in bytes {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// The Redis key holding `user_key`'s state under `policy`.
+pub(crate) fn redis_key(prefix: &str, policy: &Policy, user_key: &[u8]) -> Vec<u8> {
+    let (tag, numbers) = tag_and_numbers(policy.parameters());
+    let mut out = String::with_capacity(prefix.len() + policy.name().len() + 24 + 68);
+    out.push_str(prefix);
+    out.push_str(policy.name());
+    let _ = write!(out, ":{tag}.{:08x}:", fnv1a(tag, &numbers));
+    match raw_ok(user_key) {
+        Some(raw) => {
+            out.push('{');
+            out.push_str(raw);
+        }
+        None => {
+            out.push_str("#{");
+            for b in Sha256::digest(user_key) {
+                let _ = write!(out, "{b:02x}");
+            }
+        }
+    }
+    out.push('}');
+    out.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(q: &str) -> Policy {
+        Policy::gcra("api", q.parse().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn plain_keys_are_kept_and_the_rest_hashed() {
+        let p = policy("10/s");
+        let k = String::from_utf8(redis_key("fw:", &p, b"203.0.113.7")).unwrap();
+        assert!(k.starts_with("fw:api:gcra."), "{k}");
+        assert!(k.ends_with(":{203.0.113.7}"), "{k}");
+        for bad in [&b"a b"[..], b"x{y}", b"\xff\xfe", b"tab\t", &[b'x'; 129]] {
+            let k = String::from_utf8(redis_key("fw:", &p, bad)).unwrap();
+            let hashed = k.split_once(":#{").unwrap().1;
+            assert_eq!(hashed.len(), 64 + 1, "{k}");
+        }
+        assert!(raw_ok(&[b'x'; 128]).is_some());
+    }
+
+    #[test]
+    fn a_raw_key_never_equals_a_hashed_one() {
+        let p = policy("10/s");
+        let long = vec![b'x'; 200];
+        let hashed = redis_key("", &p, &long);
+        let tail = String::from_utf8(hashed.clone()).unwrap();
+        let digest = tail.split_once(":#{").unwrap().1.trim_end_matches('}');
+        assert_ne!(redis_key("", &p, digest.as_bytes()), hashed);
+        assert_ne!(redis_key("", &p, format!("#{{{digest}").as_bytes()), hashed);
+    }
+
+    #[test]
+    fn a_new_quota_means_new_keys_but_rounding_does_not() {
+        let a = redis_key("", &policy("10/s"), b"k");
+        let b = redis_key("", &policy("20/s"), b"k");
+        assert_ne!(a, b);
+        let cell = Policy::redis_cell("api", 9, 10, std::time::Duration::from_secs(1)).unwrap();
+        assert_eq!(redis_key("", &cell, b"k"), a);
+    }
+
+    #[test]
+    fn prefixes_with_braces_are_refused() {
+        assert!(valid_prefix("floodwall:"));
+        assert!(valid_prefix(""));
+        assert!(!valid_prefix("{fw}:"));
+        assert!(!valid_prefix("a b"));
+    }
+}

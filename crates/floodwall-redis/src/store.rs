@@ -1,0 +1,332 @@
+//! [`RedisStore`]: the core [`Store`] trait over Redis, and its builder.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use floodwall_core::{Decision, Error, Policy, Store};
+use redis::Value;
+
+use crate::connection::{Connection, Op};
+use crate::error::{BuildError, UnexpectedReply};
+use crate::{key, script};
+
+/// Rate-limit state in Redis, shared by every server that points at it.
+///
+/// Each check runs one Lua script, atomically, on the server's clock (`TIME`), so a fleet
+/// of servers with skewed clocks enforces one limit exactly. Cloning is cheap (an `Arc`):
+/// clones share the connection.
+///
+/// Built by [`RedisStore::builder`] on one of three connection kinds:
+/// [`multiplexed`](RedisStoreBuilder::multiplexed) (redis-rs's `ConnectionManager`: one
+/// connection that pipelines concurrent calls and reconnects by itself; the leanest),
+/// [`pool`](RedisStoreBuilder::pool) (a `bb8-redis` pool) or
+/// [`cluster`](RedisStoreBuilder::cluster) (Redis Cluster).
+///
+/// # Failures
+///
+/// A check never panics and never allows silently. It answers:
+/// - [`Error::CostTooHigh`] before any Redis call when the cost can never pass;
+/// - [`Error::Timeout`] when no reply came within the [timeout](RedisStoreBuilder::timeout);
+/// - [`Error::Unavailable`] when Redis refuses or drops connections (server down or
+///   restarting, cluster down); the connection recovers by itself once Redis is back;
+/// - [`Error::Backend`] when Redis answered with an error: a key of the wrong type written
+///   by someone else (`WRONGTYPE`), a value the script cannot read, any other script error.
+///
+/// Scripts are sent by SHA1 (EVALSHA); after `SCRIPT FLUSH`, a restart or a failover the
+/// server answers `NOSCRIPT` and the script is loaded and run again, transparently.
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: Connection,
+    prefix: String,
+    timeout: Duration,
+}
+
+/// Configures a [`RedisStore`] (key prefix, timeout, pool size), then connects it.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), floodwall_redis::BuildError> {
+/// use std::time::Duration;
+/// use floodwall_redis::RedisStore;
+///
+/// let store = RedisStore::builder()
+///     .prefix("myapp:rl:")
+///     .timeout(Duration::from_millis(200))
+///     .multiplexed("redis://127.0.0.1:6379/")
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedisStoreBuilder {
+    prefix: String,
+    timeout: Duration,
+    pool_size: u32,
+}
+
+impl RedisStore {
+    /// The key prefix used unless [`RedisStoreBuilder::prefix`] says otherwise.
+    pub const DEFAULT_PREFIX: &'static str = "floodwall:";
+
+    /// The bound on one check unless [`RedisStoreBuilder::timeout`] says otherwise.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+
+    /// The pool size unless [`RedisStoreBuilder::pool_size`] says otherwise.
+    pub const DEFAULT_POOL_SIZE: u32 = 8;
+
+    /// A builder with the defaults: prefix `floodwall:`, 1 s timeout, pools of 8.
+    pub fn builder() -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            prefix: Self::DEFAULT_PREFIX.to_owned(),
+            timeout: Self::DEFAULT_TIMEOUT,
+            pool_size: Self::DEFAULT_POOL_SIZE,
+        }
+    }
+
+    /// A store on one multiplexed, self-reconnecting connection, with the defaults: the
+    /// usual choice (see [`RedisStoreBuilder::multiplexed`]).
+    pub async fn connect(url: &str) -> Result<Self, BuildError> {
+        Self::builder().multiplexed(url).await
+    }
+
+    /// Decides at `now_us` (microseconds since the Unix epoch) instead of the server's clock.
+    ///
+    /// For tests and simulations only: it makes runs deterministic (the decision vectors
+    /// run through it), but a fleet passing its own clocks loses what server time gives.
+    /// Keys written this way live one minute longer than their state needs, since their
+    /// time is not the clock Redis expires keys by. Times after the year 2155 are clamped
+    /// to it, so that a time plus the longest span floodwall computes with (100 years) stays
+    /// below 2^53 µs, where Lua's numbers are exact.
+    pub async fn check_at(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+        now_us: u64,
+    ) -> Result<Decision, Error> {
+        self.decide(key, policy, cost, Some(now_us.min(MAX_EXPLICIT_NOW)))
+            .await
+    }
+
+    /// The Redis key holding `key`'s state under `policy` (see the crate docs for the
+    /// layout), e.g. to inspect it with `redis-cli`.
+    pub fn redis_key(&self, key: &[u8], policy: &Policy) -> Vec<u8> {
+        key::redis_key(&self.inner.prefix, policy, key)
+    }
+
+    /// The prefix every key starts with.
+    pub fn prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    async fn decide(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+        now: Option<u64>,
+    ) -> Result<Decision, Error> {
+        policy.check_cost(cost)?;
+        let params = policy.parameters();
+        let redis_key = self.redis_key(key, policy);
+        let inv = script::invocation(params, &redis_key, now, cost).ok_or_else(|| {
+            Error::backend(format!(
+                "floodwall-redis has no script for the {} algorithm",
+                policy.algorithm()
+            ))
+        })?;
+        let reply: Value = self.bounded(Op::Script(&inv)).await?;
+        to_decision(policy, reply)
+    }
+
+    async fn bounded<T: redis::FromRedisValue>(&self, op: Op<'_>) -> Result<T, Error> {
+        tokio::time::timeout(self.inner.timeout, self.inner.conn.query(op))
+            .await
+            .unwrap_or(Err(Error::Timeout))
+    }
+}
+
+/// Explicit times are clamped here: a time plus any span stays below 2^53, where every
+/// script's arithmetic is exact.
+const MAX_EXPLICIT_NOW: u64 = (1 << 53) - floodwall_core::MAX_SPAN.as_micros() as u64;
+
+/// Reads a script's `{allowed, remaining, retry_after_us, reset_after_us}`.
+fn to_decision(policy: &Policy, reply: Value) -> Result<Decision, Error> {
+    let unexpected = |v: &Value| Error::backend(UnexpectedReply(format!("{v:?}")));
+    let Value::Array(items) = &reply else {
+        return Err(unexpected(&reply));
+    };
+    let mut n = [0u64; 4];
+    if items.len() != n.len() {
+        return Err(unexpected(&reply));
+    }
+    for (slot, item) in n.iter_mut().zip(items) {
+        *slot = match item {
+            Value::Int(i) => u64::try_from(*i).map_err(|_| unexpected(&reply))?,
+            _ => return Err(unexpected(&reply)),
+        };
+    }
+    let [allowed, remaining, retry, reset] = n;
+    if allowed > 1 || remaining > policy.limit() {
+        return Err(unexpected(&reply));
+    }
+    Ok(policy.decision_from_micros(allowed == 1, remaining, retry, reset))
+}
+
+impl Store for RedisStore {
+    fn check(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        self.decide(key, policy, cost, None)
+    }
+
+    /// Deletes the key (one `DEL`).
+    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        let mut del = redis::cmd("DEL");
+        del.arg(self.redis_key(key, policy));
+        self.bounded::<i64>(Op::Cmd(&del)).await.map(drop)
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("connection", &self.inner.conn.kind())
+            .field("prefix", &self.inner.prefix)
+            .field("timeout", &self.inner.timeout)
+            .finish()
+    }
+}
+
+impl RedisStoreBuilder {
+    /// Every key starts with this (default `floodwall:`), so several applications can
+    /// share one Redis. At most 64 printable characters, without `{`, `}` or whitespace.
+    ///
+    /// ```
+    /// let b = floodwall_redis::RedisStore::builder().prefix("shop:limits:");
+    /// ```
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The most one check may take, connecting and waiting for a pooled connection
+    /// included (default 1 s); past it the check answers [`Error::Timeout`].
+    ///
+    /// ```
+    /// let b = floodwall_redis::RedisStore::builder().timeout(std::time::Duration::from_millis(50));
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The most connections a [`pool`](Self::pool) opens (default 8, at least 1).
+    ///
+    /// ```
+    /// let b = floodwall_redis::RedisStore::builder().pool_size(4);
+    /// ```
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+
+    /// Connects through redis-rs's multiplexed `ConnectionManager`: one connection that
+    /// pipelines concurrent checks and reconnects by itself after a failure. The usual
+    /// choice for a single node: no pool to size, and a check costs one round trip.
+    ///
+    /// `url` is `redis://[user:password@]host[:port][/db]`, `redis+unix:///path/to.sock`,
+    /// or `rediss://` (which needs redis-rs's TLS support, not enabled by this crate).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), floodwall_redis::BuildError> {
+    /// let store = floodwall_redis::RedisStore::builder().multiplexed("redis://127.0.0.1/").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn multiplexed(self, url: &str) -> Result<RedisStore, BuildError> {
+        self.check_prefix()?;
+        let conn = Connection::manager(url, self.timeout).await?;
+        Ok(self.finish(conn))
+    }
+
+    /// Connects through a `bb8-redis` pool of up to [`pool_size`](Self::pool_size)
+    /// multiplexed connections. Each checkout is tested with a PING (bb8's default), so a
+    /// check costs two round trips, and a connection broken by a restart is replaced.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), floodwall_redis::BuildError> {
+    /// let store = floodwall_redis::RedisStore::builder().pool("redis://127.0.0.1/").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn pool(self, url: &str) -> Result<RedisStore, BuildError> {
+        self.check_prefix()?;
+        let conn = Connection::pool(url, self.pool_size, self.timeout).await?;
+        Ok(self.finish(conn))
+    }
+
+    /// Connects to a Redis Cluster through any of `urls` (seed nodes). Each check runs on
+    /// the master owning its key's slot; MOVED and ASK redirects are followed.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), floodwall_redis::BuildError> {
+    /// let store = floodwall_redis::RedisStore::builder()
+    ///     .cluster(["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"])
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn cluster<I, S>(self, urls: I) -> Result<RedisStore, BuildError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.check_prefix()?;
+        let urls: Vec<String> = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
+        let conn = Connection::cluster(&urls, self.timeout).await?;
+        Ok(self.finish(conn))
+    }
+
+    /// Uses a `ConnectionManager` configured by the caller (TLS, credentials, retries).
+    pub fn from_connection_manager(
+        self,
+        manager: redis::aio::ConnectionManager,
+    ) -> Result<RedisStore, BuildError> {
+        self.check_prefix()?;
+        Ok(self.finish(Connection::Manager(manager)))
+    }
+
+    /// Uses a cluster connection configured by the caller.
+    pub fn from_cluster(
+        self,
+        conn: redis::cluster_async::ClusterConnection,
+    ) -> Result<RedisStore, BuildError> {
+        self.check_prefix()?;
+        Ok(self.finish(Connection::Cluster(conn)))
+    }
+
+    fn check_prefix(&self) -> Result<(), BuildError> {
+        if key::valid_prefix(&self.prefix) {
+            Ok(())
+        } else {
+            Err(BuildError::InvalidPrefix {
+                prefix: self.prefix.clone(),
+            })
+        }
+    }
+
+    fn finish(self, conn: Connection) -> RedisStore {
+        RedisStore {
+            inner: Arc::new(Inner {
+                conn,
+                prefix: self.prefix,
+                timeout: self.timeout,
+            }),
+        }
+    }
+}

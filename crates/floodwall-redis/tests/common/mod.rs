@@ -1,0 +1,46 @@
+//! Shared by the integration tests: a policy per algorithm and the server's clock.
+
+#![allow(dead_code, unreachable_pub)]
+
+use floodwall_core::{Algorithm, Policy};
+use redis_harness::{RedisServer, Reply};
+
+/// One policy per algorithm, all on `quota` (no burst, so every algorithm accepts it).
+pub fn every_algorithm(name: &str, quota: &str) -> Vec<Policy> {
+    Algorithm::all()
+        .into_iter()
+        .map(|a| Policy::new(format!("{name}-{a}"), a, quota.parse().unwrap()).unwrap())
+        .collect()
+}
+
+/// The server's `TIME`, in µs since the epoch.
+pub fn server_now(server: &RedisServer) -> u64 {
+    match server.try_cmd(&["TIME"]).unwrap() {
+        Reply::Array(parts) => {
+            let n = |i: usize| parts[i].as_integer().unwrap() as u64;
+            n(0) * 1_000_000 + n(1)
+        }
+        other => panic!("TIME answered {other:?}"),
+    }
+}
+
+/// `INFO commandstats` as (command, calls) pairs, e.g. `("get", 1)`; scripts' inner
+/// commands are counted too.
+pub fn command_calls(server: &RedisServer) -> Vec<(String, u64)> {
+    let info = server.cmd(&["INFO", "commandstats"]);
+    let mut out: Vec<(String, u64)> = info
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect();
+    out.sort();
+    out
+}

@@ -1,0 +1,138 @@
+//! Exactness under concurrency: 4 connections x 64 tasks in this process and a second OS
+//! process, all hammering one key, admit exactly the quota, for every algorithm. Each check
+//! is one atomic script, so no interleaving can admit more (or fewer).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use floodwall_core::Policy;
+use floodwall_redis::RedisStore;
+use redis_harness::RedisServer;
+
+use common::every_algorithm;
+
+/// Set in the second process: the URL to hammer.
+const CHILD_URL: &str = "FLOODWALL_REDIS_HAMMER_URL";
+/// One instant for every check: refills can never blur the count.
+const NOW: u64 = 1_700_000_000_000_000;
+const QUOTA: u64 = 500;
+
+fn policies() -> Vec<Policy> {
+    every_algorithm("hammer", &format!("{QUOTA}/day"))
+}
+
+/// Starts `tasks` tasks on `store`, each trying `tries` times; each answers how many of its
+/// tries were admitted.
+fn spawn_hammer(
+    store: &RedisStore,
+    policy: &Policy,
+    tasks: usize,
+    tries: usize,
+) -> Vec<tokio::task::JoinHandle<u64>> {
+    (0..tasks)
+        .map(|_| {
+            let (store, policy) = (store.clone(), policy.clone());
+            tokio::spawn(async move {
+                let mut admitted = 0;
+                for _ in 0..tries {
+                    let d = store.check_at(b"hot", &policy, 1, NOW).await.unwrap();
+                    admitted += u64::from(d.allowed);
+                }
+                admitted
+            })
+        })
+        .collect()
+}
+
+async fn admitted(handles: Vec<tokio::task::JoinHandle<u64>>) -> u64 {
+    let mut total = 0;
+    for h in handles {
+        total += h.await.unwrap();
+    }
+    total
+}
+
+/// The second process's side: does nothing unless started by the test below.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_hammer() {
+    let Ok(url) = std::env::var(CHILD_URL) else {
+        return;
+    };
+    let store = RedisStore::connect(&url).await.unwrap();
+    println!("ready");
+    for policy in policies() {
+        // Start each algorithm when the first process does, so both hammer together.
+        let mut go = String::new();
+        std::io::stdin().read_line(&mut go).unwrap();
+        let n = admitted(spawn_hammer(&store, &policy, 32, 10)).await;
+        println!("admitted {} {n}", policy.name());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tasks_and_a_second_process_admit_exactly_the_quota() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["child_hammer", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_URL, &url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // libtest prints `test child_hammer ... ` before the test's own output.
+    while !lines
+        .next()
+        .expect("second process exited")
+        .unwrap()
+        .ends_with("ready")
+    {}
+
+    // Four connections: two multiplexed connections and a pool of two.
+    let stores = [
+        RedisStore::connect(&url).await.unwrap(),
+        RedisStore::connect(&url).await.unwrap(),
+        RedisStore::builder().pool_size(2).pool(&url).await.unwrap(),
+    ];
+    let tasks = [64, 64, 128];
+
+    let mut go = child.stdin.take().unwrap();
+    let mut ours = Vec::new();
+    for policy in policies() {
+        writeln!(go, "go").unwrap();
+        // Every task is spawned before any is awaited: all 256 run at once.
+        let handles: Vec<_> = stores
+            .iter()
+            .zip(tasks)
+            .flat_map(|(store, n)| spawn_hammer(store, &policy, n, 3))
+            .collect();
+        ours.push(admitted(handles).await);
+    }
+    let theirs: Vec<u64> = lines
+        .map(|l| l.unwrap())
+        .filter_map(|l| {
+            Some(
+                l.strip_prefix("admitted ")?
+                    .rsplit_once(' ')?
+                    .1
+                    .parse()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(theirs.len(), 6, "the second process reported {theirs:?}");
+    println!("admitted here {ours:?}, in the second process {theirs:?}");
+    for (i, policy) in policies().iter().enumerate() {
+        assert_eq!(
+            ours[i] + theirs[i],
+            QUOTA,
+            "{policy:?}: {} here + {} in the second process",
+            ours[i],
+            theirs[i]
+        );
+    }
+}
