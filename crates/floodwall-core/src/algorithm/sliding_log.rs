@@ -27,46 +27,51 @@ pub(crate) struct Log {
 }
 
 impl SlidingLog {
-    /// Decides in place: expired entries are dropped (which changes no decision) and the cost
-    /// logged only when admitted.
+    /// Decides; `log` changes only when a cost is admitted (expired entries are dropped
+    /// then). A denial or a peek writes nothing, as in the Redis script.
     pub(crate) fn decide(&self, log: &mut Log, now: u64, cost: u64) -> Raw {
         // A clock behind the newest entry counts as the newest entry's time, so entries are
         // never "in the future" and uncounted.
         let at = log.entries.back().map_or(now, |&(t, _)| now.max(t));
-        while let Some(&(t, c)) = log.entries.front() {
-            if t + self.period > at {
-                break;
-            }
-            log.entries.pop_front();
-            log.total -= c;
-        }
-        let fits = log.total + cost <= self.limit;
-        if fits && cost > 0 {
-            match log.entries.back_mut() {
-                Some((t, c)) if *t == at => *c += cost,
-                _ => log.entries.push_back((at, cost)),
-            }
-            log.total += cost;
-        }
+        // Entries are in time order: the expired ones are a prefix.
+        let live_from = log.entries.partition_point(|&(t, _)| t + self.period <= at);
+        let expired: u64 = log.entries.range(..live_from).map(|&(_, c)| c).sum();
+        let used = log.total - expired;
+        let fits = used + cost <= self.limit;
+        let write = fits && cost > 0;
         // Entry `(t, _)` stops counting at `t + period`.
         let leaves = |t: u64| t + self.period - now;
         let retry = if fits {
             0
         } else {
-            let mut dropped = 0;
+            let mut left = used + cost;
             log.entries
-                .iter()
+                .range(live_from..)
                 .find(|&&(_, c)| {
-                    dropped += c;
-                    log.total - dropped + cost <= self.limit
+                    left -= c;
+                    left <= self.limit
                 })
                 .map_or(0, |&(t, _)| leaves(t))
         };
+        if write {
+            log.entries.drain(..live_from);
+            log.total = used + cost;
+            match log.entries.back_mut() {
+                Some((t, c)) if *t == at => *c += cost,
+                _ => log.entries.push_back((at, cost)),
+            }
+        }
+        let newest = log.entries.range(live_from.min(log.entries.len())..).next_back();
+        let reset = match (write, newest) {
+            (true, _) => leaves(at),
+            (false, Some(&(t, _))) => leaves(t),
+            (false, None) => 0,
+        };
         Raw {
             allowed: fits,
-            remaining: self.limit - log.total,
+            remaining: self.limit - if fits { used + cost } else { used },
             retry,
-            reset: log.entries.back().map_or(0, |&(t, _)| leaves(t)),
+            reset,
         }
     }
 }
@@ -92,6 +97,10 @@ mod tests {
             assert_eq!((raw.allowed, raw.retry), (false, 1));
         }
         assert_eq!(log.total, 3, "denials consumed nothing");
+        let before = log.clone();
+        // A peek long after writes nothing, not even dropping expired entries.
+        assert_eq!(L.decide(&mut log, 9_000, 0).remaining, 3);
+        assert_eq!(log, before);
         let raw = L.decide(&mut log, 1_100, 2);
         assert_eq!((raw.allowed, raw.remaining, raw.reset), (true, 0, 1_000));
         let raw = L.decide(&mut log, 1_100, 1);

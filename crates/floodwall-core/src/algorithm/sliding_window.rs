@@ -3,7 +3,7 @@
 //!
 //! Any span of `period - precision` admits at most `count`; the finer the precision, the
 //! closer to an exact sliding window, and the more counters per key (one per bucket).
-//! `precision == period` is a fixed window.
+//! `precision == period` is a fixed window. The state changes only when a cost is admitted.
 
 use super::Raw;
 
@@ -23,14 +23,54 @@ pub(crate) struct Buckets {
 }
 
 impl SlidingWindow {
-    /// Decides in place: `state` is brought up to date (old buckets zeroed, which changes no
-    /// decision) and the cost added only when admitted.
+    /// Decides; `state` changes only when a cost is admitted. A denial or a peek writes
+    /// nothing, not even tidying, so the memory store and the Redis script (which cannot
+    /// afford a write there) hold the same state after any sequence, clock steps included.
     pub(crate) fn decide(&self, state: &mut Option<Buckets>, now: u64, cost: u64) -> Raw {
         let n = self.buckets;
-        let mut bucket = now / self.precision;
-        if let Some(s) = state.as_mut() {
-            // A clock behind the state counts against the newest bucket.
-            bucket = bucket.max(s.newest);
+        // A clock behind the state counts against the newest bucket.
+        let bucket = state
+            .as_ref()
+            .map_or(now / self.precision, |s| (now / self.precision).max(s.newest));
+        // What bucket `i` holds as seen from `bucket`: stored, and still in the window.
+        let view = state.as_ref();
+        let slot = |i: u64| -> u64 {
+            match view {
+                Some(s) if i <= s.newest && i + n > bucket => s.counts[(i % n) as usize],
+                _ => 0,
+            }
+        };
+        let oldest = (bucket + 1).saturating_sub(n);
+        let sum: u64 = (oldest..=bucket).map(&slot).sum();
+        let fits = sum + cost <= self.limit;
+        let write = fits && cost > 0;
+        let sum_after = if fits { sum + cost } else { sum };
+        // Bucket `i` leaves the window at `(i + n) × precision`.
+        let leaves = |i: u64| (i + n) * self.precision - now;
+        let retry = if fits {
+            0
+        } else {
+            let mut left = sum + cost;
+            (oldest..=bucket)
+                .find(|&i| {
+                    left -= slot(i);
+                    left <= self.limit
+                })
+                .map_or(leaves(bucket), leaves)
+        };
+        let reset = if write {
+            leaves(bucket)
+        } else {
+            (oldest..=bucket)
+                .rev()
+                .find(|&i| slot(i) > 0)
+                .map_or(0, leaves)
+        };
+        if write {
+            let s = state.get_or_insert_with(|| Buckets {
+                counts: vec![0; n as usize].into_boxed_slice(),
+                newest: bucket,
+            });
             if bucket - s.newest >= n {
                 s.counts.fill(0);
             } else {
@@ -39,42 +79,6 @@ impl SlidingWindow {
                 }
             }
             s.newest = bucket;
-        }
-        let counts: &[u64] = state.as_ref().map_or(&[], |s| &s.counts);
-        let slot = |i: u64| counts.get((i % n) as usize).copied().unwrap_or(0);
-        let sum: u64 = counts.iter().sum();
-        let fits = sum + cost <= self.limit;
-        let sum_after = if fits { sum + cost } else { sum };
-        // The bucket `bucket - n + j` leaves the window at `(bucket + j) × precision`.
-        let leaves = |j: u64| (bucket + j) * self.precision - now;
-        let retry = if fits {
-            0
-        } else {
-            let mut dropped = 0;
-            (1..=n)
-                .find(|&j| {
-                    dropped += slot(bucket + j);
-                    sum - dropped + cost <= self.limit
-                })
-                .map_or(leaves(n), leaves)
-        };
-        let reset = if sum_after == 0 {
-            0
-        } else {
-            // Empty once the newest non-zero bucket leaves.
-            let newest_used = (0..n)
-                .find(|&back| {
-                    let count = slot(bucket + n - back);
-                    count > 0 || (back == 0 && fits && cost > 0)
-                })
-                .unwrap_or(0);
-            leaves(n - newest_used)
-        };
-        if fits && cost > 0 {
-            let s = state.get_or_insert_with(|| Buckets {
-                counts: vec![0; n as usize].into_boxed_slice(),
-                newest: bucket,
-            });
             s.counts[(bucket % n) as usize] += cost;
         }
         Raw {
@@ -120,6 +124,13 @@ mod tests {
         let raw = S.decide(&mut st, 10, 0);
         assert_eq!((raw.allowed, raw.remaining, raw.reset), (true, 4, 0));
         assert!(st.is_none());
+        S.decide(&mut st, 10, 4);
+        let before = st.clone();
+        // A denial and a peek much later write nothing, not even tidying.
+        assert!(!S.decide(&mut st, 20, 1).allowed);
+        S.decide(&mut st, 1_000_000, 0);
+        assert_eq!(st, before);
+        st = None;
         S.decide(&mut st, 10, 4);
         let raw = S.decide(&mut st, 1_000_000, 4);
         assert!(raw.allowed);
