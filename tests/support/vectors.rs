@@ -127,6 +127,36 @@ pub fn load(file: &str) -> Vec<Scenario> {
     out
 }
 
+/// Runs every step of every vector file through `check(policy, step)` and asserts each
+/// answer; returns how many steps ran. `check` gets its own clones so that its future may
+/// outlive the borrow (a Redis call), and one store serves all files: each scenario's
+/// policy has its own namespace.
+pub async fn run_all<F, Fut>(mut check: F) -> usize
+where
+    F: FnMut(Policy, Step) -> Fut,
+    Fut: std::future::Future<Output = Result<Decision, Error>>,
+{
+    let mut steps = 0;
+    for file in FILES {
+        for scenario in load(file) {
+            for step in &scenario.steps {
+                let got = check(scenario.policy.clone(), step.clone()).await;
+                assert_eq!(
+                    observed(&got),
+                    step.expect,
+                    "{}:{} ({:?})",
+                    scenario.file,
+                    step.line,
+                    scenario.policy
+                );
+                steps += 1;
+            }
+        }
+    }
+    assert!(steps >= 40, "only {steps} vector steps ran");
+    steps
+}
+
 /// What a store's answer looks like in the vectors' terms.
 pub fn observed(result: &Result<Decision, Error>) -> Expect {
     match result {
