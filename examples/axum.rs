@@ -13,7 +13,7 @@
 //! | `RATE` | `10/s burst 20` | the quota per client (`100/min`, `10/30s`, `5/s burst 10`) |
 //! | `ALGORITHM` | `gcra` | `gcra`, `token_bucket`, `leaky_bucket`, `fixed_window`, `sliding_window`, `sliding_log` |
 //! | `TRUSTED_PROXIES` | none | CIDRs of reverse proxies whose `X-Forwarded-For` is believed (`10.0.0.0/8,127.0.0.1`) |
-//! | `REDIS_URL` | unset | share limits through Redis instead of memory |
+//! | `REDIS_URL` | unset | share limits through Redis instead of memory (build with `--features redis`) |
 //! | `REDIS_CLUSTER_URLS` | unset | the same through a Redis Cluster (comma-separated node URLs) |
 
 use std::env;
@@ -38,8 +38,15 @@ struct Config {
     listen: SocketAddr,
     policy: Policy,
     trusted: Vec<ipnet::IpNet>,
-    store: Arc<dyn DynStore>,
-    store_name: String,
+    store: StoreChoice,
+}
+
+/// Where limits live, as the environment says; connecting waits for the runtime.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+enum StoreChoice {
+    Memory,
+    Redis(String),
+    Cluster(Vec<String>),
 }
 
 fn main() -> ExitCode {
@@ -64,7 +71,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(2)
         }
     }
 }
@@ -113,23 +120,16 @@ impl Config {
             None => Vec::new(),
         };
 
-        let (store, store_name) = match (var("REDIS_CLUSTER_URLS")?, var("REDIS_URL")?) {
-            (Some(urls), _) => {
-                let urls: Vec<&str> = urls
-                    .split(',')
+        let store = match (var("REDIS_CLUSTER_URLS")?, var("REDIS_URL")?) {
+            (Some(urls), _) => StoreChoice::Cluster(
+                urls.split(',')
                     .map(str::trim)
                     .filter(|u| !u.is_empty())
-                    .collect();
-                (
-                    redis_cluster_store(&urls)?,
-                    format!("redis cluster ({} nodes)", urls.len()),
-                )
-            }
-            (None, Some(url)) => (redis_store(&url)?, "redis".to_owned()),
-            (None, None) => (
-                Arc::new(MemoryStore::new()) as Arc<dyn DynStore>,
-                "memory".to_owned(),
+                    .map(str::to_owned)
+                    .collect(),
             ),
+            (None, Some(url)) => StoreChoice::Redis(url),
+            (None, None) => StoreChoice::Memory,
         };
 
         Ok(Self {
@@ -137,7 +137,6 @@ impl Config {
             policy,
             trusted,
             store,
-            store_name,
         })
     }
 }
@@ -152,33 +151,41 @@ fn var(name: &str) -> Result<Option<String>, String> {
     }
 }
 
-// TODO(floodwall-redis): wire `floodwall_redis::RedisStore` here once that crate lands:
-// build it from `url` (e.g. `RedisStore::builder(url).build().await`) and return
-// `Arc::new(store) as Arc<dyn DynStore>`; make this `async` if the builder is, and add
-// `floodwall = { features = ["redis"] }` to the example's required features.
-fn redis_store(url: &str) -> Result<Arc<dyn DynStore>, String> {
-    let _ = url;
-    Err(
-        "REDIS_URL is set, but this build does not have the Redis store wired in yet \
-         (examples/axum.rs: redis_store); unset REDIS_URL to use memory"
-            .to_owned(),
-    )
-}
-
-// TODO(floodwall-redis): the same for a Redis Cluster from its node URLs.
-fn redis_cluster_store(urls: &[&str]) -> Result<Arc<dyn DynStore>, String> {
-    let _ = urls;
-    Err(
-        "REDIS_CLUSTER_URLS is set, but this build does not have the Redis store wired in \
-         yet (examples/axum.rs: redis_cluster_store); unset it to use memory"
-            .to_owned(),
-    )
+/// Connects the chosen store; a Redis that cannot be reached is an error at start-up,
+/// not a surprise at the first request.
+async fn connect(choice: &StoreChoice) -> Result<(Arc<dyn DynStore>, String), String> {
+    match choice {
+        StoreChoice::Memory => Ok((Arc::new(MemoryStore::new()), "memory".to_owned())),
+        #[cfg(feature = "redis")]
+        StoreChoice::Redis(url) => {
+            let store = floodwall::redis::RedisStore::builder()
+                .multiplexed(url)
+                .await
+                .map_err(|e| format!("REDIS_URL={url:?}: {e}"))?;
+            Ok((Arc::new(store), format!("redis ({url})")))
+        }
+        #[cfg(feature = "redis")]
+        StoreChoice::Cluster(urls) => {
+            let store = floodwall::redis::RedisStore::builder()
+                .cluster(urls)
+                .await
+                .map_err(|e| format!("REDIS_CLUSTER_URLS={}: {e}", urls.join(",")))?;
+            Ok((Arc::new(store), format!("redis cluster ({} nodes)", urls.len())))
+        }
+        #[cfg(not(feature = "redis"))]
+        StoreChoice::Redis(_) | StoreChoice::Cluster(_) => Err(
+            "REDIS_URL / REDIS_CLUSTER_URLS need the Redis store: \
+             cargo run --example axum --features redis"
+                .to_owned(),
+        ),
+    }
 }
 
 async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let quota = *config.policy.quota();
     let algorithm = config.policy.algorithm();
-    let layer = RateLimitLayer::new(config.store, config.policy)
+    let (store, store_name) = connect(&config.store).await?;
+    let layer = RateLimitLayer::new(store, config.policy)
         .key(ClientIp::new(config.trusted.clone()))
         // Health checks are never limited.
         .choose(|req: &Parts, _key: &[u8]| match req.uri.path() {
@@ -201,7 +208,7 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "  limit:   {quota} per client IP, {} algorithm, {} store",
         algorithm.name(),
-        config.store_name
+        store_name
     );
     if config.trusted.is_empty() {
         println!("  proxies: none trusted (X-Forwarded-For is ignored; set TRUSTED_PROXIES)");
