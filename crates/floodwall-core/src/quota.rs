@@ -147,7 +147,7 @@ fn write_period(f: &mut fmt::Formatter<'_>, us: u64) -> fmt::Result {
         (1, "us"),
     ];
     for (size, name) in UNITS {
-        if us % size == 0 {
+        if us.is_multiple_of(size) {
             return write!(f, "{}{name}", us / size);
         }
     }

@@ -103,14 +103,12 @@ fn wait_ready(child: &mut Child, port: u16, timeout: Duration) -> Result<(), Not
             return Err(NotReady::Exited(status));
         }
         let probe = Duration::from_millis(500);
-        if let Ok(Reply::Status(pong)) = query_with_timeout(port, &["PING"], probe) {
-            if pong == "PONG" {
-                if let Ok(info) = query_with_timeout(port, &["INFO", "server"], probe) {
-                    if info.to_string().lines().any(|l| l.trim() == pid_line) {
-                        return Ok(());
-                    }
-                }
-            }
+        if let Ok(Reply::Status(pong)) = query_with_timeout(port, &["PING"], probe)
+            && pong == "PONG"
+            && let Ok(info) = query_with_timeout(port, &["INFO", "server"], probe)
+            && info.to_string().lines().any(|l| l.trim() == pid_line)
+        {
+            return Ok(());
         }
         if Instant::now() >= deadline {
             return Err(NotReady::TimedOut);

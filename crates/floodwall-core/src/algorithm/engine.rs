@@ -29,7 +29,7 @@ pub(crate) enum Engine {
 }
 
 fn whole_micros(d: std::time::Duration) -> Option<u64> {
-    (d.as_nanos() % 1000 == 0 && d <= crate::MAX_SPAN && !d.is_zero())
+    (d.as_nanos().is_multiple_of(1000) && d <= crate::MAX_SPAN && !d.is_zero())
         .then_some(d.as_micros() as u64)
 }
 

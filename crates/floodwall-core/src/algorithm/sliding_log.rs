@@ -61,7 +61,10 @@ impl SlidingLog {
                 _ => log.entries.push_back((at, cost)),
             }
         }
-        let newest = log.entries.range(live_from.min(log.entries.len())..).next_back();
+        let newest = log
+            .entries
+            .range(live_from.min(log.entries.len())..)
+            .next_back();
         let reset = match (write, newest) {
             (true, _) => leaves(at),
             (false, Some(&(t, _))) => leaves(t),

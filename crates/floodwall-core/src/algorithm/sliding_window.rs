@@ -29,9 +29,9 @@ impl SlidingWindow {
     pub(crate) fn decide(&self, state: &mut Option<Buckets>, now: u64, cost: u64) -> Raw {
         let n = self.buckets;
         // A clock behind the state counts against the newest bucket.
-        let bucket = state
-            .as_ref()
-            .map_or(now / self.precision, |s| (now / self.precision).max(s.newest));
+        let bucket = state.as_ref().map_or(now / self.precision, |s| {
+            (now / self.precision).max(s.newest)
+        });
         // What bucket `i` holds as seen from `bucket`: stored, and still in the window.
         let view = state.as_ref();
         let slot = |i: u64| -> u64 {
