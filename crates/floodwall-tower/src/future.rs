@@ -55,11 +55,8 @@ where
         })
     }
 
-    pub(crate) fn calling(future: S::Future) -> Self {
-        Self::new(State::Calling {
-            future,
-            report: None,
-        })
+    pub(crate) fn calling(future: S::Future, report: Option<Report>) -> Self {
+        Self::new(State::Calling { future, report })
     }
 
     pub(crate) fn refused(verdict: Verdict) -> Self {

@@ -62,25 +62,38 @@ pub(crate) fn ensure_retry_after(headers: &mut HeaderMap, retry_after: Option<Du
     }
 }
 
-/// Writes the style's headers for these decisions.
-pub(crate) fn write(style: HeaderStyle, decisions: &[(Policy, Decision)], headers: &mut HeaderMap) {
+/// Writes the style's headers for these decisions; `policy_value` is the
+/// `RateLimit-Policy` value when the caller already has it for these policies.
+pub(crate) fn write(
+    style: HeaderStyle,
+    policy_value: Option<HeaderValue>,
+    decisions: &[(Policy, Decision)],
+    headers: &mut HeaderMap,
+) {
     if decisions.is_empty() {
         return;
     }
     match style {
-        HeaderStyle::Ietf => write_ietf(decisions, headers),
+        HeaderStyle::Ietf => {
+            let policy_value =
+                policy_value.unwrap_or_else(|| ietf_policy_value(decisions.iter().map(|(p, _)| p)));
+            headers.insert(HeaderName::from_static("ratelimit-policy"), policy_value);
+            if let Some(value) = ietf_limit_value(decisions) {
+                headers.insert(HeaderName::from_static("ratelimit"), value);
+            }
+        }
         HeaderStyle::GitHub => write_github(decisions, headers),
         HeaderStyle::None => {}
     }
 }
 
-fn write_ietf(decisions: &[(Policy, Decision)], headers: &mut HeaderMap) {
-    let mut policy = String::with_capacity(48 * decisions.len());
-    let mut limit = String::with_capacity(32 * decisions.len());
-    for (i, (p, d)) in decisions.iter().enumerate() {
+/// `RateLimit-Policy`: one list member per policy. It depends only on the policies, so the
+/// layer works it out once for its own.
+pub(crate) fn ietf_policy_value<'a>(policies: impl IntoIterator<Item = &'a Policy>) -> HeaderValue {
+    let mut value = String::with_capacity(48);
+    for (i, p) in policies.into_iter().enumerate() {
         if i > 0 {
-            policy.push_str(", ");
-            limit.push_str(", ");
+            value.push_str(", ");
         }
         let quota = p.quota();
         let period_us = quota.period_micros().max(1);
@@ -94,20 +107,70 @@ fn write_ietf(decisions: &[(Policy, Decision)], headers: &mut HeaderMap) {
             u64::try_from(scaled).unwrap_or(u64::MAX)
         };
         // Policy names are [A-Za-z0-9_.:-]: valid inside an sf-string as they are.
-        let _ = write!(policy, "\"{}\";q={q};w={window}", p.name());
+        let _ = write!(value, "\"{}\";q={q};w={window}", p.name());
         if quota.burst() != quota.count() && p.algorithm().has_burst() {
-            let _ = write!(policy, ";floodwall-burst={}", quota.burst());
+            let _ = write!(value, ";floodwall-burst={}", quota.burst());
         }
-        let _ = write!(
-            limit,
-            "\"{}\";r={};t={}",
-            p.name(),
-            d.remaining,
-            ceil_secs(d.reset_after)
-        );
     }
-    insert(headers, HeaderName::from_static("ratelimit-policy"), policy);
-    insert(headers, HeaderName::from_static("ratelimit"), limit);
+    // Names, digits and punctuation only: always a valid header value.
+    HeaderValue::try_from(value).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// `RateLimit`: what remains now and when each policy is full again. Formatted on the
+/// stack, so the header value is the only allocation.
+fn ietf_limit_value(decisions: &[(Policy, Decision)]) -> Option<HeaderValue> {
+    let mut buf = StackBuf::default();
+    if format_limit(&mut buf, decisions).is_ok() {
+        return HeaderValue::from_bytes(buf.as_bytes()).ok();
+    }
+    // Many policies with long names: the heap, then.
+    let mut value = String::new();
+    format_limit(&mut value, decisions).ok()?;
+    HeaderValue::try_from(value).ok()
+}
+
+fn format_limit(out: &mut impl Write, decisions: &[(Policy, Decision)]) -> std::fmt::Result {
+    for (i, (p, d)) in decisions.iter().enumerate() {
+        if i > 0 {
+            out.write_str(", ")?;
+        }
+        let reset = ceil_secs(d.reset_after);
+        write!(out, "\"{}\";r={};t={reset}", p.name(), d.remaining)?;
+    }
+    Ok(())
+}
+
+/// A fixed buffer for one header value.
+struct StackBuf {
+    bytes: [u8; 192],
+    len: usize,
+}
+
+impl Default for StackBuf {
+    fn default() -> Self {
+        Self {
+            bytes: [0; 192],
+            len: 0,
+        }
+    }
+}
+
+impl StackBuf {
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl Write for StackBuf {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.bytes.len() {
+            return Err(std::fmt::Error);
+        }
+        self.bytes[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
 }
 
 fn write_github(decisions: &[(Policy, Decision)], headers: &mut HeaderMap) {
@@ -133,12 +196,6 @@ fn write_github(decisions: &[(Policy, Decision)], headers: &mut HeaderMap) {
         HeaderName::from_static("x-ratelimit-reset"),
         HeaderValue::from(reset),
     );
-}
-
-fn insert(headers: &mut HeaderMap, name: HeaderName, value: String) {
-    if let Ok(value) = HeaderValue::try_from(value) {
-        headers.insert(name, value);
-    }
 }
 
 #[cfg(test)]
@@ -176,7 +233,7 @@ mod tests {
             (b, decision(false, 1000, 0, 86_400_000)),
             (c, decision(true, 5, 5, 0)),
         ];
-        write(HeaderStyle::Ietf, &ds, &mut h);
+        write(HeaderStyle::Ietf, None, &ds, &mut h);
         assert_eq!(
             h["ratelimit-policy"],
             "\"per-ip\";q=10;w=1;floodwall-burst=20, \"daily\";q=1000;w=86400, \"fast\";q=50;w=1"
@@ -200,7 +257,7 @@ mod tests {
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .as_secs();
-        write(HeaderStyle::GitHub, &ds, &mut h);
+        write(HeaderStyle::GitHub, None, &ds, &mut h);
         assert_eq!(h["x-ratelimit-limit"], "100");
         assert_eq!(h["x-ratelimit-remaining"], "50");
         let reset: u64 = h["x-ratelimit-reset"].to_str().unwrap().parse().unwrap();
@@ -209,7 +266,7 @@ mod tests {
             "{reset} vs {before}"
         );
         let mut none = HeaderMap::new();
-        write(HeaderStyle::None, &ds, &mut none);
+        write(HeaderStyle::None, None, &ds, &mut none);
         assert!(none.is_empty());
     }
 }

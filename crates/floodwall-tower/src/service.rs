@@ -13,7 +13,7 @@ use crate::body::ResponseBody;
 use crate::choose::Choice;
 use crate::extract::{ExtractKey, PeerIp};
 use crate::future::ResponseFuture;
-use crate::shared::{PolicyList, Shared};
+use crate::shared::{Checked, PolicyList, Shared, Verdict};
 use crate::{Key, RateLimitLayer, RejectWithError, RejectWithResponse};
 
 /// Rate-limits the requests to an inner service; built by [`RateLimitLayer`].
@@ -79,7 +79,9 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
         if let Err(error) = shared.key.extract(&parts, &mut key) {
             return match shared.missing_key(error, error_mode) {
                 Some(verdict) => ResponseFuture::refused(verdict),
-                None => ResponseFuture::calling(self.inner.call(Request::from_parts(parts, body))),
+                None => {
+                    ResponseFuture::calling(self.inner.call(Request::from_parts(parts, body)), None)
+                }
             };
         }
         let choice = match &shared.chooser {
@@ -91,19 +93,36 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
             Choice::Policy(policy) => PolicyList::One(policy),
             Choice::Policies(list) => PolicyList::Many(list),
             Choice::Skip => {
-                return ResponseFuture::calling(self.inner.call(Request::from_parts(parts, body)));
+                return ResponseFuture::calling(
+                    self.inner.call(Request::from_parts(parts, body)),
+                    None,
+                );
             }
         };
         let cost = shared.cost.as_ref().map_or(1, |cost| cost(&parts));
         let req = Request::from_parts(parts, body);
 
-        let shared = Arc::clone(shared);
-        let check = Box::pin(async move { shared.decide(key, policies, cost, error_mode).await });
-        // `self.inner` is the service `poll_ready` made ready: take it for this request
-        // and leave a clone to be made ready for the next one.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::checking(check, inner, req)
+        match shared.decide_now(&key, &policies, cost, error_mode) {
+            // `self.inner` is the service `poll_ready` made ready: call it in place.
+            Checked::Decided(Verdict::Proceed(report)) => {
+                ResponseFuture::calling(self.inner.call(req), report)
+            }
+            Checked::Decided(verdict) => ResponseFuture::refused(verdict),
+            Checked::Waiting(pending) => {
+                // The store must be waited for: the check runs in a future that owns what
+                // it borrows. Take the ready service for this request and leave a clone to
+                // be made ready for the next one.
+                let shared = Arc::clone(shared);
+                let check = Box::pin(async move {
+                    shared
+                        .decide_rest(key, policies, cost, error_mode, pending)
+                        .await
+                });
+                let clone = self.inner.clone();
+                let inner = std::mem::replace(&mut self.inner, clone);
+                ResponseFuture::checking(check, inner, req)
+            }
+        }
     }
 }
 

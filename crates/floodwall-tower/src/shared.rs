@@ -1,11 +1,11 @@
 //! The configuration every clone of a service shares, and the decision it makes.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use floodwall_core::{BoxError, Policy, Store};
-use http::Response;
 use http::request::Parts;
+use http::{HeaderValue, Response};
 
 use crate::choose::ChoosePolicy;
 use crate::extract::{KeyError, OnMissingKey};
@@ -31,6 +31,8 @@ pub(crate) struct Shared<St, K> {
     pub(crate) headers: HeaderStyle,
     pub(crate) shadow: bool,
     pub(crate) fail_open: bool,
+    /// `RateLimit-Policy` for `policies`, built on first use.
+    pub(crate) policy_header: OnceLock<Option<HeaderValue>>,
 }
 
 impl<St, K> Shared<St, K> {
@@ -47,6 +49,7 @@ impl<St, K> Shared<St, K> {
             headers: HeaderStyle::Ietf,
             shadow: false,
             fail_open: false,
+            policy_header: OnceLock::new(),
         }
     }
 
@@ -64,6 +67,7 @@ impl<St, K> Shared<St, K> {
             headers: self.headers,
             shadow: self.shadow,
             fail_open: self.fail_open,
+            policy_header: self.policy_header,
         }
     }
 }
@@ -82,6 +86,7 @@ impl<St: Clone, K: Clone> Clone for Shared<St, K> {
             headers: self.headers,
             shadow: self.shadow,
             fail_open: self.fail_open,
+            policy_header: self.policy_header.clone(),
         }
     }
 }
@@ -104,12 +109,14 @@ impl PolicyList {
 /// Headers to add to the inner service's response.
 pub(crate) struct Report {
     pub(crate) style: HeaderStyle,
+    /// The `RateLimit-Policy` value when it was worked out already.
+    pub(crate) policy_header: Option<HeaderValue>,
     pub(crate) decisions: Decisions,
 }
 
 impl Report {
-    pub(crate) fn write(&self, headers: &mut http::HeaderMap) {
-        headers::write(self.style, &self.decisions, headers);
+    pub(crate) fn write(self, headers: &mut http::HeaderMap) {
+        headers::write(self.style, self.policy_header, &self.decisions, headers);
     }
 }
 
@@ -123,29 +130,99 @@ pub(crate) enum Verdict {
     Fail(BoxError),
 }
 
+/// What checking one request's policies has found so far.
+#[derive(Default)]
+pub(crate) struct Tally {
+    decisions: Decisions,
+    too_costly: Option<(Policy, u64, u64)>,
+}
+
+impl Tally {
+    /// Records one policy's answer; a store failure ends the checking.
+    fn record(
+        &mut self,
+        policy: &Policy,
+        cost: u64,
+        result: Result<floodwall_core::Decision, floodwall_core::Error>,
+    ) -> Result<(), floodwall_core::Error> {
+        match result {
+            Ok(decision) => self.decisions.push((policy.clone(), decision)),
+            Err(e) if e.is_cost_too_high() => {
+                self.too_costly
+                    .get_or_insert((policy.clone(), cost, policy.limit()));
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+}
+
+/// A request whose store did not answer at once: the policies still to check.
+pub(crate) struct Pending {
+    tally: Tally,
+    next: usize,
+}
+
+/// What [`Shared::decide_now`] found.
+pub(crate) enum Checked {
+    /// Every policy answered: here is what to do.
+    Decided(Verdict),
+    /// The store must be waited for.
+    Waiting(Pending),
+}
+
 impl<St: Store, K> Shared<St, K> {
-    /// Checks `key` against every policy, in order, and says what to do.
+    /// Checks `key` against every policy, in order, as far as the store answers without
+    /// waiting ([`Store::check_now`]; the memory store always does): the verdict, or what
+    /// is left for [`decide_rest`](Self::decide_rest). On the memory store's hot path this
+    /// builds no future at all.
     ///
     /// Every policy is checked even after one denies, and nothing is refunded: see
     /// [`RateLimitLayer::and_policy`](crate::RateLimitLayer::and_policy).
-    pub(crate) async fn decide(
+    pub(crate) fn decide_now(
+        &self,
+        key: &Key,
+        policies: &PolicyList,
+        cost: u64,
+        error_mode: bool,
+    ) -> Checked {
+        let mut tally = Tally::default();
+        for (i, policy) in policies.as_slice().iter().enumerate() {
+            let Some(result) = self.store.check_now(key.as_bytes(), policy, cost) else {
+                return Checked::Waiting(Pending { tally, next: i });
+            };
+            if let Err(e) = tally.record(policy, cost, result) {
+                return Checked::Decided(self.store_failed(e, error_mode));
+            }
+        }
+        Checked::Decided(self.conclude(tally, policies, error_mode))
+    }
+
+    /// Checks the policies [`decide_now`](Self::decide_now) could not, waiting for the store.
+    pub(crate) async fn decide_rest(
         &self,
         key: Key,
         policies: PolicyList,
         cost: u64,
         error_mode: bool,
+        pending: Pending,
     ) -> Verdict {
-        let mut decisions = Decisions::new();
-        let mut too_costly = None;
-        for policy in policies.as_slice() {
-            match self.store.check(key.as_bytes(), policy, cost).await {
-                Ok(decision) => decisions.push((policy.clone(), decision)),
-                Err(e) if e.is_cost_too_high() => {
-                    too_costly.get_or_insert((policy.clone(), cost, policy.limit()));
-                }
-                Err(e) => return self.store_failed(e, error_mode),
+        let Pending { mut tally, next } = pending;
+        for policy in &policies.as_slice()[next..] {
+            let result = self.store.check(key.as_bytes(), policy, cost).await;
+            if let Err(e) = tally.record(policy, cost, result) {
+                return self.store_failed(e, error_mode);
             }
         }
+        self.conclude(tally, &policies, error_mode)
+    }
+
+    /// The verdict once every policy has answered.
+    fn conclude(&self, tally: Tally, policies: &PolicyList, error_mode: bool) -> Verdict {
+        let Tally {
+            decisions,
+            too_costly,
+        } = tally;
         let allowed = too_costly.is_none() && decisions.iter().all(|(_, d)| d.allowed);
         if allowed || self.shadow {
             if !allowed {
@@ -161,6 +238,7 @@ impl<St: Store, K> Shared<St, K> {
             }
             return Verdict::Proceed(Some(Report {
                 style: self.headers,
+                policy_header: self.policy_header(policies),
                 decisions,
             }));
         }
@@ -170,8 +248,25 @@ impl<St: Store, K> Shared<St, K> {
         }
         let mut res = self.on_reject.respond(&denial);
         headers::ensure_retry_after(res.headers_mut(), denial.retry_after());
-        headers::write(self.headers, denial.decisions(), res.headers_mut());
+        headers::write(
+            self.headers,
+            self.policy_header(policies),
+            denial.decisions(),
+            res.headers_mut(),
+        );
         Verdict::Respond(res)
+    }
+
+    /// The `RateLimit-Policy` value of the layer's own policies, worked out once: it
+    /// depends on nothing but the policies.
+    fn policy_header(&self, policies: &PolicyList) -> Option<HeaderValue> {
+        match policies {
+            PolicyList::Many(list) if Arc::ptr_eq(list, &self.policies) => self
+                .policy_header
+                .get_or_init(|| Some(headers::ietf_policy_value(list.iter())))
+                .clone(),
+            _ => None,
+        }
     }
 
     fn store_failed(&self, error: floodwall_core::Error, error_mode: bool) -> Verdict {

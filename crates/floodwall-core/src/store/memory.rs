@@ -404,4 +404,8 @@ impl<C: Clock> Store for MemoryStore<C> {
         self.reset_sync(key, policy);
         ready(Ok(()))
     }
+
+    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+        Some(self.check_sync(key, policy, cost))
+    }
 }

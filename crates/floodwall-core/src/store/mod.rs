@@ -61,6 +61,16 @@ pub trait Store: Send + Sync {
 
     /// Forgets `key`'s state under `policy`, as if it had never been seen.
     fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Decides without waiting, when this store can: `Some` is what [`check`](Self::check)
+    /// would have answered, already recorded; `None` means nothing was done and the caller
+    /// must use `check`. The memory store always answers here, so a caller on the hot path
+    /// (the tower layer) builds no future for it. The default, for stores that do I/O, is
+    /// `None`.
+    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+        let _ = (key, policy, cost);
+        None
+    }
 }
 
 /// The object-safe form of [`Store`], for `Arc<dyn DynStore>` when the store's type is
@@ -81,6 +91,14 @@ pub trait DynStore: Send + Sync {
         key: &'a [u8],
         policy: &'a Policy,
     ) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// [`Store::check_now`].
+    fn check_now_dyn(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> Option<Result<Decision, Error>>;
 }
 
 impl<S: Store> DynStore for S {
@@ -100,6 +118,15 @@ impl<S: Store> DynStore for S {
     ) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(self.reset(key, policy))
     }
+
+    fn check_now_dyn(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> Option<Result<Decision, Error>> {
+        self.check_now(key, policy, cost)
+    }
 }
 
 impl Store for dyn DynStore {
@@ -110,6 +137,10 @@ impl Store for dyn DynStore {
 
     async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
         self.reset_boxed(key, policy).await
+    }
+
+    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+        self.check_now_dyn(key, policy, cost)
     }
 }
 
@@ -126,6 +157,10 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
         (**self).reset(key, policy)
     }
+
+    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+        (**self).check_now(key, policy, cost)
+    }
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
@@ -141,6 +176,10 @@ impl<S: Store + ?Sized> Store for Box<S> {
     fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
         (**self).reset(key, policy)
     }
+
+    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+        (**self).check_now(key, policy, cost)
+    }
 }
 
 impl<S: Store + ?Sized> Store for &S {
@@ -155,5 +194,9 @@ impl<S: Store + ?Sized> Store for &S {
 
     fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
         (**self).reset(key, policy)
+    }
+
+    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+        (**self).check_now(key, policy, cost)
     }
 }
