@@ -14,7 +14,8 @@
 //!   `ConnectionManager`, a `bb8-redis` pool, and the async cluster connection.
 //! - **Failures** map onto [`floodwall_core::Error`]: timeouts, an unreachable server and
 //!   errors Redis answered (a key of the wrong type) are told apart, never a panic, never a
-//!   silent allow. Wrap the store in core's fallback combinator to choose what happens then.
+//!   silent allow. The tower layer answers a store failure with 503 by default, or lets
+//!   requests through with `fail_open()`.
 //!
 //! # Example
 //!
