@@ -170,14 +170,17 @@ async fn connect(choice: &StoreChoice) -> Result<(Arc<dyn DynStore>, String), St
                 .cluster(urls)
                 .await
                 .map_err(|e| format!("REDIS_CLUSTER_URLS={}: {e}", urls.join(",")))?;
-            Ok((Arc::new(store), format!("redis cluster ({} nodes)", urls.len())))
+            Ok((
+                Arc::new(store),
+                format!("redis cluster ({} nodes)", urls.len()),
+            ))
         }
         #[cfg(not(feature = "redis"))]
-        StoreChoice::Redis(_) | StoreChoice::Cluster(_) => Err(
-            "REDIS_URL / REDIS_CLUSTER_URLS need the Redis store: \
+        StoreChoice::Redis(_) | StoreChoice::Cluster(_) => {
+            Err("REDIS_URL / REDIS_CLUSTER_URLS need the Redis store: \
              cargo run --example axum --features redis"
-                .to_owned(),
-        ),
+                .to_owned())
+        }
     }
 }
 

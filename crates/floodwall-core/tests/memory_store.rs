@@ -171,7 +171,9 @@ fn the_store_trait_works_through_dyn_and_arc() {
     };
     let mut fut = std::pin::pin!(fut);
     // The synchronous path survives type erasure: no future needed for a memory store.
-    let now = shared.check_now(b"sync", &policy, 1).expect("memory answers at once");
+    let now = shared
+        .check_now(b"sync", &policy, 1)
+        .expect("memory answers at once");
     assert_eq!(now.unwrap().remaining, 1);
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     assert!(
