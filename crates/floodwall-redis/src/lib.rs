@@ -78,6 +78,7 @@
 //! earlier clock may then count, in Redis, buckets or entries the memory store has dropped:
 //! Redis is stricter there, never looser.
 
+mod coalesce;
 mod connection;
 mod error;
 mod key;
@@ -86,7 +87,7 @@ mod store;
 
 pub use error::BuildError;
 pub use key::MAX_RAW_KEY_LEN;
-pub use store::{RedisStore, RedisStoreBuilder};
+pub use store::{RedisStats, RedisStore, RedisStoreBuilder};
 
 /// The redis-rs crate this store is built on, to configure a connection for
 /// [`RedisStoreBuilder::from_connection_manager`] or

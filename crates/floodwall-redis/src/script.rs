@@ -28,6 +28,24 @@ static FIXED_WINDOW: LazyLock<Script> = script!("fixed_window.lua");
 static SLIDING_WINDOW: LazyLock<Script> = script!("sliding_window.lua");
 static SLIDING_LOG: LazyLock<Script> = script!("sliding_log.lua");
 
+/// Batch scripts (see `crate::coalesce`): the prelude, `lua/batch.lua`, then the algorithm.
+macro_rules! batch_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("lua/prelude.lua"),
+                include_str!("lua/batch.lua"),
+                include_str!(concat!("lua/", $file))
+            ))
+        })
+    };
+}
+
+static GCRA_BATCH: LazyLock<Script> = batch_script!("gcra_batch.lua");
+static TOKEN_BUCKET_BATCH: LazyLock<Script> = batch_script!("token_bucket_batch.lua");
+static LEAKY_BUCKET_BATCH: LazyLock<Script> = batch_script!("leaky_bucket_batch.lua");
+static FIXED_WINDOW_BATCH: LazyLock<Script> = batch_script!("fixed_window_batch.lua");
+
 /// The script for these parameters and its parameter arguments (`ARGV[3..]`), or `None`
 /// for an algorithm this crate has no script for (`Parameters` is non-exhaustive).
 fn script_for(params: Parameters) -> Option<(&'static Script, [u64; 3], usize)> {
@@ -73,6 +91,50 @@ pub(crate) fn invocation(
     inv.arg(cost);
     for a in &args[..n] {
         inv.arg(a);
+    }
+    Some(inv)
+}
+
+/// The batch script for these parameters, or `None` where checks are not coalesced (the
+/// sliding window and log, whose state is more than one value: see `crate::coalesce`).
+fn batch_script_for(params: Parameters) -> Option<(&'static Script, [u64; 3])> {
+    let (_, args, _) = script_for(params)?;
+    let batch: &'static Script = match params {
+        Parameters::Gcra { .. } => &GCRA_BATCH,
+        Parameters::TokenBucket { .. } => &TOKEN_BUCKET_BATCH,
+        Parameters::LeakyBucket { .. } => &LEAKY_BUCKET_BATCH,
+        Parameters::FixedWindow { .. } => &FIXED_WINDOW_BATCH,
+        _ => return None,
+    };
+    Some((batch, args))
+}
+
+/// Whether checks under these parameters can be coalesced into one batch call.
+pub(crate) fn has_batch(params: Parameters) -> bool {
+    batch_script_for(params).is_some()
+}
+
+/// The EVALSHA call deciding `costs` (in arrival order) on `key` at `now` in one batch,
+/// or `None` for an algorithm without a batch script.
+pub(crate) fn batch_invocation(
+    params: Parameters,
+    key: &[u8],
+    now: Option<u64>,
+    costs: &[u64],
+) -> Option<ScriptInvocation<'static>> {
+    let (script, args) = batch_script_for(params)?;
+    let mut inv = script.prepare_invoke();
+    inv.key(key);
+    match now {
+        Some(now) => inv.arg(now),
+        None => inv.arg(""),
+    };
+    inv.arg(costs.len());
+    for a in args {
+        inv.arg(a);
+    }
+    for c in costs {
+        inv.arg(c);
     }
     Some(inv)
 }

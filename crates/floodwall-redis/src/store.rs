@@ -3,11 +3,13 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use floodwall_core::{Decision, Error, Policy, Store};
+use floodwall_core::{Decision, Error, Parameters, Policy, Store};
 use redis::Value;
 
+use crate::coalesce::{self, BatchKey, Coalescer, Joined, Raw};
 use crate::connection::{Connection, Op};
 use crate::error::{BuildError, UnexpectedReply};
 use crate::{key, script};
@@ -36,6 +38,31 @@ use crate::{key, script};
 ///
 /// Scripts are sent by SHA1 (EVALSHA); after `SCRIPT FLUSH`, a restart or a failover the
 /// server answers `NOSCRIPT` and the script is loaded and run again, transparently.
+///
+/// # Coalescing
+///
+/// With [`RedisStoreBuilder::coalesce`], concurrent checks of one key from this process
+/// share one script call that decides them all, in arrival order, exactly as sequential
+/// calls at one instant would (GCRA, buckets, fixed window; the sliding window and log are
+/// never coalesced). [`stats`](Self::stats) counts the calls made and saved.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// use floodwall_core::{Policy, Store};
+/// use floodwall_redis::RedisStore;
+///
+/// let store = RedisStore::builder().coalesce(true).multiplexed("redis://127.0.0.1/").await?;
+/// let policy = Policy::gcra("api", "100/s".parse()?)?;
+/// let checks = (0..10).map(|_| store.check(b"hot", &policy, 1));
+/// // Ten concurrent checks of one key: one EVALSHA for the first, one for the nine that
+/// // arrived while it was being sent (or a single one, when they all arrive together).
+/// let _decisions = futures_join_all(checks).await;
+/// println!("{:?}", store.stats());
+/// # Ok(()) }
+/// # async fn futures_join_all<F: std::future::Future>(f: impl Iterator<Item = F>) -> Vec<F::Output> {
+/// #     let mut out = Vec::new(); for f in f { out.push(f.await); } out
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct RedisStore {
     inner: Arc<Inner>,
@@ -45,6 +72,21 @@ struct Inner {
     conn: Connection,
     prefix: String,
     timeout: Duration,
+    /// `Some` when coalescing is on.
+    coalescer: Option<Coalescer>,
+    script_calls: AtomicU64,
+    coalesced: AtomicU64,
+}
+
+/// Work a [`RedisStore`] sent to Redis, and work coalescing saved: read it to see whether
+/// [`coalesce`](RedisStoreBuilder::coalesce) pays for a workload.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RedisStats {
+    /// Script calls (EVALSHA round trips) made for checks, batches included.
+    pub script_calls: u64,
+    /// Checks answered by another check's call, which they joined: calls saved.
+    pub coalesced: u64,
 }
 
 /// Configures a [`RedisStore`] (key prefix, timeout, pool size), then connects it.
@@ -66,6 +108,7 @@ pub struct RedisStoreBuilder {
     prefix: String,
     timeout: Duration,
     pool_size: u32,
+    coalesce: bool,
 }
 
 impl RedisStore {
@@ -84,6 +127,7 @@ impl RedisStore {
             prefix: Self::DEFAULT_PREFIX.to_owned(),
             timeout: Self::DEFAULT_TIMEOUT,
             pool_size: Self::DEFAULT_POOL_SIZE,
+            coalesce: false,
         }
     }
 
@@ -123,6 +167,14 @@ impl RedisStore {
         &self.inner.prefix
     }
 
+    /// Counters since the store was built (shared by clones).
+    pub fn stats(&self) -> RedisStats {
+        RedisStats {
+            script_calls: self.inner.script_calls.load(Ordering::Relaxed),
+            coalesced: self.inner.coalesced.load(Ordering::Relaxed),
+        }
+    }
+
     async fn decide(
         &self,
         key: &[u8],
@@ -133,14 +185,77 @@ impl RedisStore {
         policy.check_cost(cost)?;
         let params = policy.parameters();
         let redis_key = self.redis_key(key, policy);
+        if self.inner.coalescer.is_some()
+            && script::has_batch(params)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            return self
+                .coalesced(runtime, (redis_key, now), params, policy, cost)
+                .await;
+        }
         let inv = script::invocation(params, &redis_key, now, cost).ok_or_else(|| {
             Error::backend(format!(
                 "floodwall-redis has no script for the {} algorithm",
                 policy.algorithm()
             ))
         })?;
+        self.inner.script_calls.fetch_add(1, Ordering::Relaxed);
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
-        to_decision(policy, reply)
+        let [raw] = parse_raws::<1>(policy, reply)?;
+        Ok(decision(policy, raw))
+    }
+
+    /// Joins (or starts) the batch of `key`'s checks and waits for this check's answer,
+    /// within the timeout.
+    async fn coalesced(
+        &self,
+        runtime: tokio::runtime::Handle,
+        key: BatchKey,
+        params: Parameters,
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        let coalescer = self.inner.coalescer.as_ref().expect("coalescing is on");
+        let rx = match coalescer.join(&key, cost) {
+            Joined::Follow(rx) => rx,
+            Joined::Lead(rx) => {
+                // Spawned, so the batches go on whatever happens to this caller; the
+                // guard is moved in before the task first runs, so even a task dropped
+                // unpolled (runtime shutting down) fails the waiting checks.
+                let driver = Driver {
+                    store: self.clone(),
+                    key,
+                    params,
+                    done: false,
+                };
+                runtime.spawn(driver.run());
+                rx
+            }
+        };
+        let raw = match tokio::time::timeout(self.inner.timeout, rx).await {
+            Ok(Ok(result)) => result?,
+            Ok(Err(_)) => return Err(Error::backend("a coalesced check's batch was abandoned")),
+            Err(_) => return Err(Error::Timeout),
+        };
+        check_raw(policy, raw)?;
+        Ok(decision(policy, raw))
+    }
+
+    /// One batch call: the script's answers to `costs`, in order.
+    async fn batch(
+        &self,
+        key: &BatchKey,
+        params: Parameters,
+        costs: &[u64],
+    ) -> Result<Vec<Raw>, Error> {
+        let inv = script::batch_invocation(params, &key.0, key.1, costs)
+            .ok_or_else(|| Error::backend("no batch script for this algorithm"))?;
+        let reply: Value = self.bounded(Op::Script(&inv)).await?;
+        let ints = parse_ints(&reply, costs.len() * 4)?;
+        Ok(ints
+            .chunks_exact(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+            .collect())
     }
 
     async fn bounded<T: redis::FromRedisValue>(&self, op: Op<'_>) -> Result<T, Error> {
@@ -154,27 +269,86 @@ impl RedisStore {
 /// script's arithmetic is exact.
 const MAX_EXPLICIT_NOW: u64 = (1 << 53) - floodwall_core::MAX_SPAN.as_micros() as u64;
 
-/// Reads a script's `{allowed, remaining, retry_after_us, reset_after_us}`.
-fn to_decision(policy: &Policy, reply: Value) -> Result<Decision, Error> {
-    let unexpected = |v: &Value| Error::backend(UnexpectedReply(format!("{v:?}")));
-    let Value::Array(items) = &reply else {
-        return Err(unexpected(&reply));
+/// Sends a key's batches until no check of it is left waiting.
+struct Driver {
+    store: RedisStore,
+    key: BatchKey,
+    params: Parameters,
+    done: bool,
+}
+
+impl Driver {
+    async fn run(mut self) {
+        let inner = &self.store.inner;
+        let coalescer = inner.coalescer.as_ref().expect("coalescing is on");
+        while let Some(batch) = coalescer.next_batch(&self.key) {
+            let costs: Vec<u64> = batch.iter().map(|w| w.cost).collect();
+            inner.script_calls.fetch_add(1, Ordering::Relaxed);
+            inner
+                .coalesced
+                .fetch_add(costs.len() as u64 - 1, Ordering::Relaxed);
+            let result = self.store.batch(&self.key, self.params, &costs).await;
+            coalesce::share_out(batch, result);
+        }
+        self.done = true;
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if !self.done
+            && let Some(coalescer) = &self.store.inner.coalescer
+        {
+            coalescer.abandon(
+                &self.key,
+                &Error::unavailable("the runtime stopped the batch"),
+            );
+        }
+    }
+}
+
+/// Reads `n` non-negative integers from a script's reply.
+fn parse_ints(reply: &Value, n: usize) -> Result<Vec<u64>, Error> {
+    let unexpected = || Error::backend(UnexpectedReply(format!("{reply:?}")));
+    let Value::Array(items) = reply else {
+        return Err(unexpected());
     };
-    let mut n = [0u64; 4];
-    if items.len() != n.len() {
-        return Err(unexpected(&reply));
+    if items.len() != n {
+        return Err(unexpected());
     }
-    for (slot, item) in n.iter_mut().zip(items) {
-        *slot = match item {
-            Value::Int(i) => u64::try_from(*i).map_err(|_| unexpected(&reply))?,
-            _ => return Err(unexpected(&reply)),
-        };
+    items
+        .iter()
+        .map(|item| match item {
+            Value::Int(i) => u64::try_from(*i).map_err(|_| unexpected()),
+            _ => Err(unexpected()),
+        })
+        .collect()
+}
+
+/// Reads a single script's `{allowed, remaining, retry_after_us, reset_after_us}`.
+fn parse_raws<const N: usize>(policy: &Policy, reply: Value) -> Result<[Raw; N], Error> {
+    let ints = parse_ints(&reply, 4 * N)?;
+    let mut out = [[0u64; 4]; N];
+    for (raw, c) in out.iter_mut().zip(ints.chunks_exact(4)) {
+        *raw = [c[0], c[1], c[2], c[3]];
+        check_raw(policy, *raw)
+            .map_err(|_| Error::backend(UnexpectedReply(format!("{reply:?}"))))?;
     }
-    let [allowed, remaining, retry, reset] = n;
+    Ok(out)
+}
+
+fn check_raw(policy: &Policy, [allowed, remaining, _, _]: Raw) -> Result<(), Error> {
     if allowed > 1 || remaining > policy.limit() {
-        return Err(unexpected(&reply));
+        return Err(Error::backend(UnexpectedReply(format!(
+            "allowed {allowed}, remaining {remaining} (limit {})",
+            policy.limit()
+        ))));
     }
-    Ok(policy.decision_from_micros(allowed == 1, remaining, retry, reset))
+    Ok(())
+}
+
+fn decision(policy: &Policy, [allowed, remaining, retry, reset]: Raw) -> Decision {
+    policy.decision_from_micros(allowed == 1, remaining, retry, reset)
 }
 
 impl Store for RedisStore {
@@ -201,6 +375,8 @@ impl fmt::Debug for RedisStore {
             .field("connection", &self.inner.conn.kind())
             .field("prefix", &self.inner.prefix)
             .field("timeout", &self.inner.timeout)
+            .field("coalesce", &self.inner.coalescer.is_some())
+            .field("stats", &self.stats())
             .finish()
     }
 }
@@ -310,6 +486,20 @@ impl RedisStoreBuilder {
         Ok(self.finish(Connection::Cluster(conn)))
     }
 
+    /// Merges concurrent checks of one key from this process into one script call
+    /// (default off). Exact for GCRA, the buckets and the fixed window, which it applies
+    /// to; the sliding window and log are never coalesced. Under contention a check may
+    /// wait for the call in flight before its batch is sent (up to two round trips), so
+    /// turn it on where Redis's load matters more than that: hot keys, floods.
+    ///
+    /// ```
+    /// let b = floodwall_redis::RedisStore::builder().coalesce(true);
+    /// ```
+    pub fn coalesce(mut self, on: bool) -> Self {
+        self.coalesce = on;
+        self
+    }
+
     fn check_prefix(&self) -> Result<(), BuildError> {
         if key::valid_prefix(&self.prefix) {
             Ok(())
@@ -326,6 +516,9 @@ impl RedisStoreBuilder {
                 conn,
                 prefix: self.prefix,
                 timeout: self.timeout,
+                coalescer: self.coalesce.then(Coalescer::default),
+                script_calls: AtomicU64::new(0),
+                coalesced: AtomicU64::new(0),
             }),
         }
     }

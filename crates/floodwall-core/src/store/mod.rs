@@ -7,9 +7,11 @@ use std::sync::Arc;
 
 use crate::{Decision, Error, Policy};
 
+mod deny_cache;
 mod key;
 mod memory;
 
+pub use deny_cache::{DenyCache, DenyCacheBuilder, DenyCacheStats};
 pub use memory::{MemoryStore, MemoryStoreBuilder};
 
 /// A future boxed for [`DynStore`].

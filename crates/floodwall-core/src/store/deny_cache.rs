@@ -1,0 +1,454 @@
+//! [`DenyCache`]: answers a key's repeated denials locally, without asking the store.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::Store;
+use super::key::{KeyBuf, MapKey};
+use crate::{Clock, Decision, Error, Parameters, Policy, Rounding, SystemClock};
+
+/// A fact learnt from the store: any cost `>= cost` is refused until `until` (local µs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    until: u64,
+    cost: u64,
+    /// When the store said the key would be back to full, as a lower bound.
+    reset_at: u64,
+}
+
+type Map = papaya::HashMap<MapKey, Entry, ahash::RandomState>;
+
+/// A store combinator that answers repeated denials locally until they lapse.
+///
+/// Wraps any [`Store`]; the wrapper is a `Store` again. Clones share the cache (and clone
+/// the inner store), so one cache serves every clone of a tower layer.
+///
+/// A client hammering a shared store (Redis) well past its quota costs a round trip and a
+/// script per request, every one of them a denial. Those denials are predictable: once the
+/// store has said "no for this cost, retry after `d`", the answer stays "no" for at least
+/// `d`, whatever anyone else does meanwhile. This combinator remembers that fact per
+/// (policy, key) and answers from memory until it lapses.
+///
+/// ```
+/// use floodwall_core::{DenyCache, ManualClock, MemoryStore, Policy, Store};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new(1_700_000_000_000_000);
+/// // Any store works; in production the inner store is the shared one (Redis).
+/// let shared = MemoryStore::builder().clock(clock.clone()).build();
+/// let store = DenyCache::builder().clock(clock.clone()).build(shared);
+/// let policy = Policy::gcra("login", "2/s burst 1".parse()?)?;
+///
+/// assert!(store.check_now(b"mallory", &policy, 1).unwrap()?.allowed);
+/// // That admission used the burst up: until the next slot (500 ms later) mallory's
+/// // checks are refused without reaching the inner store.
+/// for _ in 0..100 {
+///     let denied = store.check_now(b"mallory", &policy, 1).unwrap()?;
+///     assert!(!denied.allowed);
+/// }
+/// clock.advance(Duration::from_millis(500));
+/// assert!(store.check_now(b"mallory", &policy, 1).unwrap()?.allowed);
+/// let stats = store.stats();
+/// assert_eq!((stats.store_calls, stats.denied_locally), (2, 100));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Exactness
+///
+/// The cache never answers "yes": it can only refuse locally, and it refuses a request
+/// only when the store would refuse it too. Two facts make that true.
+///
+/// 1. **A refusal stays true.** For every algorithm of this crate, if the store refuses a
+///    cost `c` at time `s` with `retry_after = d`, it refuses every cost `≥ c` at every
+///    time in `[s, s + d)`, whatever other requests it admits meanwhile: admissions only
+///    add to a key's state (a later TAT, fewer tokens, a fuller funnel, higher counters,
+///    more log entries), and time only drains it at the rate `retry_after` was computed
+///    with. `tests/deny_cache.rs` checks this property against [`Policy::decide`] on random
+///    states with other nodes' admissions interleaved, for all six algorithms.
+///    For GCRA, the buckets and the fixed window an *admission* also tells when the next
+///    request would be refused (`remaining` + 1 units are refused until a time worked out
+///    from `reset_after` and the policy's [`Parameters`]); the cache records that too, so
+///    a flood costs one store call per admitted request instead of two.
+/// 2. **The local window sits inside the store's.** The cache records the local time at
+///    which the request was *sent*, plus `retry_after`. The store decided at some instant
+///    after the send, so the local window ends no later than the store's; and an entry
+///    exists only after the answer came back, so it starts no earlier.
+///
+/// What this assumes, and where it is not exact:
+/// - **Nobody resets or deletes the key elsewhere.** [`reset`](Store::reset) through this
+///   cache forgets the local entry; a reset through another node, a `DEL` in Redis or an
+///   evicted key in the store makes the state fresh again, and this cache keeps refusing
+///   until `retry_after` lapses.
+/// - **Time moves at one rate.** The local clock must measure elapsed time as the store's
+///   does ([`SystemClock`] is monotonic); a local clock running slow by a few parts per
+///   million ends a window of `d` that many parts per million of `d` late.
+/// - **Policies rounded to whole seconds** ([`Rounding::WholeSeconds`],
+///   [`Policy::redis_cell`]) are never cached: their `retry_after` is rounded up, so a
+///   window built from it could outlast the store's.
+/// - A local refusal reports `remaining` 0 (the store may still hold units, fewer than the
+///   cost asked for), `retry_after` until the local window ends (the store's own answer
+///   could be later, never earlier) and a `reset_after` recorded from the store's answer.
+///
+/// Peeks (cost 0) and requests cheaper than the cost refused always go to the store.
+///
+/// # Bounded
+///
+/// At most [`max_keys`](DenyCacheBuilder::max_keys) entries are kept. An entry that
+/// reaches the cap first drops every lapsed entry; if more than 90% of the cap is still
+/// live, the entries that lapse soonest (those saving the fewest round trips) are dropped
+/// until 90% remain. Dropping an entry never changes a decision, it only sends the next
+/// request to the store.
+pub struct DenyCache<S, C: Clock = SystemClock> {
+    store: S,
+    shared: Arc<Shared<C>>,
+}
+
+struct Shared<C> {
+    map: Map,
+    max_keys: usize,
+    clock: C,
+    sweeping: Mutex<()>,
+    /// Bumped by every reset: an answer to a check sent before a reset is not recorded.
+    resets: AtomicU64,
+    store_calls: AtomicU64,
+    denied_locally: AtomicU64,
+}
+
+/// How much work the [`DenyCache`] saved: read it to see whether caching pays for a
+/// workload (a flood of one key should be nearly all `denied_locally`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DenyCacheStats {
+    /// Checks passed to the inner store (each one a round trip for a remote store).
+    pub store_calls: u64,
+    /// Checks refused from the cache, without calling the inner store.
+    pub denied_locally: u64,
+}
+
+/// Sets a [`DenyCache`]'s cap or clock before wrapping a store.
+#[derive(Debug, Clone)]
+pub struct DenyCacheBuilder<C = SystemClock> {
+    max_keys: usize,
+    clock: C,
+}
+
+impl DenyCache<(), SystemClock> {
+    /// The default cap on cached keys: at ~100 bytes an entry, about 10 MB.
+    pub const DEFAULT_MAX_KEYS: usize = 100_000;
+
+    /// A builder with the default cap and the system clock.
+    pub fn builder() -> DenyCacheBuilder {
+        DenyCacheBuilder {
+            max_keys: Self::DEFAULT_MAX_KEYS,
+            clock: SystemClock,
+        }
+    }
+}
+
+impl<S: Store> DenyCache<S, SystemClock> {
+    /// Wraps `store` with the default cap and the system clock.
+    pub fn new(store: S) -> Self {
+        DenyCache::builder().build(store)
+    }
+}
+
+impl<C: Clock> DenyCacheBuilder<C> {
+    /// The most keys remembered (at least 1); see [`DenyCache`] for what happens at the cap.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys.max(1);
+        self
+    }
+
+    /// The clock local windows are measured with: a [`ManualClock`](crate::ManualClock)
+    /// in tests. It must advance at the store's rate (see [`DenyCache`]).
+    pub fn clock<C2: Clock>(self, clock: C2) -> DenyCacheBuilder<C2> {
+        DenyCacheBuilder {
+            max_keys: self.max_keys,
+            clock,
+        }
+    }
+
+    /// Wraps `store`.
+    pub fn build<S: Store>(self, store: S) -> DenyCache<S, C> {
+        DenyCache {
+            store,
+            shared: Arc::new(Shared {
+                map: papaya::HashMap::builder()
+                    .hasher(ahash::RandomState::new())
+                    .build(),
+                max_keys: self.max_keys,
+                clock: self.clock,
+                sweeping: Mutex::new(()),
+                resets: AtomicU64::new(0),
+                store_calls: AtomicU64::new(0),
+                denied_locally: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+impl<S: Clone, C: Clock> Clone for DenyCache<S, C> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: std::fmt::Debug, C: Clock> std::fmt::Debug for DenyCache<S, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DenyCache")
+            .field("store", &self.store)
+            .field("keys", &self.len())
+            .field("max_keys", &self.shared.max_keys)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// What to do with a check.
+enum Route {
+    /// Refused from the cache.
+    Local(Decision),
+    /// Ask the store; record its answer if the reset epoch is still `epoch`.
+    Store { sent: u64, epoch: u64 },
+    /// Ask the store and record nothing (a peek, or a policy the cache cannot serve).
+    Through,
+}
+
+impl<S, C: Clock> DenyCache<S, C> {
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.store
+    }
+
+    /// Counters since the cache was built (shared by clones).
+    pub fn stats(&self) -> DenyCacheStats {
+        DenyCacheStats {
+            store_calls: self.shared.store_calls.load(Ordering::Relaxed),
+            denied_locally: self.shared.denied_locally.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Keys remembered now, lapsed entries not yet dropped included.
+    pub fn len(&self) -> usize {
+        self.shared.map.len()
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The cap on keys.
+    pub fn max_keys(&self) -> usize {
+        self.shared.max_keys
+    }
+
+    /// Whether a policy's answers may be cached: exact microseconds only, and the
+    /// algorithms whose refusals are shown to stay true (all of this crate's).
+    pub fn caches(policy: &Policy) -> bool {
+        matches!(policy.rounding(), Rounding::Micros)
+            && matches!(
+                policy.parameters(),
+                Parameters::Gcra { .. }
+                    | Parameters::TokenBucket { .. }
+                    | Parameters::LeakyBucket { .. }
+                    | Parameters::FixedWindow { .. }
+                    | Parameters::SlidingWindow { .. }
+                    | Parameters::SlidingLog { .. }
+            )
+    }
+
+    fn route(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Route, Error> {
+        policy.check_cost(cost)?;
+        if cost == 0 || !Self::caches(policy) {
+            return Ok(Route::Through);
+        }
+        let sh = &self.shared;
+        // Read the epoch before the clock: a reset after this point is seen by `record`.
+        let epoch = sh.resets.load(Ordering::SeqCst);
+        let now = sh.clock.now_micros();
+        let buf = KeyBuf::new(key);
+        let map_key = buf.as_ref(policy.namespace());
+        let map = sh.map.pin();
+        if let Some(e) = map.get(&map_key) {
+            if now < e.until {
+                if cost >= e.cost {
+                    sh.denied_locally.fetch_add(1, Ordering::Relaxed);
+                    let retry = e.until - now;
+                    let reset = e.reset_at.saturating_sub(now).max(retry);
+                    return Ok(Route::Local(Decision::new(
+                        false,
+                        policy.limit(),
+                        0,
+                        Duration::from_micros(retry),
+                        Duration::from_micros(reset),
+                    )));
+                }
+            } else {
+                let _ = map.remove_if(&map_key, |_, e| e.until <= now);
+            }
+        }
+        Ok(Route::Store { sent: now, epoch })
+    }
+
+    /// Learns from the store's answer to a check of `cost` sent at `sent`.
+    fn record(&self, key: &[u8], policy: &Policy, cost: u64, sent: u64, epoch: u64, d: &Decision) {
+        let fact = if d.allowed {
+            exhausted(policy, d)
+        } else {
+            d.retry_after.map(|r| (cost, micros(r)))
+        };
+        let Some((cost, wait)) = fact else { return };
+        let sh = &self.shared;
+        let now = sh.clock.now_micros();
+        let until = sent.saturating_add(wait);
+        if until <= now || sh.resets.load(Ordering::SeqCst) != epoch {
+            return;
+        }
+        let entry = Entry {
+            until,
+            cost,
+            reset_at: sent.saturating_add(micros(d.reset_after)),
+        };
+        let buf = KeyBuf::new(key);
+        let map_key = buf.as_ref(policy.namespace());
+        let map = sh.map.pin();
+        if map.get(&map_key).is_none() {
+            self.make_room(now);
+        }
+        map.insert(map_key.to_owned(), entry);
+        // A reset that ran between the epoch check and the insert must not be undone.
+        if sh.resets.load(Ordering::SeqCst) != epoch {
+            let _ = map.remove_if(&map_key, |_, e| *e == entry);
+        }
+    }
+
+    fn forget(&self, key: &[u8], policy: &Policy) {
+        let sh = &self.shared;
+        sh.resets.fetch_add(1, Ordering::SeqCst);
+        let buf = KeyBuf::new(key);
+        let _ = sh.map.pin().remove(&buf.as_ref(policy.namespace()));
+    }
+
+    /// Called before a new key goes in: at the cap, drops lapsed entries, then the ones
+    /// lapsing soonest down to 90% of the cap.
+    fn make_room(&self, now: u64) {
+        let sh = &self.shared;
+        if sh.map.len() < sh.max_keys {
+            return;
+        }
+        let _sweeping = lock(&sh.sweeping);
+        if sh.map.len() < sh.max_keys {
+            return;
+        }
+        let map = sh.map.pin();
+        map.retain(|_, e| e.until > now);
+        let target = sh.max_keys - sh.max_keys / 10 - 1;
+        let mut untils: Vec<u64> = map.values().map(|e| e.until).collect();
+        let excess = untils.len().saturating_sub(target);
+        if excess == 0 {
+            return;
+        }
+        let threshold = *untils.select_nth_unstable(excess - 1).1;
+        drop(untils);
+        let mut budget = excess;
+        map.retain(|_, e| {
+            if budget > 0 && e.until <= threshold {
+                budget -= 1;
+                return false;
+            }
+            true
+        });
+    }
+}
+
+/// After an admission: the smallest cost now refused, and for how long after the check
+/// was sent, worked out from the answer (see [`DenyCache`]). `None` when the algorithm
+/// keeps too little in a decision to tell.
+fn exhausted(policy: &Policy, d: &Decision) -> Option<(u64, u64)> {
+    let next = d.remaining.checked_add(1)?;
+    if next > policy.limit() {
+        return None;
+    }
+    let reset = micros(d.reset_after);
+    let wait = match policy.parameters() {
+        // Refused while `tat + next × interval - now > tolerance`, and `reset` is `tat - now`.
+        Parameters::Gcra {
+            interval,
+            tolerance,
+        } => reset
+            .checked_add(next.checked_mul(interval)?)?
+            .checked_sub(tolerance)?,
+        // Refused until `level + next - capacity` more units leak; `reset` is when all do.
+        Parameters::LeakyBucket { capacity, interval } => {
+            reset.checked_sub((capacity - next).checked_mul(interval)?)?
+        }
+        // Refused until the next tick adds a token; `reset` is when the bucket is full.
+        Parameters::TokenBucket {
+            capacity,
+            tick,
+            quantum,
+        } => {
+            let to_full = (capacity - d.remaining).div_ceil(quantum);
+            let to_next = (next - d.remaining).div_ceil(quantum);
+            reset.checked_sub((to_full - to_next).checked_mul(tick)?)?
+        }
+        // Refused until the window ends, which is `reset` once anything was counted.
+        Parameters::FixedWindow { .. } => reset,
+        _ => return None,
+    };
+    (wait > 0).then_some((next, wait))
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl<S: Store, C: Clock> Store for DenyCache<S, C> {
+    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        let route = self.route(key, policy, cost)?;
+        if let Route::Local(d) = route {
+            return Ok(d);
+        }
+        self.shared.store_calls.fetch_add(1, Ordering::Relaxed);
+        let result = self.store.check(key, policy, cost).await;
+        if let (Route::Store { sent, epoch }, Ok(d)) = (route, &result) {
+            self.record(key, policy, cost, sent, epoch, d);
+        }
+        result
+    }
+
+    /// Resets the inner store's key and forgets what the cache knew about it.
+    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        self.forget(key, policy);
+        let result = self.store.reset(key, policy).await;
+        // A check sent while the reset was in flight may have been answered from the old
+        // state: forget again, and refuse to record answers to checks sent before now.
+        self.forget(key, policy);
+        result
+    }
+
+    /// Answers cached refusals here; anything else is whatever the inner store's
+    /// `check_now` answers (recorded as `check` would).
+    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+        let route = match self.route(key, policy, cost) {
+            Ok(Route::Local(d)) => return Some(Ok(d)),
+            Ok(route) => route,
+            Err(e) => return Some(Err(e)),
+        };
+        let result = self.store.check_now(key, policy, cost)?;
+        self.shared.store_calls.fetch_add(1, Ordering::Relaxed);
+        if let (Route::Store { sent, epoch }, Ok(d)) = (route, &result) {
+            self.record(key, policy, cost, sent, epoch, d);
+        }
+        Some(result)
+    }
+}

@@ -1,0 +1,293 @@
+//! The deny cache against the core model: it refuses locally only what the store would
+//! refuse, for every algorithm, with other nodes admitting requests in between.
+
+use std::future::Future;
+use std::time::Duration;
+
+use floodwall_core::{
+    Algorithm, Decision, DenyCache, ManualClock, MemoryStore, Policy, Quota, State, Store,
+};
+use proptest::prelude::*;
+
+/// Polls a future that is ready at once (every store here is in memory).
+fn now_or_never<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => panic!("an in-memory store waited"),
+    }
+}
+
+const T0: u64 = 1_700_000_000_000_000;
+
+/// A small policy of algorithm `alg` (0..6): counts 1..=5, periods of 10, 20 or 50 ms,
+/// bursts 1..=6 for the algorithms that have one.
+fn policy(alg: usize, count: u64, period_ms: u64, burst: u64) -> Policy {
+    let algorithm = Algorithm::all()[alg];
+    let mut quota = Quota::new(count, Duration::from_millis(period_ms)).unwrap();
+    if algorithm.has_burst() {
+        quota = quota.with_burst(burst).unwrap();
+    }
+    Policy::new(format!("p{alg}"), algorithm, quota).unwrap()
+}
+
+fn policies() -> impl Strategy<Value = Policy> {
+    (
+        0..6usize,
+        1..=5u64,
+        prop::sample::select(vec![10u64, 20, 50]),
+        1..=6u64,
+    )
+        .prop_map(|(a, c, p, b)| policy(a, c, p, b))
+}
+
+fn us(d: Duration) -> u64 {
+    d.as_micros() as u64
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    /// The fact the cache relies on, on the model itself: once `Policy::decide` refuses a
+    /// cost `c` at `s` with `retry_after = d`, every cost `>= c` is refused at every time
+    /// in `[s, s + d)` however many other requests are admitted meanwhile, and the true
+    /// wait is never shorter than what the cache would report (`s + d - t`).
+    #[test]
+    fn a_refusal_stays_true_whatever_others_admit(
+        policy in policies(),
+        history in prop::collection::vec((0..30_000u64, 0..=6u64), 0..24),
+        cost in 1..=6u64,
+        others in prop::collection::vec((0..1_000u64, 0..=6u64, 0..=6u64), 0..16),
+    ) {
+        let limit = policy.limit();
+        let cost = cost.min(limit);
+        let mut state = State::new();
+        let mut now = T0;
+        for (dt, c) in history {
+            now += dt;
+            policy.decide(&mut state, now, c.min(limit)).unwrap();
+        }
+        let s = now;
+        let denied = policy.decide(&mut state, s, cost).unwrap();
+        if denied.allowed {
+            return Ok(());
+        }
+        let d = us(denied.retry_after.unwrap());
+        prop_assert!(d > 0);
+        let mut t = s;
+        for (step, other, probe) in others {
+            // Other nodes' admissions at times spread over [s, s + d).
+            t = (t + step * d / 1_000).min(s + d - 1);
+            policy.decide(&mut state, t, other.min(limit)).unwrap();
+            let probe = probe.clamp(cost, limit);
+            let again = policy.decide(&mut state.clone(), t, probe).unwrap();
+            prop_assert!(!again.allowed, "cost {probe} admitted at s + {} < s + {d}", t - s);
+            prop_assert!(us(again.retry_after.unwrap()) >= s + d - t);
+        }
+        let last = policy.decide(&mut state.clone(), s + d - 1, cost).unwrap();
+        prop_assert!(!last.allowed);
+    }
+
+    /// The cache in lockstep with the same store without it: this node's checks go
+    /// through the cache, other nodes' straight to the shared store, and every check
+    /// must be admitted or refused exactly as it is without the cache. Covers both facts
+    /// the cache records: refusals, and what an admission says about the next request.
+    #[test]
+    fn the_cache_decides_as_the_store_does(
+        policy in policies(),
+        ops in prop::collection::vec((0..4u8, 0..2u8, 0..=6u64, 0..8_000u64), 1..80),
+    ) {
+        let clock = ManualClock::new(T0);
+        let shared = MemoryStore::builder().clock(clock.clone()).build();
+        let cache = DenyCache::builder().clock(clock.clone()).build(shared.clone());
+        let reference = MemoryStore::builder().clock(clock.clone()).build();
+        let limit = policy.limit();
+        for (who, key, cost, dt) in ops {
+            clock.advance(Duration::from_micros(dt));
+            let key = [b'k', key];
+            let cost = cost.min(limit);
+            let expected: Decision = reference.check_sync(&key, &policy, cost).unwrap();
+            let got = match who {
+                // This node, through the cache; twice as often as anyone else.
+                0 | 1 => cache.check_now(&key, &policy, cost).unwrap().unwrap(),
+                // Another node, straight to the shared store.
+                2 => shared.check_sync(&key, &policy, cost).unwrap(),
+                // This node resets the key (and the reference does too).
+                _ => {
+                    now_or_never(cache.reset(&key, &policy)).unwrap();
+                    reference.reset_sync(&key, &policy);
+                    continue;
+                }
+            };
+            prop_assert_eq!(got.allowed, expected.allowed, "cost {} at +{}", cost, clock_now(&clock) - T0);
+            if got.allowed {
+                prop_assert_eq!(got, expected);
+            } else {
+                prop_assert!(got.retry_after.unwrap() <= expected.retry_after.unwrap());
+                prop_assert!(got.retry_after.unwrap() > Duration::ZERO);
+                prop_assert_eq!(got.limit, expected.limit);
+            }
+        }
+        let stats = cache.stats();
+        prop_assert!(stats.store_calls + stats.denied_locally > 0 || cache.is_empty());
+    }
+}
+
+fn clock_now(clock: &ManualClock) -> u64 {
+    floodwall_core::Clock::now_micros(clock)
+}
+
+/// Counts the inner store's calls: the cache must not call it for a cached refusal.
+struct Counting {
+    inner: MemoryStore<ManualClock>,
+    calls: std::sync::atomic::AtomicU64,
+}
+
+impl Store for Counting {
+    fn check(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, floodwall_core::Error>> + Send {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.check(key, policy, cost)
+    }
+
+    fn reset(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+    ) -> impl Future<Output = Result<(), floodwall_core::Error>> + Send {
+        self.inner.reset(key, policy)
+    }
+}
+
+#[test]
+fn a_flood_costs_one_store_call_per_admission() {
+    let clock = ManualClock::new(T0);
+    let inner = Counting {
+        inner: MemoryStore::builder().clock(clock.clone()).build(),
+        calls: 0.into(),
+    };
+    let cache = DenyCache::builder().clock(clock.clone()).build(inner);
+    // 10/s, burst 1: one admission per 100 ms.
+    let policy = Policy::gcra("flood", "10/s burst 1".parse().unwrap()).unwrap();
+    let mut admitted = 0;
+    // 100 requests per 100 ms for one second: 100× the quota.
+    for _ in 0..1_000 {
+        let d = now_or_never(cache.check(b"mallory", &policy, 1)).unwrap();
+        admitted += u64::from(d.allowed);
+        if !d.allowed {
+            assert!(d.retry_after.unwrap() > Duration::ZERO);
+            assert_eq!(d.remaining, 0);
+        }
+        clock.advance(Duration::from_millis(1));
+    }
+    assert_eq!(admitted, 10);
+    let calls = inner_calls(&cache);
+    // Each admission says the next request is refused until the next slot: nothing else
+    // reaches the store.
+    assert_eq!(calls, 10, "store calls");
+    let stats = cache.stats();
+    assert_eq!((stats.store_calls, stats.denied_locally), (10, 990));
+}
+
+fn inner_calls(cache: &DenyCache<Counting, ManualClock>) -> u64 {
+    cache
+        .inner()
+        .calls
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[test]
+fn peeks_cheaper_requests_and_other_keys_still_reach_the_store() {
+    let clock = ManualClock::new(T0);
+    let store = MemoryStore::builder().clock(clock.clone()).build();
+    let cache = DenyCache::builder().clock(clock.clone()).build(store);
+    let policy = Policy::new("w", Algorithm::FixedWindow, "5/s".parse().unwrap()).unwrap();
+    assert!(cache.check_now(b"a", &policy, 3).unwrap().unwrap().allowed);
+    assert!(!cache.check_now(b"a", &policy, 3).unwrap().unwrap().allowed);
+    let before = cache.stats();
+    // Refused locally: the same cost or more.
+    assert!(!cache.check_now(b"a", &policy, 3).unwrap().unwrap().allowed);
+    assert!(!cache.check_now(b"a", &policy, 5).unwrap().unwrap().allowed);
+    assert_eq!(cache.stats().denied_locally, before.denied_locally + 2);
+    // Cheaper: to the store, and admitted.
+    assert!(cache.check_now(b"a", &policy, 2).unwrap().unwrap().allowed);
+    // A peek: to the store.
+    assert_eq!(
+        cache
+            .check_now(b"a", &policy, 0)
+            .unwrap()
+            .unwrap()
+            .remaining,
+        0
+    );
+    assert!(cache.check_now(b"b", &policy, 5).unwrap().unwrap().allowed);
+    assert_eq!(cache.stats().denied_locally, before.denied_locally + 2);
+    // A cost that can never pass is an error, not a cached refusal.
+    assert!(
+        cache
+            .check_now(b"a", &policy, 6)
+            .unwrap()
+            .unwrap_err()
+            .is_cost_too_high()
+    );
+}
+
+#[test]
+fn reset_forgets_the_cached_refusal() {
+    let clock = ManualClock::new(T0);
+    let store = MemoryStore::builder().clock(clock.clone()).build();
+    let cache = DenyCache::builder().clock(clock.clone()).build(store);
+    let policy = Policy::gcra("r", "1/hour".parse().unwrap()).unwrap();
+    assert!(now_or_never(cache.check(b"k", &policy, 1)).unwrap().allowed);
+    assert!(!now_or_never(cache.check(b"k", &policy, 1)).unwrap().allowed);
+    assert!(!cache.is_empty());
+    now_or_never(cache.reset(b"k", &policy)).unwrap();
+    assert!(now_or_never(cache.check(b"k", &policy, 1)).unwrap().allowed);
+}
+
+#[test]
+fn whole_second_policies_are_never_cached() {
+    let clock = ManualClock::new(T0);
+    let store = MemoryStore::builder().clock(clock.clone()).build();
+    let cache = DenyCache::builder().clock(clock.clone()).build(store);
+    let cell = Policy::redis_cell("cell", 0, 1, Duration::from_secs(10)).unwrap();
+    assert!(!DenyCache::<(), ManualClock>::caches(&cell));
+    for _ in 0..5 {
+        cache.check_now(b"k", &cell, 1).unwrap().unwrap();
+    }
+    assert_eq!(cache.stats().denied_locally, 0);
+    assert_eq!(cache.stats().store_calls, 5);
+    assert!(cache.is_empty());
+}
+
+#[test]
+fn the_cache_stays_under_its_cap() {
+    let clock = ManualClock::new(T0);
+    let store = MemoryStore::builder().clock(clock.clone()).build();
+    let cache = DenyCache::builder()
+        .max_keys(50)
+        .clock(clock.clone())
+        .build(store);
+    let policy = Policy::gcra("cap", "1/min burst 1".parse().unwrap()).unwrap();
+    for i in 0..1_000u32 {
+        let key = i.to_be_bytes();
+        // The admission already caches "the next is refused".
+        assert!(cache.check_now(&key, &policy, 1).unwrap().unwrap().allowed);
+        assert!(cache.len() <= 50, "{} entries", cache.len());
+        clock.advance(Duration::from_micros(10));
+    }
+    // The newest keys, lapsing last, were kept.
+    assert!(
+        !cache
+            .check_now(&999u32.to_be_bytes(), &policy, 1)
+            .unwrap()
+            .unwrap()
+            .allowed
+    );
+}

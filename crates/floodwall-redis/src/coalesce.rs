@@ -1,0 +1,142 @@
+//! Coalescing: concurrent checks of one key from this process share one script call.
+//!
+//! When a key is hot, every check pays a round trip and a script for the same few bytes of
+//! state. With [`RedisStoreBuilder::coalesce`](crate::RedisStoreBuilder::coalesce), the
+//! first check of a key starts a *batch*; checks of the same key that arrive while it is
+//! being sent or is in flight join the next one. A batch is one EVALSHA of a batch script
+//! (`src/lua/batch.lua` + `<algorithm>_batch.lua`) carrying the checks' costs in arrival
+//! order; the script runs the algorithm's per-check logic once per cost, at one instant
+//! (one `TIME`), carrying the state between them in Lua and writing it once, and answers
+//! each check's four integers, which are shared out in arrival order.
+//!
+//! # Exactness
+//!
+//! A batch answers exactly what the same checks, sent one after another at the batch's
+//! instant, would get from the single scripts: each batch script is its single script's
+//! arithmetic applied in a loop, and the state the loop carries is the state the single
+//! script would have written and read back. `tests/coalesce.rs` checks this against
+//! [`Policy::decide`](floodwall_core::Policy::decide) on random states and batches, on a
+//! real `redis-server`. That holds for GCRA, the token and leaky buckets and the fixed
+//! window. What differs from uncoalesced calls is only *when* each check is decided: a
+//! check that joins a batch is decided when the batch runs (at most one round trip later
+//! than it would have been), with the batch's clock reading.
+//!
+//! The sliding window and the sliding log are **not coalesced**: their state is a hash or
+//! a sorted set rewritten by several commands, and a batch script for them is not written.
+//! Their checks go straight to their single scripts, as without coalescing.
+//!
+//! # Cost
+//!
+//! Coalescing is off by default: a check that joins a batch waits for the call in flight
+//! before its own is sent, so under contention a check can take two round trips instead of
+//! one. In exchange a hot key costs Redis one script call per round trip instead of one per
+//! check. [`RedisStats`](crate::RedisStats) counts the calls made and the ones saved.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use floodwall_core::Error;
+use tokio::sync::oneshot;
+
+/// The most checks one batch carries; later arrivals wait for the next batch.
+pub(crate) const MAX_BATCH: usize = 256;
+
+/// A script's answer to one check: allowed (0/1), remaining, retry µs, reset µs.
+pub(crate) type Raw = [u64; 4];
+
+/// Which checks may share a call: the same Redis key at the same explicit time (or all on
+/// the server's clock).
+pub(crate) type BatchKey = (Vec<u8>, Option<u64>);
+
+/// A check waiting for its batch.
+pub(crate) struct Waiter {
+    pub(crate) cost: u64,
+    pub(crate) reply: oneshot::Sender<Result<Raw, Error>>,
+}
+
+/// Checks waiting to be sent, per key. A key is present while a driver task is sending
+/// its batches; the driver removes it when no check is left waiting.
+#[derive(Default)]
+pub(crate) struct Coalescer {
+    waiting: Mutex<HashMap<BatchKey, Vec<Waiter>>>,
+}
+
+/// What a new check must do.
+pub(crate) enum Joined {
+    /// The first check of this key: start a driver for it.
+    Lead(oneshot::Receiver<Result<Raw, Error>>),
+    /// A driver is running for this key and will send this check with the next batch.
+    Follow(oneshot::Receiver<Result<Raw, Error>>),
+}
+
+impl Coalescer {
+    /// Queues a check of `cost` for `key`.
+    pub(crate) fn join(&self, key: &BatchKey, cost: u64) -> Joined {
+        let (reply, rx) = oneshot::channel();
+        let waiter = Waiter { cost, reply };
+        let mut waiting = self.lock();
+        match waiting.get_mut(key) {
+            Some(queue) => {
+                queue.push(waiter);
+                Joined::Follow(rx)
+            }
+            None => {
+                waiting.insert(key.clone(), vec![waiter]);
+                Joined::Lead(rx)
+            }
+        }
+    }
+
+    /// The next batch for `key`, oldest first, or `None` (and the key forgotten) when no
+    /// check is waiting: the driver then stops.
+    pub(crate) fn next_batch(&self, key: &BatchKey) -> Option<Vec<Waiter>> {
+        let mut waiting = self.lock();
+        let queue = waiting.get_mut(key)?;
+        if queue.is_empty() {
+            waiting.remove(key);
+            return None;
+        }
+        let n = queue.len().min(MAX_BATCH);
+        Some(queue.drain(..n).collect())
+    }
+
+    /// Fails every check waiting for `key` (when no driver could be started).
+    pub(crate) fn abandon(&self, key: &BatchKey, error: &Error) {
+        let queue = self.lock().remove(key).unwrap_or_default();
+        for w in queue {
+            let _ = w.reply.send(Err(share(error)));
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<BatchKey, Vec<Waiter>>> {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Hands a batch's answers out in arrival order, or its error to every check in it.
+pub(crate) fn share_out(batch: Vec<Waiter>, result: Result<Vec<Raw>, Error>) {
+    match result {
+        Ok(raws) => {
+            for (w, raw) in batch.into_iter().zip(raws) {
+                // A check whose caller gave up (timed out, dropped) was still decided.
+                let _ = w.reply.send(Ok(raw));
+            }
+        }
+        Err(e) => {
+            for w in batch {
+                let _ = w.reply.send(Err(share(&e)));
+            }
+        }
+    }
+}
+
+/// A copy of a batch's error for each of its checks: the same kind (what a caller's
+/// fail-open or fallback decision reads), with the source's message.
+fn share(e: &Error) -> Error {
+    match e {
+        Error::Timeout => Error::Timeout,
+        Error::Unavailable { source } => Error::unavailable(source.to_string()),
+        Error::Backend { source } => Error::backend(source.to_string()),
+        other => Error::backend(other.to_string()),
+    }
+}

@@ -1,0 +1,232 @@
+//! Coalescing against a real redis-server: concurrent checks of one key become one EVALSHA
+//! whose answers equal sequential calls of the core model (`Policy::decide`) at one instant.
+
+mod common;
+
+use std::time::Duration;
+
+use floodwall_core::{Algorithm, Decision, Policy, Quota, State};
+use floodwall_redis::RedisStore;
+use proptest::prelude::*;
+use redis_harness::RedisServer;
+
+use common::command_calls;
+
+const NOW: u64 = 1_700_000_000_000_000;
+
+/// The algorithms that coalesce.
+fn coalescing() -> [Algorithm; 4] {
+    [
+        Algorithm::Gcra,
+        Algorithm::TOKEN_BUCKET,
+        Algorithm::LeakyBucket,
+        Algorithm::FixedWindow,
+    ]
+}
+
+fn evalsha_calls(server: &RedisServer) -> u64 {
+    command_calls(server)
+        .into_iter()
+        .find(|(c, _)| c == "evalsha")
+        .map_or(0, |(_, n)| n)
+}
+
+async fn coalescing_store(server: &RedisServer) -> RedisStore {
+    RedisStore::builder()
+        .coalesce(true)
+        .multiplexed(&server.url())
+        .await
+        .unwrap()
+}
+
+/// Starts every check before awaiting any: on the current-thread runtime the tasks run in
+/// spawn order, so they join the batch in that order, before its driver task runs.
+async fn concurrently(
+    store: &RedisStore,
+    key: &[u8],
+    policy: &Policy,
+    costs: &[u64],
+    now: Option<u64>,
+) -> Vec<Decision> {
+    let handles: Vec<_> = costs
+        .iter()
+        .map(|&cost| {
+            let (store, policy, key) = (store.clone(), policy.clone(), key.to_vec());
+            tokio::spawn(async move {
+                match now {
+                    Some(now) => store.check_at(&key, &policy, cost, now).await,
+                    None => floodwall_core::Store::check(&store, &key, &policy, cost).await,
+                }
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.unwrap().unwrap());
+    }
+    out
+}
+
+#[tokio::test]
+async fn concurrent_checks_of_one_key_are_one_evalsha_with_sequential_answers() {
+    let server = RedisServer::start();
+    let store = coalescing_store(&server).await;
+    for algorithm in coalescing() {
+        let policy = Policy::new(
+            format!("n-{algorithm}"),
+            algorithm,
+            "5/day".parse().unwrap(),
+        )
+        .unwrap();
+        // Loads the batch script, so the measured call is not a NOSCRIPT retry.
+        concurrently(&store, b"warm", &policy, &[1], Some(NOW)).await;
+        server.cmd(&["CONFIG", "RESETSTAT"]);
+        let before = store.stats();
+        let costs = [1, 2, 1, 1, 3, 1, 1, 0, 1, 1, 1, 1];
+        let got = concurrently(&store, b"hot", &policy, &costs, Some(NOW)).await;
+        assert_eq!(
+            evalsha_calls(&server),
+            1,
+            "{algorithm}: EVALSHAs for 12 checks"
+        );
+        let after = store.stats();
+        assert_eq!(after.script_calls - before.script_calls, 1, "{algorithm}");
+        assert_eq!(after.coalesced - before.coalesced, 11, "{algorithm}");
+        let mut state = State::new();
+        for (i, (&cost, d)) in costs.iter().zip(&got).enumerate() {
+            let expected = policy.decide(&mut state, NOW, cost).unwrap();
+            assert_eq!(*d, expected, "{algorithm}: check {i} (cost {cost})");
+        }
+        // On the server's clock too: one call, exactly the quota admitted.
+        server.cmd(&["CONFIG", "RESETSTAT"]);
+        let got = concurrently(&store, b"hot-live", &policy, &[1; 20], None).await;
+        assert_eq!(evalsha_calls(&server), 1, "{algorithm}");
+        assert_eq!(got.iter().filter(|d| d.allowed).count(), 5, "{algorithm}");
+        assert!(
+            got[..5].iter().all(|d| d.allowed),
+            "{algorithm}: arrival order"
+        );
+    }
+}
+
+#[tokio::test]
+async fn windows_of_buckets_and_logs_are_never_coalesced() {
+    let server = RedisServer::start();
+    let store = coalescing_store(&server).await;
+    for algorithm in [Algorithm::SLIDING_WINDOW, Algorithm::SlidingLog] {
+        let policy = Policy::new(
+            format!("nc-{algorithm}"),
+            algorithm,
+            "5/day".parse().unwrap(),
+        )
+        .unwrap();
+        let before = store.stats();
+        let got = concurrently(&store, b"hot", &policy, &[1; 8], Some(NOW)).await;
+        let after = store.stats();
+        assert_eq!(after.script_calls - before.script_calls, 8, "{algorithm}");
+        assert_eq!(after.coalesced, before.coalesced, "{algorithm}");
+        assert_eq!(got.iter().filter(|d| d.allowed).count(), 5, "{algorithm}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tasks_on_many_threads_admit_exactly_the_quota() {
+    let server = RedisServer::start();
+    let store = coalescing_store(&server).await;
+    let policy = Policy::gcra("mt", "100/day".parse().unwrap()).unwrap();
+    let before = store.stats();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (store, policy) = (store.clone(), policy.clone());
+            tokio::spawn(async move {
+                let mut admitted = 0;
+                for _ in 0..40 {
+                    let d = floodwall_core::Store::check(&store, b"hot", &policy, 1)
+                        .await
+                        .unwrap();
+                    admitted += u64::from(d.allowed);
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for t in tasks {
+        admitted += t.await.unwrap();
+    }
+    assert_eq!(admitted, 100);
+    let after = store.stats();
+    let calls = after.script_calls - before.script_calls;
+    let saved = after.coalesced - before.coalesced;
+    assert_eq!(
+        calls + saved,
+        320,
+        "every check was sent alone or in a batch"
+    );
+}
+
+/// A small policy of a coalescing algorithm (0..4): counts 1..=6 per 10, 20 or 50 ms,
+/// bursts 1..=6 for the buckets and GCRA.
+fn policy(alg: usize, count: u64, period_ms: u64, burst: u64, case: u64) -> Policy {
+    let algorithm = coalescing()[alg];
+    let mut quota = Quota::new(count, Duration::from_millis(period_ms)).unwrap();
+    if algorithm.has_burst() {
+        quota = quota.with_burst(burst).unwrap();
+    }
+    Policy::new(format!("pt{case}"), algorithm, quota).unwrap()
+}
+
+#[test]
+fn batches_decide_as_sequential_calls_of_the_core_model() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = RedisServer::start();
+    let store = rt.block_on(coalescing_store(&server));
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let config = ProptestConfig {
+        cases: 96,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(
+        alg in 0..4usize,
+        count in 1..=6u64,
+        period_ms in prop::sample::select(vec![10u64, 20, 50]),
+        burst in 1..=6u64,
+        history in prop::collection::vec((0..20_000u64, 0..=6u64), 0..8),
+        batch in prop::collection::vec(0..=6u64, 1..24),
+        gap in 0..20_000u64,
+        after in 0..=6u64,
+    )| {
+        let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let policy = policy(alg, count, period_ms, burst, case);
+        let limit = policy.limit();
+        let mut state = State::new();
+        let mut now = NOW;
+        rt.block_on(async {
+            // A history, one check at a time: batches of one.
+            for (dt, cost) in history {
+                now += dt;
+                let cost = cost.min(limit);
+                let got = store.check_at(b"k", &policy, cost, now).await.unwrap();
+                prop_assert_eq!(got, policy.decide(&mut state, now, cost).unwrap());
+            }
+            now += gap;
+            let costs: Vec<u64> = batch.iter().map(|&c| c.min(limit)).collect();
+            let before = store.stats();
+            let got = concurrently(&store, b"k", &policy, &costs, Some(now)).await;
+            prop_assert_eq!(store.stats().script_calls - before.script_calls, 1);
+            for (i, (&cost, d)) in costs.iter().zip(&got).enumerate() {
+                let expected = policy.decide(&mut state, now, cost).unwrap();
+                prop_assert_eq!(*d, expected, "check {} of the batch (cost {})", i, cost);
+            }
+            // What the batch wrote is what the model holds.
+            let cost = after.min(limit);
+            let got = store.check_at(b"k", &policy, cost, now + 1).await.unwrap();
+            prop_assert_eq!(got, policy.decide(&mut state, now + 1, cost).unwrap());
+            Ok(())
+        })?;
+    });
+}
