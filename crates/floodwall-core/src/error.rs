@@ -23,6 +23,14 @@ pub enum ConfigError {
     },
     /// A quota's burst was 0: nothing could ever pass.
     ZeroBurst,
+    /// A count or burst above [`Quota::MAX_COUNT`](crate::Quota::MAX_COUNT), past which the
+    /// Redis scripts' arithmetic (Lua doubles) is no longer exact.
+    CountTooLarge {
+        /// `"count"` or `"burst"`.
+        what: &'static str,
+        /// The value given.
+        value: u64,
+    },
     /// A duration derived from the quota (the period, or burst × emission interval)
     /// exceeds [`MAX_SPAN`](crate::MAX_SPAN), so time arithmetic could overflow.
     SpanTooLong {
@@ -84,6 +92,11 @@ impl fmt::Display for ConfigError {
                 write!(f, "quota period {period:?} is shorter than 1 microsecond")
             }
             Self::ZeroBurst => f.write_str("quota burst is 0: nothing could ever pass"),
+            Self::CountTooLarge { what, value } => write!(
+                f,
+                "quota {what} {value} is above {}, the largest every store counts exactly",
+                crate::Quota::MAX_COUNT
+            ),
             Self::SpanTooLong { what } => write!(
                 f,
                 "{what} is longer than {} years, the longest span floodwall computes with",
@@ -148,6 +161,20 @@ pub enum Error {
     },
     /// A [`State`](crate::State) built for one algorithm was given to a policy of another.
     StateMismatch,
+    /// A [`Breaker`](crate::resilience::Breaker) saw the store fail repeatedly and is not
+    /// calling it until its next probe: failing fast costs nothing, while calling a dead
+    /// store costs a timeout per request.
+    CircuitOpen {
+        /// How long until the breaker lets a probe through (zero when one is due or running).
+        retry_in: std::time::Duration,
+    },
+    /// Too many calls to the store are already waiting for an answer (see
+    /// [`BreakerBuilder::max_in_flight`](crate::resilience::BreakerBuilder::max_in_flight)): a stalled
+    /// store must not make requests pile up without bound.
+    Overloaded {
+        /// The bound that was reached.
+        max_in_flight: usize,
+    },
 }
 
 impl Error {
@@ -166,12 +193,27 @@ impl Error {
         matches!(self, Self::CostTooHigh { .. })
     }
 
-    /// True for every failure of the store itself (timeout, unreachable, backend error):
-    /// the cases a fail-open, fail-closed or fallback mode is for.
+    /// True when a circuit breaker refused to call a store that has been failing.
+    pub fn is_circuit_open(&self) -> bool {
+        matches!(self, Self::CircuitOpen { .. })
+    }
+
+    /// True when the bound on calls in flight to the store was reached.
+    pub fn is_overloaded(&self) -> bool {
+        matches!(self, Self::Overloaded { .. })
+    }
+
+    /// True for every failure of the store itself (timeout, unreachable, backend error,
+    /// an open circuit breaker, too many calls in flight): the cases a fail-open,
+    /// fail-closed or fallback mode is for.
     pub fn is_store_failure(&self) -> bool {
         matches!(
             self,
-            Self::Timeout | Self::Unavailable { .. } | Self::Backend { .. }
+            Self::Timeout
+                | Self::Unavailable { .. }
+                | Self::Backend { .. }
+                | Self::CircuitOpen { .. }
+                | Self::Overloaded { .. }
         )
     }
 
@@ -203,6 +245,14 @@ impl fmt::Display for Error {
             Self::Unavailable { source } => write!(f, "rate-limit store unavailable: {source}"),
             Self::Backend { source } => write!(f, "rate-limit store error: {source}"),
             Self::StateMismatch => f.write_str("state was built for a different algorithm"),
+            Self::CircuitOpen { retry_in } => write!(
+                f,
+                "rate-limit store circuit open after repeated failures; next probe in {retry_in:?}"
+            ),
+            Self::Overloaded { max_in_flight } => write!(
+                f,
+                "rate-limit store overloaded: {max_in_flight} calls already in flight"
+            ),
         }
     }
 }

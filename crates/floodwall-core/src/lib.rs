@@ -23,6 +23,7 @@ mod decision;
 mod error;
 mod policy;
 mod quota;
+pub mod resilience;
 pub mod store;
 
 pub use algorithm::{Algorithm, Parameters, State};
@@ -31,4 +32,5 @@ pub use decision::Decision;
 pub use error::{BoxError, ConfigError, Error};
 pub use policy::{Policy, Rounding};
 pub use quota::{MAX_SPAN, Quota};
+pub use store::{DenyCache, DenyCacheBuilder, DenyCacheStats};
 pub use store::{DynStore, MemoryStore, MemoryStoreBuilder, Store};

@@ -135,6 +135,48 @@ impl Policy {
         })
     }
 
+    /// This policy's share for one of `nodes` servers deciding alone: count and burst
+    /// divided by `nodes` (rounded down, at least 1 each), with the same name, algorithm,
+    /// period and rounding. `share(1)` (or 0) is the policy itself.
+    ///
+    /// This is what a node enforces locally while the shared store is down (seed 004's
+    /// "degrade to local limiting", see
+    /// [`Fallback`](crate::resilience::Fallback)): `nodes` servers each admitting their
+    /// share admit about the whole quota together. Rounding down never admits more than the
+    /// quota, except where "at least 1" lifts a share (a quota of 2 split over 3 nodes).
+    ///
+    /// A token bucket whose tick would no longer add a whole token adds one token per
+    /// `period / count` instead. Fails only when the shared quota cannot be enforced by
+    /// this algorithm at all (a burst whose span outgrows
+    /// [`MAX_SPAN`](crate::MAX_SPAN) once the interval lengthens).
+    ///
+    /// ```
+    /// use floodwall_core::Policy;
+    ///
+    /// let fleet = Policy::gcra("per-ip", "100/s burst 300".parse()?)?;
+    /// let local = fleet.share(4)?;
+    /// assert_eq!((local.quota().count(), local.quota().burst()), (25, 75));
+    /// assert_eq!(local.name(), "per-ip");
+    /// # Ok::<(), floodwall_core::ConfigError>(())
+    /// ```
+    pub fn share(&self, nodes: u32) -> Result<Policy, ConfigError> {
+        if nodes <= 1 {
+            return Ok(self.clone());
+        }
+        let q = self.quota();
+        let n = u64::from(nodes);
+        let count = (q.count() / n).max(1);
+        let burst = (q.burst() / n).max(1);
+        let quota = Quota::new(count, q.period())?.with_burst(burst)?;
+        let name = self.inner.name.clone();
+        match Self::build(name.clone(), self.algorithm(), quota, self.rounding()) {
+            Err(ConfigError::BadTick { .. }) => {
+                Self::build(name, Algorithm::TOKEN_BUCKET, quota, self.rounding())
+            }
+            other => other,
+        }
+    }
+
     /// The name given at construction.
     pub fn name(&self) -> &str {
         &self.inner.name
@@ -322,7 +364,10 @@ mod tests {
 
     #[test]
     fn bursts_whose_span_overflows_are_refused() {
-        let q = Quota::per_day(1).unwrap().with_burst(u64::MAX).unwrap();
+        let q = Quota::per_day(1)
+            .unwrap()
+            .with_burst(Quota::MAX_COUNT)
+            .unwrap();
         assert!(matches!(
             Policy::gcra("p", q),
             Err(ConfigError::SpanTooLong { .. })
@@ -354,6 +399,45 @@ mod tests {
         let d = p.decide(&mut s, 0, 1).unwrap();
         assert!(!d.allowed);
         assert_eq!(d.retry_after, Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn a_share_divides_count_and_burst_and_keeps_the_rest() {
+        let p = Policy::gcra("fleet", "100/s burst 300".parse().unwrap()).unwrap();
+        let s = p.share(3).unwrap();
+        assert_eq!((s.quota().count(), s.quota().burst()), (33, 100));
+        assert_eq!(s.quota().period(), p.quota().period());
+        assert_eq!((s.name(), s.algorithm()), (p.name(), p.algorithm()));
+        assert_ne!(s, p, "a share is a different state space");
+        assert_eq!(p.share(1).unwrap(), p);
+        assert_eq!(p.share(0).unwrap(), p);
+        // Never below one.
+        let tiny = p.share(u32::MAX).unwrap();
+        assert_eq!((tiny.quota().count(), tiny.quota().burst()), (1, 1));
+        let cell = Policy::redis_cell("c", 9, 10, Duration::from_secs(1)).unwrap();
+        assert_eq!(cell.share(2).unwrap().rounding(), Rounding::WholeSeconds);
+        for alg in Algorithm::all() {
+            let p = Policy::new("w", alg, "1000/min".parse().unwrap()).unwrap();
+            let s = p.share(7).unwrap();
+            assert_eq!((s.algorithm(), s.limit()), (alg, 142), "{alg}");
+        }
+    }
+
+    #[test]
+    fn a_share_of_a_ticking_bucket_drops_a_tick_that_no_longer_fits() {
+        let tb = Algorithm::TokenBucket {
+            tick: Some(Duration::from_millis(10)),
+        };
+        let p = Policy::new("tb", tb, "100/s".parse().unwrap()).unwrap();
+        let s = p.share(3).unwrap();
+        assert_eq!(s.algorithm(), Algorithm::TOKEN_BUCKET);
+        assert_eq!(s.quota().count(), 33);
+        let p = Policy::new("tb", tb, "400/s".parse().unwrap()).unwrap();
+        assert_eq!(
+            p.share(2).unwrap().algorithm(),
+            tb,
+            "kept where it still fits"
+        );
     }
 
     #[test]

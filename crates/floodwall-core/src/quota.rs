@@ -43,10 +43,20 @@ pub struct Quota {
 }
 
 impl Quota {
+    /// The largest count or burst: 2^53 - 1. Redis scripts do their arithmetic in Lua
+    /// doubles, exact up to 2^53, and every store must count the same.
+    pub const MAX_COUNT: u64 = (1 << 53) - 1;
+
     /// `count` per `period`, with a burst equal to `count`.
     pub fn new(count: u64, period: Duration) -> Result<Self, ConfigError> {
         if count == 0 {
             return Err(ConfigError::ZeroCount);
+        }
+        if count > Self::MAX_COUNT {
+            return Err(ConfigError::CountTooLarge {
+                what: "count",
+                value: count,
+            });
         }
         if period > MAX_SPAN {
             return Err(ConfigError::SpanTooLong { what: "period" });
@@ -88,6 +98,12 @@ impl Quota {
     pub fn with_burst(self, burst: u64) -> Result<Self, ConfigError> {
         if burst == 0 {
             return Err(ConfigError::ZeroBurst);
+        }
+        if burst > Self::MAX_COUNT {
+            return Err(ConfigError::CountTooLarge {
+                what: "burst",
+                value: burst,
+            });
         }
         Ok(Self { burst, ..self })
     }
@@ -289,12 +305,16 @@ mod tests {
             q("2000000/s").unwrap().interval_micros(),
             Err(ConfigError::RateTooHigh { .. })
         ));
-        assert!(
-            q(&format!("{}/s", u64::MAX))
-                .unwrap()
-                .interval_micros()
-                .is_err()
-        );
+        let most = Quota::per_second(Quota::MAX_COUNT).unwrap();
+        assert!(most.interval_micros().is_err());
+        assert!(matches!(
+            Quota::per_second(Quota::MAX_COUNT + 1),
+            Err(ConfigError::CountTooLarge { what: "count", .. })
+        ));
+        assert!(matches!(
+            most.with_burst(u64::MAX),
+            Err(ConfigError::CountTooLarge { what: "burst", .. })
+        ));
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use floodwall_core::resilience::{Breaker, FailMode, Fallback};
 use floodwall_core::{Policy, Store};
 use http::request::Parts;
 use tower_layer::Layer;
@@ -25,7 +26,7 @@ use crate::{RateLimit, RejectWithError, RejectWithResponse};
 /// | policies | the one given to `new` | [`and_policy`](Self::and_policy), [`choose`](Self::choose) |
 /// | cost | 1 per request | [`cost`](Self::cost) |
 /// | denial | 429 + `Retry-After` ([`TooManyRequests`](crate::respond::TooManyRequests)) | [`on_reject`](Self::on_reject) |
-/// | store failure | 503 + `Retry-After` ([`ServiceUnavailable`](crate::respond::ServiceUnavailable)), fail closed | [`on_store_failure`](Self::on_store_failure), [`fail_open`](Self::fail_open) |
+/// | store failure | 503 + `Retry-After` ([`ServiceUnavailable`](crate::respond::ServiceUnavailable)), fail closed | [`fail_mode`](Self::fail_mode), [`on_store_failure`](Self::on_store_failure), [`fail_open`](Self::fail_open) |
 /// | no key | refuse with the extractor's status ([`OnMissingKey::Reject`]) | [`on_missing_key`](Self::on_missing_key) |
 /// | headers | IETF `RateLimit` / `RateLimit-Policy` ([`HeaderStyle::Ietf`]) | [`headers`](Self::headers) |
 /// | enforcement | on | [`shadow`](Self::shadow) |
@@ -52,6 +53,55 @@ impl<St: Store> RateLimitLayer<St> {
     pub fn new(store: St, policy: Policy) -> Self {
         Self {
             shared: Shared::new(store, PeerIp::new(), policy),
+            _mode: PhantomData,
+        }
+    }
+}
+
+impl<St: Store, K, M> RateLimitLayer<St, K, M> {
+    /// What to do while the store fails, with a circuit breaker so a dead store costs a
+    /// fast failure instead of a timeout per request: wraps the store in
+    /// `Fallback<Breaker<St>>` with their defaults (opens after 5 consecutive failures,
+    /// probes every 500 ms, at most 1024 calls in flight; see
+    /// [`floodwall_core::resilience`]).
+    ///
+    /// - [`FailMode::local(nodes)`](FailMode::local): decide in this process with
+    ///   `1 / nodes` of each quota (rate-limit headers then show the local share);
+    /// - [`FailMode::Open`]: let requests through, with the policy's headers;
+    /// - [`FailMode::Closed`]: answer with the [store-failure
+    ///   responder](Self::on_store_failure) (503 + `Retry-After` by default).
+    ///
+    /// For other settings, or to read the breaker's and the fallback's counters, wrap the
+    /// store yourself and keep a clone:
+    /// `RateLimitLayer::new(Fallback::local(Breaker::builder().probe_interval(..).build(redis), 3), policy)`.
+    ///
+    /// ```
+    /// use floodwall_core::resilience::FailMode;
+    /// # use floodwall_core::{MemoryStore, Policy};
+    /// # use floodwall_tower::RateLimitLayer;
+    /// # let redis = MemoryStore::new();
+    /// let layer = RateLimitLayer::new(redis, Policy::gcra("per-ip", "30/s".parse()?)?)
+    ///     .fail_mode(FailMode::local(3));
+    /// # let _ = layer;
+    /// # Ok::<(), floodwall_core::ConfigError>(())
+    /// ```
+    pub fn fail_mode(self, mode: FailMode) -> RateLimitLayer<Fallback<Breaker<St>>, K, M> {
+        let s = self.shared;
+        RateLimitLayer {
+            shared: Shared {
+                store: Fallback::new(Breaker::new(s.store), mode),
+                key: s.key,
+                policies: s.policies,
+                chooser: s.chooser,
+                cost: s.cost,
+                on_reject: s.on_reject,
+                on_failure: s.on_failure,
+                on_missing: s.on_missing,
+                headers: s.headers,
+                shadow: s.shadow,
+                fail_open: s.fail_open,
+                policy_header: s.policy_header,
+            },
             _mode: PhantomData,
         }
     }
@@ -129,8 +179,10 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
         self.map(|s| s.on_failure = Arc::new(responder))
     }
 
-    /// Lets requests through unlimited (and logs a warning) when the store cannot decide,
-    /// instead of refusing them: availability over protection.
+    /// Lets requests through unlimited (and logs a warning per request) when the store
+    /// cannot decide, instead of refusing them: availability over protection. See
+    /// [`fail_mode`](Self::fail_mode) for a breaker, a local fallback and one warning per
+    /// outage.
     pub fn fail_open(self) -> Self {
         self.map(|s| s.fail_open = true)
     }

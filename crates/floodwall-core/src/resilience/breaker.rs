@@ -1,0 +1,442 @@
+//! A circuit breaker and in-flight bound around any store.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::{Clock, Decision, Error, Policy, Store, SystemClock};
+
+/// Consecutive failures that open a breaker unless
+/// [`BreakerBuilder::failure_threshold`] says otherwise.
+pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
+
+/// How often an open breaker lets one call through to see whether the store is back,
+/// unless [`BreakerBuilder::probe_interval`] says otherwise. Decisions return to the store
+/// within this long of it answering again.
+pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(500);
+
+/// The most calls waiting on the store at once, unless
+/// [`BreakerBuilder::max_in_flight`] says otherwise. A healthy Redis answers in well under
+/// a millisecond, so even tens of thousands of checks per second keep a few dozen in
+/// flight; only a stalled store gets near this.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
+
+/// Stops calling a store that keeps failing, and bounds the calls waiting on it.
+///
+/// - **Closed** (normal): calls go through. A timeout or an unreachable store
+///   ([`Error::is_timeout`], [`Error::is_unavailable`]) counts as a failure; any answer,
+///   including a denial or a backend error such as a key of the wrong type, proves the
+///   store alive and resets the count.
+/// - **Open**: after [`failure_threshold`](BreakerBuilder::failure_threshold) consecutive
+///   failures, calls fail at once with [`Error::CircuitOpen`], which costs nothing,
+///   instead of waiting for the store's timeout each.
+/// - **Half-open**: once per [`probe_interval`](BreakerBuilder::probe_interval), one caller
+///   probes: its call goes to the store (and it gets the store's real answer) while the
+///   others keep failing fast. A success closes the breaker; a failure keeps it open until
+///   the next probe time. A probe that hangs does not block the breaker: the next interval
+///   lets another through.
+///
+/// Independently of its state, at most [`max_in_flight`](BreakerBuilder::max_in_flight)
+/// calls wait on the store at once; past that a call fails at once with
+/// [`Error::Overloaded`] (this is not counted as a store failure: it says nothing about
+/// the store's health).
+///
+/// Time comes from the breaker's [`Clock`]: no timer, no task. Clones share one state.
+/// Each transition is logged once (target `floodwall`).
+///
+/// Against Redis Cluster, a breaker sees one store: with one master down, the other
+/// masters' answers keep resetting its count, but bursts of failures can still open it
+/// for everyone for a probe interval. Without a breaker, each call for the dead master's
+/// slots costs a timeout; choose per deployment.
+///
+/// # Examples
+///
+/// ```
+/// use floodwall_core::resilience::Breaker;
+/// use floodwall_core::MemoryStore;
+/// use std::time::Duration;
+///
+/// # let redis = MemoryStore::new();
+/// let store = Breaker::builder()
+///     .failure_threshold(3)
+///     .probe_interval(Duration::from_millis(250))
+///     .max_in_flight(256)
+///     .build(redis);
+/// # let _ = store;
+/// ```
+pub struct Breaker<S, C = SystemClock> {
+    shared: Arc<Shared<S, C>>,
+}
+
+struct Shared<S, C> {
+    store: S,
+    clock: C,
+    threshold: u32,
+    probe_interval_us: u64,
+    max_in_flight: usize,
+    open: AtomicBool,
+    failures: AtomicU32,
+    /// While open: when the next probe may start (µs since the epoch).
+    next_probe: AtomicU64,
+    in_flight: AtomicUsize,
+    probing: AtomicUsize,
+    opened: AtomicU64,
+    failed_fast: AtomicU64,
+    probes: AtomicU64,
+    overloaded: AtomicU64,
+}
+
+/// Configures a [`Breaker`]: thresholds, probe interval, in-flight bound, clock.
+#[derive(Debug, Clone)]
+pub struct BreakerBuilder<C = SystemClock> {
+    threshold: u32,
+    probe_interval: Duration,
+    max_in_flight: usize,
+    clock: C,
+}
+
+/// Where a [`Breaker`] stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BreakerState {
+    /// Calls go to the store.
+    Closed,
+    /// Calls fail fast until the next probe.
+    Open,
+    /// Open, with a probe call in flight.
+    HalfOpen,
+}
+
+/// What a [`Breaker`] has done since it was built, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BreakerStats {
+    /// Times it opened.
+    pub opened: u64,
+    /// Calls refused with [`Error::CircuitOpen`] without calling the store.
+    pub failed_fast: u64,
+    /// Probe calls let through while open.
+    pub probes: u64,
+    /// Calls refused with [`Error::Overloaded`].
+    pub overloaded: u64,
+}
+
+impl<S> Breaker<S> {
+    /// A breaker with the defaults (5 failures, 500 ms probes, 1024 in flight, system clock).
+    pub fn new(store: S) -> Self {
+        Breaker::builder().build(store)
+    }
+}
+
+impl Breaker<()> {
+    /// A builder, to change the defaults; [`BreakerBuilder::build`] takes the store.
+    pub fn builder() -> BreakerBuilder {
+        BreakerBuilder {
+            threshold: DEFAULT_FAILURE_THRESHOLD,
+            probe_interval: DEFAULT_PROBE_INTERVAL,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            clock: SystemClock,
+        }
+    }
+}
+
+impl<C> BreakerBuilder<C> {
+    /// Consecutive failures that open the breaker (default 5, at least 1). Lower opens
+    /// sooner on a dead store; higher tolerates a flaky network.
+    pub fn failure_threshold(mut self, failures: u32) -> Self {
+        self.threshold = failures.max(1);
+        self
+    }
+
+    /// How often an open breaker probes the store (default 500 ms, at least 1 µs). This is
+    /// both the cost of a dead store (one timeout per interval) and the delay before
+    /// decisions return to a recovered one.
+    pub fn probe_interval(mut self, interval: Duration) -> Self {
+        self.probe_interval = interval.max(Duration::from_micros(1));
+        self
+    }
+
+    /// The most calls waiting on the store at once (default 1024, at least 1).
+    pub fn max_in_flight(mut self, calls: usize) -> Self {
+        self.max_in_flight = calls.max(1);
+        self
+    }
+
+    /// The clock probe times are read from; a [`ManualClock`](crate::ManualClock) in tests.
+    pub fn clock<C2: Clock>(self, clock: C2) -> BreakerBuilder<C2> {
+        BreakerBuilder {
+            threshold: self.threshold,
+            probe_interval: self.probe_interval,
+            max_in_flight: self.max_in_flight,
+            clock,
+        }
+    }
+
+    /// The breaker around `store`, closed.
+    pub fn build<S>(self, store: S) -> Breaker<S, C> {
+        Breaker {
+            shared: Arc::new(Shared {
+                store,
+                clock: self.clock,
+                threshold: self.threshold,
+                probe_interval_us: u64::try_from(self.probe_interval.as_micros())
+                    .unwrap_or(u64::MAX),
+                max_in_flight: self.max_in_flight,
+                open: AtomicBool::new(false),
+                failures: AtomicU32::new(0),
+                next_probe: AtomicU64::new(0),
+                in_flight: AtomicUsize::new(0),
+                probing: AtomicUsize::new(0),
+                opened: AtomicU64::new(0),
+                failed_fast: AtomicU64::new(0),
+                probes: AtomicU64::new(0),
+                overloaded: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+impl<S, C> Breaker<S, C> {
+    /// The store it guards.
+    pub fn get_ref(&self) -> &S {
+        &self.shared.store
+    }
+
+    /// Closed, open, or probing.
+    pub fn state(&self) -> BreakerState {
+        let s = &self.shared;
+        if !s.open.load(Ordering::Acquire) {
+            BreakerState::Closed
+        } else if s.probing.load(Ordering::Acquire) > 0 {
+            BreakerState::HalfOpen
+        } else {
+            BreakerState::Open
+        }
+    }
+
+    /// Calls waiting on the store now.
+    pub fn in_flight(&self) -> usize {
+        self.shared.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Counters since the breaker was built.
+    pub fn stats(&self) -> BreakerStats {
+        let s = &self.shared;
+        BreakerStats {
+            opened: s.opened.load(Ordering::Relaxed),
+            failed_fast: s.failed_fast.load(Ordering::Relaxed),
+            probes: s.probes.load(Ordering::Relaxed),
+            overloaded: s.overloaded.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// How a store's answer bears on its health.
+enum Outcome {
+    /// The store answered (a decision, or an error it replied with).
+    Alive,
+    /// The store timed out or could not be reached.
+    Failed,
+    /// Says nothing about the store (a cost that can never pass, an inner breaker's refusal).
+    Neutral,
+}
+
+fn outcome<T>(result: &Result<T, Error>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Alive,
+        Err(e) if e.is_timeout() || e.is_unavailable() => Outcome::Failed,
+        Err(Error::Backend { .. }) => Outcome::Alive,
+        Err(_) => Outcome::Neutral,
+    }
+}
+
+impl<S, C: Clock> Shared<S, C> {
+    /// Whether an open breaker refuses a call now: `Some` error when it does.
+    fn refusal(&self, now: u64, next: u64) -> Error {
+        self.failed_fast.fetch_add(1, Ordering::Relaxed);
+        Error::CircuitOpen {
+            retry_in: Duration::from_micros(next.saturating_sub(now)),
+        }
+    }
+
+    /// Lets a call through, or refuses it: fast failure while open (unless this caller
+    /// wins the probe), overload past the in-flight bound.
+    fn admit(&self) -> Result<Permit<'_, S, C>, Error> {
+        let max = self.max_in_flight;
+        let taken = self
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            });
+        if taken.is_err() {
+            self.overloaded.fetch_add(1, Ordering::Relaxed);
+            return Err(Error::Overloaded { max_in_flight: max });
+        }
+        let mut permit = Permit {
+            shared: self,
+            probe: false,
+            finished: false,
+        };
+        if !self.open.load(Ordering::Acquire) {
+            return Ok(permit);
+        }
+        let now = self.clock.now_micros();
+        let next = self.next_probe.load(Ordering::Acquire);
+        let won = now >= next
+            && self
+                .next_probe
+                .compare_exchange(
+                    next,
+                    now.saturating_add(self.probe_interval_us),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok();
+        if !won {
+            drop(permit);
+            return Err(self.refusal(now, next.max(now)));
+        }
+        self.probes.fetch_add(1, Ordering::Relaxed);
+        self.probing.fetch_add(1, Ordering::AcqRel);
+        tracing::debug!(target: "floodwall", "store circuit half-open: probing the store");
+        permit.probe = true;
+        Ok(permit)
+    }
+
+    /// Records what a call found.
+    fn record(&self, outcome: Outcome, probe: bool) {
+        match outcome {
+            Outcome::Alive => {
+                if self.failures.load(Ordering::Relaxed) != 0 {
+                    self.failures.store(0, Ordering::Relaxed);
+                }
+                if self.open.load(Ordering::Relaxed) && self.open.swap(false, Ordering::AcqRel) {
+                    tracing::info!(
+                        target: "floodwall",
+                        "store circuit closed: the store answers again"
+                    );
+                }
+            }
+            Outcome::Failed => {
+                if self.open.load(Ordering::Acquire) {
+                    if probe {
+                        tracing::debug!(
+                            target: "floodwall",
+                            "store probe failed; circuit stays open"
+                        );
+                    }
+                    return;
+                }
+                let failures = self.failures.fetch_add(1, Ordering::AcqRel) + 1;
+                if failures >= self.threshold {
+                    let now = self.clock.now_micros();
+                    self.next_probe.store(
+                        now.saturating_add(self.probe_interval_us),
+                        Ordering::Release,
+                    );
+                    if !self.open.swap(true, Ordering::AcqRel) {
+                        self.failures.store(0, Ordering::Relaxed);
+                        self.opened.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(
+                            target: "floodwall",
+                            failures,
+                            probe_interval_ms = self.probe_interval_us / 1000,
+                            "store circuit open: not calling the store until a probe succeeds"
+                        );
+                    }
+                }
+            }
+            // A probe that proved nothing lets the next caller probe at once.
+            Outcome::Neutral if probe => {
+                self.next_probe
+                    .fetch_min(self.clock.now_micros(), Ordering::AcqRel);
+            }
+            Outcome::Neutral => {}
+        }
+    }
+}
+
+/// One admitted call: releases its in-flight slot when dropped, and a probe dropped before
+/// it finished (its request was cancelled) lets the next caller probe at once.
+struct Permit<'a, S, C: Clock> {
+    shared: &'a Shared<S, C>,
+    probe: bool,
+    finished: bool,
+}
+
+impl<S, C: Clock> Permit<'_, S, C> {
+    fn finish<T>(mut self, result: &Result<T, Error>) {
+        self.finished = true;
+        self.shared.record(outcome(result), self.probe);
+    }
+}
+
+impl<S, C: Clock> Drop for Permit<'_, S, C> {
+    fn drop(&mut self) {
+        self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if self.probe {
+            self.shared.probing.fetch_sub(1, Ordering::AcqRel);
+            if !self.finished {
+                self.shared.record(Outcome::Neutral, true);
+            }
+        }
+    }
+}
+
+impl<S: Store, C: Clock> Store for Breaker<S, C> {
+    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        policy.check_cost(cost)?;
+        let permit = self.shared.admit()?;
+        let result = self.shared.store.check(key, policy, cost).await;
+        permit.finish(&result);
+        result
+    }
+
+    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        let permit = self.shared.admit()?;
+        let result = self.shared.store.reset(key, policy).await;
+        permit.finish(&result);
+        result
+    }
+
+    /// Fails fast while open; forwards to the store's own `check_now` while closed (a
+    /// memory store answers there); leaves a due probe to [`check`](Store::check).
+    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+        let s = &self.shared;
+        if let Err(e) = policy.check_cost(cost) {
+            return Some(Err(e));
+        }
+        if s.open.load(Ordering::Acquire) {
+            let now = s.clock.now_micros();
+            let next = s.next_probe.load(Ordering::Acquire);
+            return (now < next).then(|| Err(s.refusal(now, next)));
+        }
+        let result = s.store.check_now(key, policy, cost)?;
+        s.record(outcome(&result), false);
+        Some(result)
+    }
+}
+
+impl<S, C> Clone for Breaker<S, C> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: fmt::Debug, C> fmt::Debug for Breaker<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breaker")
+            .field("store", &self.shared.store)
+            .field("state", &self.state())
+            .field("threshold", &self.shared.threshold)
+            .field(
+                "probe_interval",
+                &Duration::from_micros(self.shared.probe_interval_us),
+            )
+            .field("max_in_flight", &self.shared.max_in_flight)
+            .finish()
+    }
+}

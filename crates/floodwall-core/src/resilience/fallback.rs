@@ -1,0 +1,278 @@
+//! Answers per a [`FailMode`] when the store cannot decide.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::FailMode;
+use crate::{Clock, Decision, Error, MemoryStore, Policy, Store, SystemClock};
+
+/// The most policies whose local share is remembered; past that (policies made per
+/// request) shares are computed on each fallback decision instead.
+const MAX_CACHED_SHARES: usize = 1024;
+
+/// Decides when the store cannot: every store failure
+/// ([`Error::is_store_failure`]: timeout, unreachable, backend error, open breaker,
+/// overload) is answered per its [`FailMode`]; decisions and other errors (a cost that can
+/// never pass) pass through untouched.
+///
+/// - [`FailMode::Local`]: an in-process [`MemoryStore`] decides with each policy's
+///   [`share`](Policy::share) for the fleet. The share is computed once per policy and
+///   kept. A cost that fits the policy but not its share is charged as the whole share (a
+///   request the fleet would admit is not refused as "too costly" locally). If a policy
+///   cannot be shared (see [`Policy::share`]), it is enforced whole, with an error logged
+///   once.
+/// - [`FailMode::Open`]: an allowed [`Decision`] with `limit` the policy's limit,
+///   `remaining == limit` and `reset_after` zero (nothing was counted).
+/// - [`FailMode::Closed`]: the error is returned, and the tower layer answers 503.
+///
+/// The first failure after a success logs a warning ("engaged") and the first success
+/// after failures an info line, once each (target `floodwall`); [`stats`](Self::stats)
+/// counts every answer given in the store's stead. Put a [`Breaker`](super::Breaker)
+/// inside, so a dead store costs a fast failure rather than a timeout per request:
+/// `Fallback::local(Breaker::new(redis), 3)`.
+///
+/// [`check_now`](Store::check_now) answers whenever the inner store does: a fallback
+/// decision needs no waiting. Clones share the same counters and local state.
+///
+/// # Examples
+///
+/// ```
+/// use floodwall_core::resilience::{Fallback, FailMode};
+/// use floodwall_core::{MemoryStore, Policy, Store};
+///
+/// # let redis = MemoryStore::new();
+/// let store = Fallback::new(redis, FailMode::Open);
+/// # let _ = store;
+/// ```
+pub struct Fallback<S, C = SystemClock> {
+    shared: Arc<Shared<S, C>>,
+}
+
+struct Shared<S, C> {
+    store: S,
+    mode: FailMode,
+    local: MemoryStore<C>,
+    /// Each policy's share, by policy namespace.
+    shares: papaya::HashMap<u64, Policy, ahash::RandomState>,
+    engaged: AtomicBool,
+    failed_open: AtomicU64,
+    failed_closed: AtomicU64,
+    decided_locally: AtomicU64,
+}
+
+/// What a [`Fallback`] has answered in its store's stead since it was built, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FallbackStats {
+    /// Requests allowed because the store failed ([`FailMode::Open`]).
+    pub failed_open: u64,
+    /// Store failures passed on ([`FailMode::Closed`]).
+    pub failed_closed: u64,
+    /// Requests decided by the local store ([`FailMode::Local`]).
+    pub decided_locally: u64,
+}
+
+impl<S> Fallback<S> {
+    /// Answers store failures per `mode`; a local mode decides in a new
+    /// [`MemoryStore`] with the default cap.
+    pub fn new(store: S, mode: FailMode) -> Self {
+        Self::with_local_store(store, mode, MemoryStore::new())
+    }
+
+    /// Decides locally with `1 / nodes` of each quota while the store fails.
+    pub fn local(store: S, nodes: u32) -> Self {
+        Self::new(store, FailMode::local(nodes))
+    }
+
+    /// Allows every request while the store fails.
+    pub fn fail_open(store: S) -> Self {
+        Self::new(store, FailMode::Open)
+    }
+
+    /// Passes store failures on (the layer answers 503) and counts them.
+    pub fn fail_closed(store: S) -> Self {
+        Self::new(store, FailMode::Closed)
+    }
+}
+
+impl<S, C> Fallback<S, C> {
+    /// Like [`new`](Fallback::new), deciding locally in `local` (to set its cap, or a
+    /// [`ManualClock`](crate::ManualClock) in tests). Unused unless `mode` is local.
+    pub fn with_local_store(store: S, mode: FailMode, local: MemoryStore<C>) -> Self {
+        let mode = match mode {
+            FailMode::Local { nodes } => FailMode::local(nodes),
+            other => other,
+        };
+        Self {
+            shared: Arc::new(Shared {
+                store,
+                mode,
+                local,
+                shares: papaya::HashMap::builder()
+                    .hasher(ahash::RandomState::new())
+                    .build(),
+                engaged: AtomicBool::new(false),
+                failed_open: AtomicU64::new(0),
+                failed_closed: AtomicU64::new(0),
+                decided_locally: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The store it falls back from.
+    pub fn get_ref(&self) -> &S {
+        &self.shared.store
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> FailMode {
+        self.shared.mode
+    }
+
+    /// The local store (used by [`FailMode::Local`]), e.g. to read its size.
+    pub fn local_store(&self) -> &MemoryStore<C> {
+        &self.shared.local
+    }
+
+    /// Whether the last answer came from the fallback rather than the store.
+    pub fn is_engaged(&self) -> bool {
+        self.shared.engaged.load(Ordering::Acquire)
+    }
+
+    /// Counters since it was built.
+    pub fn stats(&self) -> FallbackStats {
+        let s = &self.shared;
+        FallbackStats {
+            failed_open: s.failed_open.load(Ordering::Relaxed),
+            failed_closed: s.failed_closed.load(Ordering::Relaxed),
+            decided_locally: s.decided_locally.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl<S, C: Clock> Shared<S, C> {
+    /// The store's answer, or the fallback's in its place.
+    fn settle(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+        result: Result<Decision, Error>,
+    ) -> Result<Decision, Error> {
+        let error = match result {
+            Ok(decision) => {
+                self.disengage();
+                return Ok(decision);
+            }
+            Err(e) if !e.is_store_failure() => return Err(e),
+            Err(e) => e,
+        };
+        // A breaker fails fast before the store could check the cost.
+        policy.check_cost(cost)?;
+        self.engage(&error);
+        match self.mode {
+            FailMode::Open => {
+                self.failed_open.fetch_add(1, Ordering::Relaxed);
+                let limit = policy.limit();
+                Ok(Decision::new(
+                    true,
+                    limit,
+                    limit,
+                    Duration::ZERO,
+                    Duration::ZERO,
+                ))
+            }
+            FailMode::Closed => {
+                self.failed_closed.fetch_add(1, Ordering::Relaxed);
+                Err(error)
+            }
+            FailMode::Local { nodes } => {
+                self.decided_locally.fetch_add(1, Ordering::Relaxed);
+                let share = self.share(policy, nodes);
+                self.local.check_sync(key, &share, cost.min(share.limit()))
+            }
+        }
+    }
+
+    fn share(&self, policy: &Policy, nodes: u32) -> Policy {
+        let shares = self.shares.pin();
+        if let Some(share) = shares.get(&policy.namespace()) {
+            return share.clone();
+        }
+        let share = policy.share(nodes).unwrap_or_else(|error| {
+            tracing::error!(
+                target: "floodwall",
+                policy = policy.name(),
+                %error,
+                "cannot split this policy's quota between nodes; enforcing it whole locally"
+            );
+            policy.clone()
+        });
+        if shares.len() < MAX_CACHED_SHARES {
+            shares.insert(policy.namespace(), share.clone());
+        }
+        share
+    }
+
+    fn engage(&self, error: &Error) {
+        if !self.engaged.load(Ordering::Relaxed) && !self.engaged.swap(true, Ordering::AcqRel) {
+            tracing::warn!(
+                target: "floodwall",
+                %error,
+                mode = self.mode.name(),
+                "rate-limit store failing; fallback engaged until it answers again"
+            );
+        }
+    }
+
+    fn disengage(&self) {
+        if self.engaged.load(Ordering::Relaxed) && self.engaged.swap(false, Ordering::AcqRel) {
+            tracing::info!(
+                target: "floodwall",
+                "rate-limit store answers again; fallback disengaged"
+            );
+        }
+    }
+}
+
+impl<S: Store, C: Clock> Store for Fallback<S, C> {
+    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        let result = self.shared.store.check(key, policy, cost).await;
+        self.shared.settle(key, policy, cost, result)
+    }
+
+    /// Resets the store; a local mode also forgets the key's local state. The store's
+    /// error, if any, is returned: a reset that did not happen is not papered over.
+    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        let s = &self.shared;
+        if let FailMode::Local { nodes } = s.mode {
+            s.local.reset_sync(key, &s.share(policy, nodes));
+        }
+        s.store.reset(key, policy).await
+    }
+
+    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+        let result = self.shared.store.check_now(key, policy, cost)?;
+        Some(self.shared.settle(key, policy, cost, result))
+    }
+}
+
+impl<S, C> Clone for Fallback<S, C> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: fmt::Debug, C> fmt::Debug for Fallback<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fallback")
+            .field("store", &self.shared.store)
+            .field("mode", &self.shared.mode)
+            .field("engaged", &self.is_engaged())
+            .finish()
+    }
+}
