@@ -86,22 +86,10 @@ impl<St: Store, K, M> RateLimitLayer<St, K, M> {
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
     pub fn fail_mode(self, mode: FailMode) -> RateLimitLayer<Fallback<Breaker<St>>, K, M> {
-        let s = self.shared;
         RateLimitLayer {
-            shared: Shared {
-                store: Fallback::new(Breaker::new(s.store), mode),
-                key: s.key,
-                policies: s.policies,
-                chooser: s.chooser,
-                cost: s.cost,
-                on_reject: s.on_reject,
-                on_failure: s.on_failure,
-                on_missing: s.on_missing,
-                headers: s.headers,
-                shadow: s.shadow,
-                fail_open: s.fail_open,
-                policy_header: s.policy_header,
-            },
+            shared: self
+                .shared
+                .with_store(|store| Fallback::new(Breaker::new(store), mode)),
             _mode: PhantomData,
         }
     }

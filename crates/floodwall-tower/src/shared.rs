@@ -1,5 +1,6 @@
 //! The configuration every clone of a service shares, and the decision it makes.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -33,6 +34,9 @@ pub(crate) struct Shared<St, K> {
     pub(crate) fail_open: bool,
     /// `RateLimit-Policy` for `policies`, built on first use.
     pub(crate) policy_header: OnceLock<Option<HeaderValue>>,
+    /// Whether the store's last answer was a failure: failures are logged once per
+    /// outage, not once per request.
+    pub(crate) store_down: AtomicBool,
 }
 
 impl<St, K> Shared<St, K> {
@@ -50,14 +54,28 @@ impl<St, K> Shared<St, K> {
             shadow: false,
             fail_open: false,
             policy_header: OnceLock::new(),
+            store_down: AtomicBool::new(false),
         }
     }
 
     /// The same configuration with another key extractor.
     pub(crate) fn with_key<K2>(self, key: K2) -> Shared<St, K2> {
+        self.rebuild(|store| store, |_| key)
+    }
+
+    /// The same configuration with the store wrapped or replaced.
+    pub(crate) fn with_store<St2>(self, store: impl FnOnce(St) -> St2) -> Shared<St2, K> {
+        self.rebuild(store, |key| key)
+    }
+
+    fn rebuild<St2, K2>(
+        self,
+        store: impl FnOnce(St) -> St2,
+        key: impl FnOnce(K) -> K2,
+    ) -> Shared<St2, K2> {
         Shared {
-            store: self.store,
-            key,
+            store: store(self.store),
+            key: key(self.key),
             policies: self.policies,
             chooser: self.chooser,
             cost: self.cost,
@@ -68,6 +86,7 @@ impl<St, K> Shared<St, K> {
             shadow: self.shadow,
             fail_open: self.fail_open,
             policy_header: self.policy_header,
+            store_down: self.store_down,
         }
     }
 }
@@ -87,6 +106,7 @@ impl<St: Clone, K: Clone> Clone for Shared<St, K> {
             shadow: self.shadow,
             fail_open: self.fail_open,
             policy_header: self.policy_header.clone(),
+            store_down: AtomicBool::new(self.store_down.load(Ordering::Relaxed)),
         }
     }
 }
@@ -219,6 +239,7 @@ impl<St: Store, K> Shared<St, K> {
 
     /// The verdict once every policy has answered.
     fn conclude(&self, tally: Tally, policies: &PolicyList, error_mode: bool) -> Verdict {
+        self.store_answered();
         let Tally {
             decisions,
             too_costly,
@@ -270,23 +291,39 @@ impl<St: Store, K> Shared<St, K> {
     }
 
     fn store_failed(&self, error: floodwall_core::Error, error_mode: bool) -> Verdict {
-        if self.shadow || self.fail_open {
-            tracing::warn!(
-                target: "floodwall",
-                %error,
-                "rate-limit store failed; letting the request through (fail open)"
-            );
+        let open = self.shadow || self.fail_open;
+        if !self.store_down.swap(true, Ordering::Relaxed) {
+            if open {
+                tracing::warn!(
+                    target: "floodwall",
+                    %error,
+                    "rate-limit store failing; letting requests through (fail open) until it answers"
+                );
+            } else {
+                tracing::error!(
+                    target: "floodwall",
+                    %error,
+                    "rate-limit store failing; refusing requests (fail closed) until it answers"
+                );
+            }
+        } else {
+            tracing::debug!(target: "floodwall", %error, "rate-limit store failed");
+        }
+        if open {
             return Verdict::Proceed(None);
         }
-        tracing::error!(
-            target: "floodwall",
-            %error,
-            "rate-limit store failed; refusing the request (fail closed)"
-        );
         if error_mode {
             Verdict::Fail(Box::new(error))
         } else {
             Verdict::Respond(self.on_failure.respond(&error))
+        }
+    }
+
+    /// Notes that the store answered, logging the end of an outage once.
+    fn store_answered(&self) {
+        if self.store_down.load(Ordering::Relaxed) && self.store_down.swap(false, Ordering::Relaxed)
+        {
+            tracing::info!(target: "floodwall", "rate-limit store answers again");
         }
     }
 

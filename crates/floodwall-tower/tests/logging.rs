@@ -1,0 +1,111 @@
+//! A store outage is logged once when it starts and once when it ends, not per request.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use floodwall_core::{Decision, Error, MemoryStore, Policy, Store};
+use floodwall_tower::RateLimitLayer;
+use support::*;
+use tower::{Layer, ServiceExt};
+
+/// A memory store that can be switched off.
+#[derive(Clone, Default)]
+struct Switch {
+    down: Arc<AtomicBool>,
+    store: MemoryStore,
+}
+
+impl Store for Switch {
+    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(Error::unavailable("switched off"));
+        }
+        self.store.check(key, policy, cost).await
+    }
+
+    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        self.store.reset(key, policy).await
+    }
+}
+
+/// Records events at info level and above.
+#[derive(Clone, Default)]
+struct Events(Arc<Mutex<Vec<(tracing::Level, String)>>>);
+
+struct Message<'a>(&'a mut String);
+
+impl tracing::field::Visit for Message<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            *self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl tracing::Subscriber for Events {
+    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
+        *meta.level() <= tracing::Level::INFO
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut message = String::new();
+        event.record(&mut Message(&mut message));
+        self.0
+            .lock()
+            .unwrap()
+            .push((*event.metadata().level(), message));
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_outage_is_logged_once_each_way() {
+    let events = Events::default();
+    let _guard = tracing::subscriber::set_default(events.clone());
+    let store = Switch::default();
+    let svc = RateLimitLayer::new(store.clone(), gcra("p", "1000/s")).layer(hello());
+
+    assert_eq!(
+        svc.clone()
+            .oneshot(from("10.0.0.1"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    store.down.store(true, Ordering::SeqCst);
+    for _ in 0..50 {
+        let res = svc.clone().oneshot(from("10.0.0.1")).await.unwrap();
+        assert_eq!(res.status(), 503);
+    }
+    store.down.store(false, Ordering::SeqCst);
+    for _ in 0..50 {
+        assert_eq!(
+            svc.clone()
+                .oneshot(from("10.0.0.1"))
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+    }
+    let events = events.0.lock().unwrap();
+    let errors: Vec<_> = events
+        .iter()
+        .filter(|(l, _)| *l == tracing::Level::ERROR)
+        .collect();
+    assert_eq!(errors.len(), 1, "{events:?}");
+    assert!(errors[0].1.contains("refusing requests (fail closed)"));
+    let back = events
+        .iter()
+        .filter(|(l, m)| *l == tracing::Level::INFO && m.contains("answers again"))
+        .count();
+    assert_eq!(back, 1, "{events:?}");
+}
