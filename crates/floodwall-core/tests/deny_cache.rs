@@ -291,3 +291,42 @@ fn the_cache_stays_under_its_cap() {
             .allowed
     );
 }
+
+#[test]
+fn a_flood_at_one_frozen_instant_stays_bounded() {
+    // Every entry lapses at the same instant: evictions are all ties, which must be spread
+    // over the table (see the memory store's test of the same name).
+    let clock = ManualClock::new(T0);
+    let store = MemoryStore::builder()
+        .max_keys(10_000)
+        .clock(clock.clone())
+        .build();
+    let cache = DenyCache::builder()
+        .max_keys(10_000)
+        .clock(clock.clone())
+        .build(store);
+    let policy = Policy::gcra("frozen", "1/min burst 1".parse().unwrap()).unwrap();
+    let rss = || {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap()
+            * 1024
+    };
+    let before = rss();
+    for i in 0..300_000u32 {
+        cache
+            .check_now(&i.to_le_bytes(), &policy, 1)
+            .unwrap()
+            .unwrap();
+    }
+    assert!(cache.len() <= 10_000);
+    let grown = rss().saturating_sub(before);
+    assert!(
+        grown < 64 << 20,
+        "resident memory grew by {} MiB",
+        grown >> 20
+    );
+}

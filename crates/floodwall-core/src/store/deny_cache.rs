@@ -345,24 +345,9 @@ impl<S, C: Clock> DenyCache<S, C> {
         if sh.map.len() < sh.max_keys {
             return;
         }
-        let map = sh.map.pin();
-        map.retain(|_, e| e.until > now);
+        sh.map.pin().retain(|_, e| e.until > now);
         let target = sh.max_keys - sh.max_keys / 10 - 1;
-        let mut untils: Vec<u64> = map.values().map(|e| e.until).collect();
-        let excess = untils.len().saturating_sub(target);
-        if excess == 0 {
-            return;
-        }
-        let threshold = *untils.select_nth_unstable(excess - 1).1;
-        drop(untils);
-        let mut budget = excess;
-        map.retain(|_, e| {
-            if budget > 0 && e.until <= threshold {
-                budget -= 1;
-                return false;
-            }
-            true
-        });
+        super::evict::evict_soonest(&sh.map, target, now, |e: &Entry| e.until, |_, _| true);
     }
 }
 

@@ -231,47 +231,11 @@ impl<C: Clock> MemoryStore<C> {
             return; // another caller swept while we waited
         }
         self.drop_expired(now);
-        let map = inner.map.pin();
         let target = inner.max_keys - inner.max_keys / 10 - 1;
-        let len = map.len();
-        if len <= target {
-            return;
-        }
-        let mut expiries: Vec<u64> = map.values().map(Slot::expires_at).collect();
-        let excess = expiries.len().saturating_sub(target);
-        if excess == 0 {
-            return;
-        }
-        let threshold = *expiries.select_nth_unstable(excess - 1).1;
-        let sooner = expiries.iter().filter(|&&e| e < threshold).count();
-        let mut ties = expiries.iter().filter(|&&e| e == threshold).count();
-        drop(expiries);
-        let mut budget = excess;
-        // Strictly sooner first.
-        if sooner > 0 {
-            map.retain(|_, slot| {
-                let evict = budget > 0 && slot.expires_at() < threshold && slot.kill(threshold);
-                budget -= usize::from(evict);
-                !evict
-            });
-        }
-        // Then ties, each with probability budget / ties left (selection sampling): spread
-        // over the table, not the first ones in its order, whose removal in a block would
-        // leave a run of tombstones that new keys probe through.
-        let mut rng = Xorshift::new(now ^ inner.evicted.load(Ordering::Relaxed));
-        map.retain(|_, slot| {
-            if budget == 0 || slot.expires_at() != threshold {
-                return true;
-            }
-            let pick = rng.below(ties.max(1)) < budget;
-            ties = ties.saturating_sub(1);
-            let evict = pick && slot.kill(threshold);
-            budget -= usize::from(evict);
-            !evict
-        });
-        inner
-            .evicted
-            .fetch_add((excess - budget) as u64, Ordering::Relaxed);
+        let seed = now ^ inner.evicted.load(Ordering::Relaxed);
+        let evicted =
+            super::evict::evict_soonest(&inner.map, target, seed, Slot::expires_at, Slot::kill);
+        inner.evicted.fetch_add(evicted as u64, Ordering::Relaxed);
     }
 }
 
@@ -300,23 +264,6 @@ impl<C> MemoryStore<C> {
     /// The clock this store reads.
     pub fn clock(&self) -> &C {
         &self.inner.clock
-    }
-}
-
-/// A tiny PRNG for spreading evictions; no need for quality or secrecy here.
-struct Xorshift(u64);
-
-impl Xorshift {
-    fn new(seed: u64) -> Self {
-        Self(seed | 1)
-    }
-
-    /// A number in `0..n` (`n > 0`), close enough to uniform for sampling.
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
     }
 }
 

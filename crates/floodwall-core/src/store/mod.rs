@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::{Decision, Error, Policy};
 
 mod deny_cache;
+mod evict;
 mod key;
 mod memory;
 

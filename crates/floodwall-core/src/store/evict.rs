@@ -1,0 +1,74 @@
+//! Bounding a map of expiring entries: the eviction both the memory store and the deny
+//! cache run when they reach their cap.
+
+use std::hash::{BuildHasher, Hash};
+
+/// Evicts entries of `map` until at most `target` remain, those expiring soonest first
+/// (the least worth keeping). Entries expiring at the same instant are sampled across the
+/// table rather than taken in its order: removing a block of neighbours leaves a run of
+/// tombstones that new keys probe through, and under a flood of keys that all expire at
+/// once that made the table grow without end.
+///
+/// `expires_at` reads an entry's expiry; `evict(entry, threshold)` is asked before each
+/// removal and may refuse (an entry that was renewed meanwhile). Returns how many went.
+pub(crate) fn evict_soonest<K, V, S>(
+    map: &papaya::HashMap<K, V, S>,
+    target: usize,
+    seed: u64,
+    expires_at: impl Fn(&V) -> u64,
+    evict: impl Fn(&V, u64) -> bool,
+) -> usize
+where
+    K: Hash + Eq,
+    S: BuildHasher,
+{
+    let map = map.pin();
+    let mut expiries: Vec<u64> = map.values().map(&expires_at).collect();
+    let excess = expiries.len().saturating_sub(target);
+    if excess == 0 {
+        return 0;
+    }
+    let threshold = *expiries.select_nth_unstable(excess - 1).1;
+    let sooner = expiries.iter().filter(|&&e| e < threshold).count();
+    let mut ties = expiries.iter().filter(|&&e| e == threshold).count();
+    drop(expiries);
+    let mut budget = excess;
+    // Strictly sooner first: their order in the table owes nothing to their expiry.
+    if sooner > 0 {
+        map.retain(|_, v| {
+            let go = budget > 0 && expires_at(v) < threshold && evict(v, threshold);
+            budget -= usize::from(go);
+            !go
+        });
+    }
+    // Then ties, each with probability budget / ties left (selection sampling).
+    let mut rng = Xorshift::new(seed);
+    map.retain(|_, v| {
+        if budget == 0 || expires_at(v) != threshold {
+            return true;
+        }
+        let pick = rng.below(ties.max(1)) < budget;
+        ties = ties.saturating_sub(1);
+        let go = pick && evict(v, threshold);
+        budget -= usize::from(go);
+        !go
+    });
+    excess - budget
+}
+
+/// A tiny PRNG for spreading evictions; no need for quality or secrecy here.
+struct Xorshift(u64);
+
+impl Xorshift {
+    fn new(seed: u64) -> Self {
+        Self(seed | 1)
+    }
+
+    /// A number in `0..n` (`n > 0`), close enough to uniform for sampling.
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
