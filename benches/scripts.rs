@@ -1,0 +1,421 @@
+//! Redis CPU per decision of each algorithm's Lua script, against E1 measured in the same run.
+//!
+//! Run: `cargo bench --bench scripts --features redis`. It starts its own `redis-server` on a
+//! free loopback port (redis-harness; never 6379) and needs `redis-benchmark` (Debian's
+//! `redis-tools`). The method is BASELINES.md's "Redis CPU per decision": `CONFIG RESETSTAT`,
+//! a fixed number of calls with `redis-benchmark -c 50 -P 16 -r 10000 -n N EVALSHA ...`
+//! (10,000 keys through `__rand_int__` in the key), then `usec_per_call` of `evalsha` from
+//! `INFO commandstats`. Each script's text is what `RedisStore` loads (`src/lua/prelude.lua`
+//! followed by `src/lua/<alg>.lua`, checked by SHA against what the store loaded for a real
+//! check) and its KEYS/ARGV are the store's: the store's Redis key, '' (server time), cost 1,
+//! then the parameters of a real `floodwall::Policy` (see `script::invocation`).
+//!
+//! Two cases: mostly allowed (a generous quota) and mostly denied (`1/hour`, after a warm-up
+//! that exhausts the keys). Before each measured script: `FLUSHALL`, then a warm-up of
+//! [`WARM_N`] calls so the keys hold state. References measured in each case of each run:
+//! E1 = `return redis.call('INCR',KEYS[1])` (before and after the case's scripts; the mean
+//! is the divisor) and a script doing only TIME + GET + SET PX and returning 5 integers.
+//! The whole set runs [`RUNS`] times so the noise is visible.
+
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+
+use floodwall::redis::RedisStore;
+use floodwall::redis::redis::Script;
+use floodwall::{Algorithm, Parameters, Policy, Quota, Store};
+use redis_harness::RedisServer;
+
+/// redis-benchmark's settings (BASELINES.md).
+const CLIENTS: usize = 50;
+const PIPELINE: usize = 16;
+const KEYS: usize = 10_000;
+/// Measured calls per script and case.
+const N: u64 = 100_000;
+/// Calls before each measurement (uncounted): ~10 per key, so nearly every key holds state.
+const WARM_N: u64 = 100_000;
+/// Calls per E1 measurement.
+const E1_N: u64 = 200_000;
+/// Repeats of the whole set.
+const RUNS: usize = 2;
+
+const PRELUDE: &str = include_str!("../crates/floodwall-redis/src/lua/prelude.lua");
+const GCRA_LUA: &str = include_str!("../crates/floodwall-redis/src/lua/gcra.lua");
+const TOKEN_BUCKET_LUA: &str = include_str!("../crates/floodwall-redis/src/lua/token_bucket.lua");
+const LEAKY_BUCKET_LUA: &str = include_str!("../crates/floodwall-redis/src/lua/leaky_bucket.lua");
+const FIXED_WINDOW_LUA: &str = include_str!("../crates/floodwall-redis/src/lua/fixed_window.lua");
+const SLIDING_WINDOW_LUA: &str =
+    include_str!("../crates/floodwall-redis/src/lua/sliding_window.lua");
+const SLIDING_LOG_LUA: &str = include_str!("../crates/floodwall-redis/src/lua/sliding_log.lua");
+
+/// E1: the cost of calling any script.
+const E1_LUA: &str = "return redis.call('INCR',KEYS[1])";
+/// The floor of a read-modify-write decision: TIME + GET + SET PX, five integers back.
+const TGS_LUA: &str = "local t = redis.call('TIME')\n\
+     local v = redis.call('GET', KEYS[1])\n\
+     redis.call('SET', KEYS[1], t[1], 'PX', 60000)\n\
+     return {1, 2, 3, 4, 5}";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Case {
+    Allowed,
+    Denied,
+}
+
+impl Case {
+    fn name(self) -> &'static str {
+        match self {
+            Case::Allowed => "allowed",
+            Case::Denied => "denied",
+        }
+    }
+}
+
+/// One algorithm: its policies for both cases and its script.
+struct Alg {
+    name: &'static str,
+    lua: &'static str,
+    /// The issue's target: at most this many E1.
+    target: f64,
+    allowed: Policy,
+    denied: Policy,
+}
+
+impl Alg {
+    fn new(
+        name: &'static str,
+        algorithm: Algorithm,
+        lua: &'static str,
+        target: f64,
+        allowed: &str,
+    ) -> Alg {
+        let quota = |q: &str| q.parse::<Quota>().expect("the bench quota parses");
+        Alg {
+            name,
+            lua,
+            target,
+            allowed: Policy::new(format!("{name}-allowed"), algorithm, quota(allowed))
+                .expect("a valid policy"),
+            denied: Policy::new(format!("{name}-denied"), algorithm, quota("1/hour"))
+                .expect("a valid policy"),
+        }
+    }
+
+    fn policy(&self, case: Case) -> &Policy {
+        match case {
+            Case::Allowed => &self.allowed,
+            Case::Denied => &self.denied,
+        }
+    }
+}
+
+/// The parameter arguments (`ARGV[3..]`) the store sends, as `script::script_for`.
+fn parameter_args(p: Parameters) -> Vec<u64> {
+    match p {
+        Parameters::Gcra {
+            interval,
+            tolerance,
+        } => vec![interval, tolerance],
+        Parameters::TokenBucket {
+            capacity,
+            tick,
+            quantum,
+        } => vec![capacity, tick, quantum],
+        Parameters::LeakyBucket { capacity, interval } => vec![capacity, interval],
+        Parameters::FixedWindow { limit, period } => vec![limit, period],
+        Parameters::SlidingWindow {
+            limit,
+            precision,
+            buckets,
+        } => vec![limit, precision, buckets],
+        Parameters::SlidingLog { limit, period } => vec![limit, period],
+        _ => unreachable!("every algorithm benched has a script"),
+    }
+}
+
+/// `usec_per_call` of `evalsha` after one redis-benchmark run of `EVALSHA <sha> <args>`,
+/// and the writes the scripts made per call (SET, HINCRBY, ZADD, INCR: the share admitted).
+fn usec_per_call(server: &RedisServer, sha: &str, args: &[String], n: u64) -> (f64, f64) {
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+    let out = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
+        .args(["-c", &CLIENTS.to_string(), "-P", &PIPELINE.to_string()])
+        .args(["-r", &KEYS.to_string(), "-n", &n.to_string(), "-q"])
+        .args(["EVALSHA", sha])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("spawn redis-benchmark");
+    assert!(
+        out.status.success(),
+        "redis-benchmark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = server.cmd(&["INFO", "commandstats"]);
+    let all: HashMap<&str, HashMap<&str, f64>> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("cmdstat_")?.split_once(':'))
+        .map(|(cmd, fields)| {
+            let fields = fields
+                .split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .filter_map(|(k, v)| Some((k, v.parse().ok()?)))
+                .collect();
+            (cmd, fields)
+        })
+        .collect();
+    let stats = all.get("evalsha").expect("evalsha in INFO commandstats");
+    let failed = stats.get("failed_calls").copied().unwrap_or(0.0)
+        + stats.get("rejected_calls").copied().unwrap_or(0.0);
+    // redis-benchmark does not look at replies: make sure every call ran the script.
+    assert!(
+        failed == 0.0,
+        "EVALSHA calls failed; INFO errorstats: {}",
+        server.cmd(&["INFO", "errorstats"])
+    );
+    assert!(
+        stats["calls"] >= n as f64,
+        "too few EVALSHA calls: {stats:?}"
+    );
+    let writes: f64 = ["set", "hincrby", "zadd", "incr"]
+        .iter()
+        .filter_map(|c| all.get(c)?.get("calls"))
+        .fold(0.0, |a, b| a + b);
+    (stats["usec_per_call"], writes / stats["calls"])
+}
+
+/// Runs `n` calls uncounted.
+fn warm_up(server: &RedisServer, sha: &str, args: &[String], n: u64) {
+    let status = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
+        .args(["-c", &CLIENTS.to_string(), "-P", &PIPELINE.to_string()])
+        .args(["-r", &KEYS.to_string(), "-n", &n.to_string(), "-q"])
+        .args(["EVALSHA", sha])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("spawn redis-benchmark");
+    assert!(status.success(), "redis-benchmark warm-up failed");
+}
+
+struct Row {
+    script: String,
+    case: Case,
+    usec: f64,
+    /// Writes per call: the share of calls admitted.
+    writes: f64,
+    /// The target ratio to E1, if the issue sets one.
+    target: Option<f64>,
+}
+
+fn main() {
+    let have_benchmark = Command::new("redis-benchmark")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have_benchmark {
+        println!("note: redis-benchmark not found (Debian package redis-tools); nothing to do");
+        return;
+    }
+    // Kept until the end of main: dropping it stops the redis-server.
+    let server = match RedisServer::try_start_with(&[]) {
+        Ok(server) => server,
+        Err(e) => {
+            println!("note: no redis-server ({e}); nothing to measure");
+            return;
+        }
+    };
+    let algs = [
+        Alg::new("gcra", Algorithm::Gcra, GCRA_LUA, 3.5, "1000000/min"),
+        Alg::new(
+            "token_bucket",
+            Algorithm::TokenBucket { tick: None },
+            TOKEN_BUCKET_LUA,
+            3.5,
+            "1000000/min",
+        ),
+        Alg::new(
+            "leaky_bucket",
+            Algorithm::LeakyBucket,
+            LEAKY_BUCKET_LUA,
+            3.5,
+            "1000000/min",
+        ),
+        Alg::new(
+            "fixed_window",
+            Algorithm::FixedWindow,
+            FIXED_WINDOW_LUA,
+            2.0,
+            "1000000/min",
+        ),
+        Alg::new(
+            "sliding_window",
+            Algorithm::SLIDING_WINDOW,
+            SLIDING_WINDOW_LUA,
+            4.5,
+            "1000000/min",
+        ),
+        // A log holds at most 10,000 entries; ~20 calls per key reach it in a run.
+        Alg::new(
+            "sliding_log",
+            Algorithm::SlidingLog,
+            SLIDING_LOG_LUA,
+            5.0,
+            "10000/min",
+        ),
+    ];
+
+    // The store: its Redis keys, and a real check per policy to learn which script it loads.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    let store: RedisStore = rt.block_on(async {
+        RedisStore::builder()
+            .multiplexed(&server.url())
+            .await
+            .expect("multiplexed store")
+    });
+    let mut shas = Vec::new();
+    for a in &algs {
+        let text = format!("{PRELUDE}{}", a.lua);
+        let sha = Script::new(&text).get_hash().to_owned();
+        server.cmd(&["SCRIPT", "FLUSH"]);
+        rt.block_on(store.check(b"probe", &a.allowed, 1))
+            .expect("a check through the store");
+        assert_eq!(
+            server.cmd(&["SCRIPT", "EXISTS", &sha]),
+            "1",
+            "{}: the store loaded another script",
+            a.name
+        );
+        shas.push((sha, text));
+    }
+    let load = |text: &str| -> String { server.cmd(&["SCRIPT", "LOAD", text]) };
+    let args_for = |a: &Alg, case: Case| -> Vec<String> {
+        let policy = a.policy(case);
+        let key = String::from_utf8(store.redis_key(b"__rand_int__", policy)).expect("UTF-8");
+        let mut args = vec!["1".to_owned(), key, String::new(), "1".to_owned()];
+        args.extend(
+            parameter_args(policy.parameters())
+                .iter()
+                .map(u64::to_string),
+        );
+        args
+    };
+    let e1_sha = load(E1_LUA);
+    let tgs_sha = load(TGS_LUA);
+    for (sha, text) in &shas {
+        assert_eq!(&load(text), sha, "SCRIPT LOAD answered another SHA");
+    }
+    let ref_args = |prefix: &str| vec!["1".to_owned(), format!("{prefix}:__rand_int__")];
+
+    println!(
+        "redis-benchmark -c {CLIENTS} -P {PIPELINE} -r {KEYS}: {N} calls per script and case \
+         (after FLUSHALL and {WARM_N} warm-up calls), E1 {E1_N} calls before and after each case"
+    );
+    for run in 1..=RUNS {
+        let mut rows = Vec::new();
+        let mut e1 = HashMap::new();
+        for case in [Case::Allowed, Case::Denied] {
+            server.cmd(&["FLUSHALL"]);
+            let (e1_before, _) = usec_per_call(&server, &e1_sha, &ref_args("e1"), E1_N);
+            server.cmd(&["FLUSHALL"]);
+            warm_up(&server, &tgs_sha, &ref_args("tgs"), WARM_N);
+            let (tgs, tgs_writes) = usec_per_call(&server, &tgs_sha, &ref_args("tgs"), N);
+            rows.push(Row {
+                script: "TIME+GET+SET PX (ref)".into(),
+                case,
+                usec: tgs,
+                writes: tgs_writes,
+                target: None,
+            });
+            for (a, (sha, _)) in algs.iter().zip(&shas) {
+                let args = args_for(a, case);
+                server.cmd(&["FLUSHALL"]);
+                warm_up(&server, sha, &args, WARM_N);
+                let (usec, writes) = usec_per_call(&server, sha, &args, N);
+                rows.push(Row {
+                    script: a.name.into(),
+                    case,
+                    usec,
+                    writes,
+                    target: Some(a.target),
+                });
+            }
+            server.cmd(&["FLUSHALL"]);
+            let (e1_after, _) = usec_per_call(&server, &e1_sha, &ref_args("e1"), E1_N);
+            e1.insert(case.name(), (e1_before, e1_after));
+        }
+        print_run(run, &rows, &e1);
+    }
+}
+
+fn print_run(run: usize, rows: &[Row], e1: &HashMap<&str, (f64, f64)>) {
+    println!();
+    println!("run {run}");
+    println!(
+        "{:<22} {:<8} {:>8} {:>7} {:>8} {:>7}  target",
+        "script", "case", "usec", "xE1", "/allowd", "writes"
+    );
+    for case in [Case::Allowed, Case::Denied] {
+        let (before, after) = e1[case.name()];
+        let e1_mean = (before + after) / 2.0;
+        println!(
+            "{:<22} {:<8} {:>8.2} {:>7.2} {:>8} {:>7}  (before {before:.2}, after {after:.2})",
+            "E1 (ref)",
+            case.name(),
+            e1_mean,
+            1.0,
+            "",
+            ""
+        );
+        for r in rows.iter().filter(|r| r.case == case) {
+            let ratio = r.usec / e1_mean;
+            let target = match r.target {
+                Some(t) => {
+                    let met = if ratio <= t { "met" } else { "MISSED" };
+                    format!("<= {t:.1}x E1: {met}")
+                }
+                None => String::new(),
+            };
+            // Denied must cost less than allowed.
+            let vs_allowed = match case {
+                Case::Denied => rows
+                    .iter()
+                    .find(|a| a.case == Case::Allowed && a.script == r.script)
+                    .map(|a| r.usec / a.usec),
+                Case::Allowed => None,
+            };
+            let (vs, cheaper) = match (vs_allowed, r.target) {
+                (Some(v), Some(_)) => (
+                    format!("{v:.2}"),
+                    if v < 1.0 {
+                        "; denied < allowed: met"
+                    } else {
+                        "; denied < allowed: MISSED"
+                    },
+                ),
+                (Some(v), None) => (format!("{v:.2}"), ""),
+                _ => (String::new(), ""),
+            };
+            println!(
+                "{:<22} {:<8} {:>8.2} {:>7.2} {:>8} {:>7.3}  {target}{cheaper}",
+                r.script,
+                case.name(),
+                r.usec,
+                ratio,
+                vs,
+                r.writes
+            );
+        }
+    }
+    println!(
+        "usec: usec_per_call of evalsha (INFO commandstats); xE1: over the mean of the case's E1 \
+         before and after; /allowd: denied usec over the same script's allowed usec; writes: \
+         SET/HINCRBY/ZADD calls per script call (the share admitted)"
+    );
+}
