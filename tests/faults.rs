@@ -27,8 +27,9 @@ use tower_support::{http_get, serve};
 
 /// Each store's own bound on a call.
 const TIMEOUT: Duration = Duration::from_millis(500);
-/// What "answered within the timeout plus a margin" means here.
-const ANSWER_BOUND: Duration = Duration::from_millis(1500);
+/// What "answered within the timeout plus a margin" means here: generous, because the
+/// 2-core CI machine also runs the load and Redis; a hung request never answers at all.
+const ANSWER_BOUND: Duration = Duration::from_millis(2500);
 /// How long a recovery may take before the test gives up (the goal is 2 s; see the
 /// printed figure).
 const RECOVERY_DEADLINE: Duration = Duration::from_secs(10);
