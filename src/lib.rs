@@ -5,6 +5,10 @@
 //! quotas, policies and stores of [`floodwall_core`] at the root, the Redis store under
 //! `floodwall::redis` (feature `redis`) and the tower layer under `floodwall::tower`
 //! (feature `tower`, on by default).
+//!
+//! Features: `axum` / `tonic` let the layer read the peer address (and axum's matched
+//! route) from those servers' connection info — enable the one you serve with; `redis`
+//! adds the Redis store; `tokio` adds `resilience::Timeout` for any store.
 
 pub use floodwall_core::*;
 

@@ -74,7 +74,8 @@ pub(crate) fn missing_peer() -> KeyError {
     KeyError::new(
         StatusCode::INTERNAL_SERVER_ERROR,
         "no peer address in the request (serve axum with \
-         into_make_service_with_connect_info::<SocketAddr>())",
+         into_make_service_with_connect_info::<SocketAddr>() and enable floodwall's `axum` \
+         feature; tonic needs the `tonic` feature)",
     )
 }
 
