@@ -7,7 +7,7 @@
 //! them) and one hot key denied. For each:
 //!
 //! - the ceiling: `redis-benchmark -c 64 EVALSHA <sha> 1 <key> '' 1 <interval> <tolerance>`,
-//!   exactly the script (`src/lua/prelude.lua` + `src/lua/gcra.lua`, checked by SHA against
+//!   exactly the script (`floodwall_redis::script_source`, checked by SHA against
 //!   what the store loads) and the KEYS/ARGV the store sends; run in two halves, before and
 //!   after the floodwall rows, so a drift in the machine's speed weighs on both alike;
 //! - floodwall: 64 tokio tasks on a 2-worker runtime, each looping
@@ -59,11 +59,13 @@ const ALLOWED: &str = "1000000/s burst 1000000000";
 const DENIED: &str = "1/hour";
 const HOT_KEY: &str = "203.0.113.7";
 
-/// The script `RedisStore` runs for GCRA: `src/script.rs` concatenates these two files.
-const GCRA_LUA: &str = concat!(
-    include_str!("../crates/floodwall-redis/src/lua/prelude.lua"),
-    include_str!("../crates/floodwall-redis/src/lua/gcra.lua")
-);
+/// The script `RedisStore` runs for GCRA, as the store assembles it.
+fn gcra_lua() -> &'static str {
+    let params = Policy::gcra("any", Quota::per_second(1).expect("a quota"))
+        .expect("a policy")
+        .parameters();
+    floodwall_redis::script_source(params).expect("GCRA has a script")
+}
 /// E1: the cost of calling any script.
 const E1_LUA: &str = "return redis.call('INCR',KEYS[1])";
 
@@ -655,7 +657,7 @@ impl Stores {
 /// after `SCRIPT FLUSH`, one check through the store must load exactly our SHA, and our
 /// EVALSHA must answer on a fresh key as the store does.
 fn check_script(server: &RedisServer, rt: &Runtime, store: &RedisStore, w: &Workload) -> String {
-    let sha = Script::new(GCRA_LUA).get_hash().to_owned();
+    let sha = Script::new(gcra_lua()).get_hash().to_owned();
     server.cmd(&["SCRIPT", "FLUSH"]);
     let d = rt
         .block_on(store.check(b"verify-store", &w.policy, 1))
@@ -663,7 +665,7 @@ fn check_script(server: &RedisServer, rt: &Runtime, store: &RedisStore, w: &Work
     assert_eq!(
         server.cmd(&["SCRIPT", "EXISTS", &sha]),
         "1",
-        "the store did not load prelude.lua + gcra.lua as this bench reads them"
+        "the store did not load the GCRA script this bench reads from script_source"
     );
     let mut args = w.evalsha_args(store);
     args[1] = String::from_utf8(store.redis_key(b"verify-bench", &w.policy)).expect("UTF-8");
@@ -786,7 +788,7 @@ fn main() {
     ];
     let sha = check_script(&server, &rt, &stores.multiplexed, &workloads[0]);
     if ceiling {
-        let loaded = server.cmd(&["SCRIPT", "LOAD", GCRA_LUA]);
+        let loaded = server.cmd(&["SCRIPT", "LOAD", gcra_lua()]);
         assert_eq!(loaded, sha, "SCRIPT LOAD answered another SHA");
     }
     let mut kinds = vec![Kind::Multiplexed];

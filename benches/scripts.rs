@@ -5,8 +5,8 @@
 //! `redis-tools`). The method is BASELINES.md's "Redis CPU per decision": `CONFIG RESETSTAT`,
 //! a fixed number of calls with `redis-benchmark -c 50 -P 16 -r 10000 -n N EVALSHA ...`
 //! (10,000 keys through `__rand_int__` in the key), then `usec_per_call` of `evalsha` from
-//! `INFO commandstats`. Each script's text is what `RedisStore` loads (`src/lua/prelude.lua`
-//! followed by `src/lua/<alg>.lua`, checked by SHA against what the store loaded for a real
+//! `INFO commandstats`. Each script's text is what `RedisStore` loads
+//! (`floodwall_redis::script_source`, checked by SHA against what the store loaded for a real
 //! check) and its KEYS/ARGV are the store's: the store's Redis key, '' (server time), cost 1,
 //! then the parameters of a real `floodwall::Policy` (see `script::invocation`).
 //!
@@ -38,15 +38,6 @@ const E1_N: u64 = 200_000;
 /// Repeats of the whole set.
 const RUNS: usize = 2;
 
-const PRELUDE: &str = include_str!("../crates/floodwall-redis/src/lua/prelude.lua");
-const GCRA_LUA: &str = include_str!("../crates/floodwall-redis/src/lua/gcra.lua");
-const TOKEN_BUCKET_LUA: &str = include_str!("../crates/floodwall-redis/src/lua/token_bucket.lua");
-const LEAKY_BUCKET_LUA: &str = include_str!("../crates/floodwall-redis/src/lua/leaky_bucket.lua");
-const FIXED_WINDOW_LUA: &str = include_str!("../crates/floodwall-redis/src/lua/fixed_window.lua");
-const SLIDING_WINDOW_LUA: &str =
-    include_str!("../crates/floodwall-redis/src/lua/sliding_window.lua");
-const SLIDING_LOG_LUA: &str = include_str!("../crates/floodwall-redis/src/lua/sliding_log.lua");
-
 /// E1: the cost of calling any script.
 const E1_LUA: &str = "return redis.call('INCR',KEYS[1])";
 /// The floor of a read-modify-write decision: TIME + GET + SET PX, five integers back.
@@ -73,6 +64,7 @@ impl Case {
 /// One algorithm: its policies for both cases and its script.
 struct Alg {
     name: &'static str,
+    /// The script as the store loads it.
     lua: &'static str,
     /// The target: at most this many E1.
     target: f64,
@@ -81,20 +73,15 @@ struct Alg {
 }
 
 impl Alg {
-    fn new(
-        name: &'static str,
-        algorithm: Algorithm,
-        lua: &'static str,
-        target: f64,
-        allowed: &str,
-    ) -> Alg {
+    fn new(name: &'static str, algorithm: Algorithm, target: f64, allowed: &str) -> Alg {
         let quota = |q: &str| q.parse::<Quota>().expect("the bench quota parses");
+        let allowed = Policy::new(format!("{name}-allowed"), algorithm, quota(allowed))
+            .expect("a valid policy");
         Alg {
             name,
-            lua,
+            lua: floodwall_redis::script_source(allowed.parameters()).expect("a script"),
             target,
-            allowed: Policy::new(format!("{name}-allowed"), algorithm, quota(allowed))
-                .expect("a valid policy"),
+            allowed,
             denied: Policy::new(format!("{name}-denied"), algorithm, quota("1/hour"))
                 .expect("a valid policy"),
         }
@@ -229,43 +216,23 @@ fn main() {
         }
     };
     let algs = [
-        Alg::new("gcra", Algorithm::Gcra, GCRA_LUA, 3.5, "1000000/min"),
+        Alg::new("gcra", Algorithm::Gcra, 3.5, "1000000/min"),
         Alg::new(
             "token_bucket",
             Algorithm::TokenBucket { tick: None },
-            TOKEN_BUCKET_LUA,
             3.5,
             "1000000/min",
         ),
-        Alg::new(
-            "leaky_bucket",
-            Algorithm::LeakyBucket,
-            LEAKY_BUCKET_LUA,
-            3.5,
-            "1000000/min",
-        ),
-        Alg::new(
-            "fixed_window",
-            Algorithm::FixedWindow,
-            FIXED_WINDOW_LUA,
-            2.0,
-            "1000000/min",
-        ),
+        Alg::new("leaky_bucket", Algorithm::LeakyBucket, 3.5, "1000000/min"),
+        Alg::new("fixed_window", Algorithm::FixedWindow, 2.0, "1000000/min"),
         Alg::new(
             "sliding_window",
             Algorithm::SLIDING_WINDOW,
-            SLIDING_WINDOW_LUA,
             4.5,
             "1000000/min",
         ),
         // A log holds at most 10,000 entries; ~20 calls per key reach it in a run.
-        Alg::new(
-            "sliding_log",
-            Algorithm::SlidingLog,
-            SLIDING_LOG_LUA,
-            5.0,
-            "10000/min",
-        ),
+        Alg::new("sliding_log", Algorithm::SlidingLog, 5.0, "10000/min"),
     ];
 
     // The store: its Redis keys, and a real check per policy to learn which script it loads.
@@ -281,7 +248,7 @@ fn main() {
     });
     let mut shas = Vec::new();
     for a in &algs {
-        let text = format!("{PRELUDE}{}", a.lua);
+        let text = a.lua.to_owned();
         let sha = Script::new(&text).get_hash().to_owned();
         server.cmd(&["SCRIPT", "FLUSH"]);
         rt.block_on(store.check(b"probe", &a.allowed, 1))

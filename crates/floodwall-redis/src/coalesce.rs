@@ -4,7 +4,7 @@
 //! state. With [`RedisStoreBuilder::coalesce`](crate::RedisStoreBuilder::coalesce), the
 //! first check of a key starts a *batch*; checks of the same key that arrive while it is
 //! being sent or is in flight join the next one. A batch is one EVALSHA of a batch script
-//! (`src/lua/batch.lua` + `<algorithm>_batch.lua`) carrying the checks' costs in arrival
+//! (the algorithm's file driven by `src/lua/batch.lua`) carrying the checks' costs in arrival
 //! order; the script runs the algorithm's per-check logic once per cost, at one instant
 //! (one `TIME`), carrying the state between them in Lua and writing it once, and answers
 //! each check's four integers, which are shared out in arrival order.
@@ -12,8 +12,8 @@
 //! # Exactness
 //!
 //! A batch answers exactly what the same checks, sent one after another at the batch's
-//! instant, would get from the single scripts: each batch script is its single script's
-//! arithmetic applied in a loop, and the state the loop carries is the state the single
+//! instant, would get from the single scripts: both paste the same `@step` section of the
+//! algorithm's file (see `src/script.rs`), once or in a loop, and the state the loop carries is the state the single
 //! script would have written and read back. `tests/coalesce.rs` checks this against
 //! [`Policy::decide`](floodwall_core::Policy::decide) on random states and batches, on a
 //! real `redis-server`. That holds for GCRA, the token and leaky buckets and the fixed

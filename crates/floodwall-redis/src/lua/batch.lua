@@ -1,15 +1,21 @@
--- Appended after prelude.lua, before an algorithm's *_batch.lua (see src/coalesce.rs).
--- A batch decides several checks of one key, in arrival order, at one instant: exactly as
--- that many calls of the single script would, one after another, at the same `now`.
--- ARGV[2] (the prelude's `cost`) is the number of checks n; ARGV[3..5]: the algorithm's
+-- Several checks of one key (see src/coalesce.rs), in arrival order, at one instant, exactly
+-- as that many single calls would be one after another at the same `now`, with the state
+-- written once; the algorithm's `@step` and `@save` sections are pasted in where marked.
+-- ARGV[2] (the prelude's `cost`) is the number of checks; ARGV[3..5]: the algorithm's
 -- parameters, padded with 0; ARGV[6..5+n]: the checks' costs. The reply is the single
 -- script's four integers per check, concatenated: {allowed, remaining, retry, reset, ...}.
-local n = cost
-local out = {}
-local function answer(allowed, remaining, retry, reset)
+local out, wrote = {}, false
+for i = 1, cost do
+  local c = tonumber(ARGV[5 + i])
+  local allowed, remaining, retry, reset
+-- {step}
+  if allowed == 1 and c > 0 then wrote = true end
   out[#out + 1] = allowed
   out[#out + 1] = remaining
   out[#out + 1] = retry
   out[#out + 1] = reset
 end
-local function cost_of(i) return tonumber(ARGV[5 + i]) end
+if wrote then
+-- {save}
+end
+return out

@@ -1,5 +1,7 @@
 -- Fixed window, as floodwall-core's algorithm/fixed_window.rs. State: '<window index> <used>'.
 -- ARGV[3]: limit, ARGV[4]: period (µs; windows are aligned to the Unix epoch).
+-- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
+-- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`.
 -- Cost: TIME + GET (+ SET PX when admitted).
 local limit, period = tonumber(ARGV[3]), tonumber(ARGV[4])
 local index = math.floor(now / period)
@@ -13,12 +15,16 @@ if stored then
   if i >= index then index, used = i, u end
 end
 local until_next = (index + 1) * period - now
-if used + cost <= limit then
-  used = used + cost
-  if cost > 0 then
-    redis.call('SET', KEYS[1], string.format('%d %d', index, used), 'PX', px(until_next))
+-- @step
+if used + c <= limit then
+  used = used + c
+  if used == 0 then
+    allowed, remaining, retry, reset = 1, limit, 0, 0
+  else
+    allowed, remaining, retry, reset = 1, limit - used, 0, until_next
   end
-  if used == 0 then return {1, limit, 0, 0} end
-  return {1, limit - used, 0, until_next}
+else
+  allowed, remaining, retry, reset = 0, limit - used, until_next, until_next
 end
-return {0, limit - used, until_next, until_next}
+-- @save
+redis.call('SET', KEYS[1], string.format('%d %d', index, used), 'PX', px(until_next))

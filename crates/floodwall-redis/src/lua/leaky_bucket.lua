@@ -1,5 +1,7 @@
 -- Leaky bucket (funnel), as floodwall-core's algorithm/leaky_bucket.rs.
 -- State: '<level> <since µs>'. ARGV[3]: capacity, ARGV[4]: µs per leaked unit.
+-- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
+-- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`.
 -- Cost: TIME + GET (+ SET PX when admitted).
 local capacity, interval = tonumber(ARGV[3]), tonumber(ARGV[4])
 local level, since = 0, now
@@ -17,17 +19,18 @@ if stored then
     level, since = l - leaked, s + leaked * interval
   end
 end
--- When `n` more units will have leaked.
-local function after(n)
-  if n == 0 then return 0 end
-  return since + n * interval - now
+
+-- When `k` more units will have leaked.
+local function after(k)
+  if k == 0 then return 0 end
+  return since + k * interval - now
 end
-if level + cost <= capacity then
-  local filled = level + cost
-  local reset = after(filled)
-  if cost > 0 then
-    redis.call('SET', KEYS[1], string.format('%d %d', filled, since), 'PX', px(reset))
-  end
-  return {1, capacity - filled, 0, reset}
+-- @step
+if level + c <= capacity then
+  level = level + c
+  allowed, remaining, retry, reset = 1, capacity - level, 0, after(level)
+else
+  allowed, remaining, retry, reset = 0, capacity - level, after(level + c - capacity), after(level)
 end
-return {0, capacity - level, after(level + cost - capacity), after(level)}
+-- @save
+redis.call('SET', KEYS[1], string.format('%d %d', level, since), 'PX', px(after(level)))

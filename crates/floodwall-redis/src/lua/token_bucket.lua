@@ -1,5 +1,7 @@
 -- Token bucket, as floodwall-core's algorithm/token_bucket.rs. State: '<tokens> <tick index>'.
 -- ARGV[3]: capacity, ARGV[4]: tick length (µs), ARGV[5]: tokens added per tick.
+-- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
+-- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`.
 -- Cost: TIME + GET (+ SET PX when admitted).
 local capacity, tick_len, quantum = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local tick = math.floor(now / tick_len)
@@ -13,17 +15,18 @@ if stored then
   tick = math.max(tick, k)
   tokens = math.min(t + (tick - k) * quantum, capacity)
 end
+
 -- When `missing` more tokens will have been added.
 local function wait_for(missing)
   if missing == 0 then return 0 end
   return (tick + math.ceil(missing / quantum)) * tick_len - now
 end
-if cost <= tokens then
-  local left = tokens - cost
-  local reset = wait_for(capacity - left)
-  if cost > 0 then
-    redis.call('SET', KEYS[1], string.format('%d %d', left, tick), 'PX', px(reset))
-  end
-  return {1, left, 0, reset}
+-- @step
+if c <= tokens then
+  tokens = tokens - c
+  allowed, remaining, retry, reset = 1, tokens, 0, wait_for(capacity - tokens)
+else
+  allowed, remaining, retry, reset = 0, tokens, wait_for(c - tokens), wait_for(capacity - tokens)
 end
-return {0, tokens, wait_for(cost - tokens), wait_for(capacity - tokens)}
+-- @save
+redis.call('SET', KEYS[1], string.format('%d %d', tokens, tick), 'PX', px(wait_for(capacity - tokens)))
