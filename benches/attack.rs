@@ -21,6 +21,8 @@
 //! the cache. The floor is one script call per admitted request (1/100 at 100×), since an
 //! admission must be recorded in Redis.
 
+mod support;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,20 +40,10 @@ const QUOTA: &str = "20/s burst 1";
 
 /// Calls per command from `INFO commandstats`, without the bench's own INFO/CONFIG.
 fn command_calls(server: &RedisServer) -> HashMap<String, u64> {
-    server
-        .cmd(&["INFO", "commandstats"])
-        .lines()
-        .filter_map(|l| {
-            let (name, rest) = l.trim().strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest
-                .strip_prefix("calls=")?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
+    support::commandstats(&server.cmd(&["INFO", "commandstats"]))
+        .into_iter()
         .filter(|(name, _)| !matches!(name.as_str(), "info" | "config"))
+        .filter_map(|(name, fields)| Some((name, fields.get("calls")?.parse().ok()?)))
         .collect()
 }
 

@@ -23,6 +23,8 @@
 //! The Redis row needs `redis-server` on the `PATH` (started on a free port by
 //! `redis-harness`); without it the row is skipped with a note.
 
+mod support;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -132,14 +134,8 @@ impl Server {
 
     /// CPU time the server's thread has used so far, in nanoseconds.
     fn cpu_ns(&self) -> Option<u64> {
-        thread_cpu_ns(self.schedstat.as_ref()?)
+        support::schedstat_ns(self.schedstat.as_ref()?)
     }
-}
-
-/// The first field of a thread's `schedstat`: nanoseconds it has run on a CPU.
-fn thread_cpu_ns(schedstat: &std::path::Path) -> Option<u64> {
-    let text = std::fs::read_to_string(schedstat).ok()?;
-    text.split_whitespace().next()?.parse().ok()
 }
 
 /// One row of the table: a server, the client's connections to it, and what was measured.
@@ -331,7 +327,7 @@ fn bench(c: &mut Criterion, client: &tokio::runtime::Runtime, variants: &mut [Va
     let client_stat = std::fs::read_link("/proc/thread-self")
         .ok()
         .map(|task| PathBuf::from("/proc").join(task).join("schedstat"));
-    let client_cpu = || thread_cpu_ns(client_stat.as_ref()?);
+    let client_cpu = || support::schedstat_ns(client_stat.as_ref()?);
     let mut g = c.benchmark_group(THROUGHPUT);
     for round in 1..=ROUNDS {
         let order: Vec<usize> = if round % 2 == 1 {
@@ -368,35 +364,10 @@ fn bench(c: &mut Criterion, client: &tokio::runtime::Runtime, variants: &mut [Va
     g.finish();
 }
 
-fn criterion_dir() -> PathBuf {
-    if let Some(home) = std::env::var_os("CRITERION_HOME") {
-        PathBuf::from(home)
-    } else if let Some(target) = std::env::var_os("CARGO_TARGET_DIR") {
-        PathBuf::from(target).join("criterion")
-    } else {
-        PathBuf::from("target/criterion")
-    }
-}
-
-/// Criterion's median estimate of the ns per iteration (here: per request). The median, not
-/// the mean: on a shared 2-core machine the samples taken while something else runs (a
-/// build) are several times slower, and they would swing the mean.
-fn median_ns(group: &str, id: &str) -> Option<f64> {
-    let path = criterion_dir()
-        .join(group)
-        .join(id)
-        .join("new/estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let at = text.find("\"median\"")?;
-    let rest = &text[at..];
-    let v = rest.split("\"point_estimate\":").nth(1)?;
-    v.split([',', '}']).next()?.trim().parse().ok()
-}
-
 /// Wall ns per request at concurrency 16, one figure per round, sorted.
 fn rounds_ns(name: &str) -> Vec<f64> {
     let mut rounds: Vec<f64> = (1..=ROUNDS)
-        .filter_map(|r| median_ns(THROUGHPUT, &format!("{name}/{r}")))
+        .filter_map(|r| support::estimate_ns(THROUGHPUT, &format!("{name}/{r}"), "median"))
         .collect();
     rounds.sort_by(f64::total_cmp);
     rounds
@@ -431,7 +402,7 @@ fn opt(x: Option<f64>, width: usize, precision: usize) -> String {
 fn print_table(variants: &[Variant]) {
     let base_ns = throughput_ns(NONE);
     let base_cpu = variants.iter().find(|v| v.name == NONE).and_then(server_us);
-    let base_lat = median_ns(LATENCY, NONE);
+    let base_lat = support::estimate_ns(LATENCY, NONE, "median");
     println!(
         "\n{:<27} {:>7} {:>7} {:>7} {:>6} | {:>9} {:>7} {:>9} {:>5} | {:>7} {:>7}",
         "variant",
@@ -449,7 +420,7 @@ fn print_table(variants: &[Variant]) {
     for v in variants {
         let ns = throughput_ns(v.name);
         let cpu = server_us(v);
-        let lat = median_ns(LATENCY, v.name);
+        let lat = support::estimate_ns(LATENCY, v.name, "median");
         let busy =
             (v.wall_ns > 0 && v.cpu_ns > 0).then(|| 100.0 * v.cpu_ns as f64 / v.wall_ns as f64);
         println!(
@@ -485,8 +456,8 @@ fn print_table(variants: &[Variant]) {
             .zip(throughput_ns(FLOODWALL))
             .map(|(g, f)| g / f);
         let cpu = server_us(fw).zip(server_us(gov)).map(|(f, g)| f / g);
-        let lat = median_ns(LATENCY, FLOODWALL)
-            .zip(median_ns(LATENCY, GOVERNOR))
+        let lat = support::estimate_ns(LATENCY, FLOODWALL, "median")
+            .zip(support::estimate_ns(LATENCY, GOVERNOR, "median"))
             .map(|(f, g)| f / g);
         println!(
             "\nfloodwall-memory vs tower_governor: req/s ratio {} (higher is better); \

@@ -4,6 +4,8 @@
 //! a fresh key every call; each allowed and denied where it matters; one and two threads.
 //! At the end it prints ns per check for both, their ratio, and resident bytes per key.
 
+mod support;
+
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -145,42 +147,24 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
 /// Resident bytes per key after inserting 100,000 keys into a fresh limiter.
 fn bytes_per_key() {
     let keys = keys();
     let (policy, gq) = quotas(true);
-    let before = rss_bytes();
+    let before = support::rss_bytes();
     let store = MemoryStore::new();
     for k in &keys {
         store.check_sync(k.as_bytes(), &policy, 1).unwrap();
     }
-    let ours = rss_bytes().saturating_sub(before) as f64 / KEYS as f64;
-    let before = rss_bytes();
+    let ours = support::rss_bytes().saturating_sub(before) as f64 / KEYS as f64;
+    let before = support::rss_bytes();
     let gov: DefaultKeyedRateLimiter<String> = RateLimiter::keyed(gq);
     for k in &keys {
         let _ = gov.check_key(k);
     }
-    let theirs = rss_bytes().saturating_sub(before) as f64 / KEYS as f64;
+    let theirs = support::rss_bytes().saturating_sub(before) as f64 / KEYS as f64;
     println!("\nresident bytes per key (100k keys): floodwall {ours:.0}, governor {theirs:.0}");
     drop((store, gov));
-}
-
-fn mean_ns(group: &str, id: &str) -> Option<f64> {
-    let path = format!("target/criterion/{group}/{id}/new/estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let at = text.find("\"mean\"")?;
-    let rest = &text[at..];
-    let v = rest.split("\"point_estimate\":").nth(1)?;
-    v.split([',', '}']).next()?.trim().parse().ok()
 }
 
 fn print_ratios() {
@@ -195,8 +179,8 @@ fn print_ratios() {
         "fresh_key_every_call",
     ] {
         for threads in ["1", "2"] {
-            let ours = mean_ns(group, &format!("floodwall/{threads}"));
-            let theirs = mean_ns(group, &format!("governor/{threads}"));
+            let ours = support::estimate_ns(group, &format!("floodwall/{threads}"), "mean");
+            let theirs = support::estimate_ns(group, &format!("governor/{threads}"), "mean");
             if let (Some(a), Some(b)) = (ours, theirs) {
                 println!(
                     "{group:<24} {threads:>7} {a:>14.1} {b:>14.1} {:>8.2}",

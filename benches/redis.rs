@@ -7,7 +7,7 @@
 //! them) and one hot key denied. For each:
 //!
 //! - the ceiling: `redis-benchmark -c 64 EVALSHA <sha> 1 <key> '' 1 <interval> <tolerance>`,
-//!   exactly the script (`floodwall_redis::script_source`, checked by SHA against
+//!   exactly the script (`floodwall_redis::script_for`, checked by SHA against
 //!   what the store loads) and the KEYS/ARGV the store sends; run in two halves, before and
 //!   after the floodwall rows, so a drift in the machine's speed weighs on both alike;
 //! - floodwall: 64 tokio tasks on a 2-worker runtime, each looping
@@ -27,9 +27,10 @@
 //! Without `redis-server` nothing runs; without `redis-benchmark` (Debian's `redis-tools`)
 //! the ceiling and E1 rows are skipped with a note.
 
-use std::collections::HashMap;
+mod support;
+
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,7 +65,9 @@ fn gcra_lua() -> &'static str {
     let params = Policy::gcra("any", Quota::per_second(1).expect("a quota"))
         .expect("a policy")
         .parameters();
-    floodwall_redis::script_source(params).expect("GCRA has a script")
+    floodwall_redis::script_for(params)
+        .expect("GCRA has a script")
+        .0
 }
 /// E1: the cost of calling any script.
 const E1_LUA: &str = "return redis.call('INCR',KEYS[1])";
@@ -134,7 +137,7 @@ impl Stats {
     /// Folds in `INFO commandstats` read at the end of a window opened by `CONFIG RESETSTAT`.
     fn add_commandstats(&mut self, server: &RedisServer) {
         let text = server.cmd(&["INFO", "commandstats"]);
-        let stats = commandstats(&text);
+        let stats = support::commandstats(&text);
         let get = |cmd: &str, field: &str| {
             stats
                 .get(cmd)
@@ -149,32 +152,10 @@ impl Stats {
     }
 }
 
-/// `cmdstat_evalsha:calls=1,usec=2,...` lines as command -> field -> value.
-fn commandstats(text: &str) -> HashMap<String, HashMap<String, String>> {
-    text.lines()
-        .filter_map(|l| l.trim().strip_prefix("cmdstat_"))
-        .filter_map(|l| l.split_once(':'))
-        .map(|(cmd, fields)| {
-            let fields = fields
-                .split(',')
-                .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect();
-            (cmd.to_owned(), fields)
-        })
-        .collect()
-}
-
-/// The first field of a `schedstat` file: nanoseconds the task has run on a CPU.
-fn schedstat_ns(path: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(path).ok()?;
-    text.split_whitespace().next()?.parse().ok()
-}
-
 /// CPU time of redis-server's main thread, which runs every command and does the socket I/O
 /// (I/O threads are off by default).
 fn server_cpu_ns(server: &RedisServer) -> u64 {
-    schedstat_ns(&PathBuf::from(format!("/proc/{}/schedstat", server.pid()))).unwrap_or(0)
+    support::schedstat_ns(&PathBuf::from(format!("/proc/{}/schedstat", server.pid()))).unwrap_or(0)
 }
 
 /// CPU time of every thread of this process.
@@ -182,7 +163,7 @@ fn own_cpu_ns() -> u64 {
     std::fs::read_dir("/proc/self/task")
         .map(|dir| {
             dir.filter_map(Result::ok)
-                .filter_map(|t| schedstat_ns(&t.path().join("schedstat")))
+                .filter_map(|t| support::schedstat_ns(&t.path().join("schedstat")))
                 .sum()
         })
         .unwrap_or(0)
@@ -345,7 +326,7 @@ fn redis_benchmark(
         if let Some(status) = child.try_wait().expect("wait for redis-benchmark") {
             break status;
         }
-        client_ns = schedstat_ns(&stat).unwrap_or(client_ns);
+        client_ns = support::schedstat_ns(&stat).unwrap_or(client_ns);
         std::thread::sleep(Duration::from_millis(10));
     };
     let wall = began.elapsed();
@@ -435,35 +416,13 @@ impl Row {
             return Some(rps);
         }
         let id = self.kind.id()?;
-        median_ns(self.group, &id).map(|ns| 1e9 / ns).or_else(|| {
-            (self.stats.wall_ns > 0)
-                .then(|| self.stats.decisions as f64 * 1e9 / self.stats.wall_ns as f64)
-        })
+        support::estimate_ns(self.group, &id, "median")
+            .map(|ns| 1e9 / ns)
+            .or_else(|| {
+                (self.stats.wall_ns > 0)
+                    .then(|| self.stats.decisions as f64 * 1e9 / self.stats.wall_ns as f64)
+            })
     }
-}
-
-fn criterion_dir() -> PathBuf {
-    if let Some(home) = std::env::var_os("CRITERION_HOME") {
-        PathBuf::from(home)
-    } else if let Some(target) = std::env::var_os("CARGO_TARGET_DIR") {
-        PathBuf::from(target).join("criterion")
-    } else {
-        PathBuf::from("target/criterion")
-    }
-}
-
-/// Criterion's median estimate of the ns per iteration (here: per decision); the median,
-/// not the mean, so that samples slowed by something else on the machine weigh less.
-fn median_ns(group: &str, id: &str) -> Option<f64> {
-    let path = criterion_dir()
-        .join(group)
-        .join(id)
-        .join("new/estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let at = text.find("\"median\"")?;
-    let rest = &text[at..];
-    let v = rest.split("\"point_estimate\":").nth(1)?;
-    v.split([',', '}']).next()?.trim().parse().ok()
 }
 
 fn opt(x: Option<f64>, width: usize, precision: usize) -> String {
@@ -665,7 +624,7 @@ fn check_script(server: &RedisServer, rt: &Runtime, store: &RedisStore, w: &Work
     assert_eq!(
         server.cmd(&["SCRIPT", "EXISTS", &sha]),
         "1",
-        "the store did not load the GCRA script this bench reads from script_source"
+        "the store did not load the GCRA script this bench reads from script_for"
     );
     let mut args = w.evalsha_args(store);
     args[1] = String::from_utf8(store.redis_key(b"verify-bench", &w.policy)).expect("UTF-8");

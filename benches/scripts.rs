@@ -6,7 +6,7 @@
 //! a fixed number of calls with `redis-benchmark -c 50 -P 16 -r 10000 -n N EVALSHA ...`
 //! (10,000 keys through `__rand_int__` in the key), then `usec_per_call` of `evalsha` from
 //! `INFO commandstats`. Each script's text is what `RedisStore` loads
-//! (`floodwall_redis::script_source`, checked by SHA against what the store loaded for a real
+//! (`floodwall_redis::script_for`, checked by SHA against what the store loaded for a real
 //! check) and its KEYS/ARGV are the store's: the store's Redis key, '' (server time), cost 1,
 //! then the parameters of a real `floodwall::Policy` (see `script::invocation`).
 //!
@@ -17,12 +17,14 @@
 //! is the divisor) and a script doing only TIME + GET + SET PX and returning 5 integers.
 //! The whole set runs [`RUNS`] times so the noise is visible.
 
+mod support;
+
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 
 use floodwall::redis::RedisStore;
 use floodwall::redis::redis::Script;
-use floodwall::{Algorithm, Parameters, Policy, Quota, Store};
+use floodwall::{Algorithm, Policy, Quota, Store};
 use redis_harness::RedisServer;
 
 /// redis-benchmark's settings (BASELINES.md).
@@ -79,7 +81,9 @@ impl Alg {
             .expect("a valid policy");
         Alg {
             name,
-            lua: floodwall_redis::script_source(allowed.parameters()).expect("a script"),
+            lua: floodwall_redis::script_for(allowed.parameters())
+                .expect("a script")
+                .0,
             target,
             allowed,
             denied: Policy::new(format!("{name}-denied"), algorithm, quota("1/hour"))
@@ -92,30 +96,6 @@ impl Alg {
             Case::Allowed => &self.allowed,
             Case::Denied => &self.denied,
         }
-    }
-}
-
-/// The parameter arguments (`ARGV[3..]`) the store sends, as `script::script_for`.
-fn parameter_args(p: Parameters) -> Vec<u64> {
-    match p {
-        Parameters::Gcra {
-            interval,
-            tolerance,
-        } => vec![interval, tolerance],
-        Parameters::TokenBucket {
-            capacity,
-            tick,
-            quantum,
-        } => vec![capacity, tick, quantum],
-        Parameters::LeakyBucket { capacity, interval } => vec![capacity, interval],
-        Parameters::FixedWindow { limit, period } => vec![limit, period],
-        Parameters::SlidingWindow {
-            limit,
-            precision,
-            buckets,
-        } => vec![limit, precision, buckets],
-        Parameters::SlidingLog { limit, period } => vec![limit, period],
-        _ => unreachable!("every algorithm benched has a script"),
     }
 }
 
@@ -139,13 +119,11 @@ fn usec_per_call(server: &RedisServer, sha: &str, args: &[String], n: u64) -> (f
         String::from_utf8_lossy(&out.stderr)
     );
     let text = server.cmd(&["INFO", "commandstats"]);
-    let all: HashMap<&str, HashMap<&str, f64>> = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("cmdstat_")?.split_once(':'))
+    let all: HashMap<String, HashMap<String, f64>> = support::commandstats(&text)
+        .into_iter()
         .map(|(cmd, fields)| {
             let fields = fields
-                .split(',')
-                .filter_map(|kv| kv.split_once('='))
+                .into_iter()
                 .filter_map(|(k, v)| Some((k, v.parse().ok()?)))
                 .collect();
             (cmd, fields)
@@ -166,7 +144,7 @@ fn usec_per_call(server: &RedisServer, sha: &str, args: &[String], n: u64) -> (f
     );
     let writes: f64 = ["set", "hincrby", "zadd", "incr"]
         .iter()
-        .filter_map(|c| all.get(c)?.get("calls"))
+        .filter_map(|c| all.get(*c)?.get("calls"))
         .fold(0.0, |a, b| a + b);
     (stats["usec_per_call"], writes / stats["calls"])
 }
@@ -267,7 +245,9 @@ fn main() {
         let key = String::from_utf8(store.redis_key(b"__rand_int__", policy)).expect("UTF-8");
         let mut args = vec!["1".to_owned(), key, String::new(), "1".to_owned()];
         args.extend(
-            parameter_args(policy.parameters())
+            floodwall_redis::script_for(policy.parameters())
+                .expect("a script")
+                .1
                 .iter()
                 .map(u64::to_string),
         );

@@ -87,7 +87,7 @@ mod store;
 
 pub use error::BuildError;
 pub use key::MAX_RAW_KEY_LEN;
-pub use script::script_source;
+pub use script::script_for;
 pub use store::{RedisStats, RedisStore, RedisStoreBuilder};
 
 /// The redis-rs crate this store is built on, to configure a connection for

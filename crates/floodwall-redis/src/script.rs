@@ -86,11 +86,12 @@ fn layout(params: Parameters) -> Option<(usize, [u64; 3], usize)> {
     })
 }
 
-/// The Lua source a single check under `params` runs, as the store loads it: for measuring
-/// a script's cost in Redis directly (`benches/scripts.rs`) or reviewing it. `None` for an
+/// The Lua source a single check under `params` runs, as the store loads it, and the
+/// parameter arguments it takes after the time and the cost (`ARGV[3..]`): for measuring a
+/// script's cost in Redis directly (`benches/scripts.rs`) or reviewing it. `None` for an
 /// algorithm this crate has no script for.
-pub fn script_source(params: Parameters) -> Option<&'static str> {
-    layout(params).map(|(i, _, _)| SOURCES[i].as_str())
+pub fn script_for(params: Parameters) -> Option<(&'static str, Vec<u64>)> {
+    layout(params).map(|(i, args, n)| (SOURCES[i].as_str(), args[..n].to_vec()))
 }
 
 /// `KEYS[1]` and `ARGV[1..2]`: the key, the time (`''` reads the server's clock), the cost
@@ -167,7 +168,7 @@ mod tests {
         for a in floodwall_core::Algorithm::all() {
             let p = floodwall_core::Policy::new("p", a, "10/s".parse().unwrap()).unwrap();
             assert!(invocation(p.parameters(), b"k", None, 1).is_some(), "{a}");
-            let source = script_source(p.parameters()).unwrap();
+            let (source, _) = script_for(p.parameters()).unwrap();
             assert!(source.starts_with(PRELUDE), "{a}");
             assert!(
                 !source.contains("-- {step}") && !source.contains("-- @save"),
