@@ -1,6 +1,8 @@
 //! The deny cache against the core model: it refuses locally only what the store would
 //! refuse, for every algorithm, with other nodes admitting requests in between.
 
+mod common;
+
 use std::future::Future;
 use std::time::Duration;
 
@@ -306,16 +308,7 @@ fn a_flood_at_one_frozen_instant_stays_bounded() {
         .clock(clock.clone())
         .build(store);
     let policy = Policy::gcra("frozen", "1/min burst 1".parse().unwrap()).unwrap();
-    let rss = || {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .unwrap()
-            * 1024
-    };
-    let before = rss();
+    let before = common::rss_bytes();
     for i in 0..300_000u32 {
         cache
             .check_now(&i.to_le_bytes(), &policy, 1)
@@ -323,7 +316,7 @@ fn a_flood_at_one_frozen_instant_stays_bounded() {
             .unwrap();
     }
     assert!(cache.len() <= 10_000);
-    let grown = rss().saturating_sub(before);
+    let grown = common::rss_bytes().saturating_sub(before);
     assert!(
         grown < 64 << 20,
         "resident memory grew by {} MiB",

@@ -1,6 +1,8 @@
 //! MemoryStore: exact under concurrency, bounded under a flood of keys, and eviction that
 //! keeps the state worth keeping.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -64,17 +66,6 @@ fn a_million_distinct_keys_stay_under_the_cap() {
     assert!(store.len() > store.max_keys() / 2);
 }
 
-/// Resident memory of this process, in bytes (Linux).
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap();
-    kb * 1024
-}
-
 #[test]
 fn a_flood_at_one_frozen_instant_stays_bounded_in_memory() {
     // Every state expires at the same instant, so every eviction is a tie. Evicting ties in
@@ -82,12 +73,12 @@ fn a_flood_at_one_frozen_instant_stays_bounded_in_memory() {
     // end (gigabytes after 2.5 × the cap); they are now sampled across the table.
     let (store, _clock) = store(10_000);
     let policy = Policy::gcra("frozen", Quota::per_minute(10).unwrap()).unwrap();
-    let before = rss_bytes();
+    let before = common::rss_bytes();
     for i in 0..300_000u32 {
         store.check_sync(&i.to_le_bytes(), &policy, 1).unwrap();
     }
     assert!(store.len() <= 10_000);
-    let grown = rss_bytes().saturating_sub(before);
+    let grown = common::rss_bytes().saturating_sub(before);
     assert!(
         grown < 64 << 20,
         "resident memory grew by {} MiB",
