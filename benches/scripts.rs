@@ -7,7 +7,7 @@
 //! (10,000 keys through `__rand_int__` in the key), then `usec_per_call` of `evalsha` from
 //! `INFO commandstats`. Each script's text is what `RedisStore` loads
 //! (`floodwall_redis::script_for`, checked by SHA against what the store loaded for a real
-//! check) and its KEYS/ARGV are the store's: the store's Redis key, '' (server time), cost 1,
+//! check) and its KEYS/ARGV are the store's: the store's Redis key, cost 1 (no time argument: server time),
 //! then the parameters of a real `floodwall::Policy` (see `script::invocation`).
 //!
 //! Two cases: mostly allowed (a generous quota) and mostly denied (`1/hour`, after a warm-up
@@ -243,7 +243,7 @@ fn main() {
     let args_for = |a: &Alg, case: Case| -> Vec<String> {
         let policy = a.policy(case);
         let key = String::from_utf8(store.redis_key(b"__rand_int__", policy)).expect("UTF-8");
-        let mut args = vec!["1".to_owned(), key, String::new(), "1".to_owned()];
+        let mut args = vec!["1".to_owned(), key, "1".to_owned()];
         args.extend(
             floodwall_redis::script_for(policy.parameters())
                 .expect("a script")

@@ -63,11 +63,14 @@
 //! | token bucket | string (tokens, tick) | 120 B | TIME GET SET | TIME GET |
 //! | leaky bucket | string (level, since) | 120 B | TIME GET SET | TIME GET |
 //! | fixed window | string (window, used) | 104 B | TIME GET SET | TIME GET |
-//! | sliding window | hash, a field per used bucket | 104 B + ~9 B per bucket (184 B for 10) | TIME HGETALL \[HDEL\] HINCRBY PEXPIRE | TIME HGETALL |
-//! | sliding log | sorted set, an entry per admitting µs | 136 B + ~30 B per entry (3,160 B for 100) | TIME ZRANGE \[ZREMRANGEBYRANK\] \[ZREM\] ZADD PEXPIRE | TIME ZRANGE |
+//! | sliding window | hash, a field per used bucket | 104 B + ~9 B per bucket (184 B for 10) | TIME HGETALL \[HDEL\] HINCRBY \[PEXPIRE\] | TIME HGETALL |
+//! | sliding log | sorted set, an entry per admitting µs | 136 B + ~36 B per entry (3,672 B for 100) | TIME ZRANGE ZRANGEBYSCORE \[ZREM\] ZADD PEXPIRE \[ZREMRANGEBYSCORE\] | TIME ZRANGE ZRANGEBYSCORE (a denial: a second ZRANGEBYSCORE) |
 //!
-//! Bracketed commands run only when needed: dropping buckets or entries that left the
-//! window, merging two requests of the same microsecond.
+//! Bracketed commands run only when needed: a sliding window drops the buckets that left
+//! it and renews its TTL when an admission opens a new bucket; a sliding log merges two
+//! requests of the same microsecond, and drops the entries that left its window every 16th
+//! admitted unit (each entry carries the running total of admitted costs, so a check reads
+//! the newest entry and the window's oldest instead of the whole log).
 //! Every check is one `EVALSHA` round trip (the pool adds a PING per checkout).
 //!
 //! # Differences from the memory store
@@ -82,6 +85,7 @@ mod coalesce;
 mod connection;
 mod error;
 mod key;
+mod reply;
 mod script;
 mod store;
 

@@ -10,12 +10,15 @@ use std::sync::LazyLock;
 use floodwall_core::Parameters;
 use redis::{Script, ScriptInvocation};
 
+use crate::reply::ReplyKind;
+
 const PRELUDE: &str = include_str!("lua/prelude.lua");
 const SINGLE: &str = include_str!("lua/single.lua");
 const BATCH: &str = include_str!("lua/batch.lua");
 
-/// The algorithms written as sections (load, `-- @step`, `-- @save`) for a driver to paste
-/// in: one definition serves single checks and batches, and builds no Lua closure.
+/// The algorithms written as sections (load, `-- @step`, `-- @save`, optionally
+/// `-- @reply`) for a driver to paste in: one definition serves single checks and batches,
+/// and builds no Lua closure.
 const STEPPED: [&str; 4] = [
     include_str!("lua/gcra.lua"),
     include_str!("lua/token_bucket.lua"),
@@ -23,36 +26,63 @@ const STEPPED: [&str; 4] = [
     include_str!("lua/fixed_window.lua"),
 ];
 
-/// The prelude, the algorithm's load section, and the driver with the algorithm's `@step`
-/// and `@save` sections pasted where it marks them.
-fn assemble(algorithm: &str, driver: &str) -> String {
+/// A single check's answer unless the algorithm has a `@reply` of its own: one string of
+/// four integers (see `crate::reply`).
+const STRING_REPLY: &str =
+    "return string.format('%d %d %d %d', allowed, remaining, retry, reset)\n";
+
+/// Where a batch's explicit time sits: after the count and three (padded) parameters.
+const BATCH_NOW: usize = 5;
+
+/// The prelude, reading an explicit time from `ARGV[now]`.
+fn prelude(now: usize) -> String {
+    PRELUDE.replace("ARGV[{now}]", &format!("ARGV[{now}]"))
+}
+
+/// The prelude, the algorithm's load section, and the driver with the algorithm's `@step`,
+/// `@save` and `@reply` sections pasted where it marks them.
+fn assemble(algorithm: &str, driver: &str, now: usize) -> String {
     let (load, rest) = algorithm
         .split_once("-- @step\n")
         .expect("every stepped script has a `-- @step` section (unit-tested)");
-    let (step, save) = rest
+    let (step, rest) = rest
         .split_once("-- @save\n")
         .expect("every stepped script has a `-- @save` section (unit-tested)");
+    let (save, reply) = rest
+        .split_once("-- @reply\n")
+        .unwrap_or((rest, STRING_REPLY));
     let body = driver
         .replace("-- {step}\n", step)
-        .replace("-- {save}\n", save);
-    format!("{PRELUDE}{load}{body}")
+        .replace("-- {save}\n", save)
+        .replace("-- {reply}\n", reply);
+    format!("{}{load}{body}", prelude(now))
+}
+
+/// How many parameter arguments each script (in [`SOURCES`] order) takes.
+const PARAMS: [usize; 6] = [2, 3, 2, 2, 3, 2];
+
+/// Where a single check's explicit time sits: after the cost and the parameters.
+const fn single_now(params: usize) -> usize {
+    params + 2
 }
 
 /// One check per algorithm; the sliding window and log are whole scripts of their own.
 static SOURCES: LazyLock<[String; 6]> = LazyLock::new(|| {
-    let [gcra, token, leaky, fixed] = STEPPED.map(|a| assemble(a, SINGLE));
+    let stepped = |i: usize| assemble(STEPPED[i], SINGLE, single_now(PARAMS[i]));
+    let whole = |i: usize, source: &str| format!("{}{source}", prelude(single_now(PARAMS[i])));
     [
-        gcra,
-        token,
-        leaky,
-        fixed,
-        format!("{PRELUDE}{}", include_str!("lua/sliding_window.lua")),
-        format!("{PRELUDE}{}", include_str!("lua/sliding_log.lua")),
+        stepped(0),
+        stepped(1),
+        stepped(2),
+        stepped(3),
+        whole(4, include_str!("lua/sliding_window.lua")),
+        whole(5, include_str!("lua/sliding_log.lua")),
     ]
 });
 
 /// Batches (see `crate::coalesce`) of the algorithms that have a step.
-static BATCH_SOURCES: LazyLock<[String; 4]> = LazyLock::new(|| STEPPED.map(|a| assemble(a, BATCH)));
+static BATCH_SOURCES: LazyLock<[String; 4]> =
+    LazyLock::new(|| STEPPED.map(|a| assemble(a, BATCH, BATCH_NOW)));
 
 static SCRIPTS: LazyLock<[Script; 6]> =
     LazyLock::new(|| SOURCES.each_ref().map(|s| Script::new(s)));
@@ -60,93 +90,101 @@ static BATCH_SCRIPTS: LazyLock<[Script; 4]> =
     LazyLock::new(|| BATCH_SOURCES.each_ref().map(|s| Script::new(s)));
 
 /// Where these parameters' scripts sit in [`SOURCES`] / [`BATCH_SOURCES`] (the batches are
-/// the first four), and their parameter arguments (`ARGV[3..]`, padded with 0, and how
-/// many count); `None` for an algorithm this crate has no script for (`Parameters` is
+/// the first four), and their parameter arguments (padded with 0; [`PARAMS`] says how many
+/// count); `None` for an algorithm this crate has no script for (`Parameters` is
 /// non-exhaustive).
-fn layout(params: Parameters) -> Option<(usize, [u64; 3], usize)> {
+fn layout(params: Parameters) -> Option<(usize, [u64; 3])> {
     Some(match params {
         Parameters::Gcra {
             interval,
             tolerance,
-        } => (0, [interval, tolerance, 0], 2),
+        } => (0, [interval, tolerance, 0]),
         Parameters::TokenBucket {
             capacity,
             tick,
             quantum,
-        } => (1, [capacity, tick, quantum], 3),
-        Parameters::LeakyBucket { capacity, interval } => (2, [capacity, interval, 0], 2),
-        Parameters::FixedWindow { limit, period } => (3, [limit, period, 0], 2),
+        } => (1, [capacity, tick, quantum]),
+        Parameters::LeakyBucket { capacity, interval } => (2, [capacity, interval, 0]),
+        Parameters::FixedWindow { limit, period } => (3, [limit, period, 0]),
         Parameters::SlidingWindow {
             limit,
             precision,
             buckets,
-        } => (4, [limit, precision, buckets], 3),
-        Parameters::SlidingLog { limit, period } => (5, [limit, period, 0], 2),
+        } => (4, [limit, precision, buckets]),
+        Parameters::SlidingLog { limit, period } => (5, [limit, period, 0]),
         _ => return None,
     })
 }
 
 /// The Lua source a single check under `params` runs, as the store loads it, and the
-/// parameter arguments it takes after the time and the cost (`ARGV[3..]`): for measuring a
-/// script's cost in Redis directly (`benches/scripts.rs`) or reviewing it. `None` for an
-/// algorithm this crate has no script for.
+/// parameter arguments it takes after the cost: a check of cost `c` on the server's clock
+/// is `EVALSHA <sha> 1 <key> <c> <parameters...>` (an explicit time, in µs, would follow
+/// them). For measuring a script's cost in Redis directly (`benches/scripts.rs`) or
+/// reviewing it. `None` for an algorithm this crate has no script for.
 pub fn script_for(params: Parameters) -> Option<(&'static str, Vec<u64>)> {
-    layout(params).map(|(i, args, n)| (SOURCES[i].as_str(), args[..n].to_vec()))
-}
-
-/// `KEYS[1]` and `ARGV[1..2]`: the key, the time (`''` reads the server's clock), the cost
-/// (or a batch's length).
-fn prepare(
-    script: &'static Script,
-    key: &[u8],
-    now: Option<u64>,
-    second: u64,
-) -> ScriptInvocation<'static> {
-    let mut inv = script.prepare_invoke();
-    inv.key(key);
-    match now {
-        Some(now) => inv.arg(now),
-        None => inv.arg(""),
-    };
-    inv.arg(second);
-    inv
+    layout(params).map(|(i, args)| (SOURCES[i].as_str(), args[..PARAMS[i]].to_vec()))
 }
 
 /// The EVALSHA call deciding `cost` on `key` at `now` (µs; `None` reads the server's clock),
-/// or `None` for an algorithm without a script.
+/// or `None` for an algorithm without a script. `ARGV`: the cost, the parameters, then the
+/// time if explicit; on the server's clock the call carries no argument it does not need.
 pub(crate) fn invocation(
     params: Parameters,
     key: &[u8],
     now: Option<u64>,
     cost: u64,
 ) -> Option<ScriptInvocation<'static>> {
-    let (i, args, n) = layout(params)?;
-    let mut inv = prepare(&SCRIPTS[i], key, now, cost);
-    for a in &args[..n] {
+    let (i, args) = layout(params)?;
+    let mut inv = SCRIPTS[i].prepare_invoke();
+    inv.key(key).arg(cost);
+    for a in &args[..PARAMS[i]] {
         inv.arg(a);
     }
+    if let Some(now) = now {
+        inv.arg(now);
+    }
     Some(inv)
+}
+
+/// Which single-check reply a script under these parameters gives (see `crate::reply`).
+pub(crate) fn reply_kind(params: Parameters) -> ReplyKind {
+    match params {
+        Parameters::Gcra {
+            interval,
+            tolerance,
+        } => ReplyKind::Gcra {
+            interval,
+            tolerance,
+        },
+        _ => ReplyKind::Four,
+    }
 }
 
 /// Whether checks under these parameters can be coalesced into one batch call: not for
 /// the sliding window and log, whose state is more than one value (see `crate::coalesce`).
 pub(crate) fn has_batch(params: Parameters) -> bool {
-    layout(params).is_some_and(|(i, _, _)| i < STEPPED.len())
+    layout(params).is_some_and(|(i, _)| i < STEPPED.len())
 }
 
 /// The EVALSHA call deciding `costs` (in arrival order) on `key` at `now` in one batch,
-/// or `None` for an algorithm without a batch script.
+/// or `None` for an algorithm without a batch script. `ARGV`: the number of checks, the
+/// parameters padded to three, the time (`''` reads the server's clock), the costs.
 pub(crate) fn batch_invocation(
     params: Parameters,
     key: &[u8],
     now: Option<u64>,
     costs: &[u64],
 ) -> Option<ScriptInvocation<'static>> {
-    let (i, args, _) = layout(params).filter(|&(i, _, _)| i < STEPPED.len())?;
-    let mut inv = prepare(&BATCH_SCRIPTS[i], key, now, costs.len() as u64);
+    let (i, args) = layout(params).filter(|&(i, _)| i < STEPPED.len())?;
+    let mut inv = BATCH_SCRIPTS[i].prepare_invoke();
+    inv.key(key).arg(costs.len());
     for a in args {
         inv.arg(a);
     }
+    match now {
+        Some(now) => inv.arg(now),
+        None => inv.arg(""),
+    };
     for c in costs {
         inv.arg(c);
     }
@@ -168,12 +206,16 @@ mod tests {
         for a in floodwall_core::Algorithm::all() {
             let p = floodwall_core::Policy::new("p", a, "10/s".parse().unwrap()).unwrap();
             assert!(invocation(p.parameters(), b"k", None, 1).is_some(), "{a}");
-            let (source, _) = script_for(p.parameters()).unwrap();
-            assert!(source.starts_with(PRELUDE), "{a}");
-            assert!(
-                !source.contains("-- {step}") && !source.contains("-- @save"),
-                "{a}"
-            );
+            let (source, params) = script_for(p.parameters()).unwrap();
+            assert!(source.starts_with("-- floodwall: prepended"), "{a}");
+            // The explicit time is the argument after the parameters.
+            let now = format!("ARGV[{}]", params.len() + 2);
+            assert!(source.contains(&now), "{a}: {now}");
+            for marker in ["{now}", "-- {step}", "-- @save", "-- {reply}", "-- @reply"] {
+                assert!(!source.contains(marker), "{a}: {marker}");
+            }
+            // No table is built for a single check's answer.
+            assert!(!source.contains("return {"), "{a}");
         }
     }
 }

@@ -12,7 +12,7 @@ use redis::Value;
 use crate::coalesce::{self, BatchKey, Coalescer, Joined, Raw};
 use crate::connection::{Connection, Op};
 use crate::error::{BuildError, UnexpectedReply};
-use crate::{key, script};
+use crate::{key, reply, script};
 
 /// Rate-limit state in Redis, shared by every server that points at it.
 ///
@@ -201,7 +201,8 @@ impl RedisStore {
         })?;
         self.inner.script_calls.fetch_add(1, Ordering::Relaxed);
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
-        let [raw] = parse_raws::<1>(policy, reply)?;
+        let raw = reply::single(script::reply_kind(params), cost, &reply)?;
+        check_raw(policy, raw)?;
         Ok(decision(policy, raw))
     }
 
@@ -251,11 +252,7 @@ impl RedisStore {
         let inv = script::batch_invocation(params, &key.0, key.1, costs)
             .ok_or_else(|| Error::backend("no batch script for this algorithm"))?;
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
-        let ints = parse_ints(&reply, costs.len() * 4)?;
-        Ok(ints
-            .chunks_exact(4)
-            .map(|c| [c[0], c[1], c[2], c[3]])
-            .collect())
+        reply::batch(&reply, costs.len())
     }
 
     async fn bounded<T: redis::FromRedisValue>(&self, op: Op<'_>) -> Result<T, Error> {
@@ -307,36 +304,7 @@ impl Drop for Driver {
     }
 }
 
-/// Reads `n` non-negative integers from a script's reply.
-fn parse_ints(reply: &Value, n: usize) -> Result<Vec<u64>, Error> {
-    let unexpected = || Error::backend(UnexpectedReply(format!("{reply:?}")));
-    let Value::Array(items) = reply else {
-        return Err(unexpected());
-    };
-    if items.len() != n {
-        return Err(unexpected());
-    }
-    items
-        .iter()
-        .map(|item| match item {
-            Value::Int(i) => u64::try_from(*i).map_err(|_| unexpected()),
-            _ => Err(unexpected()),
-        })
-        .collect()
-}
-
-/// Reads a single script's `{allowed, remaining, retry_after_us, reset_after_us}`.
-fn parse_raws<const N: usize>(policy: &Policy, reply: Value) -> Result<[Raw; N], Error> {
-    let ints = parse_ints(&reply, 4 * N)?;
-    let mut out = [[0u64; 4]; N];
-    for (raw, c) in out.iter_mut().zip(ints.chunks_exact(4)) {
-        *raw = [c[0], c[1], c[2], c[3]];
-        check_raw(policy, *raw)
-            .map_err(|_| Error::backend(UnexpectedReply(format!("{reply:?}"))))?;
-    }
-    Ok(out)
-}
-
+/// A reply that cannot be a decision under `policy` is the server's fault, never a panic.
 fn check_raw(policy: &Policy, [allowed, remaining, _, _]: Raw) -> Result<(), Error> {
     if allowed > 1 || remaining > policy.limit() {
         return Err(Error::backend(UnexpectedReply(format!(

@@ -96,9 +96,16 @@ async fn one_decision_runs_the_documented_commands_and_a_denial_writes_nothing()
         &["get", "set"],
         &["get", "set"],
         &["hgetall", "hincrby", "pexpire"],
-        &["pexpire", "zadd", "zrange"],
+        &["pexpire", "zadd", "zrange", "zrangebyscore"],
     ];
-    let reads = ["get", "get", "get", "get", "hgetall", "zrange"];
+    let reads: [&[&str]; 6] = [
+        &["get"],
+        &["get"],
+        &["get"],
+        &["get"],
+        &["hgetall"],
+        &["zrange", "zrangebyscore"],
+    ];
     for (i, policy) in every_algorithm("cmds", "2/s").iter().enumerate() {
         // Warm the script cache so SCRIPT LOAD does not show up.
         store.check_at(b"warm", policy, 0, now).await.unwrap();
@@ -107,10 +114,15 @@ async fn one_decision_runs_the_documented_commands_and_a_denial_writes_nothing()
         assert_eq!(calls, expected_allowed[i], "{policy:?}");
         let (d, calls) = run(&server, &store, policy, 1, now).await;
         assert!(!d.allowed);
-        assert_eq!(calls, [reads[i]], "{policy:?}: a denial only reads");
+        // A sliding log's denial reads the window once more, to find its retry time.
+        let denial_reads = match reads[i] {
+            ["zrange", "zrangebyscore"] => &["zrange", "zrangebyscore", "zrangebyscore"][..],
+            r => r,
+        };
+        assert_eq!(calls, denial_reads, "{policy:?}: a denial only reads");
         let (d, calls) = run(&server, &store, policy, 0, now).await;
         assert!(d.allowed);
-        assert_eq!(calls, [reads[i]], "{policy:?}: a peek only reads");
+        assert_eq!(calls, reads[i], "{policy:?}: a peek only reads");
     }
     // With server time, TIME is the only extra command.
     let policy = Policy::gcra("timed", "2/s".parse().unwrap()).unwrap();
@@ -125,7 +137,7 @@ async fn one_decision_runs_the_documented_commands_and_a_denial_writes_nothing()
     assert_eq!(calls, ["evalsha", "get", "set", "time"]);
 }
 
-/// Decides once, and lists the commands the script ran (each must run once).
+/// Decides once, and lists the commands the script ran, once per call.
 async fn run(
     server: &RedisServer,
     store: &RedisStore,
@@ -138,10 +150,7 @@ async fn run(
     let calls = command_calls(server)
         .into_iter()
         .filter(|(c, _)| !(c.starts_with("config") || c == "evalsha" || c == "info"))
-        .map(|(c, n)| {
-            assert_eq!(n, 1, "{c} ran {n} times");
-            c
-        })
+        .flat_map(|(c, n)| std::iter::repeat_n(c, n as usize))
         .collect();
     (d, calls)
 }
@@ -192,7 +201,7 @@ async fn memory_one_key_costs() {
         // Regression bounds, a little above what Redis 7.0 measured (see the crate docs).
         let (bound_one, bound_full) = match algorithm {
             floodwall_core::Algorithm::SlidingWindow { .. } => (160, 400),
-            floodwall_core::Algorithm::SlidingLog => (160, 3_400),
+            floodwall_core::Algorithm::SlidingLog => (160, 3_900),
             _ => (160, 160),
         };
         assert!(

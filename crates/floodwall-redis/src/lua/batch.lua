@@ -1,9 +1,10 @@
 -- Several checks of one key (see src/coalesce.rs), in arrival order, at one instant, exactly
 -- as that many single calls would be one after another at the same `now`, with the state
 -- written once; the algorithm's `@step` and `@save` sections are pasted in where marked.
--- ARGV[2] (the prelude's `cost`) is the number of checks; ARGV[3..5]: the algorithm's
--- parameters, padded with 0; ARGV[6..5+n]: the checks' costs. The reply is the single
--- script's four integers per check, concatenated: {allowed, remaining, retry, reset, ...}.
+-- ARGV[1] (the prelude's `cost`) is the number of checks; ARGV[2..4]: the algorithm's
+-- parameters, padded with 0; ARGV[5]: now, or '' for the server's clock; ARGV[6..5+n]: the
+-- checks' costs. The reply is four integers per check, concatenated:
+-- {allowed, remaining, retry, reset, ...}.
 local out, wrote = {}, false
 for i = 1, cost do
   local c = tonumber(ARGV[5 + i])

@@ -1,17 +1,20 @@
 -- GCRA, as floodwall-core's algorithm/gcra.rs. State: the theoretical arrival time (TAT), one
--- integer string. ARGV[3]: emission interval, ARGV[4]: tolerance (burst x interval), in µs.
+-- integer string. ARGV[2]: emission interval, ARGV[3]: tolerance (burst x interval), in µs.
 -- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
--- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`.
+-- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`,
+-- and `@reply`: a single check answers with one integer, from which src/reply.rs works out
+-- the rest with the policy's parameters: reset_after when allowed, -1 - reset_after when not.
 -- Cost: TIME + GET (+ SET PX when admitted).
-local interval, tolerance = tonumber(ARGV[3]), tonumber(ARGV[4])
+local interval, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3])
 local tat = 0
 local stored = redis.call('GET', KEYS[1])
 if stored then
   tat = tonumber(stored)
-  if not tat then return bad_state() end
+  if not tat then return redis.error_reply(BAD) end
 end
 -- @step
-local base = math.max(tat, now)
+local base = tat
+if base < now then base = now end
 local ahead = base + c * interval - now
 if ahead <= tolerance then
   if c > 0 then tat = now + ahead end
@@ -22,4 +25,8 @@ else
   remaining = math.floor((tolerance - math.min(ttl, tolerance)) / interval)
 end
 -- @save
-redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', px(tat - now))
+redis.call('SET', KEYS[1], string.format('%d', tat), 'PX',
+  string.format('%d', math.floor((tat - now + 999) / 1000) + slack))
+-- @reply
+if allowed == 1 then return reset end
+return -1 - reset

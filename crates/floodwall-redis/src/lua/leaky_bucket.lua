@@ -1,16 +1,17 @@
 -- Leaky bucket (funnel), as floodwall-core's algorithm/leaky_bucket.rs.
--- State: '<level> <since µs>'. ARGV[3]: capacity, ARGV[4]: µs per leaked unit.
+-- State: '<level> <since µs>'. ARGV[2]: capacity, ARGV[3]: µs per leaked unit.
 -- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
 -- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`.
 -- Cost: TIME + GET (+ SET PX when admitted).
-local capacity, interval = tonumber(ARGV[3]), tonumber(ARGV[4])
+local capacity, interval = tonumber(ARGV[2]), tonumber(ARGV[3])
 local level, since = 0, now
 local stored = redis.call('GET', KEYS[1])
 if stored then
   local l, s = string.match(stored, '^(%d+) (%d+)$')
-  if not l then return bad_state() end
+  if not l then return redis.error_reply(BAD) end
   l, s = tonumber(l), tonumber(s)
-  local at = math.max(now, s)
+  local at = now
+  if s > at then at = s end
   local leaked = math.floor((at - s) / interval)
   if leaked >= l then
     level, since = 0, at
@@ -19,18 +20,17 @@ if stored then
     level, since = l - leaked, s + leaked * interval
   end
 end
-
--- When `k` more units will have leaked.
-local function after(k)
-  if k == 0 then return 0 end
-  return since + k * interval - now
-end
 -- @step
+-- Waits are until `k` more units will have leaked: since + k x interval - now, 0 for none.
 if level + c <= capacity then
   level = level + c
-  allowed, remaining, retry, reset = 1, capacity - level, 0, after(level)
+  allowed, remaining, retry = 1, capacity - level, 0
 else
-  allowed, remaining, retry, reset = 0, capacity - level, after(level + c - capacity), after(level)
+  allowed, remaining = 0, capacity - level
+  retry = since + (level + c - capacity) * interval - now
 end
+reset = 0
+if level > 0 then reset = since + level * interval - now end
 -- @save
-redis.call('SET', KEYS[1], string.format('%d %d', level, since), 'PX', px(after(level)))
+redis.call('SET', KEYS[1], string.format('%d %d', level, since), 'PX',
+  string.format('%d', math.floor((since + level * interval - now + 999) / 1000) + slack))

@@ -1,49 +1,65 @@
 -- Sliding log, as floodwall-core's algorithm/sliding_log.rs. State: a sorted set, one member
--- '<t>:<cost>' scored t (µs) per admitted microsecond, oldest first.
--- ARGV[3]: limit, ARGV[4]: period (µs).
--- Cost: TIME + ZRANGE (+ ZREMRANGEBYRANK of expired entries, ZADD, PEXPIRE when admitted).
-local limit, period = tonumber(ARGV[3]), tonumber(ARGV[4])
-local members = redis.call('ZRANGE', KEYS[1], 0, -1)
-local ts, cs = {}, {}
-for i, m in ipairs(members) do
-  local t, c = string.match(m, '^(%d+):(%d+)$')
-  if not t then return bad_state() end
-  ts[i], cs[i] = tonumber(t), tonumber(c)
+-- '<t>:<cost>:<total>' scored t (µs) per admitted microsecond, where <total> is every cost
+-- the log has admitted up to and including this entry: the costs within any span are then a
+-- difference of two totals, so a check reads two entries, not the whole log.
+-- ARGV[2]: limit, ARGV[3]: period (µs).
+-- Cost: TIME + ZRANGE of the newest entry + ZRANGEBYSCORE of the oldest one in the window
+-- (+ ZADD and PEXPIRE when admitted, ZREM when merging into the newest entry, and every 16th
+-- admission ZREMRANGEBYSCORE of the entries that left the window; a denial reads the
+-- window's entries to work out when enough of them will have left).
+-- The answer is one string, 'allowed remaining retry_after_us reset_after_us'.
+local limit, period = tonumber(ARGV[2]), tonumber(ARGV[3])
+local at, newest, ncost, ntotal = now, nil, 0, 0
+local last = redis.call('ZRANGE', KEYS[1], -1, -1)[1]
+if last then
+  local t, c, s = string.match(last, '^(%d+):(%d+):(%d+)$')
+  if not t then return redis.error_reply(BAD) end
+  newest, ncost, ntotal = tonumber(t), tonumber(c), tonumber(s)
+  -- A clock behind the newest entry counts as the newest entry's time.
+  if newest > at then at = newest end
 end
-local count = #ts
--- A clock behind the newest entry counts as the newest entry's time.
-local at = now
-if count > 0 and ts[count] > now then at = ts[count] end
-local first = 1
-while first <= count and ts[first] + period <= at do first = first + 1 end
-local total = 0
-for i = first, count do total = total + cs[i] end
-if total + cost <= limit then
-  local newest = nil
-  if count >= first then newest = ts[count] end
+-- The costs in the window (at - period, at]: the newest total less the total before the
+-- window's oldest entry.
+local sum = 0
+local since = '(' .. string.format('%d', at - period)
+local first = redis.call('ZRANGEBYSCORE', KEYS[1], since, '+inf', 'LIMIT', 0, 1)[1]
+if first then
+  local t, c, s = string.match(first, '^(%d+):(%d+):(%d+)$')
+  if not t then return redis.error_reply(BAD) end
+  sum = ntotal - (tonumber(s) - tonumber(c))
+else
+  newest = nil
+end
+if sum + cost <= limit then
   if cost > 0 then
-    if first > 1 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, first - 2) end
+    local total = ntotal + cost
     local merged = cost
     if newest == at then
       -- Requests of the same microsecond share one entry.
-      merged = merged + cs[count]
-      redis.call('ZREM', KEYS[1], members[count])
+      merged = merged + ncost
+      redis.call('ZREM', KEYS[1], last)
     end
-    redis.call('ZADD', KEYS[1], string.format('%d', at), string.format('%d:%d', at, merged))
+    redis.call('ZADD', KEYS[1], string.format('%d', at), string.format('%d:%d:%d', at, merged, total))
+    redis.call('PEXPIRE', KEYS[1], string.format('%d', math.floor((at + period - now + 999) / 1000) + slack))
+    if total % 16 < cost then
+      redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', at - period))
+    end
     newest = at
-    redis.call('PEXPIRE', KEYS[1], px(at + period - now))
   end
   local reset = 0
   if newest then reset = newest + period - now end
-  return {1, limit - total - cost, 0, reset}
+  return string.format('1 %d 0 %d', limit - sum - cost, reset)
 end
--- Denied: retry when enough of the oldest entries have left for the cost to fit.
-local dropped, retry = 0, 0
-for i = first, count do
-  dropped = dropped + cs[i]
-  if total - dropped + cost <= limit then
-    retry = ts[i] + period - now
+-- Denied: retry when enough of the oldest entries have left for the cost to fit, i.e. at
+-- the first entry whose total reaches the newest total + cost - limit.
+local need = ntotal + cost - limit
+local retry = 0
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], since, '+inf')) do
+  local t, _, s = string.match(m, '^(%d+):(%d+):(%d+)$')
+  if not t then return redis.error_reply(BAD) end
+  if tonumber(s) >= need then
+    retry = tonumber(t) + period - now
     break
   end
 end
-return {0, limit - total, retry, ts[count] + period - now}
+return string.format('0 %d %d %d', limit - sum, retry, newest + period - now)

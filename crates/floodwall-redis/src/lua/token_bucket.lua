@@ -1,32 +1,34 @@
 -- Token bucket, as floodwall-core's algorithm/token_bucket.rs. State: '<tokens> <tick index>'.
--- ARGV[3]: capacity, ARGV[4]: tick length (µs), ARGV[5]: tokens added per tick.
+-- ARGV[2]: capacity, ARGV[3]: tick length (µs), ARGV[4]: tokens added per tick.
 -- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
 -- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`.
 -- Cost: TIME + GET (+ SET PX when admitted).
-local capacity, tick_len, quantum = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local capacity, tick_len, quantum = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local tick = math.floor(now / tick_len)
 local tokens = capacity
 local stored = redis.call('GET', KEYS[1])
 if stored then
   local t, k = string.match(stored, '^(%d+) (%d+)$')
-  if not t then return bad_state() end
+  if not t then return redis.error_reply(BAD) end
   t, k = tonumber(t), tonumber(k)
   -- A clock behind the state adds nothing and never moves the anchor back.
-  tick = math.max(tick, k)
+  if k > tick then tick = k end
   tokens = math.min(t + (tick - k) * quantum, capacity)
 end
-
--- When `missing` more tokens will have been added.
-local function wait_for(missing)
-  if missing == 0 then return 0 end
-  return (tick + math.ceil(missing / quantum)) * tick_len - now
-end
 -- @step
+-- Waits are until `missing` more tokens will have been added: (tick + ceil(missing /
+-- quantum)) x tick_len - now, or 0 when none is missing.
 if c <= tokens then
   tokens = tokens - c
-  allowed, remaining, retry, reset = 1, tokens, 0, wait_for(capacity - tokens)
+  allowed, remaining, retry, reset = 1, tokens, 0, 0
 else
-  allowed, remaining, retry, reset = 0, tokens, wait_for(c - tokens), wait_for(capacity - tokens)
+  allowed, remaining, reset = 0, tokens, 0
+  retry = (tick + math.ceil((c - tokens) / quantum)) * tick_len - now
+end
+if tokens < capacity then
+  reset = (tick + math.ceil((capacity - tokens) / quantum)) * tick_len - now
 end
 -- @save
-redis.call('SET', KEYS[1], string.format('%d %d', tokens, tick), 'PX', px(wait_for(capacity - tokens)))
+redis.call('SET', KEYS[1], string.format('%d %d', tokens, tick), 'PX', string.format('%d',
+  math.floor(((tick + math.ceil((capacity - tokens) / quantum)) * tick_len - now + 999) / 1000)
+  + slack))
