@@ -70,6 +70,14 @@ pub enum ConfigError {
         /// The largest count a sliding log accepts.
         max: u64,
     },
+    /// A [`LocalVerdicts`](crate::LocalVerdicts) refresh interval of less than a
+    /// microsecond (a refresh per request: use the inner store alone) or more than
+    /// [`LocalVerdicts::MAX_INTERVAL`](crate::LocalVerdicts::MAX_INTERVAL), past which a
+    /// node's counts would wait longer than most quotas' periods to reach the store.
+    BadRefreshInterval {
+        /// The interval given.
+        interval: Duration,
+    },
     /// A policy name was empty, too long, or used characters outside `[A-Za-z0-9_.:-]`.
     InvalidName {
         /// The name given.
@@ -118,6 +126,10 @@ impl fmt::Display for ConfigError {
                 f,
                 "a sliding log of {count} entries per key is too large (at most {max}); \
                  use sliding_window, which costs a few counters per key"
+            ),
+            Self::BadRefreshInterval { interval } => write!(
+                f,
+                "refresh interval {interval:?} is outside 1 microsecond ..= 1 hour"
             ),
             Self::InvalidName { name } => write!(
                 f,

@@ -34,3 +34,4 @@ pub use policy::{Policy, Rounding};
 pub use quota::{MAX_SPAN, Quota};
 pub use store::{DenyCache, DenyCacheBuilder, DenyCacheStats};
 pub use store::{DynStore, MemoryStore, MemoryStoreBuilder, Store};
+pub use store::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};

@@ -10,9 +10,11 @@ use crate::{Decision, Error, Policy};
 mod deny_cache;
 mod evict;
 mod key;
+mod local_verdicts;
 mod memory;
 
 pub use deny_cache::{DenyCache, DenyCacheBuilder, DenyCacheStats};
+pub use local_verdicts::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};
 pub use memory::{MemoryStore, MemoryStoreBuilder};
 
 /// A future boxed for [`DynStore`].
