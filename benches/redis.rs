@@ -1,5 +1,6 @@
 //! Decisions per second through `RedisStore` against the ceiling, side by side in one run:
-//! the same GCRA script driven by `redis-benchmark` (EVALSHA) at the same concurrency.
+//! the same GCRA script driven by `redis-benchmark` (EVALSHA) at the same concurrency; then
+//! what coalescing gains and costs, at 1 and 64 tasks.
 //!
 //! Run: `cargo bench --bench redis --features redis`. It starts its own `redis-server` on a
 //! free loopback port (redis-harness; never 6379). Workloads: one hot key (allowed), 10,000
@@ -24,6 +25,17 @@
 //! how busy that thread was, and the client's CPU per decision (this process, or the
 //! redis-benchmark process). Client and server share the machine's two cores.
 //!
+//! Coalescing (`RedisStore::builder().coalesce(true)`, which merges concurrent checks of one
+//! key into one batch EVALSHA): GCRA on the multiplexed connection, hot key and 10,000 keys
+//! (both allowed), at 1 task and at 64 tasks, coalescing off and on. `REDIS_ROUNDS` rounds
+//! (default 7), each running every cell once, for a fixed number of decisions, in an order
+//! that alternates per round. Per cell: decisions/s (median and range over the rounds),
+//! latency per decision (median and p99 of the `check()` calls' wall times in each round,
+//! median over the rounds), Redis CPU per
+//! decision (evalsha `usec` over decisions, from `INFO commandstats` after `CONFIG
+//! RESETSTAT`), EVALSHA calls per decision (what coalescing saves), redis-server and client
+//! CPU per decision; and the on/off ratio of each (decisions/s: median of per-round ratios).
+//!
 //! Without `redis-server` nothing runs; without `redis-benchmark` (Debian's `redis-tools`)
 //! the ceiling and E1 rows are skipped with a note.
 
@@ -38,7 +50,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use floodwall::redis::RedisStore;
 use floodwall::redis::redis::Script;
-use floodwall::{Parameters, Policy, Quota, Store};
+use floodwall::{Policy, Quota, Store};
 use redis_harness::{RedisServer, Reply};
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
@@ -210,7 +222,7 @@ impl Workload {
     }
 
     /// The arguments after `EVALSHA <sha>` that the store sends (see `script::invocation`:
-    /// key, '' for the server's clock, cost, interval, tolerance), with redis-benchmark's
+    /// key, cost, then the parameters; no time argument: the server's clock), with redis-benchmark's
     /// `__rand_int__` as the user key when there are many keys.
     fn evalsha_args(&self, store: &RedisStore) -> Vec<String> {
         let user_key: &[u8] = if self.many() {
@@ -219,21 +231,11 @@ impl Workload {
             HOT_KEY.as_bytes()
         };
         let key = String::from_utf8(store.redis_key(user_key, &self.policy)).expect("UTF-8");
-        let Parameters::Gcra {
-            interval,
-            tolerance,
-        } = self.policy.parameters()
-        else {
-            unreachable!("a GCRA policy has GCRA parameters");
-        };
-        vec![
-            "1".into(),
-            key,
-            String::new(),
-            "1".into(),
-            interval.to_string(),
-            tolerance.to_string(),
-        ]
+        let (_, params) =
+            floodwall_redis::script_for(self.policy.parameters()).expect("a GCRA script");
+        let mut args = vec!["1".into(), key, "1".into()];
+        args.extend(params.iter().map(u64::to_string));
+        args
     }
 }
 
@@ -246,35 +248,61 @@ fn drive(
     iters: u64,
     start: u64,
 ) -> (Duration, u64) {
+    let (wall, allowed, _) = drive_tasks(rt, store, w, TASKS, iters, start, false);
+    (wall, allowed)
+}
+
+/// Runs `iters` checks split over `tasks` tasks; call `i` (from `start`) uses key
+/// `i % keys`. Returns the wall time, how many were allowed and, if `timed`, each call's
+/// wall time in nanoseconds.
+fn drive_tasks(
+    rt: &Runtime,
+    store: &RedisStore,
+    w: &Workload,
+    tasks: usize,
+    iters: u64,
+    start: u64,
+    timed: bool,
+) -> (Duration, u64, Vec<u32>) {
+    let n = tasks as u64;
     rt.block_on(async {
         let began = Instant::now();
-        let mut tasks = JoinSet::new();
-        for t in 0..TASKS as u64 {
-            let count = iters / TASKS as u64 + u64::from(t < iters % TASKS as u64);
+        let mut set = JoinSet::new();
+        for t in 0..n {
+            let count = iters / n + u64::from(t < iters % n);
             let (store, policy, keys) = (store.clone(), w.policy.clone(), w.keys.clone());
-            tasks.spawn(async move {
+            set.spawn(async move {
                 let mut allowed = 0;
+                let mut times = Vec::with_capacity(if timed { count as usize } else { 0 });
                 for j in 0..count {
-                    let i = start + t + j * TASKS as u64;
+                    let i = start + t + j * n;
                     let key = &keys[(i % keys.len() as u64) as usize];
+                    let call = timed.then(Instant::now);
                     let d = store
                         .check(key, &policy, 1)
                         .await
                         .unwrap_or_else(|e| panic!("check failed: {e}"));
+                    if let Some(call) = call {
+                        times.push(u32::try_from(call.elapsed().as_nanos()).unwrap_or(u32::MAX));
+                    }
                     allowed += u64::from(d.allowed);
                 }
-                allowed
+                (allowed, times)
             });
         }
         let mut allowed = 0;
-        while let Some(done) = tasks.join_next().await {
+        let mut times = Vec::new();
+        while let Some(done) = set.join_next().await {
             match done {
-                Ok(n) => allowed += n,
+                Ok((n, t)) => {
+                    allowed += n;
+                    times.extend(t);
+                }
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                 Err(e) => panic!("check task failed: {e}"),
             }
         }
-        (began.elapsed(), allowed)
+        (began.elapsed(), allowed, times)
     })
 }
 
@@ -589,10 +617,308 @@ fn print_verdict(rows: &[Row], workloads: &[Workload]) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Coalescing: one task and many, off and on
+
+/// Tasks of the coalescing table: one caller alone, and [`TASKS`] at once.
+const COALESCE_TASKS: [usize; 2] = [1, TASKS];
+/// Rounds of the coalescing table (`REDIS_ROUNDS`); each runs every cell once.
+const DEFAULT_COALESCE_ROUNDS: usize = 7;
+
+/// Decisions per run of a cell: 0.3–1 s here at one task (a round trip each, 15–25 µs on
+/// loopback) and at 64 tasks.
+fn coalesce_n(tasks: usize) -> u64 {
+    if tasks == 1 { 30_000 } else { 100_000 }
+}
+
+/// One cell of the coalescing table: a workload at a number of tasks, coalescing off or on.
+struct Cell {
+    /// Index into the workloads.
+    workload: usize,
+    tasks: usize,
+    coalesce: bool,
+    /// Decisions per second of each round.
+    rates: Vec<f64>,
+    /// Summed over the rounds.
+    stats: Stats,
+    /// Script calls the store counted (`RedisStore::stats`), summed over the rounds.
+    script_calls: u64,
+    /// Median and p99 (µs) of the calls' wall times, per round.
+    latencies: Vec<(f64, f64)>,
+}
+
+impl Cell {
+    /// Median over the rounds of each round's median (`p99: false`) or p99 latency, µs.
+    fn latency_us(&self, p99: bool) -> Option<f64> {
+        let mut xs: Vec<f64> = self
+            .latencies
+            .iter()
+            .map(|&(p50, p99_)| if p99 { p99_ } else { p50 })
+            .collect();
+        support::median_min_max(&mut xs).map(|(m, _, _)| m)
+    }
+
+    fn calls_per_decision(&self) -> Option<f64> {
+        (self.stats.decisions > 0)
+            .then(|| self.stats.evalsha_calls as f64 / self.stats.decisions as f64)
+    }
+
+    /// Time inside Redis per decision: `usec` of evalsha over the decisions.
+    fn redis_us_per_decision(&self) -> Option<f64> {
+        (self.stats.decisions > 0 && self.stats.evalsha_calls > 0)
+            .then(|| self.stats.evalsha_usec as f64 / self.stats.decisions as f64)
+    }
+}
+
+/// Measures the coalescing table: for each allowed workload, at 1 and [`TASKS`] tasks, on
+/// the multiplexed store with coalescing off and on; `rounds` rounds, each running every
+/// cell once in an alternating order.
+fn bench_coalescing(
+    rt: &Runtime,
+    server: &RedisServer,
+    stores: &Stores,
+    workloads: &[Workload],
+    rounds: usize,
+) -> Vec<Cell> {
+    let mut cells = Vec::new();
+    for (workload, _) in workloads.iter().enumerate().filter(|(_, w)| w.allowed) {
+        for tasks in COALESCE_TASKS {
+            for coalesce in [false, true] {
+                cells.push(Cell {
+                    workload,
+                    tasks,
+                    coalesce,
+                    rates: Vec::new(),
+                    stats: Stats::default(),
+                    script_calls: 0,
+                    latencies: Vec::new(),
+                });
+            }
+        }
+    }
+    let store = |coalesce: bool| {
+        if coalesce {
+            &stores.coalescing
+        } else {
+            &stores.multiplexed
+        }
+    };
+    // Key offsets per workload, so the 10k-keys runs go on through the keys.
+    let mut next = vec![0u64; workloads.len()];
+    // Warm-up, unrecorded: loads the batch script, wakes the connections.
+    for cell in &cells {
+        let (w, n) = (&workloads[cell.workload], coalesce_n(cell.tasks) / 10);
+        drive_tasks(
+            rt,
+            store(cell.coalesce),
+            w,
+            cell.tasks,
+            n,
+            next[cell.workload],
+            false,
+        );
+        next[cell.workload] += n;
+    }
+    for round in 0..rounds {
+        for i in support::round_order(cells.len(), round) {
+            let cell = &mut cells[i];
+            let (w, n, store) = (
+                &workloads[cell.workload],
+                coalesce_n(cell.tasks),
+                store(cell.coalesce),
+            );
+            let calls_before = store.stats().script_calls;
+            server.cmd(&["CONFIG", "RESETSTAT"]);
+            let (client_before, server_before) = (own_cpu_ns(), server_cpu_ns(server));
+            let start = next[cell.workload];
+            let (wall, allowed, times) = drive_tasks(rt, store, w, cell.tasks, n, start, true);
+            let mut stats = Stats {
+                decisions: n,
+                wall_ns: wall.as_nanos() as u64,
+                server_ns: server_cpu_ns(server).saturating_sub(server_before),
+                client_ns: own_cpu_ns().saturating_sub(client_before),
+                allowed,
+                ..Stats::default()
+            };
+            stats.add_commandstats(server);
+            assert_eq!(
+                allowed, n,
+                "{}: a check was refused: the quota ({ALLOWED}) is too small here",
+                w.label
+            );
+            cell.stats += stats;
+            cell.script_calls += store.stats().script_calls - calls_before;
+            cell.rates
+                .push(n as f64 * 1e9 / stats.wall_ns.max(1) as f64);
+            let mut times: Vec<f64> = times.iter().map(|&ns| f64::from(ns) / 1e3).collect();
+            let p50 = support::quantile(&mut times, 0.5).unwrap_or(f64::NAN);
+            let p99 = support::quantile(&mut times, 0.99).unwrap_or(f64::NAN);
+            cell.latencies.push((p50, p99));
+            next[cell.workload] += n;
+        }
+        println!("coalescing: round {}/{rounds} done", round + 1);
+    }
+    cells
+}
+
+/// "median (min–max)" of `xs`.
+fn mmm(mut xs: Vec<f64>, width: usize, precision: usize) -> String {
+    match support::median_min_max(&mut xs) {
+        Some((med, min, max)) => {
+            format!("{med:>width$.precision$} ({min:.precision$}–{max:.precision$})")
+        }
+        None => format!("{:>width$}", "n/a"),
+    }
+}
+
+/// `on`'s decisions/s over `off`'s, round by round.
+fn rate_ratios(on: &Cell, off: &Cell) -> Vec<f64> {
+    on.rates
+        .iter()
+        .zip(&off.rates)
+        .map(|(a, b)| a / b)
+        .collect()
+}
+
+/// Median of `on`'s decisions/s over `off`'s, round by round.
+fn rate_ratio(on: &Cell, off: &Cell) -> Option<f64> {
+    support::median_min_max(&mut rate_ratios(on, off)).map(|(m, _, _)| m)
+}
+
+/// Median of `on`'s median (or p99) latency over `off`'s, round by round.
+fn latency_ratio(on: &Cell, off: &Cell, p99: bool) -> Option<f64> {
+    let pick = |l: &(f64, f64)| if p99 { l.1 } else { l.0 };
+    let mut r: Vec<f64> = on
+        .latencies
+        .iter()
+        .zip(&off.latencies)
+        .map(|(a, b)| pick(a) / pick(b))
+        .collect();
+    support::median_min_max(&mut r).map(|(m, _, _)| m)
+}
+
+/// `on`'s figure over `off`'s.
+fn ratio(on: Option<f64>, off: Option<f64>) -> Option<f64> {
+    on.zip(off).map(|(a, b)| a / b)
+}
+
+fn print_coalescing(cells: &[Cell], workloads: &[Workload], rounds: usize) {
+    println!(
+        "\n{:<18} {:>5} {:<8} {:<26} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}",
+        "workload",
+        "tasks",
+        "coalesce",
+        "decisions/s (range)",
+        "p50 µs",
+        "p99 µs",
+        "calls/dec",
+        "Redis µs",
+        "srv µs",
+        "cli µs"
+    );
+    for pair in cells.chunks_exact(2) {
+        let [off, on] = pair else { unreachable!() };
+        let label = workloads[off.workload].label;
+        for c in [off, on] {
+            println!(
+                "{:<18} {:>5} {:<8} {:<26} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}",
+                label,
+                c.tasks,
+                if c.coalesce { "on" } else { "off" },
+                mmm(c.rates.clone(), 8, 0),
+                opt(c.latency_us(false), 8, 1),
+                opt(c.latency_us(true), 8, 1),
+                opt(c.calls_per_decision(), 9, 3),
+                opt(c.redis_us_per_decision(), 9, 2),
+                opt(c.stats.per_decision_us(c.stats.server_ns), 8, 2),
+                opt(c.stats.per_decision_us(c.stats.client_ns), 8, 2),
+            );
+            if c.script_calls != c.stats.evalsha_calls {
+                println!(
+                    "  (note: the store counted {} script calls, Redis {} EVALSHAs)",
+                    c.script_calls, c.stats.evalsha_calls
+                );
+            }
+        }
+        let us = |c: &Cell, ns: u64| c.stats.per_decision_us(ns);
+        println!(
+            "{:<18} {:>5} {:<8} {:<26} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}",
+            "",
+            "",
+            "on/off",
+            mmm(rate_ratios(on, off), 8, 3),
+            opt(latency_ratio(on, off, false), 8, 3),
+            opt(latency_ratio(on, off, true), 8, 3),
+            opt(
+                ratio(on.calls_per_decision(), off.calls_per_decision()),
+                9,
+                3
+            ),
+            opt(
+                ratio(on.redis_us_per_decision(), off.redis_us_per_decision()),
+                9,
+                3
+            ),
+            opt(
+                ratio(us(on, on.stats.server_ns), us(off, off.stats.server_ns)),
+                8,
+                3
+            ),
+            opt(
+                ratio(us(on, on.stats.client_ns), us(off, off.stats.client_ns)),
+                8,
+                3
+            ),
+        );
+    }
+    println!(
+        "GCRA on the multiplexed connection, quota {ALLOWED} (never refuses); {rounds} rounds, \
+         each running every row once ({} decisions at 1 task, {} at {TASKS}) in an \
+         alternating order. decisions/s: median (min–max) over the rounds; on/off: median \
+         (min–max) of the per-round ratios.\n\
+         p50/p99 µs: median and p99 of the check() calls' wall times as their callers see \
+         them, in each round, median over the rounds; on/off: median per-round ratio. \
+         calls/dec: EVALSHA calls per decision (INFO commandstats); Redis µs: evalsha usec \
+         per decision (usec_per_call x calls / decisions); srv µs: redis-server main thread \
+         CPU per decision (execution + socket I/O); cli µs: this process's CPU per decision.",
+        coalesce_n(1),
+        coalesce_n(TASKS)
+    );
+    let find = |label: &str, tasks: usize, coalesce: bool| {
+        cells.iter().find(|c| {
+            workloads[c.workload].label == label && c.tasks == tasks && c.coalesce == coalesce
+        })
+    };
+    println!("\ncoalescing on vs off:");
+    for w in workloads.iter().filter(|w| w.allowed) {
+        let (Some(off64), Some(on64), Some(off1), Some(on1)) = (
+            find(w.label, TASKS, false),
+            find(w.label, TASKS, true),
+            find(w.label, 1, false),
+            find(w.label, 1, true),
+        ) else {
+            continue;
+        };
+        println!(
+            "  {:<18} at {TASKS} tasks: decisions/s x{} (median per-round ratio), EVALSHAs \
+             per decision {} -> {}; at 1 task: p50 latency x{}, p99 x{}, decisions/s x{}",
+            w.label,
+            opt(rate_ratio(on64, off64), 0, 3),
+            opt(off64.calls_per_decision(), 0, 3),
+            opt(on64.calls_per_decision(), 0, 3),
+            opt(latency_ratio(on1, off1, false), 0, 3),
+            opt(latency_ratio(on1, off1, true), 0, 3),
+            opt(rate_ratio(on1, off1), 0, 3),
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The run
 
 struct Stores {
     multiplexed: RedisStore,
+    /// Multiplexed too, with `coalesce(true)`.
+    coalescing: RedisStore,
     pools: Vec<(u32, RedisStore)>,
 }
 
@@ -703,6 +1029,7 @@ fn bench_floodwall(
 }
 
 fn main() {
+    let rounds = support::env_or("REDIS_ROUNDS", DEFAULT_COALESCE_ROUNDS).max(1);
     // Kept until the end of main: dropping it stops the redis-server.
     let server = match RedisServer::try_start_with(&[]) {
         Ok(server) => server,
@@ -729,6 +1056,11 @@ fn main() {
             .multiplexed(&url)
             .await
             .expect("multiplexed store");
+        let coalescing = RedisStore::builder()
+            .coalesce(true)
+            .multiplexed(&url)
+            .await
+            .expect("coalescing store");
         let mut pools = Vec::new();
         for n in POOL_SIZES {
             let pool = RedisStore::builder()
@@ -738,7 +1070,11 @@ fn main() {
                 .expect("pooled store");
             pools.push((n, pool));
         }
-        Stores { multiplexed, pools }
+        Stores {
+            multiplexed,
+            coalescing,
+            pools,
+        }
     });
     let workloads = [
         Workload::new("redis_hot_allowed", "hot key, allowed", true, false),
@@ -830,6 +1166,7 @@ fn main() {
             }
         }
     }
+    let cells = bench_coalescing(&rt, &server, &stores, &workloads, rounds);
     c.final_summary();
 
     // Rows in the order of the table: per workload, the ceiling first.
@@ -859,5 +1196,6 @@ fn main() {
             );
         }
     }
+    print_coalescing(&cells, &workloads, rounds);
     drop(server);
 }

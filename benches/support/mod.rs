@@ -1,5 +1,6 @@
 //! Helpers the benches share: criterion's estimates, Linux CPU and memory counters, Redis's
-//! `INFO commandstats`. Each bench uses some of them.
+//! `INFO commandstats`, settings from the environment, medians and quantiles. Each bench uses
+//! some of them.
 
 #![allow(dead_code)]
 
@@ -61,4 +62,56 @@ pub(crate) fn commandstats(text: &str) -> HashMap<String, HashMap<String, String
             (cmd.to_owned(), fields)
         })
         .collect()
+}
+
+/// `name` from the environment, parsed; `default` when unset or unparsable (with a note).
+pub(crate) fn env_or<T: std::str::FromStr + std::fmt::Display>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+            println!("note: {name}={v:?} is not a valid value; using {default}");
+            default
+        }),
+        Err(_) => default,
+    }
+}
+
+/// The `q` quantile (0 ≤ q ≤ 1, nearest rank) of `xs`, which it sorts; `None` if empty.
+pub(crate) fn quantile(xs: &mut [f64], q: f64) -> Option<f64> {
+    if xs.is_empty() {
+        return None;
+    }
+    xs.sort_by(f64::total_cmp);
+    let rank = (q * (xs.len() - 1) as f64).round() as usize;
+    Some(xs[rank.min(xs.len() - 1)])
+}
+
+/// Median, minimum and maximum of `xs` (which it sorts); `None` if empty. The median of an
+/// even count is the mean of the two middle values.
+pub(crate) fn median_min_max(xs: &mut [f64]) -> Option<(f64, f64, f64)> {
+    if xs.is_empty() {
+        return None;
+    }
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    let median = if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    };
+    Some((median, xs[0], xs[n - 1]))
+}
+
+/// The order in which to run `n` variants in `round` (from 0) of an alternating
+/// measurement: forward, reversed, then rotated by one and forward, reversed, and so on, so
+/// that over the rounds each runs early and late, and after each of the others, and a drift
+/// in the machine's speed weighs on all of them alike.
+pub(crate) fn round_order(n: usize, round: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    if n > 0 {
+        order.rotate_left((round / 2) % n);
+    }
+    if round % 2 == 1 {
+        order.reverse();
+    }
+    order
 }
