@@ -42,9 +42,10 @@ async fn decisions_follow_the_server_clock_not_the_client_clock() {
     assert!(!denied.allowed);
     let retry = denied.retry_after.unwrap();
     assert!(retry > Duration::from_secs(3500) && retry <= Duration::from_secs(3600));
-    // The key expires when its state is worthless: one hour after the admission.
+    // The key expires when its state is worthless, one hour after the admission, rounded
+    // up to its TTL grid (a quarter of the longest span: 15 min) plus 1 ms.
     let pttl: u64 = server.cmd(&["PTTL", key]).parse().unwrap();
-    assert!(pttl > 3_500_000 && pttl <= 3_600_000, "PTTL {pttl}");
+    assert!(pttl > 3_500_000 && pttl <= 4_500_001, "PTTL {pttl}");
 }
 
 #[tokio::test]
@@ -56,16 +57,20 @@ async fn keys_are_named_as_documented_and_expire_with_their_state() {
         .await
         .unwrap();
     for policy in every_algorithm("ttl", "10/s") {
+        let started = std::time::Instant::now();
         let d = store.check(b"203.0.113.7", &policy, 3).await.unwrap();
         assert!(d.allowed);
         let key = String::from_utf8(store.redis_key(b"203.0.113.7", &policy)).unwrap();
         assert!(key.starts_with(&format!("app:{}:", policy.name())), "{key}");
         assert!(key.ends_with(":{203.0.113.7}"), "{key}");
         let pttl: u64 = server.cmd(&["PTTL", &key]).parse().unwrap();
+        let elapsed = started.elapsed().as_millis() as u64;
         let reset_ms = d.reset_after.as_micros().div_ceil(1000) as u64;
+        // Never shorter than the state needs; longer by at most a quarter of the longest
+        // span (1 s for every policy here) + 1 ms, the TTL grid.
         assert!(
-            pttl > 0 && pttl <= reset_ms,
-            "{key}: PTTL {pttl} > reset {reset_ms} ms"
+            pttl + elapsed + 1 >= reset_ms && pttl <= reset_ms + 251,
+            "{key}: PTTL {pttl} (after {elapsed} ms) vs reset {reset_ms} ms"
         );
 
         // A binary key is hashed to a fixed length; reset deletes the key.
@@ -83,6 +88,32 @@ async fn keys_are_named_as_documented_and_expire_with_their_state() {
     for key in keys.lines() {
         assert_ne!(server.cmd(&["PTTL", key]), "-1", "{key} has no TTL");
     }
+}
+
+#[tokio::test]
+async fn a_ttl_is_renewed_only_when_the_state_outlives_its_grid_cell() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    // 10/s burst 10: TAT moves 100 ms per admission; the TTL grid is 1 s / 4 = 250 ms,
+    // and this instant is on a cell's edge.
+    let policy = Policy::gcra("grid", "10/s".parse().unwrap()).unwrap();
+    let now = 1_700_000_000_000_000;
+    let key = String::from_utf8(store.redis_key(b"k", &policy)).unwrap();
+    let pttl = || -> i64 { server.cmd(&["PTTL", &key]).parse().unwrap() };
+    // TAT now + 100 ms: a new key, PX to the cell's end (250 ms, + 1 ms, + the minute an
+    // explicit time adds).
+    assert!(store.check_at(b"k", &policy, 1, now).await.unwrap().allowed);
+    let first = pttl();
+    assert!(first > 60_000 && first <= 60_251, "{first}");
+    // A marker TTL shows which writes set one.
+    server.cmd(&["PEXPIRE", &key, "999999"]);
+    // TAT + 200 ms: the same cell, KEEPTTL.
+    assert!(store.check_at(b"k", &policy, 1, now).await.unwrap().allowed);
+    assert!(pttl() > 990_000, "renewed within its cell: {}", pttl());
+    // TAT + 300 ms: the next cell, renewed to its end (500 ms).
+    assert!(store.check_at(b"k", &policy, 1, now).await.unwrap().allowed);
+    let third = pttl();
+    assert!(third > 60_251 && third <= 60_501, "not renewed: {third}");
 }
 
 #[tokio::test]
@@ -114,12 +145,7 @@ async fn one_decision_runs_the_documented_commands_and_a_denial_writes_nothing()
         assert_eq!(calls, expected_allowed[i], "{policy:?}");
         let (d, calls) = run(&server, &store, policy, 1, now).await;
         assert!(!d.allowed);
-        // A sliding log's denial reads the window once more, to find its retry time.
-        let denial_reads = match reads[i] {
-            ["zrange", "zrangebyscore"] => &["zrange", "zrangebyscore", "zrangebyscore"][..],
-            r => r,
-        };
-        assert_eq!(calls, denial_reads, "{policy:?}: a denial only reads");
+        assert_eq!(calls, reads[i], "{policy:?}: a denial only reads");
         let (d, calls) = run(&server, &store, policy, 0, now).await;
         assert!(d.allowed);
         assert_eq!(calls, reads[i], "{policy:?}: a peek only reads");

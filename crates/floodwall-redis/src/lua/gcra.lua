@@ -4,13 +4,14 @@
 -- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`,
 -- and `@reply`: a single check answers with one integer, from which src/reply.rs works out
 -- the rest with the policy's parameters: reset_after when allowed, -1 - reset_after when not.
--- Cost: TIME + GET (+ SET PX when admitted).
+-- Cost: TIME + GET (+ SET when admitted: KEEPTTL, or PX in a new cell of the TTL grid).
 local interval, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3])
-local tat = 0
+local tat, old = 0, nil
 local stored = redis.call('GET', KEYS[1])
 if stored then
   tat = tonumber(stored)
   if not tat then return redis.error_reply(BAD) end
+  old = tat
 end
 -- @step
 local base = tat
@@ -25,8 +26,15 @@ else
   remaining = math.floor((tolerance - math.min(ttl, tolerance)) / interval)
 end
 -- @save
-redis.call('SET', KEYS[1], string.format('%d', tat), 'PX',
-  string.format('%d', math.floor((tat - now + 999) / 1000) + slack))
+-- The state must live until TAT; the longest span is the tolerance.
+local grid = math.max(math.floor(tolerance / 4000), 1) * 1000
+local cell = math.floor(tat / grid)
+if old and cell == math.floor(old / grid) then
+  redis.call('SET', KEYS[1], string.format('%d', tat), 'KEEPTTL')
+else
+  redis.call('SET', KEYS[1], string.format('%d', tat), 'PX',
+    string.format('%d', math.floor(((cell + 1) * grid - now + 999) / 1000) + 1 + slack))
+end
 -- @reply
 if allowed == 1 then return reset end
 return -1 - reset

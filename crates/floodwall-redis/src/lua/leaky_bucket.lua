@@ -2,14 +2,15 @@
 -- State: '<level> <since µs>'. ARGV[2]: capacity, ARGV[3]: µs per leaked unit.
 -- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
 -- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`.
--- Cost: TIME + GET (+ SET PX when admitted).
+-- Cost: TIME + GET (+ SET when admitted: KEEPTTL, or PX in a new cell of the TTL grid).
 local capacity, interval = tonumber(ARGV[2]), tonumber(ARGV[3])
-local level, since = 0, now
+local level, since, old = 0, now, nil
 local stored = redis.call('GET', KEYS[1])
 if stored then
   local l, s = string.match(stored, '^(%d+) (%d+)$')
   if not l then return redis.error_reply(BAD) end
   l, s = tonumber(l), tonumber(s)
+  old = s + l * interval
   local at = now
   if s > at then at = s end
   local leaked = math.floor((at - s) / interval)
@@ -32,5 +33,12 @@ end
 reset = 0
 if level > 0 then reset = since + level * interval - now end
 -- @save
-redis.call('SET', KEYS[1], string.format('%d %d', level, since), 'PX',
-  string.format('%d', math.floor((since + level * interval - now + 999) / 1000) + slack))
+-- The state must live until the funnel is empty; the longest span is a full one's.
+local grid = math.max(math.floor(capacity * interval / 4000), 1) * 1000
+local cell = math.floor((since + level * interval) / grid)
+if old and cell == math.floor(old / grid) then
+  redis.call('SET', KEYS[1], string.format('%d %d', level, since), 'KEEPTTL')
+else
+  redis.call('SET', KEYS[1], string.format('%d %d', level, since), 'PX',
+    string.format('%d', math.floor(((cell + 1) * grid - now + 999) / 1000) + 1 + slack))
+end

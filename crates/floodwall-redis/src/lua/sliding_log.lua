@@ -4,29 +4,32 @@
 -- difference of two totals, so a check reads two entries, not the whole log.
 -- ARGV[2]: limit, ARGV[3]: period (µs).
 -- Cost: TIME + ZRANGE of the newest entry + ZRANGEBYSCORE of the oldest one in the window
--- (+ ZADD and PEXPIRE when admitted, ZREM when merging into the newest entry, and every 16th
--- admission ZREMRANGEBYSCORE of the entries that left the window; a denial reads the
--- window's entries to work out when enough of them will have left).
+-- (+ ZADD when admitted, PEXPIRE when that moves the TTL to a new cell of its grid (see
+-- the prelude), ZREM when merging into the newest entry, and every 16th
+-- admission ZREMRANGEBYSCORE of the entries that left the window; a denial whose retry
+-- time is not the oldest entry's reads the window's entries to find it).
 -- The answer is one string, 'allowed remaining retry_after_us reset_after_us'.
 local limit, period = tonumber(ARGV[2]), tonumber(ARGV[3])
-local at, newest, ncost, ntotal = now, nil, 0, 0
+local at, newest, ncost, ntotal, lastt = now, nil, 0, 0, nil
 local last = redis.call('ZRANGE', KEYS[1], -1, -1)[1]
 if last then
   local t, c, s = string.match(last, '^(%d+):(%d+):(%d+)$')
   if not t then return redis.error_reply(BAD) end
   newest, ncost, ntotal = tonumber(t), tonumber(c), tonumber(s)
+  lastt = newest
   -- A clock behind the newest entry counts as the newest entry's time.
   if newest > at then at = newest end
 end
 -- The costs in the window (at - period, at]: the newest total less the total before the
 -- window's oldest entry.
-local sum = 0
+local sum, ft, fs = 0, nil, nil
 local since = '(' .. string.format('%d', at - period)
 local first = redis.call('ZRANGEBYSCORE', KEYS[1], since, '+inf', 'LIMIT', 0, 1)[1]
 if first then
   local t, c, s = string.match(first, '^(%d+):(%d+):(%d+)$')
   if not t then return redis.error_reply(BAD) end
-  sum = ntotal - (tonumber(s) - tonumber(c))
+  ft, fs = tonumber(t), tonumber(s)
+  sum = ntotal - (fs - tonumber(c))
 else
   newest = nil
 end
@@ -34,13 +37,19 @@ if sum + cost <= limit then
   if cost > 0 then
     local total = ntotal + cost
     local merged = cost
-    if newest == at then
-      -- Requests of the same microsecond share one entry.
-      merged = merged + ncost
-      redis.call('ZREM', KEYS[1], last)
-    end
+    -- Requests of the same microsecond share one entry: the merged one is added before
+    -- the old one goes, so the key never empties (which would drop its TTL).
+    if newest == at then merged = merged + ncost end
     redis.call('ZADD', KEYS[1], string.format('%d', at), string.format('%d:%d:%d', at, merged, total))
-    redis.call('PEXPIRE', KEYS[1], string.format('%d', math.floor((at + period - now + 999) / 1000) + slack))
+    if newest == at then redis.call('ZREM', KEYS[1], last) end
+    -- The log must live until its newest entry leaves the window; the longest span is the
+    -- period.
+    local grid = math.max(math.floor(period / 4000), 1) * 1000
+    local cell = math.floor((at + period) / grid)
+    if not lastt or cell ~= math.floor((lastt + period) / grid) then
+      redis.call('PEXPIRE', KEYS[1],
+        string.format('%d', math.floor(((cell + 1) * grid - now + 999) / 1000) + 1 + slack))
+    end
     if total % 16 < cost then
       redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', at - period))
     end
@@ -52,14 +61,17 @@ if sum + cost <= limit then
 end
 -- Denied: retry when enough of the oldest entries have left for the cost to fit, i.e. at
 -- the first entry whose total reaches the newest total + cost - limit.
+-- The window's oldest entry often is that entry (always for a limit of 1); else read on.
 local need = ntotal + cost - limit
-local retry = 0
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], since, '+inf')) do
-  local t, _, s = string.match(m, '^(%d+):(%d+):(%d+)$')
-  if not t then return redis.error_reply(BAD) end
-  if tonumber(s) >= need then
-    retry = tonumber(t) + period - now
-    break
+local retry = ft + period - now
+if fs < need then
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], since, '+inf')) do
+    local t, _, s = string.match(m, '^(%d+):(%d+):(%d+)$')
+    if not t then return redis.error_reply(BAD) end
+    if tonumber(s) >= need then
+      retry = tonumber(t) + period - now
+      break
+    end
   end
 end
 return string.format('0 %d %d %d', limit - sum, retry, newest + period - now)

@@ -37,7 +37,7 @@ if sum + cost <= limit then
       redis.call('HDEL', KEYS[1], unpack(gone))
     end
     if redis.call('HINCRBY', KEYS[1], string.format('%d', bucket), cost) == cost then
-      redis.call('PEXPIRE', KEYS[1], string.format('%d', math.floor((reset + 999) / 1000) + slack))
+      redis.call('PEXPIRE', KEYS[1], string.format('%d', math.floor((reset + 999) / 1000) + 1 + slack))
     end
   elseif newest then
     reset = (newest + n) * precision - now

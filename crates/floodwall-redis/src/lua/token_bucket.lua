@@ -2,15 +2,16 @@
 -- ARGV[2]: capacity, ARGV[3]: tick length (µs), ARGV[4]: tokens added per tick.
 -- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
 -- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`.
--- Cost: TIME + GET (+ SET PX when admitted).
+-- Cost: TIME + GET (+ SET when admitted: KEEPTTL, or PX in a new cell of the TTL grid).
 local capacity, tick_len, quantum = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local tick = math.floor(now / tick_len)
-local tokens = capacity
+local tokens, old = capacity, nil
 local stored = redis.call('GET', KEYS[1])
 if stored then
   local t, k = string.match(stored, '^(%d+) (%d+)$')
   if not t then return redis.error_reply(BAD) end
   t, k = tonumber(t), tonumber(k)
+  old = (k + math.ceil((capacity - t) / quantum)) * tick_len
   -- A clock behind the state adds nothing and never moves the anchor back.
   if k > tick then tick = k end
   tokens = math.min(t + (tick - k) * quantum, capacity)
@@ -29,6 +30,13 @@ if tokens < capacity then
   reset = (tick + math.ceil((capacity - tokens) / quantum)) * tick_len - now
 end
 -- @save
-redis.call('SET', KEYS[1], string.format('%d %d', tokens, tick), 'PX', string.format('%d',
-  math.floor(((tick + math.ceil((capacity - tokens) / quantum)) * tick_len - now + 999) / 1000)
-  + slack))
+-- The state must live until the bucket is full again; the longest span is a refill
+-- from empty.
+local grid = math.max(math.floor(math.ceil(capacity / quantum) * tick_len / 4000), 1) * 1000
+local cell = math.floor((tick + math.ceil((capacity - tokens) / quantum)) * tick_len / grid)
+if old and cell == math.floor(old / grid) then
+  redis.call('SET', KEYS[1], string.format('%d %d', tokens, tick), 'KEEPTTL')
+else
+  redis.call('SET', KEYS[1], string.format('%d %d', tokens, tick), 'PX',
+    string.format('%d', math.floor(((cell + 1) * grid - now + 999) / 1000) + 1 + slack))
+end
