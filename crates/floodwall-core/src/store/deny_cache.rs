@@ -1,20 +1,149 @@
 //! [`DenyCache`]: answers a key's repeated denials locally, without asking the store.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+
+use papaya::{Compute, Operation};
 
 use super::Store;
 use super::key::{KeyBuf, MapKey};
 use crate::{Clock, Decision, Error, Parameters, Policy, Rounding, SystemClock};
 
 /// A fact learnt from the store: any cost `>= cost` is refused until `until` (local µs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 struct Entry {
     until: u64,
     cost: u64,
     /// When the store said the key would be back to full, as a lower bound.
     reset_at: u64,
+    /// Once the fact has lapsed: the one check of the key in flight to the store, whose
+    /// answer checks of a cost `>=` its own wait for.
+    flight: Option<Arc<Flight>>,
+}
+
+impl Entry {
+    /// The same fact (a flight set on it since does not count).
+    fn same_fact(&self, other: &Entry) -> bool {
+        (self.until, self.cost, self.reset_at) == (other.until, other.cost, other.reset_at)
+    }
+
+    fn led_by(&self, flight: &Arc<Flight>) -> bool {
+        self.flight.as_ref().is_some_and(|f| Arc::ptr_eq(f, flight))
+    }
+}
+
+/// A check of a key whose cached refusal lapsed, in flight to the inner store: the
+/// checks of that key arriving meanwhile with a cost `>= cost` wait for its outcome.
+#[derive(Debug)]
+struct Flight {
+    cost: u64,
+    landing: Mutex<Landing>,
+}
+
+#[derive(Debug, Default)]
+struct Landing {
+    outcome: Option<Outcome>,
+    /// One slot per waiting check, emptied when it stops waiting.
+    waiters: Vec<Option<Waker>>,
+}
+
+/// How a [`Flight`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// The store refused: any cost `>=` the flight's is refused until `until`, as for an
+    /// entry (local µs, from the flight's send).
+    Refused { until: u64, reset_at: u64 },
+    /// Admitted, failed, cancelled or reset meanwhile: each waiting check decides again.
+    Open,
+}
+
+impl Flight {
+    fn new(cost: u64) -> Self {
+        Self {
+            cost,
+            landing: Mutex::new(Landing::default()),
+        }
+    }
+
+    /// Sets the outcome (the first one set stays) and wakes every waiting check.
+    fn land(&self, outcome: Outcome) {
+        let waiters = {
+            let mut l = lock(&self.landing);
+            if l.outcome.is_some() {
+                return;
+            }
+            l.outcome = Some(outcome);
+            std::mem::take(&mut l.waiters)
+        };
+        for waker in waiters.into_iter().flatten() {
+            waker.wake();
+        }
+    }
+}
+
+/// A check waiting for a [`Flight`] to land.
+struct Wait {
+    flight: Arc<Flight>,
+    slot: Option<usize>,
+}
+
+impl Future for Wait {
+    type Output = Outcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
+        let this = self.get_mut();
+        let mut l = lock(&this.flight.landing);
+        if let Some(outcome) = l.outcome {
+            this.slot = None;
+            return Poll::Ready(outcome);
+        }
+        match this.slot {
+            Some(i) => match &mut l.waiters[i] {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                w => *w = Some(cx.waker().clone()),
+            },
+            None => {
+                this.slot = Some(l.waiters.len());
+                l.waiters.push(Some(cx.waker().clone()));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        if let Some(i) = self.slot
+            && let Some(w) = lock(&self.flight.landing).waiters.get_mut(i)
+        {
+            *w = None;
+        }
+    }
+}
+
+/// Held by the check that leads a [`Flight`]: lands it however that check ends (answered,
+/// failed, or dropped while in flight), so no waiting check is left behind.
+struct Leading<'a, C> {
+    shared: &'a Shared<C>,
+    key: MapKey,
+    flight: Arc<Flight>,
+    outcome: Outcome,
+}
+
+impl<C> Drop for Leading<'_, C> {
+    fn drop(&mut self) {
+        // The lapsed entry carrying the flight goes, unless an answer replaced it.
+        let _ = self
+            .shared
+            .map
+            .pin()
+            .remove_if(&self.key, |_, e| e.led_by(&self.flight));
+        self.flight.land(self.outcome);
+    }
 }
 
 type Map = papaya::HashMap<MapKey, Entry, ahash::RandomState>;
@@ -75,6 +204,26 @@ type Map = papaya::HashMap<MapKey, Entry, ahash::RandomState>;
 ///    after the send, so the local window ends no later than the store's; and an entry
 ///    exists only after the answer came back, so it starts no earlier.
 ///
+/// **One check in flight when a refusal lapses.** Once a cached fact has lapsed, the next
+/// check of the key goes to the store (the *leader*), and the checks of that key arriving
+/// before its answer with a cost `>=` the leader's wait for that answer instead of going
+/// to the store too (a flood's requests arrive together: without this, each lapse cost a
+/// store call per request in flight). If the store refused the leader, they are refused
+/// too, which is exact in the sense any two concurrent requests are: the store refused
+/// cost `c` at an instant `t` between the leader's send `s` and its answer, and by fact 1
+/// every cost `>= c` stays refused from `t` until `s + retry_after`. A waiting check is in
+/// progress from its arrival `a` until after the leader's answer, so the later of `a` and
+/// `t` is an instant inside its own request at which the store refuses it, provided that
+/// instant is before `s + retry_after`; the cache checks this when the check wakes
+/// (`a` is earlier), reports `retry_after` until `s + retry_after`, and otherwise lets the
+/// check decide again. If the leader was admitted, failed or was dropped (cancelled), or
+/// the key was reset meanwhile, each waiting check decides again, once, as a check
+/// arriving after the answer would: refused from a fact the leader's admission recorded
+/// (the cost it leaves no room for), or sent to the store. A wait lasts no longer than the
+/// leader's call to the inner store (bound that call: the Redis store's timeout, or
+/// `resilience::Timeout`), and [`check_now`](Store::check_now) never waits: it returns
+/// `None` while a leader is out. Checks cheaper than the leader's go to the store at once.
+///
 /// What this assumes, and where it is not exact:
 /// - **Nobody resets or deletes the key elsewhere.** [`reset`](Store::reset) through this
 ///   cache forgets the local entry; a reset through another node, a `DEL` in Redis or an
@@ -113,6 +262,7 @@ struct Shared<C> {
     resets: AtomicU64,
     store_calls: AtomicU64,
     denied_locally: AtomicU64,
+    waited: AtomicU64,
 }
 
 /// How much work the [`DenyCache`] saved: read it to see whether caching pays for a
@@ -122,8 +272,13 @@ struct Shared<C> {
 pub struct DenyCacheStats {
     /// Checks passed to the inner store (each one a round trip for a remote store).
     pub store_calls: u64,
-    /// Checks refused from the cache, without calling the inner store.
+    /// Checks refused from the cache, without calling the inner store (including those
+    /// refused by the answer they waited for).
     pub denied_locally: u64,
+    /// Checks that waited for another check of their key in flight to the inner store
+    /// after a cached refusal lapsed (see *Exactness* in [`DenyCache`]): those refused by
+    /// its answer are in `denied_locally` too, the others went on as usual.
+    pub waited: u64,
 }
 
 /// Sets a [`DenyCache`]'s cap or clock before wrapping a store.
@@ -183,6 +338,7 @@ impl<C: Clock> DenyCacheBuilder<C> {
                 resets: AtomicU64::new(0),
                 store_calls: AtomicU64::new(0),
                 denied_locally: AtomicU64::new(0),
+                waited: AtomicU64::new(0),
             }),
         }
     }
@@ -209,13 +365,32 @@ impl<S: std::fmt::Debug, C: Clock> std::fmt::Debug for DenyCache<S, C> {
 }
 
 /// What to do with a check.
-enum Route {
+enum Route<'a, C> {
     /// Refused from the cache.
     Local(Decision),
-    /// Ask the store; record its answer if the reset epoch is still `epoch`.
-    Store { sent: u64, epoch: u64 },
+    /// Ask the store; record its answer if the reset epoch is still `epoch`. With `lead`,
+    /// this check leads the flight of a lapsed entry.
+    Store {
+        sent: u64,
+        epoch: u64,
+        lead: Option<Leading<'a, C>>,
+    },
+    /// Another check of the key is in flight after a lapse: wait for its answer.
+    Wait(Arc<Flight>),
     /// Ask the store and record nothing (a peek, or a policy the cache cannot serve).
     Through,
+}
+
+/// How a check may route around a lapsed entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// `check`: lead a flight, or wait for one.
+    Check,
+    /// `check` after waiting once: lead a flight, never wait again.
+    Retry,
+    /// `check_now`: neither (leading is for calls that wait for the store); a flight
+    /// out is answered [`Route::Wait`], which means "call `check`".
+    Now,
 }
 
 impl<S, C: Clock> DenyCache<S, C> {
@@ -229,6 +404,7 @@ impl<S, C: Clock> DenyCache<S, C> {
         DenyCacheStats {
             store_calls: self.shared.store_calls.load(Ordering::Relaxed),
             denied_locally: self.shared.denied_locally.load(Ordering::Relaxed),
+            waited: self.shared.waited.load(Ordering::Relaxed),
         }
     }
 
@@ -262,7 +438,13 @@ impl<S, C: Clock> DenyCache<S, C> {
             )
     }
 
-    fn route(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Route, Error> {
+    fn route(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+        mode: Mode,
+    ) -> Result<Route<'_, C>, Error> {
         policy.check_cost(cost)?;
         if cost == 0 || !Self::caches(policy) {
             return Ok(Route::Through);
@@ -274,25 +456,67 @@ impl<S, C: Clock> DenyCache<S, C> {
         let buf = KeyBuf::new(key);
         let map_key = buf.as_ref(policy.namespace());
         let map = sh.map.pin();
-        if let Some(e) = map.get(&map_key) {
-            if now < e.until {
-                if cost >= e.cost {
-                    sh.denied_locally.fetch_add(1, Ordering::Relaxed);
-                    let retry = e.until - now;
-                    let reset = e.reset_at.saturating_sub(now).max(retry);
-                    return Ok(Route::Local(Decision::new(
-                        false,
-                        policy.limit(),
-                        0,
-                        Duration::from_micros(retry),
-                        Duration::from_micros(reset),
-                    )));
-                }
-            } else {
-                let _ = map.remove_if(&map_key, |_, e| e.until <= now);
+        let store = Route::Store {
+            sent: now,
+            epoch,
+            lead: None,
+        };
+        let Some(e) = map.get(&map_key) else {
+            return Ok(store);
+        };
+        if now < e.until {
+            if cost < e.cost {
+                return Ok(store);
             }
+            sh.denied_locally.fetch_add(1, Ordering::Relaxed);
+            return Ok(Route::Local(refusal(policy, now, e.until, e.reset_at)));
         }
-        Ok(Route::Store { sent: now, epoch })
+        // Lapsed: wait for the check in flight, or lead one.
+        if let Some(f) = &e.flight {
+            return Ok(follow(f, cost, mode).unwrap_or(store));
+        }
+        if mode == Mode::Now {
+            return Ok(store);
+        }
+        let flight = Arc::new(Flight::new(cost));
+        let claim = map.compute(map_key.to_owned(), |current| match current {
+            Some((_, e)) if e.until <= now => match &e.flight {
+                None => Operation::Insert(Entry {
+                    flight: Some(Arc::clone(&flight)),
+                    ..e.clone()
+                }),
+                Some(f) => Operation::Abort(Some(Arc::clone(f))),
+            },
+            // Renewed or removed meanwhile: ask the store.
+            _ => Operation::Abort(None),
+        });
+        Ok(match claim {
+            Compute::Updated { .. } => Route::Store {
+                sent: now,
+                epoch,
+                lead: Some(Leading {
+                    shared: sh,
+                    key: map_key.to_owned(),
+                    flight,
+                    outcome: Outcome::Open,
+                }),
+            },
+            Compute::Aborted(Some(f)) => follow(&f, cost, mode).unwrap_or(store),
+            _ => store,
+        })
+    }
+
+    /// A waiting check's answer once its flight landed: `Some` refusal, or `None` to
+    /// decide again.
+    fn landed(&self, policy: &Policy, outcome: Outcome) -> Option<Decision> {
+        let Outcome::Refused { until, reset_at } = outcome else {
+            return None;
+        };
+        let now = self.shared.clock.now_micros();
+        (now < until).then(|| {
+            self.shared.denied_locally.fetch_add(1, Ordering::Relaxed);
+            refusal(policy, now, until, reset_at)
+        })
     }
 
     /// Learns from the store's answer to a check of `cost` sent at `sent`.
@@ -313,6 +537,7 @@ impl<S, C: Clock> DenyCache<S, C> {
             until,
             cost,
             reset_at: sent.saturating_add(micros(d.reset_after)),
+            flight: None,
         };
         let buf = KeyBuf::new(key);
         let map_key = buf.as_ref(policy.namespace());
@@ -320,10 +545,23 @@ impl<S, C: Clock> DenyCache<S, C> {
         if map.get(&map_key).is_none() {
             self.make_room(now);
         }
-        map.insert(map_key.to_owned(), entry);
+        map.insert(map_key.to_owned(), entry.clone());
         // A reset that ran between the epoch check and the insert must not be undone.
         if sh.resets.load(Ordering::SeqCst) != epoch {
-            let _ = map.remove_if(&map_key, |_, e| *e == entry);
+            let _ = map.remove_if(&map_key, |_, e| e.same_fact(&entry));
+        }
+    }
+
+    /// What a leader's answer tells the checks waiting for it.
+    fn outcome(&self, sent: u64, epoch: u64, d: &Decision) -> Outcome {
+        match d.retry_after {
+            Some(r) if !d.allowed && self.shared.resets.load(Ordering::SeqCst) == epoch => {
+                Outcome::Refused {
+                    until: sent.saturating_add(micros(r)),
+                    reset_at: sent.saturating_add(micros(d.reset_after)),
+                }
+            }
+            _ => Outcome::Open,
         }
     }
 
@@ -349,6 +587,24 @@ impl<S, C: Clock> DenyCache<S, C> {
         let target = sh.max_keys - sh.max_keys / 10 - 1;
         super::evict::evict_soonest(&sh.map, target, now, |e: &Entry| e.until, |_, _| true);
     }
+}
+
+/// Waits for `flight` if its answer covers `cost` and `mode` allows; `None`: ask the store.
+fn follow<'a, C>(flight: &Arc<Flight>, cost: u64, mode: Mode) -> Option<Route<'a, C>> {
+    (mode != Mode::Retry && cost >= flight.cost).then(|| Route::Wait(Arc::clone(flight)))
+}
+
+/// A refusal answered locally at `now` from a fact lasting until `until`.
+fn refusal(policy: &Policy, now: u64, until: u64, reset_at: u64) -> Decision {
+    let retry = until - now;
+    let reset = reset_at.saturating_sub(now).max(retry);
+    Decision::new(
+        false,
+        policy.limit(),
+        0,
+        Duration::from_micros(retry),
+        Duration::from_micros(reset),
+    )
 }
 
 /// After an admission: the smallest cost now refused, and for how long after the check
@@ -399,15 +655,33 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl<S: Store, C: Clock> Store for DenyCache<S, C> {
     async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        let route = self.route(key, policy, cost)?;
-        if let Route::Local(d) = route {
-            return Ok(d);
+        let mut route = self.route(key, policy, cost, Mode::Check)?;
+        if let Route::Wait(flight) = route {
+            self.shared.waited.fetch_add(1, Ordering::Relaxed);
+            let outcome = Wait { flight, slot: None }.await;
+            if let Some(d) = self.landed(policy, outcome) {
+                return Ok(d);
+            }
+            route = self.route(key, policy, cost, Mode::Retry)?;
         }
+        let (sent, epoch, mut lead) = match route {
+            Route::Local(d) => return Ok(d),
+            Route::Store { sent, epoch, lead } => (sent, epoch, lead),
+            Route::Wait(_) | Route::Through => {
+                self.shared.store_calls.fetch_add(1, Ordering::Relaxed);
+                return self.store.check(key, policy, cost).await;
+            }
+        };
         self.shared.store_calls.fetch_add(1, Ordering::Relaxed);
+        // Dropping `lead` (here or if this future is dropped) lands its flight.
         let result = self.store.check(key, policy, cost).await;
-        if let (Route::Store { sent, epoch }, Ok(d)) = (route, &result) {
+        if let Ok(d) = &result {
             self.record(key, policy, cost, sent, epoch, d);
+            if let Some(lead) = &mut lead {
+                lead.outcome = self.outcome(sent, epoch, d);
+            }
         }
+        drop(lead);
         result
     }
 
@@ -422,16 +696,20 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
     }
 
     /// Answers cached refusals here; anything else is whatever the inner store's
-    /// `check_now` answers (recorded as `check` would).
+    /// `check_now` answers (recorded as `check` would). `None` too while another check of
+    /// the key is in flight after a lapse: `check` waits for it.
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        let route = match self.route(key, policy, cost) {
+        // `Mode::Now` never leads a flight: no `Leading` to carry along.
+        let sent = match self.route(key, policy, cost, Mode::Now) {
             Ok(Route::Local(d)) => return Some(Ok(d)),
-            Ok(route) => route,
+            Ok(Route::Wait(_)) => return None,
+            Ok(Route::Store { sent, epoch, .. }) => Some((sent, epoch)),
+            Ok(Route::Through) => None,
             Err(e) => return Some(Err(e)),
         };
         let result = self.store.check_now(key, policy, cost)?;
         self.shared.store_calls.fetch_add(1, Ordering::Relaxed);
-        if let (Route::Store { sent, epoch }, Ok(d)) = (route, &result) {
+        if let (Some((sent, epoch)), Ok(d)) = (sent, &result) {
             self.record(key, policy, cost, sent, epoch, d);
         }
         Some(result)
