@@ -1,10 +1,15 @@
 //! Reading a script's answer.
 //!
-//! A Lua table costs Redis about a third of an empty script call to turn into a reply,
-//! more than the arithmetic of a decision (`BENCHMARKS.md`, section 1), so a single check
-//! answers with a scalar: GCRA with one integer from which the rest follows, the other
-//! algorithms with one string of four integers. Batches (`crate::coalesce`) answer with a
-//! table of four integers per check: one table for many decisions.
+//! A Lua table costs Redis about a third of an empty script call to turn into a reply, and
+//! `string.format` of four numbers a quarter, more than the arithmetic of a decision
+//! (`BENCHMARKS.md`, section 1). So a single check answers with one integer: the two
+//! numbers that determine the decision, packed (GCRA needs one), negated (`-1 - x`) when
+//! refused; this module works out the rest from the policy's parameters and the cost, with
+//! the same arithmetic as the algorithms in `floodwall-core` (`tests/model.rs` compares the
+//! two on random histories). When the numbers do not pack below 2^53 (a clock behind the
+//! state, huge parameters) the sliding window and log always do, the answer is one string
+//! of four integers. Batches (`crate::coalesce`) answer with a table of four integers per
+//! check: one table for many decisions.
 
 use floodwall_core::Error;
 use redis::Value;
@@ -12,13 +17,23 @@ use redis::Value;
 use crate::coalesce::Raw;
 use crate::error::UnexpectedReply;
 
-/// The shape of a single check's answer, which depends on the algorithm.
+/// How to read a single check's integer answer, which depends on the algorithm; every
+/// algorithm may also answer with the four-integer string.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum ReplyKind {
-    /// One integer: `reset_after` (µs) when allowed, `-1 - reset_after` when not. The
-    /// policy's emission interval and tolerance give the rest (as in `algorithm/gcra.rs`).
+    /// `reset_after` (µs): the TAT's lead over now.
     Gcra { interval: u64, tolerance: u64 },
-    /// 'allowed remaining retry_after reset_after', as one string.
+    /// `tokens × tick + (now − tick start)`.
+    TokenBucket {
+        capacity: u64,
+        tick: u64,
+        quantum: u64,
+    },
+    /// `level × interval + (now − since)`.
+    LeakyBucket { capacity: u64, interval: u64 },
+    /// `used × (period + 1) + µs to the window's end`.
+    FixedWindow { limit: u64, period: u64 },
+    /// The string only.
     Four,
 }
 
@@ -28,43 +43,102 @@ fn unexpected(reply: &Value) -> Error {
 
 /// `{allowed, remaining, retry_after_us, reset_after_us}` of a single check of `cost`.
 pub(crate) fn single(kind: ReplyKind, cost: u64, reply: &Value) -> Result<Raw, Error> {
-    match (kind, reply) {
-        (
-            ReplyKind::Gcra {
-                interval,
-                tolerance,
-            },
-            Value::Int(v),
-        ) if interval > 0 => {
-            let left = |ttl: u64| (tolerance - ttl.min(tolerance)) / interval;
-            if let Ok(ahead) = u64::try_from(*v) {
-                return Ok([1, left(ahead), 0, ahead]);
-            }
-            let ttl = u64::try_from(-(v + 1)).map_err(|_| unexpected(reply))?;
-            let retry = ttl
-                .checked_add(cost.saturating_mul(interval))
-                .and_then(|ahead| ahead.checked_sub(tolerance))
-                .filter(|&retry| retry > 0)
-                .ok_or_else(|| unexpected(reply))?;
-            Ok([0, left(ttl), retry, ttl])
+    match reply {
+        Value::Int(v) => {
+            let (allowed, x) = match u64::try_from(*v) {
+                Ok(x) => (true, x),
+                Err(_) => (
+                    false,
+                    u64::try_from(-(v + 1)).map_err(|_| unexpected(reply))?,
+                ),
+            };
+            unpack(kind, cost, allowed, x).ok_or_else(|| unexpected(reply))
         }
-        (ReplyKind::Four, Value::BulkString(bytes)) => {
-            let mut out = [0u64; 4];
-            let mut fields = bytes.split(|&b| b == b' ');
-            for slot in &mut out {
-                *slot = fields
-                    .next()
-                    .and_then(|f| std::str::from_utf8(f).ok())
-                    .and_then(|f| f.parse().ok())
-                    .ok_or_else(|| unexpected(reply))?;
-            }
-            if fields.next().is_some() {
-                return Err(unexpected(reply));
-            }
-            Ok(out)
-        }
+        Value::BulkString(bytes) => four(bytes).ok_or_else(|| unexpected(reply)),
         _ => Err(unexpected(reply)),
     }
+}
+
+/// The decision an integer answer stands for; `None` if it cannot be one.
+fn unpack(kind: ReplyKind, cost: u64, allowed: bool, x: u64) -> Option<Raw> {
+    match kind {
+        ReplyKind::Gcra {
+            interval,
+            tolerance,
+        } => {
+            let left = |ttl: u64| (tolerance - ttl.min(tolerance)) / interval.max(1);
+            if allowed {
+                return Some([1, left(x), 0, x]);
+            }
+            let retry = x
+                .checked_add(cost.checked_mul(interval)?)?
+                .checked_sub(tolerance)
+                .filter(|&r| r > 0)?;
+            Some([0, left(x), retry, x])
+        }
+        ReplyKind::TokenBucket {
+            capacity,
+            tick,
+            quantum,
+        } => {
+            let (tokens, off) = (x / tick.max(1), x % tick.max(1));
+            // When `missing` more tokens will have been added.
+            let wait = |missing: u64| match missing {
+                0 => Some(0),
+                m => m
+                    .div_ceil(quantum.max(1))
+                    .checked_mul(tick)?
+                    .checked_sub(off),
+            };
+            let reset = wait(capacity.checked_sub(tokens)?)?;
+            if allowed {
+                return Some([1, tokens, 0, reset]);
+            }
+            Some([
+                0,
+                tokens,
+                wait(cost.checked_sub(tokens).filter(|&m| m > 0)?)?,
+                reset,
+            ])
+        }
+        ReplyKind::LeakyBucket { capacity, interval } => {
+            let (level, d) = (x / interval.max(1), x % interval.max(1));
+            // When `k` more units will have leaked.
+            let after = |k: u64| match k {
+                0 => Some(0),
+                k => k.checked_mul(interval)?.checked_sub(d),
+            };
+            let (remaining, reset) = (capacity.checked_sub(level)?, after(level)?);
+            if allowed {
+                return Some([1, remaining, 0, reset]);
+            }
+            let over = (level + cost).checked_sub(capacity).filter(|&k| k > 0)?;
+            Some([0, remaining, after(over)?, reset])
+        }
+        ReplyKind::FixedWindow { limit, period } => {
+            let span = period.checked_add(1)?;
+            let (used, until) = (x / span, x % span);
+            let remaining = limit.checked_sub(used)?;
+            if until == 0 {
+                return None;
+            }
+            if allowed {
+                return Some([1, remaining, 0, if used == 0 { 0 } else { until }]);
+            }
+            Some([0, remaining, until, until])
+        }
+        ReplyKind::Four => None,
+    }
+}
+
+/// 'allowed remaining retry_after reset_after'.
+fn four(bytes: &[u8]) -> Option<Raw> {
+    let mut out = [0u64; 4];
+    let mut fields = bytes.split(|&b| b == b' ');
+    for slot in &mut out {
+        *slot = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
+    }
+    fields.next().is_none().then_some(out)
 }
 
 /// `n` checks' answers from a batch's table.
@@ -106,6 +180,46 @@ mod tests {
         // Denied with TAT 300 µs ahead: retry after 100, reset after 300.
         assert_eq!(single(G, 1, &Value::Int(-301)).unwrap(), [0, 0, 100, 300]);
         assert_eq!(single(G, 2, &Value::Int(-251)).unwrap(), [0, 0, 150, 250]);
+    }
+
+    #[test]
+    fn packed_pairs_give_what_the_algorithms_give() {
+        let tb = ReplyKind::TokenBucket {
+            capacity: 3,
+            tick: 100,
+            quantum: 1,
+        };
+        // 2 tokens left, 30 µs into the tick: the next token in 70 µs.
+        assert_eq!(single(tb, 1, &Value::Int(230)).unwrap(), [1, 2, 0, 70]);
+        // 1 token, cost 2: one more in 70 µs, full in 170.
+        assert_eq!(single(tb, 2, &Value::Int(-131)).unwrap(), [0, 1, 70, 170]);
+        let lb = ReplyKind::LeakyBucket {
+            capacity: 3,
+            interval: 100,
+        };
+        // Level 2, 30 µs since the last leak: empty in 170 µs.
+        assert_eq!(single(lb, 1, &Value::Int(230)).unwrap(), [1, 1, 0, 170]);
+        // Full, cost 2: two units leak in 170 µs, all in 270.
+        assert_eq!(single(lb, 2, &Value::Int(-331)).unwrap(), [0, 0, 170, 270]);
+        let fw = ReplyKind::FixedWindow {
+            limit: 5,
+            period: 1000,
+        };
+        assert_eq!(
+            single(fw, 1, &Value::Int(3 * 1001 + 400)).unwrap(),
+            [1, 2, 0, 400]
+        );
+        assert_eq!(single(fw, 0, &Value::Int(400)).unwrap(), [1, 5, 0, 0]);
+        assert_eq!(
+            single(fw, 1, &Value::Int(-1 - (5 * 1001 + 400))).unwrap(),
+            [0, 0, 400, 400]
+        );
+        // Numbers no state can have: more tokens than the capacity, a window ending now,
+        // a denial the cost would fit, an integer for the sliding algorithms.
+        assert!(single(tb, 1, &Value::Int(430)).is_err());
+        assert!(single(fw, 1, &Value::Int(1001)).is_err());
+        assert!(single(tb, 1, &Value::Int(-131)).is_err());
+        assert!(single(ReplyKind::Four, 1, &Value::Int(5)).is_err());
     }
 
     #[test]

@@ -156,6 +156,19 @@ pub(crate) fn reply_kind(params: Parameters) -> ReplyKind {
             interval,
             tolerance,
         },
+        Parameters::TokenBucket {
+            capacity,
+            tick,
+            quantum,
+        } => ReplyKind::TokenBucket {
+            capacity,
+            tick,
+            quantum,
+        },
+        Parameters::LeakyBucket { capacity, interval } => {
+            ReplyKind::LeakyBucket { capacity, interval }
+        }
+        Parameters::FixedWindow { limit, period } => ReplyKind::FixedWindow { limit, period },
         _ => ReplyKind::Four,
     }
 }

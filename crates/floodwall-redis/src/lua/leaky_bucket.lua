@@ -1,7 +1,8 @@
 -- Leaky bucket (funnel), as floodwall-core's algorithm/leaky_bucket.rs.
 -- State: '<level> <since µs>'. ARGV[2]: capacity, ARGV[3]: µs per leaked unit.
 -- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
--- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`.
+-- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`,
+-- `@reply` (a single check's answer).
 -- Cost: TIME + GET (+ SET when admitted: KEEPTTL, or PX in a new cell of the TTL grid).
 local capacity, interval = tonumber(ARGV[2]), tonumber(ARGV[3])
 local level, since, old = 0, now, nil
@@ -42,3 +43,13 @@ else
   redis.call('SET', KEYS[1], string.format('%d %d', level, since), 'PX',
     string.format('%d', math.floor(((cell + 1) * grid - now + 999) / 1000) + 1 + slack))
 end
+-- @reply
+-- One integer when it fits: level x interval + (now - since), negated (-1 - x) when
+-- refused; src/reply.rs works out the rest. A clock behind the state, or a funnel too large
+-- to pack below 2^53, answers with the four-integer string.
+local d = now - since
+if d >= 0 and d < interval and (capacity + 1) * interval <= 9007199254740992 then
+  if allowed == 1 then return level * interval + d end
+  return -1 - (level * interval + d)
+end
+return string.format('%d %d %d %d', allowed, remaining, retry, reset)

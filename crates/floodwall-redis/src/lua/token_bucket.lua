@@ -1,7 +1,8 @@
 -- Token bucket, as floodwall-core's algorithm/token_bucket.rs. State: '<tokens> <tick index>'.
 -- ARGV[2]: capacity, ARGV[3]: tick length (µs), ARGV[4]: tokens added per tick.
 -- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
--- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`.
+-- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`,
+-- `@reply` (a single check's answer).
 -- Cost: TIME + GET (+ SET when admitted: KEEPTTL, or PX in a new cell of the TTL grid).
 local capacity, tick_len, quantum = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local tick = math.floor(now / tick_len)
@@ -40,3 +41,13 @@ else
   redis.call('SET', KEYS[1], string.format('%d %d', tokens, tick), 'PX',
     string.format('%d', math.floor(((cell + 1) * grid - now + 999) / 1000) + 1 + slack))
 end
+-- @reply
+-- One integer when it fits: tokens x tick_len + (now - tick x tick_len), negated (-1 - x)
+-- when refused; src/reply.rs works out the rest. A clock behind the state, or a bucket too
+-- large to pack below 2^53, answers with the four-integer string.
+local off = now - tick * tick_len
+if off >= 0 and off < tick_len and (capacity + 1) * tick_len <= 9007199254740992 then
+  if allowed == 1 then return tokens * tick_len + off end
+  return -1 - (tokens * tick_len + off)
+end
+return string.format('%d %d %d %d', allowed, remaining, retry, reset)
