@@ -6,9 +6,10 @@
 //! numbers that determine the decision, packed (GCRA needs one), negated (`-1 - x`) when
 //! refused; this module works out the rest from the policy's parameters and the cost, with
 //! the same arithmetic as the algorithms in `floodwall-core` (`tests/model.rs` compares the
-//! two on random histories). When the numbers do not pack below 2^53 (a clock behind the
-//! state, huge parameters) the sliding window and log always do, the answer is one string
-//! of four integers. Batches (`crate::coalesce`) answer with a table of four integers per
+//! two on random histories). The sliding window and log pack their admissions only. When
+//! the numbers do not pack below 2^53 (a clock behind the state, huge parameters), and for
+//! the sliding algorithms' refusals, the answer is one string of four integers. Batches
+//! (`crate::coalesce`) answer with a table of four integers per
 //! check: one table for many decisions.
 
 use floodwall_core::Error;
@@ -33,6 +34,8 @@ pub(crate) enum ReplyKind {
     LeakyBucket { capacity: u64, interval: u64 },
     /// `used × (period + 1) + µs to the window's end`.
     FixedWindow { limit: u64, period: u64 },
+    /// Admissions only: `remaining × (period + 1) + reset_after`; refusals are strings.
+    Sliding { limit: u64, period: u64 },
     /// The string only.
     Four,
 }
@@ -127,6 +130,11 @@ fn unpack(kind: ReplyKind, cost: u64, allowed: bool, x: u64) -> Option<Raw> {
             }
             Some([0, remaining, until, until])
         }
+        ReplyKind::Sliding { limit, period } => {
+            let span = period.checked_add(1)?;
+            let (remaining, reset) = (x / span, x % span);
+            (allowed && remaining <= limit).then_some([1, remaining, 0, reset])
+        }
         ReplyKind::Four => None,
     }
 }
@@ -220,6 +228,16 @@ mod tests {
         assert!(single(fw, 1, &Value::Int(1001)).is_err());
         assert!(single(tb, 1, &Value::Int(-131)).is_err());
         assert!(single(ReplyKind::Four, 1, &Value::Int(5)).is_err());
+        let sliding = ReplyKind::Sliding {
+            limit: 10,
+            period: 1000,
+        };
+        assert_eq!(
+            single(sliding, 1, &Value::Int(7 * 1001 + 250)).unwrap(),
+            [1, 7, 0, 250]
+        );
+        assert!(single(sliding, 1, &Value::Int(11 * 1001)).is_err());
+        assert!(single(sliding, 1, &Value::Int(-5)).is_err());
     }
 
     #[test]

@@ -169,6 +169,15 @@ pub(crate) fn reply_kind(params: Parameters) -> ReplyKind {
             ReplyKind::LeakyBucket { capacity, interval }
         }
         Parameters::FixedWindow { limit, period } => ReplyKind::FixedWindow { limit, period },
+        Parameters::SlidingWindow {
+            limit,
+            precision,
+            buckets,
+        } => ReplyKind::Sliding {
+            limit,
+            period: precision.saturating_mul(buckets),
+        },
+        Parameters::SlidingLog { limit, period } => ReplyKind::Sliding { limit, period },
         _ => ReplyKind::Four,
     }
 }

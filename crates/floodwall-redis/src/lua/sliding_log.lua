@@ -8,7 +8,8 @@
 -- the prelude), ZREM when merging into the newest entry, and every 16th
 -- admission ZREMRANGEBYSCORE of the entries that left the window; a denial whose retry
 -- time is not the oldest entry's reads the window's entries to find it).
--- The answer is one string, 'allowed remaining retry_after_us reset_after_us'.
+-- The answer: when admitted, one integer (src/reply.rs) if it packs below 2^53; else, and
+-- when refused, one string 'allowed remaining retry_after_us reset_after_us'.
 local limit, period = tonumber(ARGV[2]), tonumber(ARGV[3])
 local at, newest, ncost, ntotal, lastt = now, nil, 0, 0, nil
 local last = redis.call('ZRANGE', KEYS[1], -1, -1)[1]
@@ -57,6 +58,10 @@ if sum + cost <= limit then
   end
   local reset = 0
   if newest then reset = newest + period - now end
+  -- Admitted: one integer when it fits, remaining x (period + 1) + reset (src/reply.rs).
+  if reset <= period and (limit + 1) * (period + 1) <= 9007199254740992 then
+    return (limit - sum - cost) * (period + 1) + reset
+  end
   return string.format('1 %d 0 %d', limit - sum - cost, reset)
 end
 -- Denied: retry when enough of the oldest entries have left for the cost to fit, i.e. at

@@ -3,7 +3,8 @@
 -- ARGV[2]: limit, ARGV[3]: bucket width (µs), ARGV[4]: buckets per period.
 -- Cost: TIME + HGETALL + (when admitted) HINCRBY, and HDEL of buckets that left the window
 -- and PEXPIRE only when the admission opens a new bucket (a bucket's expiry is fixed).
--- The answer is one string, 'allowed remaining retry_after_us reset_after_us'.
+-- The answer: when admitted, one integer (src/reply.rs) if it packs below 2^53; else, and
+-- when refused, one string 'allowed remaining retry_after_us reset_after_us'.
 local limit, precision, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local bucket = math.floor(now / precision)
 local flat = redis.call('HGETALL', KEYS[1])
@@ -41,6 +42,11 @@ if sum + cost <= limit then
     end
   elseif newest then
     reset = (newest + n) * precision - now
+  end
+  -- Admitted: one integer when it fits, remaining x (period + 1) + reset (src/reply.rs).
+  local period = n * precision
+  if reset <= period and (limit + 1) * (period + 1) <= 9007199254740992 then
+    return (limit - sum - cost) * (period + 1) + reset
   end
   return string.format('1 %d 0 %d', limit - sum - cost, reset)
 end
