@@ -1,4 +1,4 @@
-//! The response body: the inner service's, or a refusal's fixed bytes.
+//! Response bodies: the inner service's own body type, with refusals written into it.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -7,9 +7,111 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
+/// A response body type a refusal can be written in.
+///
+/// A [`RateLimit`](crate::RateLimit) service answers with the inner service's own body
+/// type, so a framework that erases body types (axum, tonic) takes the inner service's
+/// bodies through as they are, without boxing them once more per response. A refusal's
+/// small, fixed body (built by the [responders](crate::respond)) is converted into that type
+/// with [`from_rejection`](Self::from_rejection).
+///
+/// Implemented for axum's and tonic's bodies (features `axum` and `tonic`), `String`,
+/// http-body-util's `Full<Bytes>`, `BoxBody<Bytes, E>` and `UnsyncBoxBody<Bytes, E>`, and
+/// [`ResponseBody`]. For any other body type, wrap the inner service's bodies in
+/// [`ResponseBody::new`] inside the layer:
+///
+/// ```
+/// use floodwall_core::{MemoryStore, Policy};
+/// use floodwall_tower::{RateLimitLayer, ResponseBody};
+/// use http::{Request, Response, StatusCode};
+/// use http_body_util::Empty;
+/// use tower::{ServiceBuilder, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let policy = Policy::gcra("per-ip", "1/s".parse()?)?;
+/// let service = ServiceBuilder::new()
+///     .layer(RateLimitLayer::new(MemoryStore::new(), policy))
+///     .map_response(|res: Response<_>| res.map(ResponseBody::new))
+///     .service(service_fn(|_req: Request<()>| async {
+///         Ok::<_, std::convert::Infallible>(Response::new(Empty::<bytes::Bytes>::new()))
+///     }));
+///
+/// let request = || {
+///     let mut req = Request::new(());
+///     req.extensions_mut().insert("203.0.113.7".parse::<std::net::IpAddr>().unwrap());
+///     req
+/// };
+/// let ok = service.clone().oneshot(request()).await?;
+/// assert_eq!(ok.status(), StatusCode::OK);
+/// let refused: Response<ResponseBody<Empty<bytes::Bytes>>> = service.oneshot(request()).await?;
+/// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+/// # Ok(())
+/// # }
+/// ```
+pub trait RejectionBody: Sized {
+    /// A body holding exactly `bytes`.
+    fn from_rejection(bytes: Bytes) -> Self;
+}
+
+/// Refusal bodies are text or JSON, so valid UTF-8; any other byte a custom responder
+/// writes is replaced with U+FFFD.
+impl RejectionBody for String {
+    fn from_rejection(bytes: Bytes) -> Self {
+        match String::from_utf8(bytes.into()) {
+            Ok(text) => text,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        }
+    }
+}
+
+impl RejectionBody for http_body_util::Full<Bytes> {
+    fn from_rejection(bytes: Bytes) -> Self {
+        Self::new(bytes)
+    }
+}
+
+impl<E> RejectionBody for http_body_util::combinators::BoxBody<Bytes, E> {
+    fn from_rejection(bytes: Bytes) -> Self {
+        use http_body_util::BodyExt;
+        http_body_util::Full::new(bytes)
+            .map_err(|never| match never {})
+            .boxed()
+    }
+}
+
+impl<E> RejectionBody for http_body_util::combinators::UnsyncBoxBody<Bytes, E> {
+    fn from_rejection(bytes: Bytes) -> Self {
+        use http_body_util::BodyExt;
+        http_body_util::Full::new(bytes)
+            .map_err(|never| match never {})
+            .boxed_unsync()
+    }
+}
+
+#[cfg(feature = "axum")]
+impl RejectionBody for axum::body::Body {
+    fn from_rejection(bytes: Bytes) -> Self {
+        Self::from(bytes)
+    }
+}
+
+#[cfg(feature = "tonic")]
+impl RejectionBody for tonic::body::Body {
+    fn from_rejection(bytes: Bytes) -> Self {
+        Self::new(http_body_util::Full::new(bytes))
+    }
+}
+
+impl<B> RejectionBody for ResponseBody<B> {
+    fn from_rejection(bytes: Bytes) -> Self {
+        Self::full(bytes)
+    }
+}
+
 pin_project! {
-    /// The body of a [`RateLimit`](crate::RateLimit) response: the inner service's body
-    /// when the request went through, or the refusal's small fixed body.
+    /// A body that is either another body or a refusal's fixed bytes: the
+    /// [`RejectionBody`] for services whose own body type is not one.
     ///
     /// Its `Data` is [`Bytes`], as axum's, tonic's and hyper's bodies are.
     pub struct ResponseBody<B> {
@@ -27,13 +129,14 @@ pin_project! {
 }
 
 impl<B> ResponseBody<B> {
-    pub(crate) fn inner(body: B) -> Self {
+    /// Wraps a service's body.
+    pub fn new(body: B) -> Self {
         Self {
             kind: Kind::Inner { body },
         }
     }
 
-    pub(crate) fn full(data: Bytes) -> Self {
+    fn full(data: Bytes) -> Self {
         let data = (!data.is_empty()).then_some(data);
         Self {
             kind: Kind::Full { data },
@@ -84,5 +187,42 @@ impl<B> std::fmt::Debug for ResponseBody<B> {
                 .field("len", &data.as_ref().map_or(0, Bytes::len))
                 .finish(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    async fn bytes_of<B>(body: B) -> Bytes
+    where
+        B: Body<Data = Bytes>,
+        B::Error: std::fmt::Debug,
+    {
+        body.collect().await.unwrap().to_bytes()
+    }
+
+    #[tokio::test]
+    async fn every_rejection_body_holds_the_bytes() {
+        let text = Bytes::from_static(b"Too Many Requests\n");
+        assert_eq!(String::from_rejection(text.clone()), "Too Many Requests\n");
+        assert_eq!(
+            String::from_rejection(Bytes::from_static(b"a\xffb")),
+            "a\u{fffd}b"
+        );
+        assert_eq!(
+            bytes_of(http_body_util::Full::from_rejection(text.clone())).await,
+            text
+        );
+        type Boxed = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+        assert_eq!(bytes_of(Boxed::from_rejection(text.clone())).await, text);
+        let wrapped = ResponseBody::<http_body_util::Empty<Bytes>>::from_rejection(text.clone());
+        assert_eq!(wrapped.size_hint().exact(), Some(text.len() as u64));
+        assert_eq!(bytes_of(wrapped).await, text);
+        let empty = ResponseBody::<http_body_util::Empty<Bytes>>::from_rejection(Bytes::new());
+        assert!(empty.is_end_stream());
+        let inner = ResponseBody::new(http_body_util::Full::new(text.clone()));
+        assert_eq!(bytes_of(inner).await, text);
     }
 }

@@ -5,12 +5,13 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use bytes::Bytes;
 use floodwall_core::BoxError;
 use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::body::ResponseBody;
+use crate::body::RejectionBody;
 use crate::shared::{Report, Verdict};
 use crate::{RejectWithError, RejectWithResponse};
 
@@ -72,13 +73,11 @@ where
         }
     }
 
-    /// The outcome in both modes: `Err` is the inner service's error, `Ok(Err)` a refusal
-    /// as an error.
-    #[allow(clippy::type_complexity)]
+    /// The outcome in both modes: `Err` is the inner service's error.
     fn poll_outcome<ResB>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<Result<Response<ResponseBody<ResB>>, BoxError>, S::Error>>
+    ) -> Poll<Result<Outcome<ResB>, S::Error>>
     where
         S: Service<Request<B>, Response = Response<ResB>>,
     {
@@ -102,24 +101,34 @@ where
                     if let Some(report) = report.take() {
                         report.write(res.headers_mut());
                     }
-                    return Poll::Ready(Ok(Ok(res.map(ResponseBody::inner))));
+                    return Poll::Ready(Ok(Outcome::Inner(res)));
                 }
                 StateProj::Refused { verdict } => verdict
                     .take()
                     .expect("ResponseFuture polled after completion"),
             };
             return Poll::Ready(Ok(match verdict {
-                Verdict::Respond(res) => Ok(res.map(ResponseBody::full)),
-                Verdict::Fail(error) => Err(error),
+                Verdict::Respond(res) => Outcome::Refused(res),
+                Verdict::Fail(error) => Outcome::Failed(error),
                 // Proceed is handled above.
-                Verdict::Proceed(_) => Ok(internal_error()),
+                Verdict::Proceed(_) => Outcome::Refused(Box::new(internal_error())),
             }));
         }
     }
 }
 
-fn internal_error<B>() -> Response<ResponseBody<B>> {
-    let mut res = Response::new(ResponseBody::full(bytes::Bytes::new()));
+/// How a request ended, in either mode.
+enum Outcome<ResB> {
+    /// The inner service's response.
+    Inner(Response<ResB>),
+    /// A refusal as a response.
+    Refused(Box<Response<Bytes>>),
+    /// A refusal as an error.
+    Failed(BoxError),
+}
+
+fn internal_error() -> Response<Bytes> {
+    let mut res = Response::new(Bytes::new());
     *res.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
     res
 }
@@ -127,16 +136,18 @@ fn internal_error<B>() -> Response<ResponseBody<B>> {
 impl<S, B, ResB> Future for ResponseFuture<S, B, RejectWithResponse>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
+    ResB: RejectionBody,
 {
-    type Output = Result<Response<ResponseBody<ResB>>, S::Error>;
+    type Output = Result<Response<ResB>, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // A refusal is never an error in this mode; were one to arrive, answer 500
-        // rather than panic.
-        Poll::Ready(
-            ready!(self.poll_outcome(cx))
-                .map(|outcome| outcome.unwrap_or_else(|_| internal_error())),
-        )
+        Poll::Ready(Ok(match ready!(self.poll_outcome(cx))? {
+            Outcome::Inner(res) => res,
+            Outcome::Refused(res) => res.map(ResB::from_rejection),
+            // A refusal is never an error in this mode; were one to arrive, answer 500
+            // rather than panic.
+            Outcome::Failed(_) => internal_error().map(ResB::from_rejection),
+        }))
     }
 }
 
@@ -145,11 +156,19 @@ where
     S: Service<Request<B>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
 {
-    type Output = Result<Response<ResponseBody<ResB>>, BoxError>;
+    type Output = Result<Response<ResB>, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         Poll::Ready(match ready!(self.poll_outcome(cx)) {
-            Ok(outcome) => outcome,
+            Ok(Outcome::Inner(res)) => Ok(res),
+            Ok(Outcome::Failed(error)) => Err(error),
+            // Every refusal is an error in this mode; were a response to arrive, report it
+            // as one rather than panic.
+            Ok(Outcome::Refused(res)) => Err(format!(
+                "request refused by the rate limiter with status {}",
+                res.status()
+            )
+            .into()),
             Err(inner) => Err(inner.into()),
         })
     }

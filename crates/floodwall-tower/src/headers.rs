@@ -62,34 +62,116 @@ pub(crate) fn ensure_retry_after(headers: &mut HeaderMap, retry_after: Option<Du
     }
 }
 
-/// Writes the style's headers for these decisions; `policy_value` is the
-/// `RateLimit-Policy` value when the caller already has it for these policies.
-pub(crate) fn write(
-    style: HeaderStyle,
-    policy_value: Option<HeaderValue>,
-    decisions: &[(Policy, Decision)],
-    headers: &mut HeaderMap,
-) {
-    if decisions.is_empty() {
-        return;
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// The rate-limit headers of one response, worked out when its request was decided: what
+/// an allowed request's future carries to its response, instead of the policies and
+/// decisions themselves.
+pub(crate) enum Fields {
+    /// `RateLimit-Policy`, and `RateLimit` (`None` only if it could not be a header value).
+    Ietf {
+        policy: HeaderValue,
+        limit: Option<HeaderValue>,
+    },
+    /// The most restrictive decision's figures; `X-RateLimit-Reset` is Unix time, read
+    /// when the headers are written.
+    GitHub {
+        limit: u64,
+        remaining: u64,
+        reset_after: Duration,
+    },
+}
+
+impl Fields {
+    /// The style's headers for these decisions, if any; `policy_value` is the
+    /// `RateLimit-Policy` value when the caller already has it for these policies.
+    pub(crate) fn new<'a, I>(
+        style: HeaderStyle,
+        policy_value: Option<HeaderValue>,
+        decisions: I,
+    ) -> Option<Self>
+    where
+        I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
+    {
+        match style {
+            HeaderStyle::Ietf => {
+                // No decision (every policy found the cost too high): no fields.
+                decisions.clone().next()?;
+                let policy = policy_value
+                    .unwrap_or_else(|| ietf_policy_value(decisions.clone().map(|(p, _)| p)));
+                Some(Self::Ietf {
+                    policy,
+                    limit: ietf_limit_value(decisions),
+                })
+            }
+            HeaderStyle::GitHub => {
+                let (_, d) = decisions.min_by_key(|(_, d)| {
+                    (d.allowed, d.remaining, std::cmp::Reverse(d.reset_after))
+                })?;
+                Some(Self::GitHub {
+                    limit: d.limit,
+                    remaining: d.remaining,
+                    reset_after: d.reset_after,
+                })
+            }
+            HeaderStyle::None => None,
+        }
     }
-    match style {
-        HeaderStyle::Ietf => {
-            let policy_value =
-                policy_value.unwrap_or_else(|| ietf_policy_value(decisions.iter().map(|(p, _)| p)));
-            headers.insert(HeaderName::from_static("ratelimit-policy"), policy_value);
-            if let Some(value) = ietf_limit_value(decisions) {
-                headers.insert(HeaderName::from_static("ratelimit"), value);
+
+    /// Adds the headers to a response's.
+    pub(crate) fn write(self, headers: &mut HeaderMap) {
+        match self {
+            Self::Ietf { policy, limit } => {
+                headers.insert(RATELIMIT_POLICY, policy);
+                if let Some(limit) = limit {
+                    headers.insert(RATELIMIT, limit);
+                }
+            }
+            Self::GitHub {
+                limit,
+                remaining,
+                reset_after,
+            } => {
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default();
+                let reset = ceil_secs(now.saturating_add(reset_after));
+                headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(limit));
+                headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(remaining));
+                headers.insert(X_RATELIMIT_RESET, HeaderValue::from(reset));
             }
         }
-        HeaderStyle::GitHub => write_github(decisions, headers),
-        HeaderStyle::None => {}
+    }
+}
+
+/// Writes the style's headers for these decisions; `policy_value` is the
+/// `RateLimit-Policy` value when the caller already has it for these policies.
+pub(crate) fn write<'a, I>(
+    style: HeaderStyle,
+    policy_value: Option<HeaderValue>,
+    decisions: I,
+    headers: &mut HeaderMap,
+) where
+    I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
+{
+    if let Some(fields) = Fields::new(style, policy_value, decisions) {
+        fields.write(headers);
     }
 }
 
 /// `RateLimit-Policy`: one list member per policy. It depends only on the policies, so the
 /// layer works it out once for its own.
 pub(crate) fn ietf_policy_value<'a>(policies: impl IntoIterator<Item = &'a Policy>) -> HeaderValue {
+    // Names, digits and punctuation only: always a valid header value.
+    HeaderValue::try_from(ietf_policy_text(policies))
+        .unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+fn ietf_policy_text<'a>(policies: impl IntoIterator<Item = &'a Policy>) -> String {
     let mut value = String::with_capacity(48);
     for (i, p) in policies.into_iter().enumerate() {
         if i > 0 {
@@ -112,44 +194,88 @@ pub(crate) fn ietf_policy_value<'a>(policies: impl IntoIterator<Item = &'a Polic
             let _ = write!(value, ";floodwall-burst={}", quota.burst());
         }
     }
-    // Names, digits and punctuation only: always a valid header value.
-    HeaderValue::try_from(value).unwrap_or_else(|_| HeaderValue::from_static(""))
+    value
 }
 
-/// `RateLimit`: what remains now and when each policy is full again. Formatted on the
-/// stack, so the header value is the only allocation.
-fn ietf_limit_value(decisions: &[(Policy, Decision)]) -> Option<HeaderValue> {
+/// `RateLimit`: what remains now and when each policy is full again. This runs for every
+/// allowed request, so it is formatted by hand (no `fmt` machinery) on the stack, and the
+/// header value's bytes are the only allocation.
+fn ietf_limit_value<'a, I>(decisions: I) -> Option<HeaderValue>
+where
+    I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
+{
     let mut buf = StackBuf::default();
-    if format_limit(&mut buf, decisions).is_ok() {
+    if format_limit(&mut buf, decisions.clone()).is_ok() {
         return HeaderValue::from_bytes(buf.as_bytes()).ok();
     }
     // Many policies with long names: the heap, then.
-    let mut value = String::new();
+    let mut value = Vec::new();
     format_limit(&mut value, decisions).ok()?;
-    HeaderValue::try_from(value).ok()
+    HeaderValue::from_bytes(&value).ok()
 }
 
-fn format_limit(out: &mut impl Write, decisions: &[(Policy, Decision)]) -> std::fmt::Result {
-    for (i, (p, d)) in decisions.iter().enumerate() {
+fn format_limit<'a>(
+    out: &mut impl Out,
+    decisions: impl Iterator<Item = (&'a Policy, &'a Decision)>,
+) -> Result<(), Full> {
+    for (i, (p, d)) in decisions.enumerate() {
         if i > 0 {
-            out.write_str(", ")?;
+            out.put(b", ")?;
         }
-        let reset = ceil_secs(d.reset_after);
-        write!(out, "\"{}\";r={};t={reset}", p.name(), d.remaining)?;
+        out.put(b"\"")?;
+        out.put(p.name().as_bytes())?;
+        out.put(b"\";r=")?;
+        out.put_decimal(d.remaining)?;
+        out.put(b";t=")?;
+        out.put_decimal(ceil_secs(d.reset_after))?;
     }
     Ok(())
 }
 
-/// A fixed buffer for one header value.
+/// A [`StackBuf`] had no room left.
+struct Full;
+
+/// Where a header value is formatted.
+trait Out {
+    /// Appends `n` bytes, written by `write` into a slice of that length.
+    fn put_with(&mut self, n: usize, write: impl FnOnce(&mut [u8])) -> Result<(), Full>;
+
+    fn put(&mut self, bytes: &[u8]) -> Result<(), Full> {
+        self.put_with(bytes.len(), |dst| dst.copy_from_slice(bytes))
+    }
+
+    /// Appends `n` in decimal, written in place.
+    fn put_decimal(&mut self, n: u64) -> Result<(), Full> {
+        let digits = n.checked_ilog10().map_or(1, |log| log as usize + 1);
+        self.put_with(digits, |dst| {
+            let mut n = n;
+            for digit in dst.iter_mut().rev() {
+                *digit = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        })
+    }
+}
+
+impl Out for Vec<u8> {
+    fn put_with(&mut self, n: usize, write: impl FnOnce(&mut [u8])) -> Result<(), Full> {
+        let start = self.len();
+        self.resize(start + n, 0);
+        write(&mut self[start..]);
+        Ok(())
+    }
+}
+
+/// A fixed buffer for one header value: one policy's `RateLimit` always fits.
 struct StackBuf {
-    bytes: [u8; 192],
+    bytes: [u8; 128],
     len: usize,
 }
 
 impl Default for StackBuf {
     fn default() -> Self {
         Self {
-            bytes: [0; 192],
+            bytes: [0; 128],
             len: 0,
         }
     }
@@ -161,41 +287,14 @@ impl StackBuf {
     }
 }
 
-impl Write for StackBuf {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.len + s.len();
-        if end > self.bytes.len() {
-            return Err(std::fmt::Error);
-        }
-        self.bytes[self.len..end].copy_from_slice(s.as_bytes());
+impl Out for StackBuf {
+    #[inline]
+    fn put_with(&mut self, n: usize, write: impl FnOnce(&mut [u8])) -> Result<(), Full> {
+        let end = self.len + n;
+        write(self.bytes.get_mut(self.len..end).ok_or(Full)?);
         self.len = end;
         Ok(())
     }
-}
-
-fn write_github(decisions: &[(Policy, Decision)], headers: &mut HeaderMap) {
-    let Some((_, d)) = decisions
-        .iter()
-        .min_by_key(|(_, d)| (d.allowed, d.remaining, std::cmp::Reverse(d.reset_after)))
-    else {
-        return;
-    };
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    let reset = ceil_secs(now.saturating_add(d.reset_after));
-    headers.insert(
-        HeaderName::from_static("x-ratelimit-limit"),
-        HeaderValue::from(d.limit),
-    );
-    headers.insert(
-        HeaderName::from_static("x-ratelimit-remaining"),
-        HeaderValue::from(d.remaining),
-    );
-    headers.insert(
-        HeaderName::from_static("x-ratelimit-reset"),
-        HeaderValue::from(reset),
-    );
 }
 
 #[cfg(test)]
@@ -233,7 +332,12 @@ mod tests {
             (b, decision(false, 1000, 0, 86_400_000)),
             (c, decision(true, 5, 5, 0)),
         ];
-        write(HeaderStyle::Ietf, None, &ds, &mut h);
+        write(
+            HeaderStyle::Ietf,
+            None,
+            ds.iter().map(|(p, d)| (p, d)),
+            &mut h,
+        );
         assert_eq!(
             h["ratelimit-policy"],
             "\"per-ip\";q=10;w=1;floodwall-burst=20, \"daily\";q=1000;w=86400, \"fast\";q=50;w=1"
@@ -257,7 +361,12 @@ mod tests {
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .as_secs();
-        write(HeaderStyle::GitHub, None, &ds, &mut h);
+        write(
+            HeaderStyle::GitHub,
+            None,
+            ds.iter().map(|(p, d)| (p, d)),
+            &mut h,
+        );
         assert_eq!(h["x-ratelimit-limit"], "100");
         assert_eq!(h["x-ratelimit-remaining"], "50");
         let reset: u64 = h["x-ratelimit-reset"].to_str().unwrap().parse().unwrap();
@@ -266,7 +375,12 @@ mod tests {
             "{reset} vs {before}"
         );
         let mut none = HeaderMap::new();
-        write(HeaderStyle::None, None, &ds, &mut none);
+        write(
+            HeaderStyle::None,
+            None,
+            ds.iter().map(|(p, d)| (p, d)),
+            &mut none,
+        );
         assert!(none.is_empty());
     }
 }

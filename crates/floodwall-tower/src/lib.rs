@@ -14,6 +14,10 @@
 //!
 //! - The layer and service are cheap to clone and never wait in `poll_ready`, so they go
 //!   straight on an axum `Router` or a tonic `Server` without a `BufferLayer`.
+//! - Responses keep the inner service's body type, so axum and tonic take them through
+//!   without boxing them again; a refusal's body is written into that type
+//!   ([`RejectionBody`]: axum's and tonic's bodies, `String`, http-body-util's; any other
+//!   body goes through [`ResponseBody`]).
 //! - Everything is a builder method on [`RateLimitLayer`]: the [key](extract), the
 //!   [responders](respond), the [header style](HeaderStyle), a per-request cost, a
 //!   [policy chooser](choose) (per route, method, tier or key), several policies on one
@@ -78,7 +82,7 @@ pub mod respond;
 mod service;
 mod shared;
 
-pub use body::ResponseBody;
+pub use body::{RejectionBody, ResponseBody};
 pub use error::RateLimited;
 pub use future::ResponseFuture;
 pub use headers::{HeaderStyle, retry_after_secs};

@@ -9,7 +9,7 @@ use floodwall_core::{BoxError, MemoryStore, Policy, Store};
 use http::{Request, Response};
 use tower_service::Service;
 
-use crate::body::ResponseBody;
+use crate::body::RejectionBody;
 use crate::choose::Choice;
 use crate::extract::{ExtractKey, PeerIp};
 use crate::future::ResponseFuture;
@@ -22,6 +22,9 @@ use crate::{Key, RateLimitLayer, RejectWithError, RejectWithResponse};
 /// either calls the inner service (adding rate-limit headers to its response) or answers
 /// with the refusal at once. `poll_ready` is the inner service's: the limiter never waits
 /// for quota and never holds back readiness, so the layer needs no `BufferLayer`.
+///
+/// Its responses have the inner service's body type (`Response<B>`, refusals included:
+/// they are written into `B` by [`RejectionBody`](crate::RejectionBody)).
 ///
 /// Cloning is cheap: the configuration is shared behind one `Arc`.
 pub struct RateLimit<S, St = MemoryStore, K = PeerIp, M = RejectWithResponse> {
@@ -88,10 +91,10 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
             Some(chooser) => chooser.choose(&parts, key.as_bytes()),
             None => Choice::Default,
         };
-        let policies = match choice {
-            Choice::Default => PolicyList::Many(shared.policies.clone()),
-            Choice::Policy(policy) => PolicyList::One(policy),
-            Choice::Policies(list) => PolicyList::Many(list),
+        let policies: &[Policy] = match &choice {
+            Choice::Default => &shared.policies,
+            Choice::Policy(policy) => std::slice::from_ref(policy),
+            Choice::Policies(list) => list,
             Choice::Skip => {
                 return ResponseFuture::calling(
                     self.inner.call(Request::from_parts(parts, body)),
@@ -102,7 +105,7 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
         let cost = shared.cost.as_ref().map_or(1, |cost| cost(&parts));
         let req = Request::from_parts(parts, body);
 
-        match shared.decide_now(&key, &policies, cost, error_mode) {
+        match shared.decide_now(&key, policies, cost, error_mode) {
             // `self.inner` is the service `poll_ready` made ready: call it in place.
             Checked::Decided(Verdict::Proceed(report)) => {
                 ResponseFuture::calling(self.inner.call(req), report)
@@ -112,6 +115,11 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
                 // The store must be waited for: the check runs in a future that owns what
                 // it borrows. Take the ready service for this request and leave a clone to
                 // be made ready for the next one.
+                let policies = match choice {
+                    Choice::Policy(policy) => PolicyList::One(policy),
+                    Choice::Policies(list) => PolicyList::Many(list),
+                    _ => PolicyList::Many(shared.policies.clone()),
+                };
                 let shared = Arc::clone(shared);
                 let check = Box::pin(async move {
                     shared
@@ -129,10 +137,11 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
 impl<S, St, K, B, ResB> Service<Request<B>> for RateLimit<S, St, K, RejectWithResponse>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    ResB: RejectionBody,
     St: Store + 'static,
     K: ExtractKey,
 {
-    type Response = Response<ResponseBody<ResB>>;
+    type Response = Response<ResB>;
     type Error = S::Error;
     type Future = ResponseFuture<S, B, RejectWithResponse>;
 
@@ -152,7 +161,7 @@ where
     St: Store + 'static,
     K: ExtractKey,
 {
-    type Response = Response<ResponseBody<ResB>>;
+    type Response = Response<ResB>;
     type Error = BoxError;
     type Future = ResponseFuture<S, B, RejectWithError>;
 

@@ -4,13 +4,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use floodwall_core::{BoxError, Policy, Store};
+use floodwall_core::{BoxError, Decision, Policy, Store};
 use http::request::Parts;
 use http::{HeaderValue, Response};
+use smallvec::SmallVec;
 
 use crate::choose::ChoosePolicy;
 use crate::extract::{KeyError, OnMissingKey};
-use crate::headers::{self, HeaderStyle};
+use crate::headers::{self, Fields, HeaderStyle};
 use crate::respond::{
     Decisions, Denial, OnReject, OnStoreFailure, ServiceUnavailable, TooManyRequests,
 };
@@ -33,7 +34,7 @@ pub(crate) struct Shared<St, K> {
     pub(crate) shadow: bool,
     pub(crate) fail_open: bool,
     /// `RateLimit-Policy` for `policies`, built on first use.
-    pub(crate) policy_header: OnceLock<Option<HeaderValue>>,
+    pub(crate) policy_header: OnceLock<HeaderValue>,
     /// Whether the store's last answer was a failure: failures are logged once per
     /// outage, not once per request.
     pub(crate) store_down: AtomicBool,
@@ -111,14 +112,15 @@ impl<St: Clone, K: Clone> Clone for Shared<St, K> {
     }
 }
 
-/// The policies one request is checked against.
+/// The policies one request is checked against, owned: what a check that waits for the
+/// store keeps. A check the store answers at once borrows them instead.
 pub(crate) enum PolicyList {
     Many(Arc<[Policy]>),
     One(Policy),
 }
 
 impl PolicyList {
-    fn as_slice(&self) -> &[Policy] {
+    pub(crate) fn as_slice(&self) -> &[Policy] {
         match self {
             Self::Many(list) => list,
             Self::One(one) => std::slice::from_ref(one),
@@ -127,53 +129,65 @@ impl PolicyList {
 }
 
 /// Headers to add to the inner service's response.
-pub(crate) struct Report {
-    pub(crate) style: HeaderStyle,
-    /// The `RateLimit-Policy` value when it was worked out already.
-    pub(crate) policy_header: Option<HeaderValue>,
-    pub(crate) decisions: Decisions,
-}
-
-impl Report {
-    pub(crate) fn write(self, headers: &mut http::HeaderMap) {
-        headers::write(self.style, self.policy_header, &self.decisions, headers);
-    }
-}
+pub(crate) type Report = Fields;
 
 /// What happens to a request.
 pub(crate) enum Verdict {
     /// Call the inner service, then add these headers.
     Proceed(Option<Report>),
-    /// Refused, as a response.
-    Respond(Response<Bytes>),
+    /// Refused, as a response (boxed: it is rare, and keeps the verdict that every allowed
+    /// request moves around small).
+    Respond(Box<Response<Bytes>>),
     /// Refused, as an error ([`RejectWithError`](crate::RejectWithError) mode).
     Fail(BoxError),
 }
 
-/// What checking one request's policies has found so far.
+/// What checking one request's policies has found so far. Policies are named by their
+/// index in the request's list, so an allowed request clones none of them.
 #[derive(Default)]
 pub(crate) struct Tally {
-    decisions: Decisions,
-    too_costly: Option<(Policy, u64, u64)>,
+    decisions: SmallVec<[(usize, Decision); 2]>,
+    /// The first policy the cost can never pass: (index, cost, its limit).
+    too_costly: Option<(usize, u64, u64)>,
 }
 
 impl Tally {
-    /// Records one policy's answer; a store failure ends the checking.
+    /// Records the answer of policy `i`; a store failure ends the checking.
     fn record(
         &mut self,
+        i: usize,
         policy: &Policy,
         cost: u64,
-        result: Result<floodwall_core::Decision, floodwall_core::Error>,
+        result: Result<Decision, floodwall_core::Error>,
     ) -> Result<(), floodwall_core::Error> {
         match result {
-            Ok(decision) => self.decisions.push((policy.clone(), decision)),
+            Ok(decision) => self.decisions.push((i, decision)),
             Err(e) if e.is_cost_too_high() => {
-                self.too_costly
-                    .get_or_insert((policy.clone(), cost, policy.limit()));
+                self.too_costly.get_or_insert((i, cost, policy.limit()));
             }
             Err(e) => return Err(e),
         }
         Ok(())
+    }
+
+    fn allowed(&self) -> bool {
+        self.too_costly.is_none() && self.decisions.iter().all(|(_, d)| d.allowed)
+    }
+
+    /// Each decision with its policy.
+    fn pairs<'a>(
+        &'a self,
+        policies: &'a [Policy],
+    ) -> impl Iterator<Item = (&'a Policy, &'a Decision)> + Clone {
+        self.decisions.iter().map(move |(i, d)| (&policies[*i], d))
+    }
+
+    fn denial(&self, policies: &[Policy]) -> Denial {
+        let decisions: Decisions = self.pairs(policies).map(|(p, d)| (p.clone(), *d)).collect();
+        let too_costly = self
+            .too_costly
+            .map(|(i, cost, limit)| (policies[i].clone(), cost, limit));
+        Denial::new(decisions, too_costly)
     }
 }
 
@@ -195,27 +209,27 @@ impl<St: Store, K> Shared<St, K> {
     /// Checks `key` against every policy, in order, as far as the store answers without
     /// waiting ([`Store::check_now`]; the memory store always does): the verdict, or what
     /// is left for [`decide_rest`](Self::decide_rest). On the memory store's hot path this
-    /// builds no future at all.
+    /// builds no future and clones nothing.
     ///
     /// Every policy is checked even after one denies, and nothing is refunded: see
     /// [`RateLimitLayer::and_policy`](crate::RateLimitLayer::and_policy).
     pub(crate) fn decide_now(
         &self,
         key: &Key,
-        policies: &PolicyList,
+        policies: &[Policy],
         cost: u64,
         error_mode: bool,
     ) -> Checked {
         let mut tally = Tally::default();
-        for (i, policy) in policies.as_slice().iter().enumerate() {
+        for (i, policy) in policies.iter().enumerate() {
             let Some(result) = self.store.check_now(key.as_bytes(), policy, cost) else {
                 return Checked::Waiting(Pending { tally, next: i });
             };
-            if let Err(e) = tally.record(policy, cost, result) {
+            if let Err(e) = tally.record(i, policy, cost, result) {
                 return Checked::Decided(self.store_failed(e, error_mode));
             }
         }
-        Checked::Decided(self.conclude(tally, policies, error_mode))
+        Checked::Decided(self.conclude(&tally, policies, error_mode))
     }
 
     /// Checks the policies [`decide_now`](Self::decide_now) could not, waiting for the store.
@@ -228,42 +242,53 @@ impl<St: Store, K> Shared<St, K> {
         pending: Pending,
     ) -> Verdict {
         let Pending { mut tally, next } = pending;
-        for policy in &policies.as_slice()[next..] {
+        let policies = policies.as_slice();
+        for (i, policy) in policies.iter().enumerate().skip(next) {
             let result = self.store.check(key.as_bytes(), policy, cost).await;
-            if let Err(e) = tally.record(policy, cost, result) {
+            if let Err(e) = tally.record(i, policy, cost, result) {
                 return self.store_failed(e, error_mode);
             }
         }
-        self.conclude(tally, &policies, error_mode)
+        self.conclude(&tally, policies, error_mode)
     }
 
-    /// The verdict once every policy has answered.
-    fn conclude(&self, tally: Tally, policies: &PolicyList, error_mode: bool) -> Verdict {
+    /// The verdict once every policy has answered. The allowed path is inlined into the
+    /// caller; refusals (and shadow-mode denials) take [`refuse`](Self::refuse).
+    #[inline]
+    fn conclude(&self, tally: &Tally, policies: &[Policy], error_mode: bool) -> Verdict {
         self.store_answered();
-        let Tally {
-            decisions,
-            too_costly,
-        } = tally;
-        let allowed = too_costly.is_none() && decisions.iter().all(|(_, d)| d.allowed);
-        if allowed || self.shadow {
-            if !allowed {
-                let denial = Denial::new(decisions.clone(), too_costly);
-                for policy in denial.violated() {
-                    tracing::info!(
-                        target: "floodwall",
-                        policy,
-                        retry_after_secs = denial.retry_after_secs(),
-                        "shadow mode: this request would have been rate limited"
-                    );
-                }
-            }
-            return Verdict::Proceed(Some(Report {
-                style: self.headers,
-                policy_header: self.policy_header(policies),
-                decisions,
-            }));
+        if tally.allowed() {
+            return Verdict::Proceed(self.fields(tally, policies));
         }
-        let denial = Denial::new(decisions, too_costly);
+        self.refuse(tally, policies, error_mode)
+    }
+
+    /// The headers for an allowed request's response.
+    #[inline]
+    fn fields(&self, tally: &Tally, policies: &[Policy]) -> Option<Fields> {
+        Fields::new(
+            self.headers,
+            self.policy_header(policies),
+            tally.pairs(policies),
+        )
+    }
+
+    /// The verdict on a request some policy denied.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&self, tally: &Tally, policies: &[Policy], error_mode: bool) -> Verdict {
+        let denial = tally.denial(policies);
+        if self.shadow {
+            for policy in denial.violated() {
+                tracing::info!(
+                    target: "floodwall",
+                    policy,
+                    retry_after_secs = denial.retry_after_secs(),
+                    "shadow mode: this request would have been rate limited"
+                );
+            }
+            return Verdict::Proceed(self.fields(tally, policies));
+        }
         if error_mode {
             return Verdict::Fail(Box::new(RateLimited::new(denial.retry_after())));
         }
@@ -272,22 +297,22 @@ impl<St: Store, K> Shared<St, K> {
         headers::write(
             self.headers,
             self.policy_header(policies),
-            denial.decisions(),
+            denial.decisions().iter().map(|(p, d)| (p, d)),
             res.headers_mut(),
         );
-        Verdict::Respond(res)
+        Verdict::Respond(Box::new(res))
     }
 
     /// The `RateLimit-Policy` value of the layer's own policies, worked out once: it
-    /// depends on nothing but the policies.
-    fn policy_header(&self, policies: &PolicyList) -> Option<HeaderValue> {
-        match policies {
-            PolicyList::Many(list) if Arc::ptr_eq(list, &self.policies) => self
-                .policy_header
-                .get_or_init(|| Some(headers::ietf_policy_value(list.iter())))
-                .clone(),
-            _ => None,
+    /// depends on nothing but the policies. `None` for any other list, or another style.
+    fn policy_header(&self, policies: &[Policy]) -> Option<HeaderValue> {
+        if self.headers != HeaderStyle::Ietf || !std::ptr::eq(policies, &*self.policies) {
+            return None;
         }
+        let value = self
+            .policy_header
+            .get_or_init(|| headers::ietf_policy_value(policies));
+        Some(value.clone())
     }
 
     fn store_failed(&self, error: floodwall_core::Error, error_mode: bool) -> Verdict {
@@ -315,7 +340,7 @@ impl<St: Store, K> Shared<St, K> {
         if error_mode {
             Verdict::Fail(Box::new(error))
         } else {
-            Verdict::Respond(self.on_failure.respond(&error))
+            Verdict::Respond(Box::new(self.on_failure.respond(&error)))
         }
     }
 
@@ -344,10 +369,10 @@ impl<St: Store, K> Shared<St, K> {
             return Some(Verdict::Fail(Box::new(error)));
         }
         let body = format!("{error}\n");
-        Some(Verdict::Respond(crate::respond::response_with(
+        Some(Verdict::Respond(Box::new(crate::respond::response_with(
             status,
             "text/plain; charset=utf-8",
             body,
-        )))
+        ))))
     }
 }

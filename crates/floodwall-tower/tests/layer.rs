@@ -389,6 +389,46 @@ async fn error_mode_returns_rate_limited_and_store_errors() {
 }
 
 #[tokio::test]
+async fn responses_keep_the_inner_services_body_type() {
+    // axum's `Body` in, axum's `Body` out: axum and tonic take it through without boxing it
+    // again, in both modes.
+    fn answers_with_axum_bodies<S: tower::Service<Request<Body>, Response = Response<Body>>>(
+        svc: S,
+    ) -> S {
+        svc
+    }
+    let (memory, _clock) = store();
+    let svc =
+        answers_with_axum_bodies(RateLimitLayer::new(memory, gcra("p", "1/s")).layer(hello()));
+    assert_eq!(
+        text(svc.clone().oneshot(from("192.0.2.1")).await.unwrap()).await,
+        "hello"
+    );
+    let refused = svc.oneshot(from("192.0.2.1")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(text(refused).await, "Too Many Requests: retry after 1s\n");
+    let (memory, _clock) = store();
+    let errors = answers_with_axum_bodies(
+        RateLimitLayer::new(memory, gcra("p", "1/s"))
+            .reject_with_error()
+            .layer(hello()),
+    );
+    assert!(errors.oneshot(from("192.0.2.1")).await.is_ok());
+
+    // A `String` body: the refusal is written into one.
+    let (memory, _clock) = store();
+    let svc = RateLimitLayer::new(memory, gcra("p", "1/s")).layer(tower::service_fn(
+        |_req: Request<Body>| async {
+            Ok::<_, std::convert::Infallible>(Response::new(String::from("hi")))
+        },
+    ));
+    let ok: Response<String> = svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
+    assert_eq!(ok.body(), "hi");
+    let refused: Response<String> = svc.oneshot(from("192.0.2.1")).await.unwrap();
+    assert_eq!(refused.body(), "Too Many Requests: retry after 1s\n");
+}
+
+#[tokio::test]
 async fn problem_json_and_closure_responders() {
     let (store, _clock) = store();
     let svc = RateLimitLayer::new(store.clone(), gcra("per-ip", "1/s"))

@@ -63,6 +63,7 @@ impl Default for PeerIp {
 }
 
 impl ExtractKey for PeerIp {
+    #[inline]
     fn extract(&self, req: &Parts, key: &mut Key) -> Result<(), KeyError> {
         let ip = peer_addr(req).ok_or_else(missing_peer)?;
         write_ip(ip, self.v4_prefix, self.v6_prefix, key);
@@ -81,6 +82,7 @@ pub(crate) fn missing_peer() -> KeyError {
 
 /// The connection's peer address, from whichever extension the server put it in
 /// (see [`PeerIp`]).
+#[inline]
 pub fn peer_addr(req: &Parts) -> Option<IpAddr> {
     let ext = &req.extensions;
     #[cfg(feature = "axum")]
@@ -101,27 +103,37 @@ pub fn peer_addr(req: &Parts) -> Option<IpAddr> {
 }
 
 /// Writes `ip` masked to its prefix: a family tag, then only the prefix's bytes.
+#[inline]
 pub(crate) fn write_ip(ip: IpAddr, v4_prefix: u8, v6_prefix: u8, key: &mut Key) {
-    match ip.to_canonical() {
+    // Built in a fixed buffer and appended at once: this runs for every request.
+    let mut buf = [0u8; 17];
+    let len = match ip.to_canonical() {
         IpAddr::V4(v4) => {
-            key.push(4);
-            write_masked(&v4.octets(), v4_prefix, key);
+            buf[0] = 4;
+            buf[1..5].copy_from_slice(&v4.octets());
+            1 + mask(&mut buf[1..5], v4_prefix)
         }
         IpAddr::V6(v6) => {
-            key.push(6);
-            write_masked(&v6.octets(), v6_prefix, key);
+            buf[0] = 6;
+            buf[1..].copy_from_slice(&v6.octets());
+            1 + mask(&mut buf[1..], v6_prefix)
         }
-    }
+    };
+    key.extend_from_prefix(&buf, len);
 }
 
-fn write_masked(octets: &[u8], prefix: u8, key: &mut Key) {
+/// Keeps the first `prefix` bits of `octets`, masking the last byte kept; returns how many
+/// bytes are kept.
+#[inline]
+fn mask(octets: &mut [u8], prefix: u8) -> usize {
     let prefix = usize::from(prefix).min(octets.len() * 8);
     let whole = prefix / 8;
-    key.extend_from_slice(&octets[..whole]);
     let rest = prefix % 8;
-    if rest != 0 {
-        key.push(octets[whole] & (0xff << (8 - rest)));
+    if rest == 0 {
+        return whole;
     }
+    octets[whole] &= 0xff << (8 - rest);
+    whole + 1
 }
 
 #[cfg(test)]
