@@ -64,17 +64,18 @@
 //! | leaky bucket | string (level, since) | 120 B | TIME GET SET | TIME GET |
 //! | fixed window | string (window, used) | 104 B | TIME GET SET | TIME GET |
 //! | sliding window | hash, a field per used bucket | 104 B + ~9 B per bucket (184 B for 10) | TIME HGETALL \[HDEL\] HINCRBY \[PEXPIRE\] | TIME HGETALL |
-//! | sliding log | sorted set, an entry per admitting µs | 136 B + ~36 B per entry (3,672 B for 100) | TIME ZRANGE ZRANGEBYSCORE ZADD \[ZREM\] \[PEXPIRE\] \[ZREMRANGEBYSCORE\] | TIME ZRANGE ZRANGEBYSCORE \[ZRANGEBYSCORE\] |
+//! | sliding log | sorted set, an entry per admitting µs | 136 B + ~36 B per entry (3,672 B for 100) | TIME ZRANGE \[ZRANGEBYSCORE\] ZADD \[ZREM\] \[PEXPIRE\] \[ZREMRANGEBYSCORE\] | TIME ZRANGE \[ZRANGEBYSCORE\] \[ZRANGEBYSCORE\] |
 //!
 //! Bracketed commands run only when needed. A write renews the key's TTL only when the
 //! state's expiry moves to a new cell of a grid a quarter of its longest span wide (the
 //! fixed window and the sliding window: a new window or bucket); within a cell a `SET` keeps
 //! the TTL (`KEEPTTL` costs Redis a third less than `PX`). So a key outlives its state by at
 //! most a quarter of that span, + 1 ms. A sliding log's entries carry the running total of
-//! admitted costs, so a check reads the newest entry and the window's oldest, not the whole
-//! log; it merges two requests of the same microsecond (`ZREM`), drops the entries that
-//! left its window every 16th admitted unit (`ZREMRANGEBYSCORE`), and reads its window once
-//! more on a denial whose retry time is not the oldest entry's.
+//! admitted costs, so a check reads the newest two entries and, unless one of them is the
+//! window's oldest, that one (`ZRANGEBYSCORE`), never the whole log; it merges two requests
+//! of the same microsecond (`ZREM`), drops the entries that left its window every 16th
+//! admitted unit (`ZREMRANGEBYSCORE`), and reads its window once more on a denial whose
+//! retry time is not the oldest entry's.
 //! Every check is one `EVALSHA` round trip (the pool adds a PING per checkout).
 //!
 //! # Differences from the memory store

@@ -3,16 +3,19 @@
 -- the log has admitted up to and including this entry: the costs within any span are then a
 -- difference of two totals, so a check reads two entries, not the whole log.
 -- ARGV[2]: limit, ARGV[3]: period (µs).
--- Cost: TIME + ZRANGE of the newest entry + ZRANGEBYSCORE of the oldest one in the window
--- (+ ZADD when admitted, PEXPIRE when that moves the TTL to a new cell of its grid (see
--- the prelude), ZREM when merging into the newest entry, and every 16th
--- admission ZREMRANGEBYSCORE of the entries that left the window; a denial whose retry
--- time is not the oldest entry's reads the window's entries to find it).
+-- Cost: TIME + ZRANGE of the newest two entries (+ ZRANGEBYSCORE of the window's oldest
+-- when it is neither of them; + ZADD when admitted, PEXPIRE when that moves the TTL to a
+-- new cell of its grid (see the prelude), ZREM when merging into the newest entry, and
+-- every 16th admitted unit ZREMRANGEBYSCORE of the entries that left the window; a denial
+-- whose retry time is not the oldest entry's reads the window's entries to find it).
 -- The answer: when admitted, one integer (src/reply.rs) if it packs below 2^53; else, and
 -- when refused, one string 'allowed remaining retry_after_us reset_after_us'.
 local limit, period = tonumber(ARGV[2]), tonumber(ARGV[3])
 local at, newest, ncost, ntotal, lastt = now, nil, 0, 0, nil
-local last = redis.call('ZRANGE', KEYS[1], -1, -1)[1]
+-- The newest two entries: when the one before the newest has left the window (or there is
+-- none), the newest is the window's oldest and no second read is needed.
+local tail = redis.call('ZRANGE', KEYS[1], -2, -1)
+local last = tail[#tail]
 if last then
   local t, c, s = string.match(last, '^(%d+):(%d+):(%d+)$')
   if not t then return redis.error_reply(BAD) end
@@ -23,9 +26,21 @@ if last then
 end
 -- The costs in the window (at - period, at]: the newest total less the total before the
 -- window's oldest entry.
-local sum, ft, fs = 0, nil, nil
-local since = '(' .. string.format('%d', at - period)
-local first = redis.call('ZRANGEBYSCORE', KEYS[1], since, '+inf', 'LIMIT', 0, 1)[1]
+local sum, ft, fs, first = 0, nil, nil, nil
+local edge = at - period
+if last and newest > edge then
+  if #tail == 1 then
+    first = last
+  else
+    local pt = tonumber(string.match(tail[1], '^(%d+):'))
+    if not pt then return redis.error_reply(BAD) end
+    if pt <= edge then first = last end
+  end
+  if not first then
+    first = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%d', edge), '+inf',
+      'LIMIT', 0, 1)[1]
+  end
+end
 if first then
   local t, c, s = string.match(first, '^(%d+):(%d+):(%d+)$')
   if not t then return redis.error_reply(BAD) end
@@ -70,6 +85,7 @@ end
 local need = ntotal + cost - limit
 local retry = ft + period - now
 if fs < need then
+  local since = '(' .. string.format('%d', edge)
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], since, '+inf')) do
     local t, _, s = string.match(m, '^(%d+):(%d+):(%d+)$')
     if not t then return redis.error_reply(BAD) end
