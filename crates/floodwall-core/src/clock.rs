@@ -30,6 +30,42 @@ struct Anchor {
     clock: quanta::Clock,
     raw: u64,
     wall_us: u64,
+    /// Microseconds per raw tick, as a fraction of 2^64: turning ticks into microseconds
+    /// is then one multiplication, where quanta's nanoseconds and a division by 1,000
+    /// would take two, plus a variable shift. It matters: that chain of arithmetic starts
+    /// from the counter's read, which is the slowest step of a check.
+    us_per_tick: u64,
+}
+
+/// Ticks over which the conversion factor is measured (about 5 days at 2.6 GHz): long
+/// enough that quanta's rounding, not ours, bounds the factor's precision.
+const SPAN_TICKS: u64 = 1 << 50;
+
+impl Anchor {
+    fn new() -> Self {
+        let clock = quanta::Clock::new();
+        let raw = clock.raw();
+        let span_ns = clock.delta_as_nanos(0, SPAN_TICKS);
+        // us_per_tick = span_ns / 1_000 / SPAN_TICKS × 2^64, with SPAN_TICKS = 2^50. A tick
+        // shorter than a microsecond (any counter, or a monotonic clock in nanoseconds)
+        // keeps the factor below 2^64; saturate rather than wrap on anything slower.
+        let factor = (u128::from(span_ns) << 14) / 1_000;
+        Self {
+            clock,
+            raw,
+            wall_us: wall_micros(),
+            us_per_tick: u64::try_from(factor).unwrap_or(u64::MAX),
+        }
+    }
+
+    #[inline]
+    fn now_micros(&self) -> u64 {
+        // A counter read behind the anchor (another core's counter, slightly off) counts
+        // as the anchor itself, as quanta's own deltas do.
+        let ticks = self.clock.raw().saturating_sub(self.raw);
+        let us = (u128::from(ticks) * u128::from(self.us_per_tick)) >> 64;
+        self.wall_us + us as u64
+    }
 }
 
 static ANCHOR: OnceLock<Anchor> = OnceLock::new();
@@ -44,16 +80,7 @@ fn wall_micros() -> u64 {
 impl Clock for SystemClock {
     #[inline]
     fn now_micros(&self) -> u64 {
-        let a = ANCHOR.get_or_init(|| {
-            let clock = quanta::Clock::new();
-            let raw = clock.raw();
-            Anchor {
-                clock,
-                raw,
-                wall_us: wall_micros(),
-            }
-        });
-        a.wall_us + a.clock.delta_as_nanos(a.raw, a.clock.raw()) / 1_000
+        ANCHOR.get_or_init(Anchor::new).now_micros()
     }
 }
 
@@ -106,5 +133,38 @@ impl Clock for ManualClock {
 impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn now_micros(&self) -> u64 {
         (**self).now_micros()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_system_clock_follows_the_wall_clock_and_never_steps_back() {
+        let wall = wall_micros();
+        let first = SystemClock.now_micros();
+        // Anchored on the wall clock (possibly by an earlier test, a little while ago).
+        assert!(first.abs_diff(wall) < 60_000_000, "{first} vs {wall}");
+        let mut last = first;
+        for _ in 0..100_000 {
+            let now = SystemClock.now_micros();
+            assert!(now >= last);
+            last = now;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        let elapsed = SystemClock.now_micros() - first;
+        assert!((20_000..10_000_000).contains(&elapsed), "{elapsed}");
+    }
+
+    #[test]
+    fn ticks_convert_as_quanta_converts_them() {
+        let anchor = Anchor::new();
+        for ticks in [0, 1, 999, 1 << 20, 1 << 32, 1 << 40, 1 << 48, SPAN_TICKS] {
+            let ours = ((u128::from(ticks) * u128::from(anchor.us_per_tick)) >> 64) as u64;
+            let quanta = anchor.clock.delta_as_nanos(0, ticks) / 1_000;
+            // Rounding differs by at most a microsecond, even days of ticks away.
+            assert!(ours.abs_diff(quanta) <= 1, "{ticks}: {ours} vs {quanta}");
+        }
     }
 }

@@ -242,9 +242,17 @@ impl Policy {
 
     #[inline]
     pub(crate) fn to_decision(&self, raw: Raw) -> Decision {
+        self.to_decision_with_limit(raw, self.limit())
+    }
+
+    /// [`to_decision`](Self::to_decision) with the limit already at hand. Builds what
+    /// [`Decision::new`] would, without its `Duration` comparisons: this runs on every check.
+    #[inline]
+    pub(crate) fn to_decision_with_limit(&self, raw: Raw, limit: u64) -> Decision {
         let (retry, reset) = match self.inner.rounding {
+            // At least one microsecond when denied, as `Decision::new` ensures.
             Rounding::Micros => (
-                Duration::from_micros(raw.retry),
+                Duration::from_micros(raw.retry.max(u64::from(!raw.allowed))),
                 Duration::from_micros(raw.reset),
             ),
             Rounding::WholeSeconds => (
@@ -252,7 +260,13 @@ impl Policy {
                 Duration::from_secs(cell_seconds(raw.reset)),
             ),
         };
-        Decision::new(raw.allowed, self.limit(), raw.remaining, retry, reset)
+        Decision {
+            allowed: raw.allowed,
+            limit,
+            remaining: raw.remaining,
+            retry_after: (!raw.allowed).then_some(retry),
+            reset_after: reset,
+        }
     }
 
     pub(crate) fn engine(&self) -> &Engine {

@@ -6,6 +6,7 @@
 //! `limit = burst` (redis-cell's `max_burst + 1`).
 
 use super::Raw;
+use crate::Error;
 
 /// Precomputed GCRA parameters, all in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,28 +19,76 @@ pub(crate) struct Gcra {
 }
 
 impl Gcra {
+    /// Fails with [`Error::CostTooHigh`] when `cost` can never pass (the engine's check,
+    /// without going through it).
+    #[inline]
+    pub(crate) fn check_cost(&self, cost: u64) -> Result<(), Error> {
+        if cost > self.burst {
+            return Err(Error::CostTooHigh {
+                cost,
+                max: self.burst,
+            });
+        }
+        Ok(())
+    }
+
     /// Decides on a stored TAT (0 for a fresh key); returns the TAT to store when it changed.
     #[inline]
     pub(crate) fn decide(&self, tat: u64, now: u64, cost: u64) -> (Raw, Option<u64>) {
+        let (verdict, next) = self.judge(tat, now, cost);
+        (self.raw(verdict), next)
+    }
+
+    /// [`decide`](Self::decide) without working out `remaining` (a division): the memory
+    /// store judges while its map is pinned and finishes with [`raw`](Self::raw) after.
+    #[inline]
+    pub(crate) fn judge(&self, tat: u64, now: u64, cost: u64) -> (Verdict, Option<u64>) {
         let base = tat.max(now);
         let new_tat = base + cost * self.interval;
         let ahead = new_tat - now;
         if ahead <= self.tolerance {
-            let raw = self.raw(true, new_tat - now, 0);
-            (raw, (cost > 0).then_some(new_tat))
+            let verdict = Verdict {
+                allowed: true,
+                ttl: ahead,
+                retry: 0,
+            };
+            (verdict, (cost > 0).then_some(new_tat))
         } else {
-            (self.raw(false, base - now, ahead - self.tolerance), None)
+            let verdict = Verdict {
+                allowed: false,
+                ttl: base - now,
+                retry: ahead - self.tolerance,
+            };
+            (verdict, None)
         }
     }
 
-    fn raw(&self, allowed: bool, ttl: u64, retry: u64) -> Raw {
+    /// The figures of a decision.
+    #[inline]
+    pub(crate) fn raw(&self, verdict: Verdict) -> Raw {
+        let left = self.tolerance - verdict.ttl.min(self.tolerance);
+        // Less than one interval left (every denial of a single unit): no need to divide.
+        let remaining = if left < self.interval {
+            0
+        } else {
+            left / self.interval
+        };
         Raw {
-            allowed,
-            remaining: (self.tolerance - ttl.min(self.tolerance)) / self.interval,
-            retry,
-            reset: ttl,
+            allowed: verdict.allowed,
+            remaining,
+            retry: verdict.retry,
+            reset: verdict.ttl,
         }
     }
+}
+
+/// A GCRA decision before `remaining` is worked out.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Verdict {
+    allowed: bool,
+    /// How far TAT is ahead of now after this decision (µs): the `reset`.
+    ttl: u64,
+    retry: u64,
 }
 
 #[cfg(test)]

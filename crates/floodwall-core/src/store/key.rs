@@ -11,12 +11,41 @@ use sha2::{Digest, Sha256};
 /// so no one can aim a long key at another client's state.
 pub(crate) const MAX_KEY_LEN: usize = 128;
 
+/// User keys up to this long are kept inside the map's entry rather than in an allocation
+/// of their own: a binary IP address (5 or 17 bytes from the tower extractors), a textual
+/// IPv4 address, most user ids. A lookup then compares them without chasing a pointer,
+/// and inserting one allocates nothing but the entry.
+const INLINE: usize = 22;
+
 /// An owned key.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct MapKey {
     ns: u64,
-    form: u8,
-    key: Box<[u8]>,
+    key: Stored,
+}
+
+/// The user key of a [`MapKey`]. Which variant holds a key depends only on its form and
+/// length, so the derived equality is the equality of keys.
+#[derive(Debug, PartialEq, Eq)]
+enum Stored {
+    /// A user key of at most [`INLINE`] bytes, as given; the rest of `bytes` is zeros.
+    Inline { len: u8, bytes: [u8; INLINE] },
+    /// A longer user key (at most [`MAX_KEY_LEN`] bytes), as given.
+    Heap(Box<[u8]>),
+    /// The SHA-256 of a user key longer than [`MAX_KEY_LEN`].
+    Digest(Box<[u8; 32]>),
+}
+
+impl Stored {
+    /// The form (see [`KeyRef`]) and the bytes.
+    #[inline]
+    fn parts(&self) -> (u8, &[u8]) {
+        match self {
+            Self::Inline { len, bytes } => (0, &bytes[..usize::from(*len)]),
+            Self::Heap(key) => (0, key),
+            Self::Digest(digest) => (1, &digest[..]),
+        }
+    }
 }
 
 /// A borrowed key: what a lookup builds on the stack.
@@ -56,13 +85,30 @@ impl<'a> KeyBuf<'a> {
     }
 }
 
-impl KeyRef<'_> {
+impl<'a> KeyRef<'a> {
+    /// `key` under namespace `ns` as given, or `None` when it is too long to be stored as
+    /// is (see [`KeyBuf`]).
+    #[inline]
+    pub(crate) fn short(ns: u64, key: &'a [u8]) -> Option<Self> {
+        (key.len() <= MAX_KEY_LEN).then_some(KeyRef { ns, form: 0, key })
+    }
+
     pub(crate) fn to_owned(self) -> MapKey {
-        MapKey {
-            ns: self.ns,
-            form: self.form,
-            key: self.key.into(),
-        }
+        let key = if self.form == 1 {
+            let mut digest = [0; 32];
+            digest.copy_from_slice(self.key);
+            Stored::Digest(Box::new(digest))
+        } else if self.key.len() <= INLINE {
+            let mut bytes = [0; INLINE];
+            bytes[..self.key.len()].copy_from_slice(self.key);
+            Stored::Inline {
+                len: self.key.len() as u8,
+                bytes,
+            }
+        } else {
+            Stored::Heap(self.key.into())
+        };
+        MapKey { ns: self.ns, key }
     }
 }
 
@@ -77,10 +123,11 @@ impl Hash for KeyRef<'_> {
 
 impl Hash for MapKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
+        let (form, key) = self.key.parts();
         KeyRef {
             ns: self.ns,
-            form: self.form,
-            key: &self.key,
+            form,
+            key,
         }
         .hash(state)
     }
@@ -89,8 +136,50 @@ impl Hash for MapKey {
 impl Equivalent<MapKey> for KeyRef<'_> {
     #[inline]
     fn equivalent(&self, other: &MapKey) -> bool {
-        self.ns == other.ns && self.form == other.form && *self.key == *other.key
+        if self.ns != other.ns {
+            return false;
+        }
+        match &other.key {
+            Stored::Inline { len, bytes } => {
+                self.form == 0
+                    && self.key.len() == usize::from(*len)
+                    && same_prefix(self.key, bytes)
+            }
+            Stored::Heap(key) => self.form == 0 && *self.key == **key,
+            Stored::Digest(digest) => self.form == 1 && *self.key == digest[..],
+        }
     }
+}
+
+/// Whether `key` is the start of `bytes` (`key.len() <= INLINE`), compared a word at a
+/// time: the generic slice comparison calls `memcmp`, which costs more than this.
+#[inline]
+fn same_prefix(key: &[u8], bytes: &[u8; INLINE]) -> bool {
+    let n = key.len();
+    if n >= 8 {
+        // Words at 0, 8 (if needed) and n - 8 cover every byte, overlapping where they must.
+        word(key, 0) == word(bytes, 0)
+            && (n <= 16 || word(key, 8) == word(bytes, 8))
+            && word(key, n - 8) == word(bytes, n - 8)
+    } else if n >= 4 {
+        half(key, 0) == half(bytes, 0) && half(key, n - 4) == half(bytes, n - 4)
+    } else {
+        key == &bytes[..n]
+    }
+}
+
+#[inline]
+fn word(bytes: &[u8], at: usize) -> u64 {
+    let mut w = [0; 8];
+    w.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_ne_bytes(w)
+}
+
+#[inline]
+fn half(bytes: &[u8], at: usize) -> u32 {
+    let mut w = [0; 4];
+    w.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_ne_bytes(w)
 }
 
 #[cfg(test)]
@@ -115,10 +204,53 @@ mod tests {
     }
 
     #[test]
+    fn keys_of_every_length_round_trip_and_stay_distinct() {
+        let s = ahash::RandomState::new();
+        let lengths = [
+            0,
+            1,
+            7,
+            8,
+            16,
+            21,
+            INLINE,
+            INLINE + 1,
+            64,
+            MAX_KEY_LEN,
+            MAX_KEY_LEN + 1,
+        ];
+        for len in lengths {
+            let key: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let buf = KeyBuf::new(&key);
+            let owned = buf.as_ref(3).to_owned();
+            assert_eq!(s.hash_one(buf.as_ref(3)), s.hash_one(&owned), "{len}");
+            assert!(buf.as_ref(3).equivalent(&owned), "{len}");
+            assert_eq!(owned, buf.as_ref(3).to_owned(), "{len}");
+            assert_eq!(s.hash_one(&owned), s.hash_one(buf.as_ref(3).to_owned()));
+            // One more zero byte, one byte changed, another namespace: other keys.
+            let mut longer = key.clone();
+            longer.push(0);
+            assert!(!KeyBuf::new(&longer).as_ref(3).equivalent(&owned), "{len}");
+            assert_ne!(KeyBuf::new(&longer).as_ref(3).to_owned(), owned, "{len}");
+            if let Some(last) = key.len().checked_sub(1) {
+                let mut changed = key.clone();
+                changed[last] ^= 0x80;
+                assert!(!KeyBuf::new(&changed).as_ref(3).equivalent(&owned), "{len}");
+            }
+            assert!(!buf.as_ref(4).equivalent(&owned), "{len}");
+        }
+    }
+
+    #[test]
+    fn short_keys_add_nothing_to_an_entry() {
+        assert!(std::mem::size_of::<MapKey>() <= 32);
+    }
+
+    #[test]
     fn long_keys_are_bounded_and_kept_apart_from_short_ones() {
         let long = vec![b'x'; 10_000];
         let owned = KeyBuf::new(&long).as_ref(9).to_owned();
-        assert_eq!(owned.key.len(), 32);
+        assert!(matches!(owned.key, Stored::Digest(_)));
         let digest: [u8; 32] = Sha256::digest(&long).into();
         // A client sending the digest itself as its key does not share the long key's state.
         let forged = KeyBuf::new(&digest);
