@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs every benchmark of BENCHMARKS.md, one after another (never two at once: they share
+# the machine's cores), and keeps each one's output in target/bench-report/<bench>.txt.
+# The Redis benches start their own redis-server processes (never port 6379) and need
+# `redis-server`, `redis-cli` and `redis-benchmark` (Debian: redis-server, redis-tools).
+# About 12 minutes on a 2-core VM, builds excluded.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=target/bench-report
+mkdir -p "$out"
+for bench in memory scripts redis http attack verdicts; do
+  if [ "$bench" = memory ]; then features=(); else features=(--features redis); fi
+  echo "== cargo bench --bench $bench ${features[*]}"
+  cargo bench --bench "$bench" "${features[@]}" 2>&1 | tee "$out/$bench.txt"
+done
+echo "outputs in $out/"
