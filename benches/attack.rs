@@ -125,7 +125,11 @@ fn main() {
         .build()
         .expect("runtime");
     let redis = rt
-        .block_on(RedisStore::connect(&server.url()))
+        .block_on(
+            RedisStore::builder()
+                .coalesce(false)
+                .multiplexed(&server.url()),
+        )
         .expect("store");
     let window = |name: &str, store: Arc<dyn DynStore>, attack: bool| {
         // A fresh policy name per window: no state carried over.

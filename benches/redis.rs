@@ -25,7 +25,7 @@
 //! how busy that thread was, and the client's CPU per decision (this process, or the
 //! redis-benchmark process). Client and server share the machine's two cores.
 //!
-//! Coalescing (`RedisStore::builder().coalesce(true)`, which merges concurrent checks of one
+//! Coalescing (on by default; `RedisStore::builder().coalesce(false)` turns it off; it merges concurrent checks of one
 //! key into one batch EVALSHA): GCRA on the multiplexed connection, hot key and 10,000 keys
 //! (both allowed), at 1 task and at 64 tasks, coalescing off and on. `REDIS_ROUNDS` rounds
 //! (default 7), each running every cell once, for a fixed number of decisions, in an order
@@ -1051,7 +1051,9 @@ fn main() {
         .expect("client runtime");
     let url = server.url();
     let stores = rt.block_on(async {
+        // Each check alone: the rows compare connection kinds, not coalescing.
         let multiplexed = RedisStore::builder()
+            .coalesce(false)
             .multiplexed(&url)
             .await
             .expect("multiplexed store");
@@ -1063,6 +1065,7 @@ fn main() {
         let mut pools = Vec::new();
         for n in POOL_SIZES {
             let pool = RedisStore::builder()
+                .coalesce(false)
                 .pool_size(n)
                 .pool(&url)
                 .await

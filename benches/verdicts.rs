@@ -230,8 +230,12 @@ fn main() {
         .build()
         .expect("runtime");
     let connect = || {
-        rt.block_on(RedisStore::builder().multiplexed(&server.url()))
-            .expect("store")
+        rt.block_on(
+            RedisStore::builder()
+                .coalesce(false)
+                .multiplexed(&server.url()),
+        )
+        .expect("store")
     };
     let peeker = connect();
     let mut rows = Vec::new();

@@ -1,9 +1,12 @@
 //! Coalescing: concurrent checks of one key from this process share one script call.
 //!
 //! When a key is hot, every check pays a round trip and a script for the same few bytes of
-//! state. With [`RedisStoreBuilder::coalesce`](crate::RedisStoreBuilder::coalesce), the
-//! first check of a key starts a *batch*; checks of the same key that arrive while it is
-//! being sent or is in flight join the next one. A batch is one EVALSHA of a batch script
+//! state. With [`RedisStoreBuilder::coalesce`](crate::RedisStoreBuilder::coalesce) (on by
+//! default), a check
+//! of a key with no call in flight is sent at once, alone, by its own caller (no task, no
+//! channel: an uncontended key costs what it costs without coalescing); checks of the same
+//! key that arrive while a call is in flight queue up and go together as the next *batch*,
+//! sent by a driver task. A batch is one EVALSHA of a batch script
 //! (the algorithm's file driven by `src/lua/batch.lua`) carrying the checks' costs in arrival
 //! order; the script runs the algorithm's per-check logic once per cost, at one instant
 //! (one `TIME`), carrying the state between them in Lua and writing it once, and answers
@@ -27,10 +30,12 @@
 //!
 //! # Cost
 //!
-//! Coalescing is off by default: a check that joins a batch waits for the call in flight
-//! before its own is sent, so under contention a check can take two round trips instead of
-//! one. In exchange a hot key costs Redis one script call per round trip instead of one per
-//! check. [`RedisStats`](crate::RedisStats) counts the calls made and the ones saved.
+//! A check that joins a batch waits for the call in flight before its own is sent, so under
+//! contention a check can take two round trips instead of one. In exchange a hot key costs
+//! Redis one script call per round trip instead of one per check. A key with nothing in
+//! flight costs what it would without coalescing (its check goes out inline), which is why
+//! coalescing is on by default. [`RedisStats`](crate::RedisStats) counts the calls made and
+//! the ones saved.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -54,37 +59,46 @@ pub(crate) struct Waiter {
     pub(crate) reply: oneshot::Sender<Result<Raw, Error>>,
 }
 
-/// Checks waiting to be sent, per key. A key is present while a driver task is sending
-/// its batches; the driver removes it when no check is left waiting.
+/// Checks waiting to be sent, per key. A key is present while a call for it is in flight
+/// (a leader's single check, then a driver task's batches); the last of them removes it
+/// when no check is left waiting.
 #[derive(Default)]
 pub(crate) struct Coalescer {
     waiting: Mutex<HashMap<BatchKey, Vec<Waiter>>>,
 }
 
-/// What a new check must do.
-pub(crate) enum Joined {
-    /// The first check of this key: start a driver for it.
-    Lead(oneshot::Receiver<Result<Raw, Error>>),
-    /// A driver is running for this key and will send this check with the next batch.
-    Follow(oneshot::Receiver<Result<Raw, Error>>),
-}
-
 impl Coalescer {
-    /// Queues a check of `cost` for `key`.
-    pub(crate) fn join(&self, key: &BatchKey, cost: u64) -> Joined {
-        let (reply, rx) = oneshot::channel();
-        let waiter = Waiter { cost, reply };
+    /// Queues a check of `cost` for `key` behind the call in flight for it, or returns
+    /// `None` when there is none: the caller then sends its check alone and must call
+    /// [`hand_over`](Self::hand_over) when that call ends.
+    pub(crate) fn join(
+        &self,
+        key: &BatchKey,
+        cost: u64,
+    ) -> Option<oneshot::Receiver<Result<Raw, Error>>> {
         let mut waiting = self.lock();
         match waiting.get_mut(key) {
             Some(queue) => {
-                queue.push(waiter);
-                Joined::Follow(rx)
+                let (reply, rx) = oneshot::channel();
+                queue.push(Waiter { cost, reply });
+                Some(rx)
             }
             None => {
-                waiting.insert(key.clone(), vec![waiter]);
-                Joined::Lead(rx)
+                waiting.insert(key.clone(), Vec::new());
+                None
             }
         }
+    }
+
+    /// A leader's call for `key` ended: `true` if checks queued behind it (the caller
+    /// starts a driver for them), else the key is forgotten and `false`.
+    pub(crate) fn hand_over(&self, key: &BatchKey) -> bool {
+        let mut waiting = self.lock();
+        if waiting.get(key).is_some_and(|q| !q.is_empty()) {
+            return true;
+        }
+        waiting.remove(key);
+        false
     }
 
     /// The next batch for `key`, oldest first, or `None` (and the key forgotten) when no

@@ -1,5 +1,6 @@
-//! Coalescing against a real redis-server: concurrent checks of one key become one EVALSHA
-//! whose answers equal sequential calls of the core model (`Policy::decide`) at one instant.
+//! Coalescing against a real redis-server: concurrent checks of one key become two EVALSHAs
+//! (the first check alone, the others in one batch behind it) whose answers equal
+//! sequential calls of the core model (`Policy::decide`) at one instant.
 
 mod common;
 
@@ -68,7 +69,7 @@ async fn concurrently(
 }
 
 #[tokio::test]
-async fn concurrent_checks_of_one_key_are_one_evalsha_with_sequential_answers() {
+async fn concurrent_checks_of_one_key_are_two_evalshas_with_sequential_answers() {
     let server = RedisServer::start();
     let store = coalescing_store(&server).await;
     for algorithm in coalescing() {
@@ -78,29 +79,31 @@ async fn concurrent_checks_of_one_key_are_one_evalsha_with_sequential_answers() 
             "5/day".parse().unwrap(),
         )
         .unwrap();
-        // Loads the batch script, so the measured call is not a NOSCRIPT retry.
-        concurrently(&store, b"warm", &policy, &[1], Some(NOW)).await;
+        // Loads the single and the batch script (a check alone, one queued behind it), so
+        // the measured calls are not NOSCRIPT retries.
+        concurrently(&store, b"warm", &policy, &[1, 1], Some(NOW)).await;
         server.cmd(&["CONFIG", "RESETSTAT"]);
         let before = store.stats();
         let costs = [1, 2, 1, 1, 3, 1, 1, 0, 1, 1, 1, 1];
         let got = concurrently(&store, b"hot", &policy, &costs, Some(NOW)).await;
+        // The first check goes alone; the 11 that queue behind it go as one batch.
         assert_eq!(
             evalsha_calls(&server),
-            1,
+            2,
             "{algorithm}: EVALSHAs for 12 checks"
         );
         let after = store.stats();
-        assert_eq!(after.script_calls - before.script_calls, 1, "{algorithm}");
-        assert_eq!(after.coalesced - before.coalesced, 11, "{algorithm}");
+        assert_eq!(after.script_calls - before.script_calls, 2, "{algorithm}");
+        assert_eq!(after.coalesced - before.coalesced, 10, "{algorithm}");
         let mut state = State::new();
         for (i, (&cost, d)) in costs.iter().zip(&got).enumerate() {
             let expected = policy.decide(&mut state, NOW, cost).unwrap();
             assert_eq!(*d, expected, "{algorithm}: check {i} (cost {cost})");
         }
-        // On the server's clock too: one call, exactly the quota admitted.
+        // On the server's clock too: two calls, exactly the quota admitted.
         server.cmd(&["CONFIG", "RESETSTAT"]);
         let got = concurrently(&store, b"hot-live", &policy, &[1; 20], None).await;
-        assert_eq!(evalsha_calls(&server), 1, "{algorithm}");
+        assert_eq!(evalsha_calls(&server), 2, "{algorithm}");
         assert_eq!(got.iter().filter(|d| d.allowed).count(), 5, "{algorithm}");
         assert!(
             got[..5].iter().all(|d| d.allowed),
@@ -217,7 +220,10 @@ fn batches_decide_as_sequential_calls_of_the_core_model() {
             let costs: Vec<u64> = batch.iter().map(|&c| c.min(limit)).collect();
             let before = store.stats();
             let got = concurrently(&store, b"k", &policy, &costs, Some(now)).await;
-            prop_assert_eq!(store.stats().script_calls - before.script_calls, 1);
+            // The first check alone, the rest in one batch behind it.
+            let stats = store.stats();
+            prop_assert_eq!(stats.script_calls - before.script_calls, costs.len().min(2) as u64);
+            prop_assert_eq!(stats.coalesced - before.coalesced, costs.len().saturating_sub(2) as u64);
             for (i, (&cost, d)) in costs.iter().zip(&got).enumerate() {
                 let expected = policy.decide(&mut state, now, cost).unwrap();
                 prop_assert_eq!(*d, expected, "check {} of the batch (cost {})", i, cost);
@@ -229,4 +235,34 @@ fn batches_decide_as_sequential_calls_of_the_core_model() {
             Ok(())
         })?;
     });
+}
+
+#[tokio::test]
+async fn a_leader_dropped_mid_call_hands_its_queue_on() {
+    let server = RedisServer::start();
+    let store = coalescing_store(&server).await;
+    let policy = Policy::gcra("dropped", "5/day".parse().unwrap()).unwrap();
+    // Load both scripts first, so the paused calls are the measured ones.
+    concurrently(&store, b"warm", &policy, &[1, 1], Some(NOW)).await;
+    // Redis holds every command for 300 ms: the leader's call hangs.
+    server.cmd(&["CLIENT", "PAUSE", "300", "ALL"]);
+    let leader = {
+        let (store, policy) = (store.clone(), policy.clone());
+        tokio::spawn(async move {
+            tokio::time::timeout(
+                Duration::from_millis(50),
+                store.check_at(b"k", &policy, 1, NOW),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // Three checks queue behind the leader's call; then its caller gives up.
+    let followers = concurrently(&store, b"k", &policy, &[1, 1, 1], Some(NOW));
+    let (leader, followers) = tokio::join!(leader, followers);
+    assert!(leader.unwrap().is_err(), "the leader's caller timed out");
+    // The queue was sent by a driver once Redis resumed: sequential answers after the
+    // leader's admission (which Redis still made).
+    let remaining: Vec<u64> = followers.iter().map(|d| d.remaining).collect();
+    assert_eq!(remaining, [3, 2, 1]);
 }
