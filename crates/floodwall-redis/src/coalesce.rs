@@ -2,22 +2,21 @@
 //!
 //! When a key is hot, every check pays a round trip and a script for the same few bytes of
 //! state. With [`RedisStoreBuilder::coalesce`](crate::RedisStoreBuilder::coalesce) (on by
-//! default), a check
-//! of a key with no call in flight is sent at once, alone, by its own caller (no task, no
-//! channel: an uncontended key costs what it costs without coalescing); checks of the same
-//! key that arrive while a call is in flight queue up and go together as the next *batch*,
-//! sent by a driver task. A batch is one EVALSHA of a batch script
-//! (the algorithm's file driven by `src/lua/batch.lua`) carrying the checks' costs in arrival
-//! order; the script runs the algorithm's per-check logic once per cost, at one instant
-//! (one `TIME`), carrying the state between them in Lua and writing it once, and answers
-//! each check's four integers, which are shared out in arrival order.
-//!
+//! default), a check of a key with no call in flight is sent at once, alone, by its own
+//! caller (no task, no channel: an uncontended key costs what it costs without
+//! coalescing); checks of the same key that arrive while a call is in flight queue up and
+//! go together as the next *batch*, sent by a driver task. A batch is one EVALSHA of a
+//! batch script (the algorithm's file driven by `src/lua/batch.lua`) carrying the checks'
+//! costs in arrival order; the script runs the algorithm's per-check logic once per cost,
+//! at one instant (one `TIME`), carrying the state between them in Lua and writing it
+//! once, and answers each check's four integers, which are shared out in arrival order.
+
 //! # Exactness
 //!
 //! A batch answers exactly what the same checks, sent one after another at the batch's
 //! instant, would get from the single scripts: both paste the same `@step` section of the
-//! algorithm's file (see `src/script.rs`), once or in a loop, and the state the loop carries is the state the single
-//! script would have written and read back. `tests/coalesce.rs` checks this against
+//! algorithm's file (see `src/script.rs`), once or in a loop, and the state the loop
+//! carries is the state the single script would have written and read back. `tests/coalesce.rs` checks this against
 //! [`Policy::decide`](floodwall_core::Policy::decide) on random states and batches, on a
 //! real `redis-server`. That holds for GCRA, the token and leaky buckets and the fixed
 //! window. What differs from uncoalesced calls is only *when* each check is decided: a
