@@ -7,7 +7,9 @@ use http::{Response, StatusCode};
 
 use super::{OnStoreFailure, response_with as response};
 
-/// `503 Service Unavailable` with `Retry-After` (the default when the store cannot decide).
+/// `503 Service Unavailable` with `Retry-After` (the default when the store cannot decide):
+/// the configured delay, or, when a [`Breaker`](floodwall_core::resilience::Breaker) is
+/// open, the time until it next probes the store if that is later.
 ///
 /// This fails closed: while the store is down, requests are refused rather than let
 /// through unlimited. To fail open instead, use
@@ -32,7 +34,14 @@ impl Default for ServiceUnavailable {
 }
 
 impl OnStoreFailure for ServiceUnavailable {
-    fn respond(&self, _error: &floodwall_core::Error) -> Response<Bytes> {
+    /// An open circuit breaker knows when it will next try the store: a client retrying
+    /// before then would only be refused again, so `Retry-After` is the later of that and
+    /// the configured delay.
+    fn respond(&self, error: &floodwall_core::Error) -> Response<Bytes> {
+        let retry_after = match error {
+            floodwall_core::Error::CircuitOpen { retry_in } => self.retry_after.max(*retry_in),
+            _ => self.retry_after,
+        };
         let mut res = response(
             StatusCode::SERVICE_UNAVAILABLE,
             "text/plain; charset=utf-8",
@@ -40,8 +49,35 @@ impl OnStoreFailure for ServiceUnavailable {
         );
         res.headers_mut().insert(
             http::header::RETRY_AFTER,
-            crate::headers::retry_after_value(self.retry_after),
+            crate::headers::retry_after_value(retry_after),
         );
         res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use floodwall_core::Error;
+
+    fn retry_after(error: &Error) -> String {
+        let res = ServiceUnavailable::default().respond(error);
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        res.headers()[http::header::RETRY_AFTER]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    #[test]
+    fn an_open_breaker_sets_retry_after_to_its_next_probe() {
+        let open = |ms| Error::CircuitOpen {
+            retry_in: Duration::from_millis(ms),
+        };
+        assert_eq!(retry_after(&open(2_500)), "3");
+        // A probe due now, or sooner than the configured second: the configured second.
+        assert_eq!(retry_after(&open(0)), "1");
+        assert_eq!(retry_after(&open(400)), "1");
+        assert_eq!(retry_after(&Error::Timeout), "1");
     }
 }
