@@ -103,21 +103,7 @@ impl Alg {
 /// and the writes the scripts made per call (SET, HINCRBY, ZADD, INCR: the share admitted).
 fn usec_per_call(server: &RedisServer, sha: &str, args: &[String], n: u64) -> (f64, f64) {
     server.cmd(&["CONFIG", "RESETSTAT"]);
-    let out = Command::new("redis-benchmark")
-        .args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
-        .args(["-c", &CLIENTS.to_string(), "-P", &PIPELINE.to_string()])
-        .args(["-r", &KEYS.to_string(), "-n", &n.to_string(), "-q"])
-        .args(["EVALSHA", sha])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("spawn redis-benchmark");
-    assert!(
-        out.status.success(),
-        "redis-benchmark failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    redis_benchmark(server, sha, args, n);
     let text = server.cmd(&["INFO", "commandstats"]);
     let all: HashMap<String, HashMap<String, f64>> = support::commandstats(&text)
         .into_iter()
@@ -149,19 +135,23 @@ fn usec_per_call(server: &RedisServer, sha: &str, args: &[String], n: u64) -> (f
     (stats["usec_per_call"], writes / stats["calls"])
 }
 
-/// Runs `n` calls uncounted.
-fn warm_up(server: &RedisServer, sha: &str, args: &[String], n: u64) {
-    let status = Command::new("redis-benchmark")
+/// `redis-benchmark` with BASELINES.md's settings: `n` calls of `EVALSHA <sha> <args>`.
+fn redis_benchmark(server: &RedisServer, sha: &str, args: &[String], n: u64) {
+    let out = Command::new("redis-benchmark")
         .args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
         .args(["-c", &CLIENTS.to_string(), "-P", &PIPELINE.to_string()])
         .args(["-r", &KEYS.to_string(), "-n", &n.to_string(), "-q"])
         .args(["EVALSHA", sha])
         .args(args)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
+        .stderr(Stdio::piped())
+        .output()
         .expect("spawn redis-benchmark");
-    assert!(status.success(), "redis-benchmark warm-up failed");
+    assert!(
+        out.status.success(),
+        "redis-benchmark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 struct Row {
@@ -271,7 +261,7 @@ fn main() {
             server.cmd(&["FLUSHALL"]);
             let (e1_before, _) = usec_per_call(&server, &e1_sha, &ref_args("e1"), E1_N);
             server.cmd(&["FLUSHALL"]);
-            warm_up(&server, &tgs_sha, &ref_args("tgs"), WARM_N);
+            redis_benchmark(&server, &tgs_sha, &ref_args("tgs"), WARM_N);
             let (tgs, tgs_writes) = usec_per_call(&server, &tgs_sha, &ref_args("tgs"), N);
             rows.push(Row {
                 script: "TIME+GET+SET PX (ref)".into(),
@@ -283,7 +273,7 @@ fn main() {
             for (a, (sha, _)) in algs.iter().zip(&shas) {
                 let args = args_for(a, case);
                 server.cmd(&["FLUSHALL"]);
-                warm_up(&server, sha, &args, WARM_N);
+                redis_benchmark(&server, sha, &args, WARM_N);
                 let (usec, writes) = usec_per_call(&server, sha, &args, N);
                 rows.push(Row {
                     script: a.name.into(),

@@ -16,7 +16,7 @@ const PRELUDE: &str = include_str!("lua/prelude.lua");
 const SINGLE: &str = include_str!("lua/single.lua");
 const BATCH: &str = include_str!("lua/batch.lua");
 
-/// The algorithms written as sections (load, `-- @step`, `-- @save`, optionally
+/// The algorithms written as sections (load, `-- @step`, `-- @save` and
 /// `-- @reply`) for a driver to paste in: one definition serves single checks and batches,
 /// and builds no Lua closure.
 const STEPPED: [&str; 4] = [
@@ -25,11 +25,6 @@ const STEPPED: [&str; 4] = [
     include_str!("lua/leaky_bucket.lua"),
     include_str!("lua/fixed_window.lua"),
 ];
-
-/// A single check's answer unless the algorithm has a `@reply` of its own: one string of
-/// four integers (see `crate::reply`).
-const STRING_REPLY: &str =
-    "return string.format('%d %d %d %d', allowed, remaining, retry, reset)\n";
 
 /// Where a batch's explicit time sits: after the count and three (padded) parameters.
 const BATCH_NOW: usize = 5;
@@ -50,7 +45,7 @@ fn assemble(algorithm: &str, driver: &str, now: usize) -> String {
         .expect("every stepped script has a `-- @save` section (unit-tested)");
     let (save, reply) = rest
         .split_once("-- @reply\n")
-        .unwrap_or((rest, STRING_REPLY));
+        .expect("every stepped script has a `-- @reply` section (unit-tested)");
     let body = driver
         .replace("-- {step}\n", step)
         .replace("-- {save}\n", save)

@@ -238,7 +238,7 @@ impl RedisStore {
             // task, no channel); whatever queued meanwhile is handed to a driver when it
             // returns, or is dropped.
             let lead = Lead {
-                store: self.clone(),
+                store: self,
                 key,
                 params,
                 runtime,
@@ -283,14 +283,14 @@ const MAX_EXPLICIT_NOW: u64 = (1 << 53) - floodwall_core::MAX_SPAN.as_micros() a
 /// A leader's call in flight for a key. When it ends, answered or dropped, the checks that
 /// queued behind it go to a driver (spawned, so they are sent whatever happens to the
 /// leader's caller), or the key is forgotten when none did.
-struct Lead {
-    store: RedisStore,
+struct Lead<'a> {
+    store: &'a RedisStore,
     key: BatchKey,
     params: Parameters,
     runtime: tokio::runtime::Handle,
 }
 
-impl Drop for Lead {
+impl Drop for Lead<'_> {
     fn drop(&mut self) {
         let Some(coalescer) = &self.store.inner.coalescer else {
             return;

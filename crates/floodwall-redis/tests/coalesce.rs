@@ -6,12 +6,12 @@ mod common;
 
 use std::time::Duration;
 
-use floodwall_core::{Algorithm, Decision, Policy, Quota, State};
+use floodwall_core::{Algorithm, Decision, Policy, State};
 use floodwall_redis::RedisStore;
 use proptest::prelude::*;
 use redis_harness::RedisServer;
 
-use common::command_calls;
+use common::{command_calls, small_policy};
 
 const NOW: u64 = 1_700_000_000_000_000;
 
@@ -168,17 +168,6 @@ async fn many_tasks_on_many_threads_admit_exactly_the_quota() {
     );
 }
 
-/// A small policy of a coalescing algorithm (0..4): counts 1..=6 per 10, 20 or 50 ms,
-/// bursts 1..=6 for the buckets and GCRA.
-fn policy(alg: usize, count: u64, period_ms: u64, burst: u64, case: u64) -> Policy {
-    let algorithm = coalescing()[alg];
-    let mut quota = Quota::new(count, Duration::from_millis(period_ms)).unwrap();
-    if algorithm.has_burst() {
-        quota = quota.with_burst(burst).unwrap();
-    }
-    Policy::new(format!("pt{case}"), algorithm, quota).unwrap()
-}
-
 #[test]
 fn batches_decide_as_sequential_calls_of_the_core_model() {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -204,7 +193,8 @@ fn batches_decide_as_sequential_calls_of_the_core_model() {
         after in 0..=6u64,
     )| {
         let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let policy = policy(alg, count, period_ms, burst, case);
+        // A coalescing algorithm: counts 1..=6 per 10, 20 or 50 ms, bursts 1..=6.
+        let policy = small_policy(format!("pt{case}"), coalescing()[alg], count, period_ms, burst);
         let limit = policy.limit();
         let mut state = State::new();
         let mut now = NOW;

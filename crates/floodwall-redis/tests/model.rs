@@ -3,36 +3,16 @@
 //! log, so each single check is compared with `Policy::decide` on the same times and costs,
 //! clock steps back (where the model and the scripts agree on them) and peeks included.
 
-use std::time::Duration;
+mod common;
 
-use floodwall_core::{Algorithm, Policy, Quota, State};
+use floodwall_core::{Algorithm, State};
 use floodwall_redis::RedisStore;
 use proptest::prelude::*;
 use redis_harness::RedisServer;
 
+use common::small_policy;
+
 const NOW: u64 = 1_700_000_000_000_000;
-
-fn algorithms() -> [Algorithm; 6] {
-    [
-        Algorithm::Gcra,
-        Algorithm::TOKEN_BUCKET,
-        Algorithm::LeakyBucket,
-        Algorithm::FixedWindow,
-        Algorithm::SLIDING_WINDOW,
-        Algorithm::SlidingLog,
-    ]
-}
-
-/// A small policy: counts 1..=40 per 10, 20 or 50 ms (bursts for GCRA and the buckets), so
-/// short histories cross windows, buckets and log entries leaving.
-fn policy(alg: usize, count: u64, period_ms: u64, burst: u64, case: u64) -> Policy {
-    let algorithm = algorithms()[alg];
-    let mut quota = Quota::new(count, Duration::from_millis(period_ms)).unwrap();
-    if algorithm.has_burst() {
-        quota = quota.with_burst(burst).unwrap();
-    }
-    Policy::new(format!("m{case}"), algorithm, quota).unwrap()
-}
 
 #[test]
 fn single_checks_decide_as_the_core_model() {
@@ -57,7 +37,10 @@ fn single_checks_decide_as_the_core_model() {
         steps in prop::collection::vec((0..8_000u64, prop::bool::weighted(0.1), 0..=12u64), 1..120),
     )| {
         let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let policy = policy(alg, count, period_ms, burst, case);
+        // Counts 1..=40 per 10, 20 or 50 ms: short histories cross windows, buckets and
+        // log entries leaving.
+        let algorithm = Algorithm::all()[alg];
+        let policy = small_policy(format!("m{case}"), algorithm, count, period_ms, burst);
         let limit = policy.limit();
         let mut state = State::new();
         let mut now = NOW;

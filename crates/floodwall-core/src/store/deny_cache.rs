@@ -3,14 +3,15 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use papaya::{Compute, Operation};
 
-use super::Store;
+use super::evict::{Cap, evict_soonest};
 use super::key::{KeyBuf, MapKey};
+use super::{Store, lock, micros};
 use crate::{Clock, Decision, Error, Parameters, Policy, Rounding, SystemClock};
 
 /// A fact learnt from the store: any cost `>= cost` is refused until `until` (local µs).
@@ -255,9 +256,8 @@ pub struct DenyCache<S, C: Clock = SystemClock> {
 
 struct Shared<C> {
     map: Map,
-    max_keys: usize,
+    cap: Cap,
     clock: C,
-    sweeping: Mutex<()>,
     /// Bumped by every reset: an answer to a check sent before a reset is not recorded.
     resets: AtomicU64,
     store_calls: AtomicU64,
@@ -332,9 +332,8 @@ impl<C: Clock> DenyCacheBuilder<C> {
                 map: papaya::HashMap::builder()
                     .hasher(ahash::RandomState::new())
                     .build(),
-                max_keys: self.max_keys,
+                cap: Cap::new(self.max_keys),
                 clock: self.clock,
-                sweeping: Mutex::new(()),
                 resets: AtomicU64::new(0),
                 store_calls: AtomicU64::new(0),
                 denied_locally: AtomicU64::new(0),
@@ -358,7 +357,7 @@ impl<S: std::fmt::Debug, C: Clock> std::fmt::Debug for DenyCache<S, C> {
         f.debug_struct("DenyCache")
             .field("store", &self.store)
             .field("keys", &self.len())
-            .field("max_keys", &self.shared.max_keys)
+            .field("max_keys", &self.shared.cap.max_keys())
             .field("stats", &self.stats())
             .finish()
     }
@@ -420,7 +419,7 @@ impl<S, C: Clock> DenyCache<S, C> {
 
     /// The cap on keys.
     pub fn max_keys(&self) -> usize {
-        self.shared.max_keys
+        self.shared.cap.max_keys()
     }
 
     /// Whether a policy's answers may be cached: exact microseconds only, and the
@@ -576,16 +575,13 @@ impl<S, C: Clock> DenyCache<S, C> {
     /// lapsing soonest down to 90% of the cap.
     fn make_room(&self, now: u64) {
         let sh = &self.shared;
-        if sh.map.len() < sh.max_keys {
-            return;
-        }
-        let _sweeping = lock(&sh.sweeping);
-        if sh.map.len() < sh.max_keys {
-            return;
-        }
-        sh.map.pin().retain(|_, e| e.until > now);
-        let target = sh.max_keys - sh.max_keys / 10 - 1;
-        super::evict::evict_soonest(&sh.map, target, now, |e: &Entry| e.until, |_, _| true);
+        sh.cap.make_room(
+            || sh.map.len(),
+            |target| {
+                sh.map.pin().retain(|_, e| e.until > now);
+                evict_soonest(&sh.map, target, now, |e: &Entry| e.until, |_, _| true);
+            },
+        );
     }
 }
 
@@ -643,14 +639,6 @@ fn exhausted(policy: &Policy, d: &Decision) -> Option<(u64, u64)> {
         _ => return None,
     };
     (wait > 0).then_some((next, wait))
-}
-
-fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl<S: Store, C: Clock> Store for DenyCache<S, C> {

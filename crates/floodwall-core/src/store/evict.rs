@@ -1,7 +1,50 @@
-//! Bounding a map of expiring entries: the eviction both the memory store and the deny
-//! cache run when they reach their cap.
+//! Bounding a map of expiring entries: the cap and the eviction the memory store, the deny
+//! cache and the local verdicts run when they reach it.
 
 use std::hash::{BuildHasher, Hash};
+use std::sync::{Mutex, MutexGuard};
+
+use super::lock;
+
+/// A cap on a map's keys, and the lock that lets one caller at a time make room: the
+/// memory store, the deny cache and the local verdicts all bound themselves this way.
+pub(crate) struct Cap {
+    max_keys: usize,
+    sweeping: Mutex<()>,
+}
+
+impl Cap {
+    /// A cap of `max_keys` (at least 1: the builders say so).
+    pub(crate) fn new(max_keys: usize) -> Self {
+        Self {
+            max_keys: max_keys.max(1),
+            sweeping: Mutex::new(()),
+        }
+    }
+
+    pub(crate) fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    /// Called before a new key goes into a map holding `len()` keys: at the cap, one caller
+    /// at a time runs `shrink(target)`, which drops what is worthless and then evicts down
+    /// to `target` (90% of the cap); a caller that waited for it finds the room made.
+    pub(crate) fn make_room(&self, len: impl Fn() -> usize, shrink: impl FnOnce(usize)) {
+        if len() < self.max_keys {
+            return;
+        }
+        let _sweeping = lock(&self.sweeping);
+        if len() < self.max_keys {
+            return;
+        }
+        shrink(self.max_keys - self.max_keys / 10 - 1);
+    }
+
+    /// Keeps [`make_room`](Self::make_room) out while held (a sweep on request).
+    pub(crate) fn exclusive(&self) -> MutexGuard<'_, ()> {
+        lock(&self.sweeping)
+    }
+}
 
 /// Evicts entries of `map` until at most `target` remain, those expiring soonest first
 /// (the least worth keeping). Entries expiring at the same instant are sampled across the

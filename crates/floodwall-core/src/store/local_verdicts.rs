@@ -2,11 +2,12 @@
 //! a local copy of a key's verdict and sends its counts to the shared store in batches.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::Store;
+use super::evict::{Cap, evict_soonest};
 use super::key::{KeyBuf, MAX_KEY_LEN, MapKey};
+use super::{Store, lock, micros};
 use crate::{Clock, ConfigError, Decision, Error, Policy, SystemClock};
 
 type Map = papaya::HashMap<MapKey, Arc<Slot>, ahash::RandomState>;
@@ -155,11 +156,10 @@ pub struct LocalVerdicts<S, C: Clock = SystemClock> {
 
 struct Shared<C> {
     map: Map,
-    max_keys: usize,
+    cap: Cap,
     /// The refresh interval, µs (at least 1).
     interval: u64,
     clock: C,
-    sweeping: Mutex<()>,
     store_calls: AtomicU64,
     refreshes: AtomicU64,
     allowed_locally: AtomicU64,
@@ -283,10 +283,9 @@ impl<C: Clock> LocalVerdictsBuilder<C> {
                 map: papaya::HashMap::builder()
                     .hasher(ahash::RandomState::new())
                     .build(),
-                max_keys: self.max_keys,
+                cap: Cap::new(self.max_keys),
                 interval,
                 clock: self.clock,
-                sweeping: Mutex::new(()),
                 store_calls: AtomicU64::new(0),
                 refreshes: AtomicU64::new(0),
                 allowed_locally: AtomicU64::new(0),
@@ -311,7 +310,7 @@ impl<S: std::fmt::Debug, C: Clock> std::fmt::Debug for LocalVerdicts<S, C> {
             .field("store", &self.store)
             .field("interval", &Duration::from_micros(self.shared.interval))
             .field("keys", &self.len())
-            .field("max_keys", &self.shared.max_keys)
+            .field("max_keys", &self.shared.cap.max_keys())
             .field("stats", &self.stats())
             .finish()
     }
@@ -453,7 +452,7 @@ impl<S, C: Clock> LocalVerdicts<S, C> {
 
     /// The cap on keys.
     pub fn max_keys(&self) -> usize {
-        self.shared.max_keys
+        self.shared.cap.max_keys()
     }
 
     /// The refresh interval.
@@ -529,31 +528,28 @@ impl<S, C: Clock> LocalVerdicts<S, C> {
     /// worth keeping down to 90% of the cap (see [`LocalVerdicts`]).
     fn make_room(&self, now: u64) {
         let sh = &self.shared;
-        if sh.map.len() < sh.max_keys {
-            return;
-        }
-        let _sweeping = lock(&sh.sweeping);
-        if sh.map.len() < sh.max_keys {
-            return;
-        }
         let interval = sh.interval;
-        sh.map.pin().retain(|_, slot| {
-            let mut v = lock(&slot.verdict);
-            let idle = !v.in_flight && v.pending == 0 && !v.fresh(now, interval);
-            v.removed |= idle;
-            !idle
-        });
-        let target = sh.max_keys - sh.max_keys / 10 - 1;
-        super::evict::evict_soonest(
-            &sh.map,
-            target,
-            now,
-            |slot: &Arc<Slot>| lock(&slot.verdict).keep_until(interval),
-            |slot, threshold| {
-                let mut v = lock(&slot.verdict);
-                let go = !v.in_flight && v.keep_until(interval) <= threshold;
-                v.removed |= go;
-                go
+        sh.cap.make_room(
+            || sh.map.len(),
+            |target| {
+                sh.map.pin().retain(|_, slot| {
+                    let mut v = lock(&slot.verdict);
+                    let idle = !v.in_flight && v.pending == 0 && !v.fresh(now, interval);
+                    v.removed |= idle;
+                    !idle
+                });
+                evict_soonest(
+                    &sh.map,
+                    target,
+                    now,
+                    |slot: &Arc<Slot>| lock(&slot.verdict).keep_until(interval),
+                    |slot, threshold| {
+                        let mut v = lock(&slot.verdict);
+                        let go = !v.in_flight && v.keep_until(interval) <= threshold;
+                        v.removed |= go;
+                        go
+                    },
+                );
             },
         );
     }
@@ -663,14 +659,6 @@ fn begin(slot: &Arc<Slot>, v: &mut Verdict, now: u64) -> Refreshing {
         sent: now,
         done: false,
     }
-}
-
-fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl<S: Store, C: Clock> Store for LocalVerdicts<S, C> {

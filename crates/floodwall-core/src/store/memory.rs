@@ -2,10 +2,11 @@
 
 use std::future::{Future, Ready, ready};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
-use super::Store;
+use super::evict::{Cap, evict_soonest};
 use super::key::{KeyBuf, KeyRef, MapKey};
+use super::{Store, lock};
 use crate::algorithm::gcra::{Gcra, Verdict};
 use crate::algorithm::{Engine, Raw, clamp_now};
 use crate::{Clock, Decision, Error, Policy, State, SystemClock};
@@ -62,9 +63,8 @@ pub struct MemoryStore<C = SystemClock> {
 
 struct Inner<C> {
     map: Map,
-    max_keys: usize,
+    cap: Cap,
     clock: C,
-    sweeping: Mutex<()>,
     evicted: AtomicU64,
 }
 
@@ -138,9 +138,8 @@ impl<C> MemoryStoreBuilder<C> {
                 map: papaya::HashMap::builder()
                     .hasher(ahash::RandomState::new())
                     .build(),
-                max_keys: self.max_keys,
+                cap: Cap::new(self.max_keys),
                 clock: self.clock,
-                sweeping: Mutex::new(()),
                 evicted: AtomicU64::new(0),
             }),
         }
@@ -159,7 +158,7 @@ impl<C> std::fmt::Debug for MemoryStore<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore")
             .field("keys", &self.len())
-            .field("max_keys", &self.inner.max_keys)
+            .field("max_keys", &self.inner.cap.max_keys())
             .finish()
     }
 }
@@ -292,7 +291,7 @@ impl<C: Clock> MemoryStore<C> {
     /// Drops every expired state now, instead of waiting for the cap to be reached.
     /// Returns how many were dropped.
     pub fn sweep_expired(&self) -> usize {
-        let _sweeping = lock(&self.inner.sweeping);
+        let _sweeping = self.inner.cap.exclusive();
         self.drop_expired(clamp_now(self.inner.clock.now_micros()))
     }
 
@@ -306,19 +305,15 @@ impl<C: Clock> MemoryStore<C> {
     /// Called before inserting a key: sweeps when the cap is reached.
     fn make_room(&self, now: u64) {
         let inner = &self.inner;
-        if inner.map.len() < inner.max_keys {
-            return;
-        }
-        let _sweeping = lock(&inner.sweeping);
-        if inner.map.len() < inner.max_keys {
-            return; // another caller swept while we waited
-        }
-        self.drop_expired(now);
-        let target = inner.max_keys - inner.max_keys / 10 - 1;
-        let seed = now ^ inner.evicted.load(Ordering::Relaxed);
-        let evicted =
-            super::evict::evict_soonest(&inner.map, target, seed, Slot::expires_at, Slot::kill);
-        inner.evicted.fetch_add(evicted as u64, Ordering::Relaxed);
+        inner.cap.make_room(
+            || inner.map.len(),
+            |target| {
+                self.drop_expired(now);
+                let seed = now ^ inner.evicted.load(Ordering::Relaxed);
+                let evicted = evict_soonest(&inner.map, target, seed, Slot::expires_at, Slot::kill);
+                inner.evicted.fetch_add(evicted as u64, Ordering::Relaxed);
+            },
+        );
     }
 }
 
@@ -335,7 +330,7 @@ impl<C> MemoryStore<C> {
 
     /// The cap on keys.
     pub fn max_keys(&self) -> usize {
-        self.inner.max_keys
+        self.inner.cap.max_keys()
     }
 
     /// How many live (unexpired) states were evicted to respect the cap since the store
@@ -348,12 +343,6 @@ impl<C> MemoryStore<C> {
     pub fn clock(&self) -> &C {
         &self.inner.clock
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere while holding the lock leaves the data consistent (every write is a
-    // single assignment), so a poisoned lock is still usable.
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Slot {

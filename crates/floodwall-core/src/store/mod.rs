@@ -3,7 +3,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use crate::{Decision, Error, Policy};
 
@@ -204,4 +205,15 @@ impl<S: Store + ?Sized> Store for &S {
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         (**self).check_now(key, policy, cost)
     }
+}
+
+/// Locks `m`. A panic elsewhere while holding one of the stores' locks leaves the data
+/// consistent (every write is a single assignment), so a poisoned lock is still usable.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// `d` in whole microseconds, saturating.
+pub(crate) fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }

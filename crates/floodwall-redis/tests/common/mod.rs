@@ -2,7 +2,9 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use floodwall_core::{Algorithm, Policy};
+use std::time::Duration;
+
+use floodwall_core::{Algorithm, Policy, Quota};
 use redis_harness::{RedisServer, Reply};
 
 /// One policy per algorithm, all on `quota` (no burst, so every algorithm accepts it).
@@ -11,6 +13,22 @@ pub fn every_algorithm(name: &str, quota: &str) -> Vec<Policy> {
         .into_iter()
         .map(|a| Policy::new(format!("{name}-{a}"), a, quota.parse().unwrap()).unwrap())
         .collect()
+}
+
+/// A small policy for random histories: `count` per `period_ms`, with `burst` where the
+/// algorithm takes one, so short histories cross windows, buckets and refills.
+pub fn small_policy(
+    name: String,
+    algorithm: Algorithm,
+    count: u64,
+    period_ms: u64,
+    burst: u64,
+) -> Policy {
+    let mut quota = Quota::new(count, Duration::from_millis(period_ms)).unwrap();
+    if algorithm.has_burst() {
+        quota = quota.with_burst(burst).unwrap();
+    }
+    Policy::new(name, algorithm, quota).unwrap()
 }
 
 /// The server's `TIME`, in µs since the epoch.
