@@ -5,12 +5,10 @@
 
 mod support;
 
-use std::time::Duration;
-
 use floodwall::Policy;
 use floodwall_redis::RedisStore;
 use redis_harness::{RedisCluster, RedisServer};
-use support::vectors::{self, cell_reply};
+use support::vectors;
 
 /// Runs every vector file through `store` (explicit times, so runs are deterministic).
 async fn run_vector_files(store: &RedisStore) -> usize {
@@ -46,31 +44,12 @@ async fn every_vector_file_on_one_node_through_each_connection_kind() {
 async fn redis_cell_replies_are_reproduced() {
     let server = RedisServer::start();
     let store = RedisStore::connect(&server.url()).await.unwrap();
-    let groups = vectors::load_cell();
-    assert_eq!(groups.len(), 5, "groups A, B, C, D, F");
     let now = 1_700_000_000_000_000;
-    for g in groups {
-        let policy = Policy::redis_cell(
-            "cell",
-            g.max_burst,
-            g.count,
-            Duration::from_secs(g.period_s),
-        )
-        .unwrap();
-        let key = format!("k-{}", g.name);
-        for (i, expected) in g.replies.iter().enumerate() {
-            // All calls of a group happened within a few milliseconds: one instant.
-            let peek = store
-                .check_at(key.as_bytes(), &policy, 0, now)
-                .await
-                .unwrap();
-            let got = store
-                .check_at(key.as_bytes(), &policy, g.quantity, now)
-                .await;
-            let reply = cell_reply(&got, || peek);
-            assert_eq!(&reply, expected, "group {} call {}", g.name, i + 1);
-        }
-    }
+    vectors::run_cell(|policy, key, cost| {
+        let store = &store;
+        async move { store.check_at(key.as_bytes(), &policy, cost, now).await }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

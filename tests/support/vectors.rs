@@ -219,9 +219,43 @@ pub fn load_cell() -> Vec<CellGroup> {
     groups
 }
 
+/// Runs redis-cell's recorded groups through `check(policy, key, cost)`, every call of
+/// a group at one instant (the caller's clock is frozen or its time explicit) on a key of
+/// its own, and asserts each `CL.THROTTLE` reply.
+pub async fn run_cell<F, Fut>(mut check: F)
+where
+    F: FnMut(Policy, String, u64) -> Fut,
+    Fut: std::future::Future<Output = Result<Decision, Error>>,
+{
+    let groups = load_cell();
+    assert_eq!(groups.len(), 5, "groups A, B, C, D, F");
+    for g in groups {
+        let policy = Policy::redis_cell(
+            "cell",
+            g.max_burst,
+            g.count,
+            Duration::from_secs(g.period_s),
+        )
+        .unwrap();
+        let key = format!("k-{}", g.name);
+        for (i, expected) in g.replies.iter().enumerate() {
+            let got = check(policy.clone(), key.clone(), g.quantity).await;
+            // A cost that can never pass changes nothing: peek after it.
+            let peek = match &got {
+                Err(e) if e.is_cost_too_high() => {
+                    Some(check(policy.clone(), key.clone(), 0).await.unwrap())
+                }
+                _ => None,
+            };
+            let reply = cell_reply(&got, || peek.expect("a peek after a refused cost"));
+            assert_eq!(&reply, expected, "group {} call {}", g.name, i + 1);
+        }
+    }
+}
+
 /// A `CL.THROTTLE` reply from a decision, or from a cost that can never pass (redis-cell
 /// answers that as "limited, retry -1", with remaining and reset from a peek).
-pub fn cell_reply(result: &Result<Decision, Error>, peek: impl FnOnce() -> Decision) -> [i64; 5] {
+fn cell_reply(result: &Result<Decision, Error>, peek: impl FnOnce() -> Decision) -> [i64; 5] {
     let secs = |d: Duration| d.as_secs() as i64;
     match result {
         Ok(d) => [
