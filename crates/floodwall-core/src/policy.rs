@@ -374,6 +374,12 @@ mod tests {
         ));
         let slow: Quota = "1/s".parse().unwrap();
         assert!(Policy::new("p", tb(500), slow).is_err());
+        // Two tokens per microsecond: whole tokens per tick, but faster than any interval.
+        let fast: Quota = "2/1us".parse().unwrap();
+        assert!(matches!(
+            Policy::new("p", tb(1), fast),
+            Err(ConfigError::RateTooHigh { .. })
+        ));
     }
 
     #[test]

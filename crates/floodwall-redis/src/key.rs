@@ -15,6 +15,10 @@
 //! - The fingerprint (FNV-1a of the algorithm's integer parameters, 8 hex digits) keeps
 //!   states of different shapes apart: changing a policy's quota starts its keys afresh, as
 //!   the memory store does, instead of reading a window of 250 ms buckets as one of 100 ms.
+//!   It also covers the version of the algorithm's stored format: a release that changes
+//!   what a state looks like in Redis (the token bucket's and the funnel's became one
+//!   integer in format 2, the sliding log's entries gained running totals) starts those
+//!   keys afresh, once, instead of refusing them as unreadable until they expire.
 
 use std::fmt::Write as _;
 
@@ -44,36 +48,41 @@ fn raw_ok(key: &[u8]) -> Option<&str> {
     ok.then_some(s)
 }
 
-/// A short tag per algorithm, readable in `redis-cli --scan` output.
-fn tag_and_numbers(params: Parameters) -> (&'static str, [u64; 3]) {
+/// A short tag per algorithm, readable in `redis-cli --scan` output, the version of the
+/// format its scripts store (raise it whenever a script stores something older scripts
+/// would misread), and its integer parameters.
+fn tag_and_numbers(params: Parameters) -> (&'static str, u8, [u64; 3]) {
     match params {
         Parameters::Gcra {
             interval,
             tolerance,
-        } => ("gcra", [interval, tolerance, 0]),
+        } => ("gcra", 1, [interval, tolerance, 0]),
         Parameters::TokenBucket {
             capacity,
             tick,
             quantum,
-        } => ("tb", [capacity, tick, quantum]),
-        Parameters::LeakyBucket { capacity, interval } => ("lb", [capacity, interval, 0]),
-        Parameters::FixedWindow { limit, period } => ("fw", [limit, period, 0]),
+        } => ("tb", 2, [capacity, tick, quantum]),
+        Parameters::LeakyBucket { capacity, interval } => ("lb", 2, [capacity, interval, 0]),
+        Parameters::FixedWindow { limit, period } => ("fw", 1, [limit, period, 0]),
         Parameters::SlidingWindow {
             limit,
             precision,
             buckets,
-        } => ("sw", [limit, precision, buckets]),
-        Parameters::SlidingLog { limit, period } => ("sl", [limit, period, 0]),
-        _ => ("x", [0; 3]),
+        } => ("sw", 1, [limit, precision, buckets]),
+        Parameters::SlidingLog { limit, period } => ("sl", 2, [limit, period, 0]),
+        _ => ("x", 1, [0; 3]),
     }
 }
 
 /// FNV-1a, 32 bits: stable across processes, versions and machines, as a fleet sharing keys
-/// needs (std's hashers promise none of that).
-fn fnv1a(tag: &str, numbers: &[u64; 3]) -> u32 {
+/// needs (std's hashers promise none of that). Format 1 hashes no version byte, so the keys
+/// of algorithms whose format never changed stay where they were.
+fn fnv1a(tag: &str, format: u8, numbers: &[u64; 3]) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
+    let version = (format > 1).then_some(format);
     let bytes = tag
         .bytes()
+        .chain(version)
         .chain(numbers.iter().flat_map(|n| n.to_le_bytes()));
     for b in bytes {
         h ^= u32::from(b);
@@ -84,11 +93,11 @@ fn fnv1a(tag: &str, numbers: &[u64; 3]) -> u32 {
 
 /// The Redis key holding `user_key`'s state under `policy`.
 pub(crate) fn redis_key(prefix: &str, policy: &Policy, user_key: &[u8]) -> Vec<u8> {
-    let (tag, numbers) = tag_and_numbers(policy.parameters());
+    let (tag, format, numbers) = tag_and_numbers(policy.parameters());
     let mut out = String::with_capacity(prefix.len() + policy.name().len() + 24 + 68);
     out.push_str(prefix);
     out.push_str(policy.name());
-    let _ = write!(out, ":{tag}.{:08x}:", fnv1a(tag, &numbers));
+    let _ = write!(out, ":{tag}.{:08x}:", fnv1a(tag, format, &numbers));
     match raw_ok(user_key) {
         Some(raw) => {
             out.push('{');
@@ -145,6 +154,22 @@ mod tests {
         assert_ne!(a, b);
         let cell = Policy::redis_cell("api", 9, 10, std::time::Duration::from_secs(1)).unwrap();
         assert_eq!(redis_key("", &cell, b"k"), a);
+    }
+
+    #[test]
+    fn a_new_state_format_means_new_keys() {
+        let tb = Policy::new(
+            "api",
+            floodwall_core::Algorithm::TOKEN_BUCKET,
+            "10/s".parse().unwrap(),
+        )
+        .unwrap();
+        let (tag, format, numbers) = tag_and_numbers(tb.parameters());
+        assert_eq!((tag, format), ("tb", 2));
+        let key = String::from_utf8(redis_key("", &tb, b"k")).unwrap();
+        let new = format!("{:08x}", fnv1a(tag, format, &numbers));
+        let old = format!("{:08x}", fnv1a(tag, 1, &numbers));
+        assert!(key.contains(&new) && !key.contains(&old), "{key}");
     }
 
     #[test]

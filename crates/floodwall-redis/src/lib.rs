@@ -60,8 +60,8 @@
 //! | algorithm | Redis type | memory per key | commands when admitted | when denied |
 //! |---|---|---|---|---|
 //! | GCRA | string (TAT) | 88 B | TIME GET SET | TIME GET |
-//! | token bucket | string (tokens, tick) | 120 B | TIME GET SET | TIME GET |
-//! | leaky bucket | string (level, since) | 120 B | TIME GET SET | TIME GET |
+//! | token bucket | string (tokens added when full) | 88 B | TIME GET SET | TIME GET |
+//! | leaky bucket | string (when empty: GCRA's TAT) | 88 B | TIME GET SET | TIME GET |
 //! | fixed window | string (window, used) | 104 B | TIME GET SET | TIME GET |
 //! | sliding window | hash, a field per used bucket | 104 B + ~9 B per bucket (184 B for 10) | TIME HGETALL \[HDEL\] HINCRBY \[PEXPIRE\] | TIME HGETALL |
 //! | sliding log | sorted set, an entry per admitting µs | 136 B + ~36 B per entry (3,672 B for 100) | TIME ZRANGE \[ZRANGEBYSCORE\] ZADD \[ZREM\] \[PEXPIRE\] \[ZREMRANGEBYSCORE\] | TIME ZRANGE \[ZRANGEBYSCORE\] \[ZRANGEBYSCORE\] |

@@ -30,8 +30,6 @@ pub(crate) enum ReplyKind {
         tick: u64,
         quantum: u64,
     },
-    /// `level × interval + (now − since)`.
-    LeakyBucket { capacity: u64, interval: u64 },
     /// `used × (period + 1) + µs to the window's end`.
     FixedWindow { limit: u64, period: u64 },
     /// Admissions only: `remaining × (period + 1) + reset_after`; refusals are strings.
@@ -103,20 +101,6 @@ fn unpack(kind: ReplyKind, cost: u64, allowed: bool, x: u64) -> Option<Raw> {
                 wait(cost.checked_sub(tokens).filter(|&m| m > 0)?)?,
                 reset,
             ])
-        }
-        ReplyKind::LeakyBucket { capacity, interval } => {
-            let (level, d) = (x / interval.max(1), x % interval.max(1));
-            // When `k` more units will have leaked.
-            let after = |k: u64| match k {
-                0 => Some(0),
-                k => k.checked_mul(interval)?.checked_sub(d),
-            };
-            let (remaining, reset) = (capacity.checked_sub(level)?, after(level)?);
-            if allowed {
-                return Some([1, remaining, 0, reset]);
-            }
-            let over = (level + cost).checked_sub(capacity).filter(|&k| k > 0)?;
-            Some([0, remaining, after(over)?, reset])
         }
         ReplyKind::FixedWindow { limit, period } => {
             let span = period.checked_add(1)?;
@@ -201,14 +185,6 @@ mod tests {
         assert_eq!(single(tb, 1, &Value::Int(230)).unwrap(), [1, 2, 0, 70]);
         // 1 token, cost 2: one more in 70 µs, full in 170.
         assert_eq!(single(tb, 2, &Value::Int(-131)).unwrap(), [0, 1, 70, 170]);
-        let lb = ReplyKind::LeakyBucket {
-            capacity: 3,
-            interval: 100,
-        };
-        // Level 2, 30 µs since the last leak: empty in 170 µs.
-        assert_eq!(single(lb, 1, &Value::Int(230)).unwrap(), [1, 1, 0, 170]);
-        // Full, cost 2: two units leak in 170 µs, all in 270.
-        assert_eq!(single(lb, 2, &Value::Int(-331)).unwrap(), [0, 0, 170, 270]);
         let fw = ReplyKind::FixedWindow {
             limit: 5,
             period: 1000,

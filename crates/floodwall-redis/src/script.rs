@@ -18,11 +18,11 @@ const BATCH: &str = include_str!("lua/batch.lua");
 
 /// The algorithms written as sections (load, `-- @step`, `-- @save` and
 /// `-- @reply`) for a driver to paste in: one definition serves single checks and batches,
-/// and builds no Lua closure.
-const STEPPED: [&str; 4] = [
+/// and builds no Lua closure. The leaky bucket is GCRA underneath (floodwall-core's
+/// `algorithm/leaky_bucket.rs`) and runs GCRA's script.
+const STEPPED: [&str; 3] = [
     include_str!("lua/gcra.lua"),
     include_str!("lua/token_bucket.lua"),
-    include_str!("lua/leaky_bucket.lua"),
     include_str!("lua/fixed_window.lua"),
 ];
 
@@ -54,7 +54,7 @@ fn assemble(algorithm: &str, driver: &str, now: usize) -> String {
 }
 
 /// How many parameter arguments each script (in [`SOURCES`] order) takes.
-const PARAMS: [usize; 6] = [2, 3, 2, 2, 3, 2];
+const PARAMS: [usize; 5] = [2, 3, 2, 3, 2];
 
 /// Where a single check's explicit time sits: after the cost and the parameters.
 const fn single_now(params: usize) -> usize {
@@ -62,30 +62,29 @@ const fn single_now(params: usize) -> usize {
 }
 
 /// One check per algorithm; the sliding window and log are whole scripts of their own.
-static SOURCES: LazyLock<[String; 6]> = LazyLock::new(|| {
+static SOURCES: LazyLock<[String; 5]> = LazyLock::new(|| {
     let stepped = |i: usize| assemble(STEPPED[i], SINGLE, single_now(PARAMS[i]));
     let whole = |i: usize, source: &str| format!("{}{source}", prelude(single_now(PARAMS[i])));
     [
         stepped(0),
         stepped(1),
         stepped(2),
-        stepped(3),
-        whole(4, include_str!("lua/sliding_window.lua")),
-        whole(5, include_str!("lua/sliding_log.lua")),
+        whole(3, include_str!("lua/sliding_window.lua")),
+        whole(4, include_str!("lua/sliding_log.lua")),
     ]
 });
 
 /// Batches (see `crate::coalesce`) of the algorithms that have a step.
-static BATCH_SOURCES: LazyLock<[String; 4]> =
+static BATCH_SOURCES: LazyLock<[String; 3]> =
     LazyLock::new(|| STEPPED.map(|a| assemble(a, BATCH, BATCH_NOW)));
 
-static SCRIPTS: LazyLock<[Script; 6]> =
+static SCRIPTS: LazyLock<[Script; 5]> =
     LazyLock::new(|| SOURCES.each_ref().map(|s| Script::new(s)));
-static BATCH_SCRIPTS: LazyLock<[Script; 4]> =
+static BATCH_SCRIPTS: LazyLock<[Script; 3]> =
     LazyLock::new(|| BATCH_SOURCES.each_ref().map(|s| Script::new(s)));
 
 /// Where these parameters' scripts sit in [`SOURCES`] / [`BATCH_SOURCES`] (the batches are
-/// the first four), and their parameter arguments (padded with 0; [`PARAMS`] says how many
+/// the first three), and their parameter arguments (padded with 0; [`PARAMS`] says how many
 /// count); `None` for an algorithm this crate has no script for (`Parameters` is
 /// non-exhaustive).
 fn layout(params: Parameters) -> Option<(usize, [u64; 3])> {
@@ -99,14 +98,16 @@ fn layout(params: Parameters) -> Option<(usize, [u64; 3])> {
             tick,
             quantum,
         } => (1, [capacity, tick, quantum]),
-        Parameters::LeakyBucket { capacity, interval } => (2, [capacity, interval, 0]),
-        Parameters::FixedWindow { limit, period } => (3, [limit, period, 0]),
+        Parameters::LeakyBucket { capacity, interval } => {
+            (0, [interval, capacity.saturating_mul(interval), 0])
+        }
+        Parameters::FixedWindow { limit, period } => (2, [limit, period, 0]),
         Parameters::SlidingWindow {
             limit,
             precision,
             buckets,
-        } => (4, [limit, precision, buckets]),
-        Parameters::SlidingLog { limit, period } => (5, [limit, period, 0]),
+        } => (3, [limit, precision, buckets]),
+        Parameters::SlidingLog { limit, period } => (4, [limit, period, 0]),
         _ => return None,
     })
 }
@@ -160,9 +161,10 @@ pub(crate) fn reply_kind(params: Parameters) -> ReplyKind {
             tick,
             quantum,
         },
-        Parameters::LeakyBucket { capacity, interval } => {
-            ReplyKind::LeakyBucket { capacity, interval }
-        }
+        Parameters::LeakyBucket { capacity, interval } => ReplyKind::Gcra {
+            interval,
+            tolerance: capacity.saturating_mul(interval),
+        },
         Parameters::FixedWindow { limit, period } => ReplyKind::FixedWindow { limit, period },
         Parameters::SlidingWindow {
             limit,
@@ -219,7 +221,7 @@ mod tests {
             .chain(BATCH_SCRIPTS.iter())
             .map(|s| s.get_hash())
             .collect();
-        assert_eq!(hashes.len(), 10);
+        assert_eq!(hashes.len(), 8);
         for a in floodwall_core::Algorithm::all() {
             let p = floodwall_core::Policy::new("p", a, "10/s".parse().unwrap()).unwrap();
             assert!(invocation(p.parameters(), b"k", None, 1).is_some(), "{a}");

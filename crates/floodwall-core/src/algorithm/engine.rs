@@ -2,7 +2,7 @@
 
 use super::fixed_window::FixedWindow;
 use super::gcra::Gcra;
-use super::leaky_bucket::LeakyBucket;
+use super::leaky_bucket::funnel;
 use super::sliding_log::{Log, SlidingLog};
 use super::sliding_window::SlidingWindow;
 use super::state::Inner;
@@ -22,7 +22,8 @@ fn span_us() -> u64 {
 pub(crate) enum Engine {
     Gcra(Gcra),
     TokenBucket(TokenBucket),
-    LeakyBucket(LeakyBucket),
+    /// The funnel runs on GCRA (see `leaky_bucket.rs`); only its parameters differ.
+    LeakyBucket(Gcra),
     FixedWindow(FixedWindow),
     SlidingWindow(SlidingWindow),
     SlidingLog(SlidingLog),
@@ -59,13 +60,14 @@ impl Engine {
             }
             Algorithm::LeakyBucket => {
                 let interval = quota.interval_micros()?;
-                within_span(interval.checked_mul(burst))?;
-                Self::LeakyBucket(LeakyBucket {
-                    capacity: burst,
-                    interval,
-                })
+                let gcra = funnel(burst, interval);
+                within_span(gcra.map(|g| g.tolerance))?;
+                Self::LeakyBucket(gcra.expect("checked just above"))
             }
             Algorithm::TokenBucket { tick } => {
+                // More than one token per microsecond is refused, as for every algorithm
+                // with an interval; it keeps the bucket's state below the time in µs.
+                quota.interval_micros()?;
                 let (tick, quantum) = match tick {
                     None => (quota.interval_micros()?, 1),
                     Some(t) => {
@@ -145,7 +147,7 @@ impl Engine {
         match self {
             Self::Gcra(g) => g.burst,
             Self::TokenBucket(b) => b.capacity,
-            Self::LeakyBucket(b) => b.capacity,
+            Self::LeakyBucket(g) => g.burst,
             Self::FixedWindow(w) => w.limit,
             Self::SlidingWindow(w) => w.limit,
             Self::SlidingLog(l) => l.limit,
@@ -181,7 +183,7 @@ impl Engine {
             }};
         }
         Ok(match self {
-            Self::Gcra(g) => {
+            Self::Gcra(g) | Self::LeakyBucket(g) => {
                 let tat = match st {
                     Inner::Empty => 0,
                     Inner::Gcra(t) => *t,
@@ -194,7 +196,6 @@ impl Engine {
                 raw
             }
             Self::TokenBucket(b) => simple!(b, Tokens),
-            Self::LeakyBucket(b) => simple!(b, Level),
             Self::FixedWindow(w) => simple!(w, Window),
             Self::SlidingWindow(w) => {
                 let mut buckets = match std::mem::take(st) {
@@ -225,10 +226,11 @@ impl Engine {
         })
     }
 
-    /// GCRA's lock-free path: decide on a bare TAT. `None` for other algorithms.
+    /// GCRA's lock-free path: decide on a bare TAT. `None` for algorithms that are not
+    /// GCRA underneath.
     pub(crate) fn gcra(&self) -> Option<&Gcra> {
         match self {
-            Self::Gcra(g) => Some(g),
+            Self::Gcra(g) | Self::LeakyBucket(g) => Some(g),
             _ => None,
         }
     }
@@ -245,9 +247,9 @@ impl Engine {
                 tick: b.tick,
                 quantum: b.quantum,
             },
-            Self::LeakyBucket(b) => P::LeakyBucket {
-                capacity: b.capacity,
-                interval: b.interval,
+            Self::LeakyBucket(g) => P::LeakyBucket {
+                capacity: g.burst,
+                interval: g.interval,
             },
             Self::FixedWindow(w) => P::FixedWindow {
                 limit: w.limit,

@@ -2,119 +2,68 @@
 //! interval; a request pours its cost in and passes if it fits.
 //!
 //! The seeds' funnel truncated the leaked amount to an integer and reset its clock on every
-//! call, so frequent callers stopped it leaking at all. Here the level leaks in whole units and
-//! the clock advances by exactly the time those units took, keeping the remainder.
-//! Admissions equal GCRA's; the state is a (level, time) pair instead of a timestamp.
+//! call, so frequent callers stopped it leaking at all. Leaking whole units while keeping the
+//! remainder of the interval fixes that, and then the funnel needs no (level, time) pair: the
+//! time it will be empty, `E`, says everything. The level at `now` is `⌈(E − now) / interval⌉`
+//! units, a request of cost `c` fits if that plus `c` is at most the capacity, and pouring
+//! it in moves `E` by `c × interval`. That is GCRA, with `E` as its theoretical arrival time
+//! and the capacity as its burst: the funnel runs on [`Gcra`], so both algorithms share one
+//! implementation, one Redis script and the memory store's lock-free path.
+//!
+//! A clock behind `E` sees the funnel fuller than it was, never emptier.
 
-use super::Raw;
+use super::gcra::Gcra;
 
-/// Precomputed parameters: capacity in units, interval in microseconds per unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LeakyBucket {
-    pub(crate) capacity: u64,
-    pub(crate) interval: u64,
-}
-
-/// Water in the funnel, and the time from which the next unit's leak is counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Level {
-    pub(crate) level: u64,
-    pub(crate) since: u64,
-}
-
-impl LeakyBucket {
-    pub(crate) fn decide(&self, state: Option<Level>, now: u64, cost: u64) -> (Raw, Option<Level>) {
-        let Level { level, since } = match state {
-            None => Level {
-                level: 0,
-                since: now,
-            },
-            Some(s) => {
-                let at = now.max(s.since);
-                let leaked = (at - s.since) / self.interval;
-                if leaked >= s.level {
-                    Level {
-                        level: 0,
-                        since: at,
-                    }
-                } else {
-                    Level {
-                        level: s.level - leaked,
-                        since: s.since + leaked * self.interval,
-                    }
-                }
-            }
-        };
-        // When `n` more units will have leaked (0 when none need to).
-        let after = |n: u64| {
-            if n == 0 {
-                0
-            } else {
-                since + n * self.interval - now
-            }
-        };
-        let fits = level + cost <= self.capacity;
-        let level_after = if fits { level + cost } else { level };
-        let raw = Raw {
-            allowed: fits,
-            remaining: self.capacity - level_after,
-            retry: if fits {
-                0
-            } else {
-                after(level + cost - self.capacity)
-            },
-            reset: after(level_after),
-        };
-        let write = fits && cost > 0;
-        (
-            raw,
-            write.then_some(Level {
-                level: level_after,
-                since,
-            }),
-        )
-    }
+/// The funnel as GCRA: `capacity` units, one leaking every `interval` µs. `None` when
+/// `capacity × interval` overflows.
+pub(crate) fn funnel(capacity: u64, interval: u64) -> Option<Gcra> {
+    Some(Gcra {
+        interval,
+        tolerance: capacity.checked_mul(interval)?,
+        burst: capacity,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const F: LeakyBucket = LeakyBucket {
-        capacity: 3,
-        interval: 100,
-    };
+    const CAPACITY: u64 = 3;
+    const INTERVAL: u64 = 100;
+
+    /// The funnel's level at `now` when it is empty at `e`.
+    fn level(e: u64, now: u64) -> u64 {
+        e.saturating_sub(now).div_ceil(INTERVAL)
+    }
 
     #[test]
     fn leaks_one_unit_per_interval_keeping_the_remainder() {
-        let (_, s) = F.decide(None, 1_000, 3);
-        let s = s.unwrap();
+        let f = funnel(CAPACITY, INTERVAL).unwrap();
+        let (_, e) = f.decide(0, 1_000, 3);
+        let e = e.unwrap();
+        assert_eq!(level(e, 1_000), 3);
         // Called every 60 µs: the seeds' funnel would never leak; this one leaks at 1_100.
-        let (raw, _) = F.decide(Some(s), 1_060, 1);
+        assert_eq!(level(e, 1_060), 3);
+        let (raw, _) = f.decide(e, 1_060, 1);
         assert_eq!((raw.allowed, raw.retry), (false, 40));
-        let (raw, s2) = F.decide(Some(s), 1_120, 1);
+        let (raw, e2) = f.decide(e, 1_120, 1);
         assert!(raw.allowed);
-        assert_eq!(
-            s2,
-            Some(Level {
-                level: 3,
-                since: 1_100
-            })
-        );
-        assert_eq!(raw.reset, 280);
+        // Full again, and the next unit leaks 80 µs on, at 1_200: the remainder was kept.
+        assert_eq!(level(e2.unwrap(), 1_120), 3);
+        assert_eq!(level(e2.unwrap(), 1_200), 2);
+        assert_eq!((raw.remaining, raw.reset), (0, 280));
     }
 
     #[test]
     fn an_emptied_funnel_restarts_its_clock() {
-        let s = Level { level: 1, since: 0 };
-        let (raw, s2) = F.decide(Some(s), 10_050, 1);
+        let f = funnel(CAPACITY, INTERVAL).unwrap();
+        let (raw, e) = f.decide(100, 10_050, 1);
         assert_eq!((raw.allowed, raw.remaining, raw.reset), (true, 2, 100));
-        assert_eq!(
-            s2,
-            Some(Level {
-                level: 1,
-                since: 10_050
-            })
-        );
+        assert_eq!(e, Some(10_150));
+    }
+
+    #[test]
+    fn a_capacity_that_overflows_is_refused() {
+        assert!(funnel(u64::MAX, 2).is_none());
     }
 }

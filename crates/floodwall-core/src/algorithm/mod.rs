@@ -28,8 +28,8 @@ pub use state::State;
 /// | algorithm | state per key | burst | trade-off |
 /// |---|---|---|---|
 /// | [`Gcra`](Self::Gcra) (default) | one timestamp | yes | smooth, exact, cheapest in Redis; redis-cell's `CL.THROTTLE` |
-/// | [`TokenBucket`](Self::TokenBucket) | tokens + tick | yes | refills in whole ticks (juju/ratelimit) |
-/// | [`LeakyBucket`](Self::LeakyBucket) | level + time | yes | the seeds' funnel; admits as GCRA does |
+/// | [`TokenBucket`](Self::TokenBucket) | one count | yes | refills in whole ticks (juju/ratelimit) |
+/// | [`LeakyBucket`](Self::LeakyBucket) | one timestamp | yes | the seeds' funnel; GCRA underneath |
 /// | [`FixedWindow`](Self::FixedWindow) | one counter | no | cheapest; lets `2 × count` through across a window edge |
 /// | [`SlidingWindow`](Self::SlidingWindow) | a counter per bucket | no | bounded edge burst, weights (bytes) welcome |
 /// | [`SlidingLog`](Self::SlidingLog) | an entry per request | no | exact over any window; memory grows with `count` |

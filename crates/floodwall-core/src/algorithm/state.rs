@@ -1,10 +1,8 @@
 //! The per-key state a store keeps between checks.
 
 use super::fixed_window::Window;
-use super::leaky_bucket::Level;
 use super::sliding_log::Log;
 use super::sliding_window::Buckets;
-use super::token_bucket::Tokens;
 
 /// What one key remembers between checks, for any algorithm.
 ///
@@ -17,9 +15,10 @@ pub struct State(pub(crate) Inner);
 pub(crate) enum Inner {
     #[default]
     Empty,
+    /// GCRA's and the funnel's theoretical arrival time.
     Gcra(u64),
-    Tokens(Tokens),
-    Level(Level),
+    /// The token bucket's "full at" count of tokens added.
+    Tokens(u64),
     Window(Window),
     Buckets(Buckets),
     Log(Log),

@@ -1,4 +1,6 @@
--- Token bucket, as floodwall-core's algorithm/token_bucket.rs. State: '<tokens> <tick index>'.
+-- Token bucket, as floodwall-core's algorithm/token_bucket.rs. State: one integer, the count
+-- of tokens added by the epoch-aligned ticks (tick index x quantum) at which the bucket is
+-- full again; the tokens owed are that minus the count added so far.
 -- ARGV[2]: capacity, ARGV[3]: tick length (µs), ARGV[4]: tokens added per tick.
 -- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
 -- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`,
@@ -6,48 +8,50 @@
 -- Cost: TIME + GET (+ SET when admitted: KEEPTTL, or PX in a new cell of the TTL grid).
 local capacity, tick_len, quantum = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local tick = math.floor(now / tick_len)
-local tokens, old = capacity, nil
+local added = tick * quantum
+local owed, old = 0, nil
 local stored = redis.call('GET', KEYS[1])
 if stored then
-  local t, k = string.match(stored, '^(%d+) (%d+)$')
-  if not t then return redis.error_reply(BAD) end
-  t, k = tonumber(t), tonumber(k)
-  old = (k + math.ceil((capacity - t) / quantum)) * tick_len
-  -- A clock behind the state adds nothing and never moves the anchor back.
-  if k > tick then tick = k end
-  tokens = math.min(t + (tick - k) * quantum, capacity)
+  old = tonumber(stored)
+  if not old then return redis.error_reply(BAD) end
+  -- A clock behind the state owes the ticks it has not reached: stricter, never looser.
+  if old > added then owed = old - added end
 end
 -- @step
 -- Waits are until `missing` more tokens will have been added: (tick + ceil(missing /
 -- quantum)) x tick_len - now, or 0 when none is missing.
+-- A clock far enough behind may owe more than the capacity: no tokens, a peek still passes.
+local tokens = capacity - owed
+if tokens < 0 then tokens = 0 end
 if c <= tokens then
-  tokens = tokens - c
-  allowed, remaining, retry, reset = 1, tokens, 0, 0
+  owed = owed + c
+  allowed, remaining, retry = 1, tokens - c, 0
 else
-  allowed, remaining, reset = 0, tokens, 0
-  retry = (tick + math.ceil((c - tokens) / quantum)) * tick_len - now
+  allowed, remaining = 0, tokens
+  retry = (tick + math.ceil((owed + c - capacity) / quantum)) * tick_len - now
 end
-if tokens < capacity then
-  reset = (tick + math.ceil((capacity - tokens) / quantum)) * tick_len - now
-end
+reset = 0
+if owed > 0 then reset = (tick + math.ceil(owed / quantum)) * tick_len - now end
 -- @save
--- The state must live until the bucket is full again; the longest span is a refill
--- from empty.
+-- The state must live until the bucket is full again, at tick ceil(state / quantum); the
+-- longest span is a refill from empty.
 local grid = math.max(math.floor(math.ceil(capacity / quantum) * tick_len / 4000), 1) * 1000
-local cell = math.floor((tick + math.ceil((capacity - tokens) / quantum)) * tick_len / grid)
-if old and cell == math.floor(old / grid) then
-  redis.call('SET', KEYS[1], string.format('%d %d', tokens, tick), 'KEEPTTL')
+local full = added + owed
+local cell = math.floor(math.ceil(full / quantum) * tick_len / grid)
+if old and cell == math.floor(math.ceil(old / quantum) * tick_len / grid) then
+  redis.call('SET', KEYS[1], string.format('%d', full), 'KEEPTTL')
 else
-  redis.call('SET', KEYS[1], string.format('%d %d', tokens, tick), 'PX',
+  redis.call('SET', KEYS[1], string.format('%d', full), 'PX',
     string.format('%d', math.floor(((cell + 1) * grid - now + 999) / 1000) + 1 + slack))
 end
 -- @reply
 -- One integer when it fits: tokens x tick_len + (now - tick x tick_len), negated (-1 - x)
--- when refused; src/reply.rs works out the rest. A clock behind the state, or a bucket too
--- large to pack below 2^53, answers with the four-integer string.
-local off = now - tick * tick_len
-if off >= 0 and off < tick_len and (capacity + 1) * tick_len <= 9007199254740992 then
-  if allowed == 1 then return tokens * tick_len + off end
-  return -1 - (tokens * tick_len + off)
+-- when refused; src/reply.rs works out the rest. A clock behind the state that owes more
+-- than the capacity, or a bucket too large to pack below 2^53, answers with the
+-- four-integer string.
+if owed <= capacity and (capacity + 1) * tick_len <= 9007199254740992 then
+  local x = (capacity - owed) * tick_len + now - tick * tick_len
+  if allowed == 1 then return x end
+  return -1 - x
 end
 return string.format('%d %d %d %d', allowed, remaining, retry, reset)
