@@ -17,7 +17,7 @@
 //!   the memory store does, instead of reading a window of 250 ms buckets as one of 100 ms.
 //!   It also covers the version of the algorithm's stored format: a release that changes
 //!   what a state looks like in Redis (the token bucket's and the funnel's became one
-//!   integer in format 2, the sliding log's entries gained running totals) starts those
+//!   integer in format 2, the sliding log became one entry per unit of cost in format 3) starts those
 //!   keys afresh, once, instead of refusing them as unreadable until they expire.
 
 use std::fmt::Write as _;
@@ -69,7 +69,7 @@ fn tag_and_numbers(params: Parameters) -> (&'static str, u8, [u64; 3]) {
             precision,
             buckets,
         } => ("sw", 1, [limit, precision, buckets]),
-        Parameters::SlidingLog { limit, period } => ("sl", 2, [limit, period, 0]),
+        Parameters::SlidingLog { limit, period } => ("sl", 3, [limit, period, 0]),
         _ => ("x", 1, [0; 3]),
     }
 }

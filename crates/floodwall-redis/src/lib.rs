@@ -64,18 +64,19 @@
 //! | leaky bucket | string (when empty: GCRA's TAT) | 88 B | TIME GET SET | TIME GET |
 //! | fixed window | string (window, used) | 104 B | TIME GET SET | TIME GET |
 //! | sliding window | hash, a field per used bucket | 104 B + ~9 B per bucket (184 B for 10) | TIME HGETALL \[HDEL\] HINCRBY \[PEXPIRE\] | TIME HGETALL |
-//! | sliding log | sorted set, an entry per admitting µs | 136 B + ~36 B per entry (3,672 B for 100) | TIME ZRANGE \[ZRANGEBYSCORE\] ZADD \[ZREM\] \[PEXPIRE\] \[ZREMRANGEBYSCORE\] | TIME ZRANGE \[ZRANGEBYSCORE\] \[ZRANGEBYSCORE\] |
+//! | sliding log | sorted set, a member per admitted unit + the newest time | 152 B + ~36 B per unit (3,672 B for 100) | TIME ZSCORE \[EXISTS\] \[ZCOUNT\] ZADD \[PEXPIRE ZREMRANGEBYSCORE\] | TIME ZSCORE \[ZCOUNT\] \[ZRANGEBYSCORE\] |
 //!
 //! Bracketed commands run only when needed. A write renews the key's TTL only when the
 //! state's expiry moves to a new cell of a grid a quarter of its longest span wide (the
 //! fixed window and the sliding window: a new window or bucket); within a cell a `SET` keeps
 //! the TTL (`KEEPTTL` costs Redis a third less than `PX`). So a key outlives its state by at
-//! most a quarter of that span, + 1 ms. A sliding log's entries carry the running total of
-//! admitted costs, so a check reads the newest two entries and, unless one of them is the
-//! window's oldest, that one (`ZRANGEBYSCORE`), never the whole log; it merges two requests
-//! of the same microsecond (`ZREM`), drops the entries that left its window every 16th
-//! admitted unit (`ZREMRANGEBYSCORE`), and reads its window once more on a denial whose
-//! retry time is not the oldest entry's.
+//! most a quarter of that span, + 1 ms. A sliding log keeps a member per admitted unit of
+//! cost and its newest time in a marker member, so a check reads that score and counts the
+//! units in its window (`ZCOUNT`, an integer), never the entries themselves; a refusal reads
+//! the one unit whose leaving makes room. Its entries that left the window are dropped when
+//! the TTL moves (`ZREMRANGEBYSCORE`), so a log holds at most twice its limit. A log is new
+//! when it has no marker; a sorted set without one is someone else's and refused
+//! (`EXISTS`, once per log).
 //! Every check is one `EVALSHA` round trip (the pool adds a PING per checkout).
 //!
 //! # Differences from the memory store

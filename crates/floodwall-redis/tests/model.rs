@@ -1,6 +1,6 @@
 //! Every script against the core model on random histories: the scripts answer with compact
-//! replies (an integer, a string) and the sliding log reads two entries instead of the whole
-//! log, so each single check is compared with `Policy::decide` on the same times and costs,
+//! replies (an integer, a string) and the sliding log counts units instead of reading its
+//! entries, so each single check is compared with `Policy::decide` on the same times and costs,
 //! clock steps back (where the model and the scripts agree on them) and peeks included.
 
 mod common;
@@ -46,9 +46,9 @@ fn single_checks_decide_as_the_core_model() {
         let mut now = NOW;
         rt.block_on(async {
             for (i, (dt, back, cost)) in steps.into_iter().enumerate() {
-                // After a step back the memory store's sliding window and log may have
-                // tidied what the scripts keep (the crate docs: Redis is stricter there).
-                if back && alg < 4 {
+                // After a step back the memory store's sliding window may have tidied
+                // buckets the script keeps (the crate docs: Redis is stricter there).
+                if back && alg != 4 {
                     now -= dt.min(3_000);
                 } else {
                     now += dt;

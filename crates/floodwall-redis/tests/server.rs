@@ -127,7 +127,7 @@ async fn one_decision_runs_the_documented_commands_and_a_denial_writes_nothing()
         &["get", "set"],
         &["get", "set"],
         &["hgetall", "hincrby", "pexpire"],
-        &["pexpire", "zadd", "zrange"],
+        &["exists", "pexpire", "zadd", "zscore"],
     ];
     let reads: [&[&str]; 6] = [
         &["get"],
@@ -135,7 +135,7 @@ async fn one_decision_runs_the_documented_commands_and_a_denial_writes_nothing()
         &["get"],
         &["get"],
         &["hgetall"],
-        &["zrange"],
+        &["zcount", "zscore"],
     ];
     for (i, policy) in every_algorithm("cmds", "2/s").iter().enumerate() {
         // Warm the script cache so SCRIPT LOAD does not show up.
@@ -145,7 +145,13 @@ async fn one_decision_runs_the_documented_commands_and_a_denial_writes_nothing()
         assert_eq!(calls, expected_allowed[i], "{policy:?}");
         let (d, calls) = run(&server, &store, policy, 1, now).await;
         assert!(!d.allowed);
-        assert_eq!(calls, reads[i], "{policy:?}: a denial only reads");
+        // A refused sliding log also reads which entry must leave first (the calls are
+        // listed by name).
+        let mut denial_reads = reads[i].to_vec();
+        if i == 5 {
+            denial_reads.insert(1, "zrangebyscore");
+        }
+        assert_eq!(calls, denial_reads, "{policy:?}: a denial only reads");
         let (d, calls) = run(&server, &store, policy, 0, now).await;
         assert!(d.allowed);
         assert_eq!(calls, reads[i], "{policy:?}: a peek only reads");
@@ -161,6 +167,40 @@ async fn one_decision_runs_the_documented_commands_and_a_denial_writes_nothing()
         .filter(|c| !(c.starts_with("config") || c == "info"))
         .collect();
     assert_eq!(calls, ["evalsha", "get", "set", "time"]);
+}
+
+#[tokio::test]
+async fn a_sliding_log_takes_costs_of_thousands_of_units_as_the_model_does() {
+    // A sliding log keeps a member per unit and adds them 1,000 to a ZADD: a cost of 2,500
+    // takes three, and the set then holds every unit (plus its newest-time marker).
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let policy = Policy::new(
+        "big",
+        floodwall_core::Algorithm::SlidingLog,
+        "3000/1s".parse().unwrap(),
+    )
+    .unwrap();
+    let key = String::from_utf8(store.redis_key(b"k", &policy)).unwrap();
+    let mut state = floodwall_core::State::new();
+    let t0 = 1_700_000_000_000_000u64;
+    let steps = [
+        (0, 2_500),
+        (1, 501),
+        (1, 500),
+        (400_000, 1),
+        (1_000_000, 2_999),
+        (1_000_001, 3_000),
+        (2_000_001, 3_000),
+    ];
+    for (i, (dt, cost)) in steps.into_iter().enumerate() {
+        let got = store.check_at(b"k", &policy, cost, t0 + dt).await.unwrap();
+        let want = policy.decide(&mut state, t0 + dt, cost).unwrap();
+        assert_eq!(got, want, "step {i}: cost {cost} at +{dt} µs");
+        if i == 0 {
+            assert_eq!(server.cmd(&["ZCARD", &key]), "2501");
+        }
+    }
 }
 
 /// Decides once, and lists the commands the script ran, once per call.

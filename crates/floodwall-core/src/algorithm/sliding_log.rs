@@ -4,8 +4,8 @@
 //! Unlike the seeds, a denied request is not logged (it consumed nothing), and requests of
 //! the same microsecond share one entry (the seeds' members collided instead).
 //!
-//! Memory: up to `count` entries per key (16 bytes each in memory; roughly 50–70 bytes each in
-//! a Redis sorted set), which is why counts above
+//! Memory: up to `count` entries per key (16 bytes each in memory; in a Redis sorted set one
+//! member of about 36 bytes per admitted unit), which is why counts above
 //! [`Algorithm::SLIDING_LOG_MAX_ENTRIES`](crate::Algorithm::SLIDING_LOG_MAX_ENTRIES) are refused.
 
 use std::collections::VecDeque;
