@@ -3,11 +3,13 @@
 -- its window when admitted (unique: every member of the same t was counted then, so had a
 -- smaller place), and one member '~' scored -1 - the newest entry's time. Every read is then
 -- an integer or one score: the newest time (ZSCORE), the units in the window (ZCOUNT), and
--- on a refusal the unit whose leaving makes room (ZRANGEBYSCORE .. LIMIT k-1 1).
+-- on a refusal the unit whose leaving makes room (ZRANGEBYSCORE .. LIMIT k-1 1), unless
+-- it is the newest.
 -- ARGV[2]: limit, ARGV[3]: period (µs).
--- Cost: TIME + ZSCORE (+ EXISTS for a new log; + ZCOUNT unless every entry has left the window; + ZADD when
--- admitted, and PEXPIRE with ZREMRANGEBYSCORE of the entries that left the window when the
--- TTL moves to a new cell of its grid (see the prelude); + ZRANGEBYSCORE when refused).
+-- Cost: TIME + ZSCORE (+ EXISTS for a new log; + ZCOUNT unless every entry has left the
+-- window; + ZADD when admitted, and PEXPIRE with ZREMRANGEBYSCORE of the entries that left
+-- the window when the TTL moves to a new cell of its grid (see the prelude); + ZRANGEBYSCORE
+-- when refused, unless the newest unit is the one to wait for).
 -- The answer: when admitted, one integer (src/reply.rs) if it packs below 2^53; else, and
 -- when refused, one string 'allowed remaining retry_after_us reset_after_us'.
 local limit, period = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -69,9 +71,13 @@ if used + cost <= limit then
   end
   return string.format('1 %d 0 %d', limit - used - cost, reset)
 end
--- Refused: retry when the unit whose leaving makes room for the cost leaves the window.
-local kth = redis.call('ZRANGEBYSCORE', KEYS[1], from, '+inf', 'WITHSCORES', 'LIMIT',
-  used + cost - limit - 1, 1)
-local t = tonumber(kth[2])
-if not t then return redis.error_reply(BAD) end
+-- Refused: retry when the k-th oldest unit of the window leaves it, making room for the
+-- cost. When that is the newest unit (a cost of the whole limit, any refusal of a limit of
+-- 1) its time is known; else one read finds it (its member starts with its time).
+local k, t = used + cost - limit, newest
+if k < used then
+  local kth = redis.call('ZRANGEBYSCORE', KEYS[1], from, '+inf', 'LIMIT', k - 1, 1)[1]
+  t = kth and tonumber(string.match(kth, '^(%d+):'))
+  if not t then return redis.error_reply(BAD) end
+end
 return string.format('0 %d %d %d', limit - used, t + period - now, newest + period - now)
