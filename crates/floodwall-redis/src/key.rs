@@ -17,8 +17,9 @@
 //!   the memory store does, instead of reading a window of 250 ms buckets as one of 100 ms.
 //!   It also covers the version of the algorithm's stored format: a release that changes
 //!   what a state looks like in Redis (the token bucket's and the funnel's became one
-//!   integer in format 2, the sliding log became one entry per unit of cost in format 3) starts those
-//!   keys afresh, once, instead of refusing them as unreadable until they expire.
+//!   integer in format 2, the sliding log became a member per unit of cost in format 3)
+//!   starts those keys afresh, once, instead of refusing them as unreadable until they
+//!   expire.
 
 use std::fmt::Write as _;
 

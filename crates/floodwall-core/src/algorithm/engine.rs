@@ -65,9 +65,6 @@ impl Engine {
                 Self::LeakyBucket(gcra.expect("checked just above"))
             }
             Algorithm::TokenBucket { tick } => {
-                // More than one token per microsecond is refused, as for every algorithm
-                // with an interval; it keeps the bucket's state below the time in µs.
-                quota.interval_micros()?;
                 let (tick, quantum) = match tick {
                     None => (quota.interval_micros()?, 1),
                     Some(t) => {

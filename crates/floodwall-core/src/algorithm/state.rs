@@ -3,6 +3,7 @@
 use super::fixed_window::Window;
 use super::sliding_log::Log;
 use super::sliding_window::Buckets;
+use super::token_bucket::Owed;
 
 /// What one key remembers between checks, for any algorithm.
 ///
@@ -17,8 +18,7 @@ pub(crate) enum Inner {
     Empty,
     /// GCRA's and the funnel's theoretical arrival time.
     Gcra(u64),
-    /// The token bucket's "full at" count of tokens added.
-    Tokens(u64),
+    Tokens(Owed),
     Window(Window),
     Buckets(Buckets),
     Log(Log),

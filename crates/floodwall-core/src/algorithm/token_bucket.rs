@@ -5,16 +5,15 @@
 //! whole bucket at once and behaves like a fixed window with a burst; the default tick (one
 //! token per `period / count`) behaves like GCRA.
 //!
-//! The state is one integer, as GCRA's is, on a clock that counts tokens instead of
-//! microseconds: `tick index × quantum` is how many tokens the epoch-aligned ticks have added
-//! so far, and the state is that count at which the bucket is full again (the last tick
-//! counted plus the tokens it was short). The tokens owed now are the state minus the
-//! current count; nothing is owed once the ticks have caught up. One number is what a Redis
-//! script can read and write without parsing (`BENCHMARKS.md`, section 1).
-//!
+//! The state is the tokens the bucket is short of full (owed) and the tick it was counted at.
 //! A clock behind the state owes the tokens of the ticks it has not reached yet: the bucket
 //! looks emptier, never fuller, and every wait ends at the same instant it would have on the
-//! state's own clock.
+//! state's own clock. On a clock that counts tokens (`tick index × quantum` is how many
+//! tokens the epoch-aligned ticks have added), the pair is one number, the count at which
+//! the bucket is full again; the Redis script stores that single integer whenever it stays
+//! below 2^53, where Lua's doubles are exact: for every bucket adding at most one token per
+//! microsecond, until the year 2255 (`BENCHMARKS.md`, section 1: parsing a pair costs Redis
+//! more than the decision's arithmetic).
 
 use super::Raw;
 
@@ -23,25 +22,37 @@ use super::Raw;
 pub(crate) struct TokenBucket {
     pub(crate) capacity: u64,
     pub(crate) tick: u64,
-    /// At most `tick` (the engine refuses more than one token per microsecond), so that
-    /// `tick index × quantum` never exceeds the time in microseconds: below 2^53, where a
-    /// Lua script's doubles are exact, until the year 2255.
     pub(crate) quantum: u64,
 }
 
+/// Tokens owed (short of full) as of a tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Owed {
+    pub(crate) owed: u64,
+    pub(crate) tick: u64,
+}
+
 impl TokenBucket {
-    /// Decides on a stored "full at" count (`None` for a fresh key); returns the count to
-    /// store when it changed.
-    pub(crate) fn decide(&self, state: Option<u64>, now: u64, cost: u64) -> (Raw, Option<u64>) {
+    /// Decides on a stored state (`None` for a fresh key); returns the state to store when
+    /// it changed.
+    pub(crate) fn decide(&self, state: Option<Owed>, now: u64, cost: u64) -> (Raw, Option<Owed>) {
         let tick = now / self.tick;
-        let added = tick * self.quantum;
-        let owed = state.map_or(0, |full_at| full_at.saturating_sub(added));
+        let owed = match state {
+            None => 0,
+            Some(s) if s.tick <= tick => s
+                .owed
+                .saturating_sub((tick - s.tick).saturating_mul(self.quantum)),
+            // Behind the state: the ticks not reached yet are owed too.
+            Some(s) => s
+                .owed
+                .saturating_add((s.tick - tick).saturating_mul(self.quantum)),
+        };
         // When `missing` more tokens will have been added (0 when none are missing).
         let wait_for = |missing: u64| -> u64 {
             if missing == 0 {
                 0
             } else {
-                (tick + missing.div_ceil(self.quantum)) * self.tick - now
+                (tick + missing.div_ceil(self.quantum)).saturating_mul(self.tick) - now
             }
         };
         let tokens = self.capacity.saturating_sub(owed);
@@ -53,7 +64,7 @@ impl TokenBucket {
                 retry: 0,
                 reset: wait_for(owed),
             };
-            (raw, (cost > 0).then_some(added + owed))
+            (raw, (cost > 0).then_some(Owed { owed, tick }))
         } else {
             let raw = Raw {
                 allowed: false,
@@ -84,16 +95,14 @@ mod tests {
         assert_eq!(raw.remaining, 0);
         // Tick 10 ends at 1_100: 2 tokens; 1_200: 4; 1_300: 5 (capped).
         assert_eq!(raw.reset, 250);
-        // Ticks 0..=10 have added 20 tokens; the bucket is 5 short of full.
-        assert_eq!(s, Some(25));
+        assert_eq!(s, Some(Owed { owed: 5, tick: 10 }));
         let (raw, _) = B.decide(s, 1_099, 1);
         assert_eq!((raw.allowed, raw.retry), (false, 1));
         let (raw, _) = B.decide(s, 1_100, 3);
         assert_eq!((raw.allowed, raw.remaining, raw.retry), (false, 2, 100));
         let (raw, s2) = B.decide(s, 1_200, 3);
         assert_eq!((raw.allowed, raw.remaining), (true, 1));
-        // Tick 12: 24 added, 4 owed.
-        assert_eq!(s2, Some(28));
+        assert_eq!(s2, Some(Owed { owed: 4, tick: 12 }));
         // Long after, the bucket is full and the state is spent.
         let (raw, _) = B.decide(s2, 9_000, 0);
         assert_eq!((raw.remaining, raw.reset), (5, 0));
@@ -101,8 +110,8 @@ mod tests {
 
     #[test]
     fn a_clock_behind_the_state_is_stricter_and_waits_for_the_same_instant() {
-        // Empty at tick 20 (2_000 µs); full at tick 23, when 46 tokens have been added.
-        let s = Some(45);
+        // Empty at tick 20 (2_000 µs), 5 short; full at tick 23.
+        let s = Some(Owed { owed: 5, tick: 20 });
         let (raw, _) = B.decide(s, 2_000, 1);
         assert_eq!((raw.allowed, raw.retry, raw.reset), (false, 100, 300));
         // At 1_000 (tick 10) the 20 tokens of ticks 11..=20 are owed too: still empty, and

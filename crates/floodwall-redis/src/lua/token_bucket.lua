@@ -1,26 +1,37 @@
--- Token bucket, as floodwall-core's algorithm/token_bucket.rs. State: one integer, the count
--- of tokens added by the epoch-aligned ticks (tick index x quantum) at which the bucket is
--- full again; the tokens owed are that minus the count added so far.
--- ARGV[2]: capacity, ARGV[3]: tick length (µs), ARGV[4]: tokens added per tick.
+-- Token bucket, as floodwall-core's algorithm/token_bucket.rs: the tokens owed (short of
+-- full) as of a tick. ARGV[2]: capacity, ARGV[3]: tick length (µs), ARGV[4]: tokens added
+-- per tick. State: one integer, the count of tokens the epoch-aligned ticks will have added
+-- (tick index x quantum) when the bucket is full again, so owed = state - tick x quantum;
+-- or, for a bucket adding more than a token per microsecond, whose count would pass 2^53,
+-- '<owed> <tick index>'.
 -- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
 -- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`,
 -- `@reply` (a single check's answer).
 -- Cost: TIME + GET (+ SET when admitted: KEEPTTL, or PX in a new cell of the TTL grid).
 local capacity, tick_len, quantum = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local pair = quantum > tick_len
 local tick = math.floor(now / tick_len)
-local added = tick * quantum
-local owed, old = 0, nil
+-- owed: as of this tick; full: the tick at which the stored state was full (for its TTL).
+local owed, full = 0, nil
 local stored = redis.call('GET', KEYS[1])
 if stored then
-  old = tonumber(stored)
-  if not old then return redis.error_reply(BAD) end
-  -- A clock behind the state owes the ticks it has not reached: stricter, never looser.
-  if old > added then owed = old - added end
+  local o, k
+  if pair then
+    o, k = string.match(stored, '^(%d+) (%d+)$')
+    o, k = tonumber(o), tonumber(k)
+  else
+    o, k = tonumber(stored), tick
+    if o then o = o - tick * quantum end
+  end
+  if not o then return redis.error_reply(BAD) end
+  -- Behind the state, the ticks not reached yet are owed too: stricter, never looser.
+  owed = math.max(o - (tick - k) * quantum, 0)
+  full = k + math.ceil(o / quantum)
 end
 -- @step
 -- Waits are until `missing` more tokens will have been added: (tick + ceil(missing /
--- quantum)) x tick_len - now, or 0 when none is missing.
--- A clock far enough behind may owe more than the capacity: no tokens, a peek still passes.
+-- quantum)) x tick_len - now, or 0 when none is missing. A clock far enough behind may owe
+-- more than the capacity: no tokens, but a peek still passes.
 local tokens = capacity - owed
 if tokens < 0 then tokens = 0 end
 if c <= tokens then
@@ -33,15 +44,20 @@ end
 reset = 0
 if owed > 0 then reset = (tick + math.ceil(owed / quantum)) * tick_len - now end
 -- @save
--- The state must live until the bucket is full again, at tick ceil(state / quantum); the
--- longest span is a refill from empty.
+-- The state must live until the bucket is full again; the longest span is a refill
+-- from empty.
 local grid = math.max(math.floor(math.ceil(capacity / quantum) * tick_len / 4000), 1) * 1000
-local full = added + owed
-local cell = math.floor(math.ceil(full / quantum) * tick_len / grid)
-if old and cell == math.floor(math.ceil(old / quantum) * tick_len / grid) then
-  redis.call('SET', KEYS[1], string.format('%d', full), 'KEEPTTL')
+local cell = math.floor((tick + math.ceil(owed / quantum)) * tick_len / grid)
+local value
+if pair then
+  value = string.format('%d %d', owed, tick)
 else
-  redis.call('SET', KEYS[1], string.format('%d', full), 'PX',
+  value = string.format('%d', tick * quantum + owed)
+end
+if full and cell == math.floor(full * tick_len / grid) then
+  redis.call('SET', KEYS[1], value, 'KEEPTTL')
+else
+  redis.call('SET', KEYS[1], value, 'PX',
     string.format('%d', math.floor(((cell + 1) * grid - now + 999) / 1000) + 1 + slack))
 end
 -- @reply
