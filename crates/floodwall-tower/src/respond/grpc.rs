@@ -37,13 +37,7 @@ impl OnReject for Grpc {
         }
         let mut res = trailers_only(8, &message);
         if let Some(d) = denial.retry_after() {
-            let headers = res.headers_mut();
-            headers.insert(RETRY_AFTER, crate::headers::retry_after_value(d));
-            let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
-            headers.insert(
-                HeaderName::from_static("grpc-retry-pushback-ms"),
-                HeaderValue::from(ms),
-            );
+            push_back(&mut res, d);
         }
         res
     }
@@ -51,13 +45,33 @@ impl OnReject for Grpc {
 
 /// gRPC's `UNAVAILABLE` (code 14) as a trailers-only response, for a store that cannot
 /// decide: the tonic counterpart of [`ServiceUnavailable`](super::ServiceUnavailable).
+/// When a [`Breaker`](floodwall_core::resilience::Breaker) is open it also carries the time
+/// until the breaker next probes the store, as `retry-after` and `grpc-retry-pushback-ms`:
+/// a client retrying sooner would only be refused again. Otherwise the client's own retry
+/// policy decides (`UNAVAILABLE` is the status gRPC retries by default).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrpcUnavailable;
 
 impl OnStoreFailure for GrpcUnavailable {
-    fn respond(&self, _error: &floodwall_core::Error) -> Response<Bytes> {
-        trailers_only(14, "the rate limiter cannot decide right now")
+    fn respond(&self, error: &floodwall_core::Error) -> Response<Bytes> {
+        let mut res = trailers_only(14, "the rate limiter cannot decide right now");
+        if let floodwall_core::Error::CircuitOpen { retry_in } = error {
+            push_back(&mut res, *retry_in);
+        }
+        res
     }
+}
+
+/// The wait as `retry-after` (whole seconds, at least 1) and `grpc-retry-pushback-ms` (at
+/// least 1: 0 would tell a client to retry at once).
+fn push_back(res: &mut Response<Bytes>, wait: std::time::Duration) {
+    let headers = res.headers_mut();
+    headers.insert(RETRY_AFTER, crate::headers::retry_after_value(wait));
+    let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
+    headers.insert(
+        HeaderName::from_static("grpc-retry-pushback-ms"),
+        HeaderValue::from(ms),
+    );
 }
 
 fn trailers_only(code: u16, message: &str) -> Response<Bytes> {
@@ -91,6 +105,22 @@ fn percent_encode(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unavailable_pushes_back_until_an_open_breaker_probes() {
+        let open = floodwall_core::Error::CircuitOpen {
+            retry_in: std::time::Duration::from_millis(2_500),
+        };
+        let res = GrpcUnavailable.respond(&open);
+        let h = res.headers();
+        assert_eq!(h["grpc-status"], "14");
+        assert_eq!(h["grpc-retry-pushback-ms"], "2500");
+        assert_eq!(h[RETRY_AFTER], "3");
+        // Any other failure: no wait is known, the client's retry policy decides.
+        let res = GrpcUnavailable.respond(&floodwall_core::Error::Timeout);
+        assert!(res.headers().get("grpc-retry-pushback-ms").is_none());
+        assert!(res.headers().get(RETRY_AFTER).is_none());
+    }
 
     #[test]
     fn messages_are_percent_encoded() {
