@@ -2,16 +2,21 @@
 //!
 //! ```text
 //! <prefix><policy name>:<algorithm tag>.<parameters fingerprint>:{<user key>}
+//! <prefix><policy name>:<algorithm tag>.<parameters fingerprint>:x{<hex of the user key>}
 //! <prefix><policy name>:<algorithm tag>.<parameters fingerprint>:#{<hex SHA-256 of the user key>}
-//! floodwall:api:gcra.6f1c03a2:{203.0.113.7}
+//! floodwall:api:gcra.6f1c03a2:{alice}
+//! floodwall:per-ip:gcra.b54436b1:x{04cb007107}
 //! ```
 //!
 //! - The user key is the hash tag (`{...}`), so different users spread over cluster slots
 //!   while each decision's one key has one slot.
 //! - A user key is used as is when it is valid UTF-8, at most [`MAX_RAW_KEY_LEN`] bytes, and
-//!   has no `{`, `}`, whitespace or control characters. Anything else (binary, long, braces
-//!   that would move the hash tag) is stored as `#{` + 64 hex digits of its SHA-256 + `}`.
-//!   Raw keys always follow `:{`, hashed ones `:#{`, so no raw key can equal a hashed one.
+//!   has no `{`, `}`, whitespace or control characters. Any other key of at most
+//!   [`MAX_HEX_KEY_LEN`] bytes (binary: the IP extractors' addresses, the API-key
+//!   extractor's digests) is stored as `x{` + its hex + `}`: no longer than a digest, and
+//!   cheaper than one on every check. Anything longer (or with braces that would move the
+//!   hash tag) is stored as `#{` + 64 hex digits of its SHA-256 + `}`. Raw keys always
+//!   follow `:{`, hex ones `:x{`, hashed ones `:#{`, so no two forms can meet.
 //! - The fingerprint (FNV-1a of the algorithm's integer parameters, 8 hex digits) keeps
 //!   states of different shapes apart: changing a policy's quota starts its keys afresh, as
 //!   the memory store does, instead of reading a window of 250 ms buckets as one of 100 ms.
@@ -28,6 +33,10 @@ use sha2::{Digest, Sha256};
 
 /// User keys longer than this (bytes) are stored as their SHA-256, as in the memory store.
 pub const MAX_RAW_KEY_LEN: usize = 128;
+
+/// Keys that cannot be used as they are, up to this many bytes, are stored as their hex
+/// (at most 64 digits, as long as a SHA-256 in hex); longer ones as their SHA-256.
+pub const MAX_HEX_KEY_LEN: usize = 32;
 
 /// The longest prefix accepted.
 pub(crate) const MAX_PREFIX_LEN: usize = 64;
@@ -104,15 +113,25 @@ pub(crate) fn redis_key(prefix: &str, policy: &Policy, user_key: &[u8]) -> Vec<u
             out.push('{');
             out.push_str(raw);
         }
+        None if user_key.len() <= MAX_HEX_KEY_LEN => {
+            out.push_str("x{");
+            push_hex(&mut out, user_key);
+        }
         None => {
             out.push_str("#{");
-            for b in Sha256::digest(user_key) {
-                let _ = write!(out, "{b:02x}");
-            }
+            push_hex(&mut out, &Sha256::digest(user_key));
         }
     }
     out.push('}');
     out.into_bytes()
+}
+
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
 }
 
 #[cfg(test)]
@@ -129,7 +148,16 @@ mod tests {
         let k = String::from_utf8(redis_key("fw:", &p, b"203.0.113.7")).unwrap();
         assert!(k.starts_with("fw:api:gcra."), "{k}");
         assert!(k.ends_with(":{203.0.113.7}"), "{k}");
-        for bad in [&b"a b"[..], b"x{y}", b"\xff\xfe", b"tab\t", &[b'x'; 129]] {
+        // Short keys that cannot be kept: their hex.
+        let k = String::from_utf8(redis_key("fw:", &p, &[4, 203, 0, 113, 7])).unwrap();
+        assert!(k.ends_with(":x{04cb007107}"), "{k}");
+        for bad in [&b"a b"[..], b"x{y}", b"\xff\xfe", b"tab\t", &[0xab; 32]] {
+            let k = String::from_utf8(redis_key("fw:", &p, bad)).unwrap();
+            let hex = k.split_once(":x{").unwrap().1;
+            assert_eq!(hex.len(), 2 * bad.len() + 1, "{k}");
+        }
+        // Longer ones: their SHA-256.
+        for bad in [&[0xab; 33][..], &[b'x'; 129], &[b' '; 40]] {
             let k = String::from_utf8(redis_key("fw:", &p, bad)).unwrap();
             let hashed = k.split_once(":#{").unwrap().1;
             assert_eq!(hashed.len(), 64 + 1, "{k}");
@@ -138,7 +166,7 @@ mod tests {
     }
 
     #[test]
-    fn a_raw_key_never_equals_a_hashed_one() {
+    fn no_two_forms_meet() {
         let p = policy("10/s");
         let long = vec![b'x'; 200];
         let hashed = redis_key("", &p, &long);
@@ -146,6 +174,9 @@ mod tests {
         let digest = tail.split_once(":#{").unwrap().1.trim_end_matches('}');
         assert_ne!(redis_key("", &p, digest.as_bytes()), hashed);
         assert_ne!(redis_key("", &p, format!("#{{{digest}").as_bytes()), hashed);
+        let short = redis_key("", &p, b"\x01");
+        assert_ne!(redis_key("", &p, b"01"), short);
+        assert_ne!(redis_key("", &p, b"x{01"), short);
     }
 
     #[test]

@@ -39,15 +39,18 @@
 //!
 //! ```text
 //! <prefix><policy name>:<tag>.<fingerprint>:{<user key>}     user key kept as is
-//! <prefix><policy name>:<tag>.<fingerprint>:#{<sha-256 hex>}  binary, long or odd keys
-//! floodwall:per-ip:gcra.b54436b1:{203.0.113.7}
+//! <prefix><policy name>:<tag>.<fingerprint>:x{<hex>}          other keys up to 32 bytes
+//! <prefix><policy name>:<tag>.<fingerprint>:#{<sha-256 hex>}  longer ones
+//! floodwall:per-ip:gcra.b54436b1:{203.0.113.7}                a key given as text
+//! floodwall:per-ip:gcra.b54436b1:x{04cb007107}                ClientIp's key of 203.0.113.7
 //! ```
 //!
 //! The prefix defaults to `floodwall:`. The tag names the algorithm (`gcra`, `tb`, `lb`,
 //! `fw`, `sw`, `sl`); the fingerprint is a hash of the algorithm's parameters, so a changed
 //! quota starts afresh rather than misreading old state. A user key is kept when it is
 //! UTF-8, printable, free of `{`, `}` and whitespace and at most
-//! [`MAX_RAW_KEY_LEN`] bytes; otherwise its SHA-256 is used. Each key gets a `PX` TTL equal
+//! [`MAX_RAW_KEY_LEN`] bytes; otherwise its hex when it is at most [`MAX_HEX_KEY_LEN`] bytes
+//! (the tower extractors' binary IP keys and API-key digests), else its SHA-256. Each key gets a `PX` TTL equal
 //! to the time until its state is back to fresh (rounded up to a millisecond).
 //!
 //! # Cost per decision
@@ -96,7 +99,7 @@ mod script;
 mod store;
 
 pub use error::BuildError;
-pub use key::MAX_RAW_KEY_LEN;
+pub use key::{MAX_HEX_KEY_LEN, MAX_RAW_KEY_LEN};
 pub use script::script_for;
 pub use store::{RedisStats, RedisStore, RedisStoreBuilder};
 

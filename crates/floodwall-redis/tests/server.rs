@@ -73,14 +73,17 @@ async fn keys_are_named_as_documented_and_expire_with_their_state() {
             "{key}: PTTL {pttl} (after {elapsed} ms) vs reset {reset_ms} ms"
         );
 
-        // A binary key is hashed to a fixed length; reset deletes the key.
-        let binary = [0xff, 0x00, b'{'];
-        store.check(&binary, &policy, 1).await.unwrap();
-        let hashed = String::from_utf8(store.redis_key(&binary, &policy)).unwrap();
-        assert_eq!(hashed.rsplit_once(":#{").unwrap().1.len(), 65, "{hashed}");
-        assert_eq!(server.cmd(&["EXISTS", &hashed]), "1");
-        store.reset(&binary, &policy).await.unwrap();
-        assert_eq!(server.cmd(&["EXISTS", &hashed]), "0");
+        // A short binary key is stored as its hex, a long one hashed to a fixed length;
+        // reset deletes either.
+        let long = [0xff; 40];
+        for (binary, form, len) in [(&[0xff, 0x00, b'{'][..], ":x{", 7), (&long, ":#{", 65)] {
+            store.check(binary, &policy, 1).await.unwrap();
+            let key = String::from_utf8(store.redis_key(binary, &policy)).unwrap();
+            assert_eq!(key.rsplit_once(form).unwrap().1.len(), len, "{key}");
+            assert_eq!(server.cmd(&["EXISTS", &key]), "1");
+            store.reset(binary, &policy).await.unwrap();
+            assert_eq!(server.cmd(&["EXISTS", &key]), "0");
+        }
     }
     // Nothing was written without a TTL.
     let keys = server.cmd(&["KEYS", "*"]);
