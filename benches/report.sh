@@ -3,7 +3,7 @@
 # the machine's cores), and keeps each one's output in target/bench-report/<bench>.txt.
 # The Redis benches start their own redis-server processes (never port 6379) and need
 # `redis-server`, `redis-cli` and `redis-benchmark` (Debian: redis-server, redis-tools).
-# About 12 minutes on a 2-core VM, builds excluded.
+# About 13 minutes on a 2-core VM, builds excluded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=target/bench-report
