@@ -304,7 +304,7 @@ fn a_new_key_costs_one_peek_then_admits_locally() {
     assert_eq!(denied.retry_after, Some(T), "until the next refresh");
     // The peek recorded nothing; the 10 admissions are pending.
     assert_eq!(peek(&shared, b"k", &policy), 10);
-    assert_eq!(node.inner().calls(), 1);
+    assert_eq!(node.get_ref().calls(), 1);
     assert_eq!(stats(node.stats()), (1, 1, 9, 1));
     // A local peek spends nothing.
     assert!(local(&node, b"k", &policy, 0).allowed);
@@ -326,8 +326,8 @@ fn a_refused_debt_is_answered_locally_until_the_store_would_take_it() {
     let d = check(&node, b"k", &policy, 1);
     assert!(!d.allowed);
     assert_eq!(d.retry_after, Some(Duration::from_millis(900)));
-    assert_eq!(node.inner().calls(), 3);
-    assert_eq!(node.inner().recorded(), 1);
+    assert_eq!(node.get_ref().calls(), 3);
+    assert_eq!(node.get_ref().recorded(), 1);
     // Refused locally for 900 ms, past the interval, without calling the store.
     for step in 1..18 {
         clock.set(T0 + 100_000 + step * 50_000);
@@ -339,7 +339,7 @@ fn a_refused_debt_is_answered_locally_until_the_store_would_take_it() {
         );
         assert!(!check(&node, b"k", &policy, 1).allowed);
     }
-    assert_eq!(node.inner().calls(), 3);
+    assert_eq!(node.get_ref().calls(), 3);
     clock.set(T0 + 1_000_000);
     assert!(
         node.check_now(b"k", &policy, 1).is_none(),
@@ -347,8 +347,8 @@ fn a_refused_debt_is_answered_locally_until_the_store_would_take_it() {
     );
     // The debt fits now: recorded in one call; the burst is spent, so still refused.
     assert!(!check(&node, b"k", &policy, 1).allowed);
-    assert_eq!(node.inner().calls(), 4);
-    assert_eq!(node.inner().recorded(), 10, "every admitted unit, once");
+    assert_eq!(node.get_ref().calls(), 4);
+    assert_eq!(node.get_ref().recorded(), 10, "every admitted unit, once");
 }
 
 #[test]
@@ -359,23 +359,23 @@ fn a_failed_refresh_returns_the_error_and_keeps_the_counts() {
         assert!(check(&node, b"k", &policy, 1).allowed);
     }
     clock.advance(T);
-    node.inner().fail.store(true, Ordering::SeqCst);
+    node.get_ref().fail.store(true, Ordering::SeqCst);
     for _ in 0..2 {
         let e = now_or_never(node.check(b"k", &policy, 1)).unwrap_err();
         assert!(e.is_unavailable(), "{e}");
         assert!(node.check_now(b"k", &policy, 1).is_none(), "still due");
     }
     assert_eq!(peek(&shared, b"k", &policy), 10, "nothing recorded");
-    node.inner().fail.store(false, Ordering::SeqCst);
+    node.get_ref().fail.store(false, Ordering::SeqCst);
     let d = check(&node, b"k", &policy, 1);
     assert!(d.allowed);
     // The 5 are recorded (the store has 5 left), and this admission spent one of them.
     assert_eq!(peek(&shared, b"k", &policy), 5);
     assert_eq!(d.remaining, 4);
-    assert_eq!(node.inner().recorded(), 5);
+    assert_eq!(node.get_ref().recorded(), 5);
     // flush sends the last one.
     now_or_never(node.flush()).unwrap();
-    assert_eq!(node.inner().recorded(), 6);
+    assert_eq!(node.get_ref().recorded(), 6);
 }
 
 #[test]
@@ -387,15 +387,15 @@ fn flush_reports_a_failure_and_keeps_the_counts() {
             assert!(check(&node, key, &policy, 1).allowed);
         }
     }
-    node.inner().fail.store(true, Ordering::SeqCst);
+    node.get_ref().fail.store(true, Ordering::SeqCst);
     assert!(now_or_never(node.flush()).unwrap_err().is_unavailable());
-    node.inner().fail.store(false, Ordering::SeqCst);
+    node.get_ref().fail.store(false, Ordering::SeqCst);
     now_or_never(node.flush()).unwrap();
-    assert_eq!(node.inner().recorded(), 6);
+    assert_eq!(node.get_ref().recorded(), 6);
     // Nothing left to send: no call.
-    let calls = node.inner().calls();
+    let calls = node.get_ref().calls();
     now_or_never(node.flush()).unwrap();
-    assert_eq!(node.inner().calls(), calls);
+    assert_eq!(node.get_ref().calls(), calls);
 }
 
 #[test]
@@ -406,7 +406,7 @@ fn checks_during_a_refresh_spend_the_old_budget_and_the_new_one_counts_them() {
         assert!(check(&node, b"k", &policy, 1).allowed);
     }
     clock.advance(T);
-    node.inner().hold.store(true, Ordering::SeqCst);
+    node.get_ref().hold.store(true, Ordering::SeqCst);
     let mut refreshing = std::pin::pin!(node.check(b"k", &policy, 1));
     assert!(
         poll_once(&mut refreshing).is_none(),
@@ -417,8 +417,8 @@ fn checks_during_a_refresh_spend_the_old_budget_and_the_new_one_counts_them() {
         assert_eq!(local(&node, b"k", &policy, 1).remaining, remaining);
     }
     assert_eq!(check(&node, b"k", &policy, 1).remaining, 2);
-    assert_eq!(node.inner().calls(), 2);
-    node.inner().hold.store(false, Ordering::SeqCst);
+    assert_eq!(node.get_ref().calls(), 2);
+    node.get_ref().hold.store(false, Ordering::SeqCst);
     let d = poll_once(&mut refreshing).unwrap().unwrap();
     // The store recorded 4 and has 6 left; 4 of those went while it answered.
     assert_eq!(peek(&shared, b"k", &policy), 6);
@@ -428,7 +428,7 @@ fn checks_during_a_refresh_spend_the_old_budget_and_the_new_one_counts_them() {
     assert!(!local(&node, b"k", &policy, 1).allowed);
     // Ten admitted in all since the refresh was sent, as the store allows.
     now_or_never(node.flush()).unwrap();
-    assert_eq!(node.inner().recorded(), 10);
+    assert_eq!(node.get_ref().recorded(), 10);
 }
 
 #[test]
@@ -439,22 +439,22 @@ fn a_cancelled_refresh_puts_its_counts_back() {
         assert!(check(&node, b"k", &policy, 1).allowed);
     }
     clock.advance(T);
-    node.inner().hold.store(true, Ordering::SeqCst);
+    node.get_ref().hold.store(true, Ordering::SeqCst);
     {
         let mut refreshing = std::pin::pin!(node.check(b"k", &policy, 1));
         assert!(poll_once(&mut refreshing).is_none());
     } // dropped: a timeout around the store, or a client gone
-    node.inner().hold.store(false, Ordering::SeqCst);
+    node.get_ref().hold.store(false, Ordering::SeqCst);
     assert!(node.check_now(b"k", &policy, 1).is_none(), "still due");
     assert!(check(&node, b"k", &policy, 1).allowed);
-    assert_eq!(node.inner().recorded(), 3);
+    assert_eq!(node.get_ref().recorded(), 3);
 }
 
 #[test]
 fn checks_during_a_first_refresh_go_to_the_store() {
     let (_, shared, node) = setup();
     let policy = Policy::gcra("first", "100/s burst 10".parse().unwrap()).unwrap();
-    node.inner().hold.store(true, Ordering::SeqCst);
+    node.get_ref().hold.store(true, Ordering::SeqCst);
     let mut first = std::pin::pin!(node.check(b"k", &policy, 1));
     assert!(poll_once(&mut first).is_none());
     assert!(
@@ -463,10 +463,10 @@ fn checks_during_a_first_refresh_go_to_the_store() {
     );
     let mut second = std::pin::pin!(node.check(b"k", &policy, 2));
     assert!(poll_once(&mut second).is_none());
-    node.inner().hold.store(false, Ordering::SeqCst);
+    node.get_ref().hold.store(false, Ordering::SeqCst);
     // Passed through: decided and counted by the store at once.
     assert!(poll_once(&mut second).unwrap().unwrap().allowed);
-    assert_eq!(node.inner().recorded(), 2);
+    assert_eq!(node.get_ref().recorded(), 2);
     let d = poll_once(&mut first).unwrap().unwrap();
     assert!(d.allowed);
     assert_eq!(d.remaining, 7);
@@ -486,7 +486,7 @@ fn a_cost_that_can_never_pass_is_refused_without_a_call() {
             .unwrap_err()
             .is_cost_too_high()
     );
-    assert_eq!(node.inner().calls(), 0);
+    assert_eq!(node.get_ref().calls(), 0);
     assert!(node.is_empty());
     // With a verdict in place too.
     check(&node, b"k", &policy, 1);
@@ -496,7 +496,7 @@ fn a_cost_that_can_never_pass_is_refused_without_a_call() {
             .unwrap_err()
             .is_cost_too_high()
     );
-    assert_eq!(node.inner().calls(), 1);
+    assert_eq!(node.get_ref().calls(), 1);
 }
 
 #[test]
@@ -532,10 +532,10 @@ fn reset_forgets_the_verdict_and_resets_the_store() {
     assert!(node.check_now(b"k", &policy, 1).is_none());
     let d = check(&node, b"k", &policy, 1);
     assert_eq!((d.allowed, d.remaining), (true, 9));
-    assert_eq!(node.inner().calls(), 2);
+    assert_eq!(node.get_ref().calls(), 2);
     // The forgotten admissions are never sent.
     now_or_never(node.flush()).unwrap();
-    assert_eq!(node.inner().recorded(), 1);
+    assert_eq!(node.get_ref().recorded(), 1);
 }
 
 #[test]
@@ -568,7 +568,7 @@ fn long_keys_go_straight_to_the_store() {
         assert!(node.check_now(&key, &policy, 1).is_none());
         assert!(check(&node, &key, &policy, 1).allowed);
     }
-    assert_eq!(node.inner().recorded(), 3);
+    assert_eq!(node.get_ref().recorded(), 3);
     assert!(node.is_empty());
 }
 
@@ -599,7 +599,7 @@ fn the_map_stays_under_its_cap() {
     let dropped_with_counts = 1_000 - 10 - node.len() as u64;
     now_or_never(node.flush()).unwrap();
     assert_eq!(
-        node.inner().recorded(),
+        node.get_ref().recorded(),
         1_000 - dropped_with_counts,
         "counts of dropped keys are lost, the others' are not"
     );

@@ -1,7 +1,9 @@
 //! Resident memory under floods of keys. Each test measures the whole process's RSS, so
 //! they live in a binary of their own and run one at a time: another test allocating
 //! meanwhile would be counted as their growth (it made them fail now and then when they
-//! shared binaries with other tests).
+//! shared binaries with other tests). Memory an earlier test freed may stay resident and is
+//! then part of the next one's baseline: the bounds catch growth without end (the
+//! gigabytes these tests were written for), not a few megabytes.
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -10,7 +12,7 @@ use floodwall_core::{DenyCache, ManualClock, MemoryStore, Policy, Quota, Store};
 const T0: u64 = 1_700_000_000_000_000;
 
 /// Resident memory of this process, in bytes (Linux): for bounds on memory, not timing.
-pub(crate) fn rss_bytes() -> u64 {
+fn rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let kb = status
         .lines()

@@ -2,7 +2,6 @@
 
 use super::fixed_window::FixedWindow;
 use super::gcra::Gcra;
-use super::leaky_bucket::funnel;
 use super::sliding_log::{Log, SlidingLog};
 use super::sliding_window::SlidingWindow;
 use super::state::Inner;
@@ -48,22 +47,17 @@ impl Engine {
                     what: "burst x interval",
                 })
         };
-        Ok(match algorithm {
-            Algorithm::Gcra => {
-                let interval = quota.interval_micros()?;
-                let tolerance = within_span(interval.checked_mul(burst))?;
-                Self::Gcra(Gcra {
-                    interval,
-                    tolerance,
-                    burst,
+        // GCRA, and the funnel, which is GCRA underneath (see `leaky_bucket.rs`).
+        let gcra = || -> Result<Gcra, ConfigError> {
+            Gcra::new(burst, quota.interval_micros()?)
+                .filter(|g| g.tolerance <= span_us())
+                .ok_or(ConfigError::SpanTooLong {
+                    what: "burst x interval",
                 })
-            }
-            Algorithm::LeakyBucket => {
-                let interval = quota.interval_micros()?;
-                let gcra = funnel(burst, interval);
-                within_span(gcra.map(|g| g.tolerance))?;
-                Self::LeakyBucket(gcra.expect("checked just above"))
-            }
+        };
+        Ok(match algorithm {
+            Algorithm::Gcra => Self::Gcra(gcra()?),
+            Algorithm::LeakyBucket => Self::LeakyBucket(gcra()?),
             Algorithm::TokenBucket { tick } => {
                 let (tick, quantum) = match tick {
                     None => (quota.interval_micros()?, 1),
@@ -152,11 +146,7 @@ impl Engine {
     }
 
     pub(crate) fn check_cost(&self, cost: u64) -> Result<(), Error> {
-        let max = self.limit();
-        if cost > max {
-            return Err(Error::CostTooHigh { cost, max });
-        }
-        Ok(())
+        super::check_cost(cost, self.limit())
     }
 
     /// Decides and updates `state` in place. A denial or a peek leaves the state meaning

@@ -19,17 +19,21 @@ pub(crate) struct Gcra {
 }
 
 impl Gcra {
+    /// `burst` units, one replenished every `interval` µs; `None` when `burst × interval`
+    /// overflows. The funnel is this too (see `leaky_bucket.rs`).
+    pub(crate) fn new(burst: u64, interval: u64) -> Option<Self> {
+        Some(Self {
+            interval,
+            tolerance: burst.checked_mul(interval)?,
+            burst,
+        })
+    }
+
     /// Fails with [`Error::CostTooHigh`] when `cost` can never pass (the engine's check,
-    /// without going through it).
+    /// without going through its `match`).
     #[inline]
     pub(crate) fn check_cost(&self, cost: u64) -> Result<(), Error> {
-        if cost > self.burst {
-            return Err(Error::CostTooHigh {
-                cost,
-                max: self.burst,
-            });
-        }
-        Ok(())
+        super::check_cost(cost, self.burst)
     }
 
     /// Decides on a stored TAT (0 for a fresh key); returns the TAT to store when it changed.

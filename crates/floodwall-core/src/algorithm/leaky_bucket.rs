@@ -7,26 +7,15 @@
 //! time it will be empty, `E`, says everything. The level at `now` is `⌈(E − now) / interval⌉`
 //! units, a request of cost `c` fits if that plus `c` is at most the capacity, and pouring
 //! it in moves `E` by `c × interval`. That is GCRA, with `E` as its theoretical arrival time
-//! and the capacity as its burst: the funnel runs on [`Gcra`], so both algorithms share one
-//! implementation, one Redis script and the memory store's lock-free path.
+//! and the capacity as its burst: the funnel runs on `Gcra` (`Gcra::new(capacity,
+//! interval)`), so both algorithms share one implementation, one Redis script and the memory
+//! store's lock-free path. This module keeps the funnel's picture, checked against GCRA.
 //!
 //! A clock behind `E` sees the funnel fuller than it was, never emptier.
 
-use super::gcra::Gcra;
-
-/// The funnel as GCRA: `capacity` units, one leaking every `interval` µs. `None` when
-/// `capacity × interval` overflows.
-pub(crate) fn funnel(capacity: u64, interval: u64) -> Option<Gcra> {
-    Some(Gcra {
-        interval,
-        tolerance: capacity.checked_mul(interval)?,
-        burst: capacity,
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::super::gcra::Gcra;
 
     const CAPACITY: u64 = 3;
     const INTERVAL: u64 = 100;
@@ -38,7 +27,7 @@ mod tests {
 
     #[test]
     fn leaks_one_unit_per_interval_keeping_the_remainder() {
-        let f = funnel(CAPACITY, INTERVAL).unwrap();
+        let f = Gcra::new(CAPACITY, INTERVAL).unwrap();
         let (_, e) = f.decide(0, 1_000, 3);
         let e = e.unwrap();
         assert_eq!(level(e, 1_000), 3);
@@ -56,7 +45,7 @@ mod tests {
 
     #[test]
     fn an_emptied_funnel_restarts_its_clock() {
-        let f = funnel(CAPACITY, INTERVAL).unwrap();
+        let f = Gcra::new(CAPACITY, INTERVAL).unwrap();
         let (raw, e) = f.decide(100, 10_050, 1);
         assert_eq!((raw.allowed, raw.remaining, raw.reset), (true, 2, 100));
         assert_eq!(e, Some(10_150));
@@ -64,6 +53,6 @@ mod tests {
 
     #[test]
     fn a_capacity_that_overflows_is_refused() {
-        assert!(funnel(u64::MAX, 2).is_none());
+        assert!(Gcra::new(u64::MAX, 2).is_none());
     }
 }

@@ -28,7 +28,7 @@ pub use state::State;
 /// | algorithm | state per key | burst | trade-off |
 /// |---|---|---|---|
 /// | [`Gcra`](Self::Gcra) (default) | one timestamp | yes | smooth, exact, cheapest in Redis; redis-cell's `CL.THROTTLE` |
-/// | [`TokenBucket`](Self::TokenBucket) | one count | yes | refills in whole ticks (juju/ratelimit) |
+/// | [`TokenBucket`](Self::TokenBucket) | tokens owed + tick | yes | refills in whole ticks (juju/ratelimit) |
 /// | [`LeakyBucket`](Self::LeakyBucket) | one timestamp | yes | the seeds' funnel; GCRA underneath |
 /// | [`FixedWindow`](Self::FixedWindow) | one counter | no | cheapest; lets `2 × count` through across a window edge |
 /// | [`SlidingWindow`](Self::SlidingWindow) | a counter per bucket | no | bounded edge burst, weights (bytes) welcome |
@@ -135,6 +135,16 @@ impl FromStr for Algorithm {
                     .to_owned(),
             })
     }
+}
+
+/// Fails with [`Error::CostTooHigh`](crate::Error::CostTooHigh) when `cost` is above `max`,
+/// the most one request may cost: it could never pass.
+#[inline]
+pub(crate) fn check_cost(cost: u64, max: u64) -> Result<(), crate::Error> {
+    if cost > max {
+        return Err(crate::Error::CostTooHigh { cost, max });
+    }
+    Ok(())
 }
 
 /// A decision in microseconds, before it becomes a [`Decision`](crate::Decision).

@@ -180,8 +180,7 @@ impl<C> BreakerBuilder<C> {
                 store,
                 clock: self.clock,
                 threshold: self.threshold,
-                probe_interval_us: u64::try_from(self.probe_interval.as_micros())
-                    .unwrap_or(u64::MAX),
+                probe_interval_us: crate::store::micros(self.probe_interval),
                 max_in_flight: self.max_in_flight,
                 open: AtomicBool::new(false),
                 failures: AtomicU32::new(0),
@@ -252,7 +251,7 @@ fn outcome<T>(result: &Result<T, Error>) -> Outcome {
 }
 
 impl<S, C: Clock> Shared<S, C> {
-    /// Whether an open breaker refuses a call now: `Some` error when it does.
+    /// The error of a call an open breaker fails fast, counted; `next` is when it probes.
     fn refusal(&self, now: u64, next: u64) -> Error {
         self.failed_fast.fetch_add(1, Ordering::Relaxed);
         Error::CircuitOpen {
@@ -295,7 +294,7 @@ impl<S, C: Clock> Shared<S, C> {
                 .is_ok();
         if !won {
             drop(permit);
-            return Err(self.refusal(now, next.max(now)));
+            return Err(self.refusal(now, next));
         }
         self.probes.fetch_add(1, Ordering::Relaxed);
         self.probing.fetch_add(1, Ordering::AcqRel);

@@ -169,7 +169,8 @@ impl<S, C: Clock> Shared<S, C> {
             Err(e) if !e.is_store_failure() => return Err(e),
             Err(e) => e,
         };
-        // A breaker fails fast before the store could check the cost.
+        // A store may fail before it checks the cost (this crate's check it first; another
+        // store need not): a cost too high stays an error, not a fallback decision.
         policy.check_cost(cost)?;
         self.engage(&error);
         match self.mode {
@@ -190,16 +191,20 @@ impl<S, C: Clock> Shared<S, C> {
             }
             FailMode::Local { nodes } => {
                 self.decided_locally.fetch_add(1, Ordering::Relaxed);
-                let share = self.share(policy, nodes);
-                self.local.check_sync(key, &share, cost.min(share.limit()))
+                self.with_share(policy, nodes, |share| {
+                    self.local.check_sync(key, share, cost.min(share.limit()))
+                })
             }
         }
     }
 
-    fn share(&self, policy: &Policy, nodes: u32) -> Policy {
+    /// Runs `f` on this node's share of `policy`, borrowed from the cache: every request of
+    /// an outage comes here, and cloning the share would bounce its reference count between
+    /// cores.
+    fn with_share<R>(&self, policy: &Policy, nodes: u32, f: impl FnOnce(&Policy) -> R) -> R {
         let shares = self.shares.pin();
         if let Some(share) = shares.get(&policy.namespace()) {
-            return share.clone();
+            return f(share);
         }
         let share = policy.share(nodes).unwrap_or_else(|error| {
             tracing::error!(
@@ -213,7 +218,7 @@ impl<S, C: Clock> Shared<S, C> {
         if shares.len() < MAX_CACHED_SHARES {
             shares.insert(policy.namespace(), share.clone());
         }
-        share
+        f(&share)
     }
 
     fn engage(&self, error: &Error) {
@@ -248,7 +253,7 @@ impl<S: Store, C: Clock> Store for Fallback<S, C> {
     async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
         let s = &self.shared;
         if let FailMode::Local { nodes } = s.mode {
-            s.local.reset_sync(key, &s.share(policy, nodes));
+            s.with_share(policy, nodes, |share| s.local.reset_sync(key, share));
         }
         s.store.reset(key, policy).await
     }

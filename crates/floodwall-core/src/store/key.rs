@@ -1,5 +1,6 @@
-//! Map keys of the memory store: a policy's namespace and a user key, compared and hashed
-//! as a pair so that a lookup borrows the user key and allocates nothing.
+//! Map keys of the memory store, the deny cache and the local verdicts: a policy's
+//! namespace and a user key, compared and hashed as a pair so that a lookup borrows the user
+//! key and allocates nothing.
 
 use std::hash::{Hash, Hasher};
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::evict::{Cap, evict_soonest};
-use super::key::{KeyBuf, MAX_KEY_LEN, MapKey};
+use super::key::{KeyBuf, KeyRef, MapKey};
 use super::{Store, lock, micros};
 use crate::{Clock, ConfigError, Decision, Error, Policy, SystemClock};
 
@@ -425,7 +425,7 @@ impl Verdict {
 
 impl<S, C: Clock> LocalVerdicts<S, C> {
     /// The wrapped store.
-    pub fn inner(&self) -> &S {
+    pub fn get_ref(&self) -> &S {
         &self.store
     }
 
@@ -471,12 +471,10 @@ impl<S, C: Clock> LocalVerdicts<S, C> {
         now: u64,
         start: bool,
     ) -> Option<Route> {
-        if key.len() > MAX_KEY_LEN {
+        let Some(map_key) = KeyRef::short(policy.namespace(), key) else {
             return start.then_some(Route::Through);
-        }
+        };
         let sh = &self.shared;
-        let buf = KeyBuf::new(key);
-        let map_key = buf.as_ref(policy.namespace());
         loop {
             let map = sh.map.pin();
             let slot = match map.get(&map_key) {

@@ -8,7 +8,7 @@ use super::evict::{Cap, evict_soonest};
 use super::key::{KeyBuf, KeyRef, MapKey};
 use super::{Store, lock};
 use crate::algorithm::gcra::{Gcra, Verdict};
-use crate::algorithm::{Engine, Raw, clamp_now};
+use crate::algorithm::{Raw, clamp_now};
 use crate::{Clock, Decision, Error, Policy, State, SystemClock};
 
 /// Marks a GCRA slot that was evicted: whoever holds it looks the key up again.
@@ -19,9 +19,10 @@ type Map = papaya::HashMap<MapKey, Slot, ahash::RandomState>;
 /// Rate-limit state in this process's memory: the default store, for a single server or as
 /// the local fallback of a shared one.
 ///
-/// - **Concurrent**: lookups take no lock (a [`papaya`] map). GCRA, the default, updates its
-///   one timestamp with a compare-and-swap, so two threads on one hot key never block each
-///   other; the other algorithms lock only their own key's state.
+/// - **Concurrent**: lookups take no lock (a [`papaya`] map). GCRA, the default, and the leaky
+///   bucket (GCRA underneath) update their one timestamp with a compare-and-swap, so two
+///   threads on one hot key never block each other; the other algorithms lock only their
+///   own key's state.
 /// - **Exact**: two threads checking one key together are serialised on that key, so the
 ///   number admitted equals the quota.
 /// - **Bounded**: at most [`max_keys`](MemoryStoreBuilder::max_keys) keys
@@ -70,7 +71,8 @@ struct Inner<C> {
 
 /// What one key holds.
 enum Slot {
-    /// GCRA's theoretical arrival time (0 for none), updated by compare-and-swap.
+    /// GCRA's (or the funnel's) theoretical arrival time (0 for none), updated by
+    /// compare-and-swap.
     Gcra(AtomicU64),
     /// Any other algorithm's state behind its own lock (boxed: GCRA slots stay small).
     Locked(Box<Locked>),
@@ -200,7 +202,7 @@ impl<C: Clock> MemoryStore<C> {
         self.check_gcra(buf.as_ref(ns), gcra, cost, now)
     }
 
-    /// GCRA, the default: one timestamp per key, updated by compare-and-swap.
+    /// GCRA, the default, and the funnel: one timestamp per key, updated by compare-and-swap.
     #[inline(always)]
     fn check_gcra(
         &self,
@@ -247,7 +249,7 @@ impl<C: Clock> MemoryStore<C> {
                 Some(slot) => slot,
                 // A peek on an unknown key must not create one.
                 None if cost == 0 => return policy.engine().decide(&mut State::new(), now, 0),
-                None => self.insert(&map, key, Slot::new(policy.engine()), now),
+                None => self.insert(&map, key, Slot::locked(), now),
             };
             match slot.decide(policy, now, cost) {
                 Some(result) => return result,
@@ -346,15 +348,13 @@ impl<C> MemoryStore<C> {
 }
 
 impl Slot {
-    fn new(engine: &Engine) -> Self {
-        if engine.gcra().is_some() {
-            Self::Gcra(AtomicU64::new(0))
-        } else {
-            Self::Locked(Box::new(Locked {
-                expires: AtomicU64::new(0),
-                state: Mutex::new(Some(State::new())),
-            }))
-        }
+    /// A fresh slot for an algorithm that is not GCRA underneath (`check_gcra` makes its
+    /// own).
+    fn locked() -> Self {
+        Self::Locked(Box::new(Locked {
+            expires: AtomicU64::new(0),
+            state: Mutex::new(Some(State::new())),
+        }))
     }
 
     /// Decides for a policy of any algorithm but GCRA. `None` when the slot was evicted and

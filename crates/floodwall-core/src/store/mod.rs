@@ -1,5 +1,6 @@
-//! Where state lives: the [`Store`] trait, its object-safe twin [`DynStore`], and the
-//! embedded [`MemoryStore`].
+//! Where state lives: the [`Store`] trait, its object-safe twin [`DynStore`], the embedded
+//! [`MemoryStore`], and the combinators that answer some checks in front of any store
+//! ([`DenyCache`], [`LocalVerdicts`]).
 
 use std::future::Future;
 use std::pin::Pin;
