@@ -12,7 +12,8 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::body::RejectionBody;
-use crate::shared::{Report, Verdict};
+use crate::headers::Fields;
+use crate::shared::Verdict;
 use crate::{RejectWithError, RejectWithResponse};
 
 /// The store's decision, boxed: a store's future borrows the store, the key and the
@@ -39,7 +40,7 @@ pin_project! {
         // Waiting for the store; `inner` is the ready service to call if allowed.
         Checking { check: CheckFuture, inner: Option<(S, Request<B>)> },
         // Allowed (or not limited): waiting for the inner service.
-        Calling { #[pin] future: F, report: Option<Report> },
+        Calling { #[pin] future: F, report: Option<Fields> },
         // Refused before any store call (no key).
         Refused { verdict: Option<Verdict> },
     }
@@ -56,7 +57,7 @@ where
         })
     }
 
-    pub(crate) fn calling(future: S::Future, report: Option<Report>) -> Self {
+    pub(crate) fn calling(future: S::Future, report: Option<Fields>) -> Self {
         Self::new(State::Calling { future, report })
     }
 

@@ -150,14 +150,13 @@ impl Fields {
 
 /// Writes the style's headers for these decisions; `policy_value` is the
 /// `RateLimit-Policy` value when the caller already has it for these policies.
-pub(crate) fn write<'a, I>(
+pub(crate) fn write(
     style: HeaderStyle,
     policy_value: Option<HeaderValue>,
-    decisions: I,
+    decisions: &[(Policy, Decision)],
     headers: &mut HeaderMap,
-) where
-    I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
-{
+) {
+    let decisions = decisions.iter().map(|(p, d)| (p, d));
     if let Some(fields) = Fields::new(style, policy_value, decisions) {
         fields.write(headers);
     }
@@ -332,12 +331,7 @@ mod tests {
             (b, decision(false, 1000, 0, 86_400_000)),
             (c, decision(true, 5, 5, 0)),
         ];
-        write(
-            HeaderStyle::Ietf,
-            None,
-            ds.iter().map(|(p, d)| (p, d)),
-            &mut h,
-        );
+        write(HeaderStyle::Ietf, None, &ds, &mut h);
         assert_eq!(
             h["ratelimit-policy"],
             "\"per-ip\";q=10;w=1;floodwall-burst=20, \"daily\";q=1000;w=86400, \"fast\";q=50;w=1"
@@ -361,12 +355,7 @@ mod tests {
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .as_secs();
-        write(
-            HeaderStyle::GitHub,
-            None,
-            ds.iter().map(|(p, d)| (p, d)),
-            &mut h,
-        );
+        write(HeaderStyle::GitHub, None, &ds, &mut h);
         assert_eq!(h["x-ratelimit-limit"], "100");
         assert_eq!(h["x-ratelimit-remaining"], "50");
         let reset: u64 = h["x-ratelimit-reset"].to_str().unwrap().parse().unwrap();
@@ -375,12 +364,74 @@ mod tests {
             "{reset} vs {before}"
         );
         let mut none = HeaderMap::new();
-        write(
-            HeaderStyle::None,
-            None,
-            ds.iter().map(|(p, d)| (p, d)),
-            &mut none,
-        );
+        write(HeaderStyle::None, None, &ds, &mut none);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn ratelimit_too_long_for_the_stack_is_built_on_the_heap_the_same() {
+        let policy = |c: char| {
+            let name = format!("{c}-{}", "x".repeat(58));
+            Policy::gcra(&name, "10/s".parse().unwrap()).unwrap()
+        };
+        let ds = [
+            (policy('a'), decision(true, 10, 9, 1500)),
+            (policy('b'), decision(false, 10, 0, 86_400_000)),
+            (
+                policy('c'),
+                Decision::new(true, 10, u64::MAX, Duration::ZERO, Duration::MAX),
+            ),
+        ];
+        let expected = format!(
+            "\"{}\";r=9;t=2, \"{}\";r=0;t=86400, \"{}\";r={};t={}",
+            ds[0].0.name(),
+            ds[1].0.name(),
+            ds[2].0.name(),
+            u64::MAX,
+            u64::MAX,
+        );
+        // Else this would not test the fallback.
+        let decisions = || ds.iter().map(|(p, d)| (p, d));
+        assert!(format_limit(&mut StackBuf::default(), decisions()).is_err());
+        assert!(expected.len() > StackBuf::default().bytes.len());
+
+        assert_eq!(ietf_limit_value(decisions()).unwrap(), expected.as_str());
+        let mut h = HeaderMap::new();
+        write(HeaderStyle::Ietf, None, &ds, &mut h);
+        assert_eq!(h["ratelimit"], expected.as_str());
+    }
+
+    #[test]
+    fn one_policy_always_fits_the_stack_buffer() {
+        let name = "n".repeat(Policy::MAX_NAME_LEN);
+        let p = Policy::gcra(&name, "10/s".parse().unwrap()).unwrap();
+        let d = Decision::new(true, 10, u64::MAX, Duration::ZERO, Duration::MAX);
+        let mut buf = StackBuf::default();
+        assert!(format_limit(&mut buf, std::iter::once((&p, &d))).is_ok());
+        let expected = format!("\"{name}\";r={};t={}", u64::MAX, u64::MAX);
+        assert_eq!(buf.as_bytes(), expected.as_bytes());
+    }
+
+    #[test]
+    fn put_decimal_writes_every_width_up_to_u64_max() {
+        let mut ns = vec![0, 1, 11, 101, 1_000_000, u64::MAX - 1, u64::MAX];
+        ns.extend((1..20).map(|e| 10_u64.pow(e) - 1));
+        ns.extend((1..20).map(|e| 10_u64.pow(e)));
+        for n in ns {
+            let mut heap = Vec::new();
+            assert!(heap.put_decimal(n).is_ok());
+            assert_eq!(heap, n.to_string().as_bytes(), "{n}");
+            let mut stack = StackBuf::default();
+            assert!(stack.put_decimal(n).is_ok());
+            assert_eq!(stack.as_bytes(), n.to_string().as_bytes(), "{n}");
+        }
+        // After what is already there; and nothing at all when it does not fit.
+        let mut heap = b"r=".to_vec();
+        assert!(heap.put_decimal(u64::MAX).is_ok());
+        assert_eq!(heap, b"r=18446744073709551615");
+        let mut stack = StackBuf::default();
+        assert!(stack.put(&[b'.'; 110]).is_ok());
+        assert!(stack.put_decimal(u64::MAX).is_err());
+        assert_eq!(stack.as_bytes(), &[b'.'; 110][..]);
     }
 }

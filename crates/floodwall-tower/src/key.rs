@@ -155,3 +155,216 @@ impl fmt::Debug for Key {
         f.write_str(")")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::hash_map::DefaultHasher;
+
+    use super::*;
+
+    // `Key` keeps its own inline and heap forms; a `Vec<u8>` doing the same operations is
+    // what it must be indistinguishable from, on both sides of the inline limit.
+
+    fn on_heap(key: &Key) -> bool {
+        matches!(key.repr, Repr::Heap(_))
+    }
+
+    fn hash(bytes: &(impl Hash + ?Sized)) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        bytes.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    #[track_caller]
+    fn same(key: &Key, model: &[u8]) {
+        assert_eq!(key.as_bytes(), model);
+        assert_eq!(key.len(), model.len());
+        assert_eq!(key.is_empty(), model.is_empty());
+        assert_eq!(hash(key), hash(model), "a key hashes as its bytes do");
+    }
+
+    fn filled(len: usize) -> (Key, Vec<u8>) {
+        let model: Vec<u8> = (0..len).map(|i| i as u8 ^ 0xa5).collect();
+        let mut key = Key::new();
+        key.extend_from_slice(&model);
+        (key, model)
+    }
+
+    #[test]
+    fn spills_to_the_heap_past_the_inline_limit_keeping_its_bytes() {
+        let (mut key, mut model) = filled(INLINE);
+        assert!(!on_heap(&key), "exactly {INLINE} bytes stay inline");
+        same(&key, &model);
+        key.push(0xee);
+        model.push(0xee);
+        assert!(on_heap(&key));
+        same(&key, &model);
+
+        // A write that straddles the limit copies the inline bytes before it.
+        let (mut key, mut model) = filled(60);
+        key.extend_from_slice(b"0123456789");
+        model.extend_from_slice(b"0123456789");
+        assert!(on_heap(&key));
+        same(&key, &model);
+        key.extend_from_slice(&[7; 100]);
+        model.extend_from_slice(&[7; 100]);
+        same(&key, &model);
+    }
+
+    #[test]
+    fn truncate_and_write_at_on_the_heap_form() {
+        let (mut key, mut model) = filled(100);
+        assert!(on_heap(&key));
+
+        key.write_at(90, b"abc");
+        model[90..93].copy_from_slice(b"abc");
+        same(&key, &model);
+        // Only bytes already written are overwritten: past the end is a no-op.
+        key.write_at(99, b"xy");
+        key.write_at(200, b"z");
+        same(&key, &model);
+
+        key.truncate(150);
+        same(&key, &model);
+        key.truncate(70);
+        model.truncate(70);
+        same(&key, &model);
+        key.truncate(10);
+        model.truncate(10);
+        assert!(
+            on_heap(&key),
+            "truncating does not move the bytes back inline"
+        );
+        same(&key, &model);
+
+        key.write_at(8, b"zz");
+        model[8..10].copy_from_slice(b"zz");
+        same(&key, &model);
+        key.write_at(9, b"zzz");
+        same(&key, &model);
+
+        key.extend_from_slice(b"tail");
+        model.extend_from_slice(b"tail");
+        same(&key, &model);
+    }
+
+    #[test]
+    fn write_at_and_truncate_on_the_inline_form() {
+        let (mut key, mut model) = filled(20);
+        key.write_at(18, b"ab");
+        model[18..20].copy_from_slice(b"ab");
+        same(&key, &model);
+        // The inline buffer has room past the key, but those bytes are not the key's.
+        key.write_at(19, b"cd");
+        key.write_at(40, b"e");
+        same(&key, &model);
+        key.truncate(30);
+        same(&key, &model);
+        key.truncate(5);
+        model.truncate(5);
+        same(&key, &model);
+        key.push(1);
+        model.push(1);
+        same(&key, &model);
+    }
+
+    #[test]
+    fn extend_from_prefix_near_the_inline_limit() {
+        let ip: [u8; 16] = std::array::from_fn(|i| 0xc0 + i as u8);
+        // From room for the whole array, through room for the prefix only, to none.
+        for start in 40..=INLINE + 2 {
+            for len in [0, 1, 4, 15, 16, 40] {
+                let (mut key, mut model) = filled(start);
+                key.extend_from_prefix(&ip, len);
+                model.extend_from_slice(&ip[..len.min(16)]);
+                same(&key, &model);
+                assert_eq!(on_heap(&key), model.len() > INLINE, "{start} + {len}");
+                // What follows lands right after the prefix, not after the whole array.
+                key.extend_from_slice(b"!?");
+                model.extend_from_slice(b"!?");
+                same(&key, &model);
+            }
+        }
+    }
+
+    #[test]
+    fn an_inline_key_equals_an_equal_spilled_then_truncated_one() {
+        let (inline, model) = filled(30);
+        let (mut spilled, _) = filled(100);
+        spilled.truncate(30);
+        assert!(!on_heap(&inline) && on_heap(&spilled));
+        assert_eq!(inline, spilled);
+        assert_eq!(spilled, inline);
+        assert_eq!(hash(&inline), hash(&spilled));
+        same(&spilled, &model);
+
+        // And they differ when their bytes do.
+        spilled.write_at(29, &[!model[29]]);
+        assert_ne!(inline, spilled);
+        assert_ne!(hash(&inline), hash(&spilled));
+        // Or their lengths: a stale byte past the end of either does not count.
+        let (mut shorter, _) = filled(100);
+        shorter.truncate(29);
+        assert_ne!(inline, shorter);
+        let mut inline_shorter = inline.clone();
+        inline_shorter.truncate(29);
+        assert_eq!(inline_shorter, shorter);
+        assert_eq!(hash(&inline_shorter), hash(&shorter));
+    }
+
+    /// Mixed operations, from a fixed seed, crossing the limit both ways many times.
+    #[test]
+    fn random_operations_match_a_vec() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        for _ in 0..200 {
+            let mut key = Key::new();
+            let mut model = Vec::new();
+            for _ in 0..60 {
+                match next(6) {
+                    0 => {
+                        let byte = next(256) as u8;
+                        key.push(byte);
+                        model.push(byte);
+                    }
+                    1 => {
+                        let bytes: Vec<u8> = (0..next(40)).map(|_| next(256) as u8).collect();
+                        key.extend_from_slice(&bytes);
+                        model.extend_from_slice(&bytes);
+                    }
+                    2 => {
+                        let bytes: [u8; 16] = std::array::from_fn(|_| next(256) as u8);
+                        let len = next(20);
+                        key.extend_from_prefix(&bytes, len);
+                        model.extend_from_slice(&bytes[..len.min(16)]);
+                    }
+                    3 => {
+                        let len = next(model.len() + 10);
+                        key.truncate(len);
+                        model.truncate(len);
+                    }
+                    4 => {
+                        let at = next(model.len() + 4);
+                        let bytes: Vec<u8> = (0..next(6)).map(|_| next(256) as u8).collect();
+                        key.write_at(at, &bytes);
+                        if let Some(dst) = model.get_mut(at..at + bytes.len()) {
+                            dst.copy_from_slice(&bytes);
+                        }
+                    }
+                    _ => {
+                        let mut fresh = Key::new();
+                        fresh.extend_from_slice(&model);
+                        assert_eq!(key, fresh);
+                        assert_eq!(hash(&key), hash(&fresh));
+                    }
+                }
+                same(&key, &model);
+            }
+        }
+    }
+}

@@ -167,10 +167,11 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
         self.map(|s| s.on_failure = Arc::new(responder))
     }
 
-    /// Lets requests through unlimited (and logs a warning per request) when the store
-    /// cannot decide, instead of refusing them: availability over protection. See
-    /// [`fail_mode`](Self::fail_mode) for a breaker, a local fallback and one warning per
-    /// outage.
+    /// Lets requests through unlimited when the store cannot decide, instead of refusing
+    /// them: availability over protection. Each outage is logged once, a warning when it
+    /// starts, not per request. See [`fail_mode`](Self::fail_mode) for a breaker (a dead
+    /// store then costs a fast failure instead of a timeout per request) and a local
+    /// fallback.
     pub fn fail_open(self) -> Self {
         self.map(|s| s.fail_open = true)
     }

@@ -21,6 +21,7 @@ pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
 
 /// Everything a [`RateLimitLayer`](crate::RateLimitLayer) was configured with. Services
 /// hold it behind one `Arc`, so cloning a service costs two reference counts.
+#[derive(Clone)]
 pub(crate) struct Shared<St, K> {
     pub(crate) store: St,
     pub(crate) key: K,
@@ -36,8 +37,9 @@ pub(crate) struct Shared<St, K> {
     /// `RateLimit-Policy` for `policies`, built on first use.
     pub(crate) policy_header: OnceLock<HeaderValue>,
     /// Whether the store's last answer was a failure: failures are logged once per
-    /// outage, not once per request.
-    pub(crate) store_down: AtomicBool,
+    /// outage, not once per request. Shared by every clone, as the store is: axum builds
+    /// a service per route, and one outage is still one log line.
+    pub(crate) store_down: Arc<AtomicBool>,
 }
 
 impl<St, K> Shared<St, K> {
@@ -55,7 +57,7 @@ impl<St, K> Shared<St, K> {
             shadow: false,
             fail_open: false,
             policy_header: OnceLock::new(),
-            store_down: AtomicBool::new(false),
+            store_down: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -92,26 +94,6 @@ impl<St, K> Shared<St, K> {
     }
 }
 
-impl<St: Clone, K: Clone> Clone for Shared<St, K> {
-    fn clone(&self) -> Self {
-        Self {
-            store: self.store.clone(),
-            key: self.key.clone(),
-            policies: self.policies.clone(),
-            chooser: self.chooser.clone(),
-            cost: self.cost.clone(),
-            on_reject: self.on_reject.clone(),
-            on_failure: self.on_failure.clone(),
-            on_missing: self.on_missing,
-            headers: self.headers,
-            shadow: self.shadow,
-            fail_open: self.fail_open,
-            policy_header: self.policy_header.clone(),
-            store_down: AtomicBool::new(self.store_down.load(Ordering::Relaxed)),
-        }
-    }
-}
-
 /// The policies one request is checked against, owned: what a check that waits for the
 /// store keeps. A check the store answers at once borrows them instead.
 pub(crate) enum PolicyList {
@@ -120,7 +102,7 @@ pub(crate) enum PolicyList {
 }
 
 impl PolicyList {
-    pub(crate) fn as_slice(&self) -> &[Policy] {
+    fn as_slice(&self) -> &[Policy] {
         match self {
             Self::Many(list) => list,
             Self::One(one) => std::slice::from_ref(one),
@@ -128,13 +110,10 @@ impl PolicyList {
     }
 }
 
-/// Headers to add to the inner service's response.
-pub(crate) type Report = Fields;
-
 /// What happens to a request.
 pub(crate) enum Verdict {
     /// Call the inner service, then add these headers.
-    Proceed(Option<Report>),
+    Proceed(Option<Fields>),
     /// Refused, as a response (boxed: it is rare, and keeps the verdict that every allowed
     /// request moves around small).
     Respond(Box<Response<Bytes>>),
@@ -147,8 +126,8 @@ pub(crate) enum Verdict {
 #[derive(Default)]
 pub(crate) struct Tally {
     decisions: SmallVec<[(usize, Decision); 2]>,
-    /// The first policy the cost can never pass: (index, cost, its limit).
-    too_costly: Option<(usize, u64, u64)>,
+    /// The first policy the cost can never pass: (index, cost).
+    too_costly: Option<(usize, u64)>,
 }
 
 impl Tally {
@@ -156,14 +135,13 @@ impl Tally {
     fn record(
         &mut self,
         i: usize,
-        policy: &Policy,
         cost: u64,
         result: Result<Decision, floodwall_core::Error>,
     ) -> Result<(), floodwall_core::Error> {
         match result {
             Ok(decision) => self.decisions.push((i, decision)),
             Err(e) if e.is_cost_too_high() => {
-                self.too_costly.get_or_insert((i, cost, policy.limit()));
+                self.too_costly.get_or_insert((i, cost));
             }
             Err(e) => return Err(e),
         }
@@ -186,7 +164,7 @@ impl Tally {
         let decisions: Decisions = self.pairs(policies).map(|(p, d)| (p.clone(), *d)).collect();
         let too_costly = self
             .too_costly
-            .map(|(i, cost, limit)| (policies[i].clone(), cost, limit));
+            .map(|(i, cost)| (policies[i].clone(), cost, policies[i].limit()));
         Denial::new(decisions, too_costly)
     }
 }
@@ -225,7 +203,7 @@ impl<St: Store, K> Shared<St, K> {
             let Some(result) = self.store.check_now(key.as_bytes(), policy, cost) else {
                 return Checked::Waiting(Pending { tally, next: i });
             };
-            if let Err(e) = tally.record(i, policy, cost, result) {
+            if let Err(e) = tally.record(i, cost, result) {
                 return Checked::Decided(self.store_failed(e, error_mode));
             }
         }
@@ -245,7 +223,7 @@ impl<St: Store, K> Shared<St, K> {
         let policies = policies.as_slice();
         for (i, policy) in policies.iter().enumerate().skip(next) {
             let result = self.store.check(key.as_bytes(), policy, cost).await;
-            if let Err(e) = tally.record(i, policy, cost, result) {
+            if let Err(e) = tally.record(i, cost, result) {
                 return self.store_failed(e, error_mode);
             }
         }
@@ -297,7 +275,7 @@ impl<St: Store, K> Shared<St, K> {
         headers::write(
             self.headers,
             self.policy_header(policies),
-            denial.decisions().iter().map(|(p, d)| (p, d)),
+            denial.decisions(),
             res.headers_mut(),
         );
         Verdict::Respond(Box::new(res))
@@ -317,7 +295,9 @@ impl<St: Store, K> Shared<St, K> {
 
     fn store_failed(&self, error: floodwall_core::Error, error_mode: bool) -> Verdict {
         let open = self.shadow || self.fail_open;
-        if !self.store_down.swap(true, Ordering::Relaxed) {
+        if !self.store_down.load(Ordering::Relaxed)
+            && !self.store_down.swap(true, Ordering::Relaxed)
+        {
             if open {
                 tracing::warn!(
                     target: "floodwall",

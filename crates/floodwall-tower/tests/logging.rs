@@ -109,3 +109,37 @@ async fn an_outage_is_logged_once_each_way() {
         .count();
     assert_eq!(back, 1, "{events:?}");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_services_of_one_layer_log_an_outage_once() {
+    let events = Events::default();
+    let _guard = tracing::subscriber::set_default(events.clone());
+    let store = Switch::default();
+    let layer = RateLimitLayer::new(store.clone(), gcra("p", "1000/s"));
+    // As axum's `Router::layer` does: a clone of the layer per route.
+    let routes = [layer.clone().layer(hello()), layer.layer(hello())];
+
+    store.down.store(true, Ordering::SeqCst);
+    for svc in &routes {
+        for _ in 0..5 {
+            let res = svc.clone().oneshot(from("10.0.0.1")).await.unwrap();
+            assert_eq!(res.status(), 503);
+        }
+    }
+    store.down.store(false, Ordering::SeqCst);
+    for svc in &routes {
+        let res = svc.clone().oneshot(from("10.0.0.1")).await.unwrap();
+        assert_eq!(res.status(), 200);
+    }
+    let events = events.0.lock().unwrap();
+    let errors = events
+        .iter()
+        .filter(|(l, _)| *l == tracing::Level::ERROR)
+        .count();
+    assert_eq!(errors, 1, "{events:?}");
+    let back = events
+        .iter()
+        .filter(|(l, m)| *l == tracing::Level::INFO && m.contains("answers again"))
+        .count();
+    assert_eq!(back, 1, "{events:?}");
+}
