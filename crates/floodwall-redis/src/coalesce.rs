@@ -10,7 +10,7 @@
 //! costs in arrival order; the script runs the algorithm's per-check logic once per cost,
 //! at one instant (one `TIME`), carrying the state between them in Lua and writing it
 //! once, and answers each check's four integers, which are shared out in arrival order.
-
+//!
 //! # Exactness
 //!
 //! A batch answers exactly what the same checks, sent one after another at the batch's
@@ -42,11 +42,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use floodwall_core::Error;
 use tokio::sync::oneshot;
 
+use crate::reply::Raw;
+
 /// The most checks one batch carries; later arrivals wait for the next batch.
 pub(crate) const MAX_BATCH: usize = 256;
-
-/// A script's answer to one check: allowed (0/1), remaining, retry µs, reset µs.
-pub(crate) type Raw = [u64; 4];
 
 /// Which checks may share a call: the same Redis key at the same explicit time (or all on
 /// the server's clock).
@@ -114,11 +113,9 @@ impl Coalescer {
     }
 
     /// Fails every check waiting for `key` (when no driver could be started).
-    pub(crate) fn abandon(&self, key: &BatchKey, error: &Error) {
+    pub(crate) fn abandon(&self, key: &BatchKey, error: Error) {
         let queue = self.lock().remove(key).unwrap_or_default();
-        for w in queue {
-            let _ = w.reply.send(Err(share(error)));
-        }
+        share_out(queue, Err(error));
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<BatchKey, Vec<Waiter>>> {

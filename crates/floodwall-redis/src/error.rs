@@ -95,7 +95,7 @@ pub(crate) fn to_core(e: RedisError) -> Error {
     }
 }
 
-/// An error for a reply that is not the four non-negative integers a script returns.
+/// An error for a reply that cannot be a decision.
 #[derive(Debug)]
 pub(crate) struct UnexpectedReply(pub(crate) String);
 

@@ -14,9 +14,9 @@
 //!   has no `{`, `}`, whitespace or control characters. Any other key of at most
 //!   [`MAX_HEX_KEY_LEN`] bytes (binary: the IP extractors' addresses, the API-key
 //!   extractor's digests) is stored as `x{` + its hex + `}`: no longer than a digest, and
-//!   cheaper than one on every check. Anything longer (or with braces that would move the
-//!   hash tag) is stored as `#{` + 64 hex digits of its SHA-256 + `}`. Raw keys always
-//!   follow `:{`, hex ones `:x{`, hashed ones `:#{`, so no two forms can meet.
+//!   cheaper than one on every check. Anything longer is stored as `#{` + 64 hex digits of
+//!   its SHA-256 + `}`. Raw keys always follow `:{`, hex ones `:x{`, hashed ones `:#{`, so
+//!   no two forms can meet.
 //! - The fingerprint (FNV-1a of the algorithm's integer parameters, 8 hex digits) keeps
 //!   states of different shapes apart: changing a policy's quota starts its keys afresh, as
 //!   the memory store does, instead of reading a window of 250 ms buckets as one of 100 ms.

@@ -2,9 +2,10 @@
 //! atomic Lua script per check, on the Redis server's clock.
 //!
 //! - **Every algorithm** of [`floodwall_core`] (GCRA, token bucket, leaky bucket, fixed
-//!   window, sliding window, sliding log) has its script in `src/lua/`, doing the same
-//!   integer arithmetic in microseconds as the Rust code: the same decision vectors run
-//!   against both. `Policy::redis_cell` answers as redis-cell's `CL.THROTTLE` does.
+//!   window, sliding window, sliding log) runs as a script built from `src/lua/` (the leaky
+//!   bucket, GCRA underneath, runs GCRA's), doing the same integer arithmetic in
+//!   microseconds as the Rust code: the same decision vectors run against both.
+//!   `Policy::redis_cell` answers as redis-cell's `CL.THROTTLE` does.
 //! - **Server time**: scripts read `TIME`, so clients' clocks never matter. Redis 7
 //!   replicates a script's effects, not the script, so replicas agree.
 //! - **One key per decision**, whose hash tag is the user key: every script runs on Redis
@@ -50,8 +51,9 @@
 //! quota starts afresh rather than misreading old state. A user key is kept when it is
 //! UTF-8, printable, free of `{`, `}` and whitespace and at most
 //! [`MAX_RAW_KEY_LEN`] bytes; otherwise its hex when it is at most [`MAX_HEX_KEY_LEN`] bytes
-//! (the tower extractors' binary IP keys and API-key digests), else its SHA-256. Each key gets a `PX` TTL equal
-//! to the time until its state is back to fresh (rounded up to a millisecond).
+//! (the tower extractors' binary IP keys and API-key digests), else its SHA-256. Each key
+//! expires soon after its state is back to fresh; how soon is set by the TTL grid described
+//! under [Cost per decision](#cost-per-decision).
 //!
 //! # Cost per decision
 //!
@@ -80,7 +82,9 @@
 //! the TTL moves (`ZREMRANGEBYSCORE`), so a log holds at most twice its limit. A log is new
 //! when it has no marker; a sorted set without one is someone else's and refused
 //! (`EXISTS`, once per log).
-//! Every check is one `EVALSHA` round trip (the pool adds a PING per checkout).
+//! A check is one `EVALSHA` round trip (the pool adds a PING per checkout), except that with
+//! [coalescing](RedisStoreBuilder::coalesce) a check of a key with a call in flight waits for
+//! that call, then for the batch it joined: up to two round trips.
 //!
 //! # Differences from the memory store
 //!

@@ -15,8 +15,10 @@
 use floodwall_core::Error;
 use redis::Value;
 
-use crate::coalesce::Raw;
 use crate::error::UnexpectedReply;
+
+/// A script's answer to one check: allowed (0/1), remaining, retry µs, reset µs.
+pub(crate) type Raw = [u64; 4];
 
 /// How to read a single check's integer answer, which depends on the algorithm; every
 /// algorithm may also answer with the four-integer string.
@@ -34,8 +36,6 @@ pub(crate) enum ReplyKind {
     FixedWindow { limit: u64, period: u64 },
     /// Admissions only: `remaining × (period + 1) + reset_after`; refusals are strings.
     Sliding { limit: u64, period: u64 },
-    /// The string only.
-    Four,
 }
 
 fn unexpected(reply: &Value) -> Error {
@@ -119,7 +119,6 @@ fn unpack(kind: ReplyKind, cost: u64, allowed: bool, x: u64) -> Option<Raw> {
             let (remaining, reset) = (x / span, x % span);
             (allowed && remaining <= limit).then_some([1, remaining, 0, reset])
         }
-        ReplyKind::Four => None,
     }
 }
 
@@ -203,7 +202,6 @@ mod tests {
         assert!(single(tb, 1, &Value::Int(430)).is_err());
         assert!(single(fw, 1, &Value::Int(1001)).is_err());
         assert!(single(tb, 1, &Value::Int(-131)).is_err());
-        assert!(single(ReplyKind::Four, 1, &Value::Int(5)).is_err());
         let sliding = ReplyKind::Sliding {
             limit: 10,
             period: 1000,
@@ -226,21 +224,12 @@ mod tests {
             Value::BulkString(b"1 2 x 4".to_vec()),
             Value::BulkString(b"1 -2 3 4".to_vec()),
         ];
+        // A string reads the same under every kind, so `G` serves for all of these.
         for v in &bad {
-            let kind = if matches!(v, Value::Int(_)) {
-                G
-            } else {
-                ReplyKind::Four
-            };
-            assert!(single(kind, 1, v).is_err(), "{v:?}");
+            assert!(single(G, 1, v).is_err(), "{v:?}");
         }
         assert_eq!(
-            single(
-                ReplyKind::Four,
-                1,
-                &Value::BulkString(b"0 5 10 20".to_vec())
-            )
-            .unwrap(),
+            single(G, 1, &Value::BulkString(b"0 5 10 20".to_vec())).unwrap(),
             [0, 5, 10, 20]
         );
         assert!(batch(&Value::Array(vec![Value::Int(1)]), 1).is_err());

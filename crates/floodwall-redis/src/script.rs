@@ -1,7 +1,12 @@
-//! The Lua scripts, one per algorithm, and the arguments each takes.
+//! The Lua scripts, and the arguments each takes.
 //!
-//! Each script is `lua/prelude.lua` (time, cost, TTL helper) followed by the algorithm's file,
-//! and runs through [`redis::Script`]: EVALSHA, with a `SCRIPT LOAD` and one retry when the
+//! Every script starts with `lua/prelude.lua` (the time, the cost, shared names). GCRA
+//! (which the leaky bucket runs too), the token bucket and the fixed window are written as
+//! sections, so that one definition serves both paths: their script is the prelude, the
+//! algorithm's load section, then a driver (`lua/single.lua` for one check, `lua/batch.lua`
+//! for a coalesced batch) with the algorithm's `@step`, `@save` and `@reply` sections pasted
+//! in. The sliding window and log are whole files after the prelude, with no batch. Each
+//! runs through [`redis::Script`]: EVALSHA, with a `SCRIPT LOAD` and one retry when the
 //! server answers `NOSCRIPT` (after `SCRIPT FLUSH`, a restart or a failover), on every
 //! connection kind. Each script touches exactly one key, so it runs on Redis Cluster.
 
@@ -26,16 +31,23 @@ const STEPPED: [&str; 3] = [
     include_str!("lua/fixed_window.lua"),
 ];
 
-/// Where a batch's explicit time sits: after the count and three (padded) parameters.
+/// Where a batch's explicit time sits: after the count and three (padded) parameters; the
+/// costs follow it.
 const BATCH_NOW: usize = 5;
+
+/// `source` with the explicit time's index written where it says `{now}`, so that each
+/// layout is stated once, here, rather than in Lua too.
+fn at_now(source: &str, now: usize) -> String {
+    source.replace("{now}", &now.to_string())
+}
 
 /// The prelude, reading an explicit time from `ARGV[now]`.
 fn prelude(now: usize) -> String {
-    PRELUDE.replace("ARGV[{now}]", &format!("ARGV[{now}]"))
+    at_now(PRELUDE, now)
 }
 
 /// The prelude, the algorithm's load section, and the driver with the algorithm's `@step`,
-/// `@save` and `@reply` sections pasted where it marks them.
+/// `@save` and `@reply` sections pasted where it marks them (and its `{now}` written).
 fn assemble(algorithm: &str, driver: &str, now: usize) -> String {
     let (load, rest) = algorithm
         .split_once("-- @step\n")
@@ -46,7 +58,7 @@ fn assemble(algorithm: &str, driver: &str, now: usize) -> String {
     let (save, reply) = rest
         .split_once("-- @reply\n")
         .expect("every stepped script has a `-- @reply` section (unit-tested)");
-    let body = driver
+    let body = at_now(driver, now)
         .replace("-- {step}\n", step)
         .replace("-- {save}\n", save)
         .replace("-- {reply}\n", reply);
@@ -84,31 +96,81 @@ static BATCH_SCRIPTS: LazyLock<[Script; 3]> =
     LazyLock::new(|| BATCH_SOURCES.each_ref().map(|s| Script::new(s)));
 
 /// Where these parameters' scripts sit in [`SOURCES`] / [`BATCH_SOURCES`] (the batches are
-/// the first three), and their parameter arguments (padded with 0; [`PARAMS`] says how many
-/// count); `None` for an algorithm this crate has no script for (`Parameters` is
-/// non-exhaustive).
-fn layout(params: Parameters) -> Option<(usize, [u64; 3])> {
-    Some(match params {
+/// the first three), their parameter arguments (padded with 0; [`PARAMS`] says how many
+/// count), and how their single check's reply reads: built together, so the leaky bucket's
+/// translation into GCRA is written once.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    script: usize,
+    args: [u64; 3],
+    reply: ReplyKind,
+}
+
+/// The layout of checks under `params`; `None` for an algorithm this crate has no script for
+/// (`Parameters` is non-exhaustive).
+fn layout(params: Parameters) -> Option<Layout> {
+    let (script, args, reply) = match params {
         Parameters::Gcra {
             interval,
             tolerance,
-        } => (0, [interval, tolerance, 0]),
+        } => (
+            0,
+            [interval, tolerance, 0],
+            ReplyKind::Gcra {
+                interval,
+                tolerance,
+            },
+        ),
         Parameters::TokenBucket {
             capacity,
             tick,
             quantum,
-        } => (1, [capacity, tick, quantum]),
+        } => (
+            1,
+            [capacity, tick, quantum],
+            ReplyKind::TokenBucket {
+                capacity,
+                tick,
+                quantum,
+            },
+        ),
         Parameters::LeakyBucket { capacity, interval } => {
-            (0, [interval, capacity.saturating_mul(interval), 0])
+            let tolerance = capacity.saturating_mul(interval);
+            (
+                0,
+                [interval, tolerance, 0],
+                ReplyKind::Gcra {
+                    interval,
+                    tolerance,
+                },
+            )
         }
-        Parameters::FixedWindow { limit, period } => (2, [limit, period, 0]),
+        Parameters::FixedWindow { limit, period } => (
+            2,
+            [limit, period, 0],
+            ReplyKind::FixedWindow { limit, period },
+        ),
         Parameters::SlidingWindow {
             limit,
             precision,
             buckets,
-        } => (3, [limit, precision, buckets]),
-        Parameters::SlidingLog { limit, period } => (4, [limit, period, 0]),
+        } => (
+            3,
+            [limit, precision, buckets],
+            ReplyKind::Sliding {
+                limit,
+                period: precision.saturating_mul(buckets),
+            },
+        ),
+        Parameters::SlidingLog { limit, period } => {
+            (4, [limit, period, 0], ReplyKind::Sliding { limit, period })
+        }
         _ => return None,
+    };
+    Some(Layout {
+        script,
+        args,
+        reply,
     })
 }
 
@@ -118,86 +180,72 @@ fn layout(params: Parameters) -> Option<(usize, [u64; 3])> {
 /// them). For measuring a script's cost in Redis directly (`benches/scripts.rs`) or
 /// reviewing it. `None` for an algorithm this crate has no script for.
 pub fn script_for(params: Parameters) -> Option<(&'static str, Vec<u64>)> {
-    layout(params).map(|(i, args)| (SOURCES[i].as_str(), args[..PARAMS[i]].to_vec()))
+    layout(params).map(|l| {
+        (
+            SOURCES[l.script].as_str(),
+            l.args[..PARAMS[l.script]].to_vec(),
+        )
+    })
 }
 
 /// The EVALSHA call deciding `cost` on `key` at `now` (µs; `None` reads the server's clock),
-/// or `None` for an algorithm without a script. `ARGV`: the cost, the parameters, then the
-/// time if explicit; on the server's clock the call carries no argument it does not need.
+/// and how to read its reply (see `crate::reply`), or `None` for an algorithm without a
+/// script. `ARGV`: the cost, the parameters, then the time if explicit; on the server's
+/// clock the call carries no argument it does not need.
 pub(crate) fn invocation(
     params: Parameters,
     key: &[u8],
     now: Option<u64>,
     cost: u64,
-) -> Option<ScriptInvocation<'static>> {
-    let (i, args) = layout(params)?;
-    let mut inv = SCRIPTS[i].prepare_invoke();
+) -> Option<(ScriptInvocation<'static>, ReplyKind)> {
+    let Layout {
+        script,
+        args,
+        reply,
+    } = layout(params)?;
+    let mut inv = SCRIPTS[script].prepare_invoke();
     inv.key(key).arg(cost);
-    for a in &args[..PARAMS[i]] {
+    for a in &args[..PARAMS[script]] {
         inv.arg(a);
     }
     if let Some(now) = now {
         inv.arg(now);
     }
-    Some(inv)
+    Some((inv, reply))
 }
 
-/// Which single-check reply a script under these parameters gives (see `crate::reply`).
-pub(crate) fn reply_kind(params: Parameters) -> ReplyKind {
-    match params {
-        Parameters::Gcra {
-            interval,
-            tolerance,
-        } => ReplyKind::Gcra {
-            interval,
-            tolerance,
-        },
-        Parameters::TokenBucket {
-            capacity,
-            tick,
-            quantum,
-        } => ReplyKind::TokenBucket {
-            capacity,
-            tick,
-            quantum,
-        },
-        Parameters::LeakyBucket { capacity, interval } => ReplyKind::Gcra {
-            interval,
-            tolerance: capacity.saturating_mul(interval),
-        },
-        Parameters::FixedWindow { limit, period } => ReplyKind::FixedWindow { limit, period },
-        Parameters::SlidingWindow {
-            limit,
-            precision,
-            buckets,
-        } => ReplyKind::Sliding {
-            limit,
-            period: precision.saturating_mul(buckets),
-        },
-        Parameters::SlidingLog { limit, period } => ReplyKind::Sliding { limit, period },
-        _ => ReplyKind::Four,
-    }
+/// A batch script and its parameter arguments. Only [`batch_layout`] makes one, so holding
+/// one is the proof that the algorithm has a batch: nothing downstream checks again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchLayout {
+    script: usize,
+    args: [u64; 3],
 }
 
-/// Whether checks under these parameters can be coalesced into one batch call: not for
-/// the sliding window and log, whose state is more than one value (see `crate::coalesce`).
-pub(crate) fn has_batch(params: Parameters) -> bool {
-    layout(params).is_some_and(|(i, _)| i < STEPPED.len())
+/// The batch for checks under these parameters, or `None` when they cannot be coalesced
+/// into one call: the sliding window and log, whose state is more than one value (see
+/// `crate::coalesce`).
+pub(crate) fn batch_layout(params: Parameters) -> Option<BatchLayout> {
+    layout(params)
+        .filter(|l| l.script < STEPPED.len())
+        .map(|l| BatchLayout {
+            script: l.script,
+            args: l.args,
+        })
 }
 
-/// The EVALSHA call deciding `costs` (in arrival order) on `key` at `now` in one batch,
-/// or `None` for an algorithm without a batch script. `ARGV`: the number of checks, the
-/// parameters padded to three, the time (`''` reads the server's clock), the costs.
+/// The EVALSHA call deciding `costs` (in arrival order) on `key` at `now` in one batch.
+/// `ARGV`: the number of checks, the parameters padded to three, the time (`''` reads the
+/// server's clock), the costs.
 pub(crate) fn batch_invocation(
-    params: Parameters,
+    layout: BatchLayout,
     key: &[u8],
     now: Option<u64>,
     costs: &[u64],
-) -> Option<ScriptInvocation<'static>> {
-    let (i, args) = layout(params).filter(|&(i, _)| i < STEPPED.len())?;
-    let mut inv = BATCH_SCRIPTS[i].prepare_invoke();
+) -> ScriptInvocation<'static> {
+    let mut inv = BATCH_SCRIPTS[layout.script].prepare_invoke();
     inv.key(key).arg(costs.len());
-    for a in args {
+    for a in layout.args {
         inv.arg(a);
     }
     match now {
@@ -207,7 +255,7 @@ pub(crate) fn batch_invocation(
     for c in costs {
         inv.arg(c);
     }
-    Some(inv)
+    inv
 }
 
 #[cfg(test)]

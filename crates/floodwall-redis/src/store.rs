@@ -8,11 +8,14 @@ use std::time::Duration;
 
 use floodwall_core::{Decision, Error, Parameters, Policy, Store};
 use redis::Value;
+use tokio::sync::oneshot;
 
-use crate::coalesce::{self, BatchKey, Coalescer, Raw};
+use crate::coalesce::{self, BatchKey, Coalescer};
 use crate::connection::{Connection, Op};
 use crate::error::{BuildError, UnexpectedReply};
-use crate::{key, reply, script};
+use crate::key;
+use crate::reply::{self, Raw};
+use crate::script::{self, BatchLayout};
 
 /// Rate-limit state in Redis, shared by every server that points at it.
 ///
@@ -55,15 +58,16 @@ use crate::{key, reply, script};
 /// // Coalescing is on by default.
 /// let store = RedisStore::connect("redis://127.0.0.1/").await?;
 /// let policy = Policy::gcra("api", "100/s".parse()?)?;
-/// let checks = (0..10).map(|_| store.check(b"hot", &policy, 1));
 /// // Ten concurrent checks of one key: one EVALSHA for the first, one for the nine that
 /// // arrived while it was in flight.
-/// let _decisions = futures_join_all(checks).await;
+/// let mut checks = tokio::task::JoinSet::new();
+/// for _ in 0..10 {
+///     let (store, policy) = (store.clone(), policy.clone());
+///     checks.spawn(async move { store.check(b"hot", &policy, 1).await });
+/// }
+/// let _decisions = checks.join_all().await;
 /// println!("{:?}", store.stats());
 /// # Ok(()) }
-/// # async fn futures_join_all<F: std::future::Future>(f: impl Iterator<Item = F>) -> Vec<F::Output> {
-/// #     let mut out = Vec::new(); for f in f { out.push(f.await); } out
-/// # }
 /// ```
 #[derive(Clone)]
 pub struct RedisStore {
@@ -74,8 +78,8 @@ struct Inner {
     conn: Connection,
     prefix: String,
     timeout: Duration,
-    /// `Some` when coalescing is on.
-    coalescer: Option<Coalescer>,
+    /// `Some` when coalescing is on; shared with the driver tasks sending its batches.
+    coalescer: Option<Arc<Coalescer>>,
     script_calls: AtomicU64,
     coalesced: AtomicU64,
 }
@@ -188,13 +192,27 @@ impl RedisStore {
         policy.check_cost(cost)?;
         let params = policy.parameters();
         let redis_key = self.redis_key(key, policy);
-        if self.inner.coalescer.is_some()
-            && script::has_batch(params)
+        if let Some(coalescer) = &self.inner.coalescer
+            && let Some(layout) = script::batch_layout(params)
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
-            return self
-                .coalesced(runtime, (redis_key, now), params, policy, cost)
-                .await;
+            let key = (redis_key, now);
+            let Some(answer) = coalescer.join(&key, cost) else {
+                // No call for the key in flight: this check goes out alone, inline, as an
+                // uncoalesced one would (no task, no channel); whatever queues behind it is
+                // handed to a driver when `lead` drops, or is dropped.
+                let lead = Lead {
+                    store: self,
+                    coalescer,
+                    key,
+                    layout,
+                    runtime,
+                };
+                return self
+                    .single(&lead.key.0, params, policy, cost, lead.key.1)
+                    .await;
+            };
+            return self.queued(answer, policy).await;
         }
         self.single(&redis_key, params, policy, cost, now).await
     }
@@ -208,7 +226,7 @@ impl RedisStore {
         cost: u64,
         now: Option<u64>,
     ) -> Result<Decision, Error> {
-        let inv = script::invocation(params, redis_key, now, cost).ok_or_else(|| {
+        let (inv, kind) = script::invocation(params, redis_key, now, cost).ok_or_else(|| {
             Error::backend(format!(
                 "floodwall-redis has no script for the {} algorithm",
                 policy.algorithm()
@@ -216,55 +234,37 @@ impl RedisStore {
         })?;
         self.inner.script_calls.fetch_add(1, Ordering::Relaxed);
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
-        let raw = reply::single(script::reply_kind(params), cost, &reply)?;
-        check_raw(policy, raw)?;
-        Ok(decision(policy, raw))
+        decision(policy, reply::single(kind, cost, &reply)?)
     }
 
-    /// Sends this check alone when no call for `key` is in flight (checks arriving
-    /// meanwhile queue up for one batch after it); otherwise joins the queue and waits for
-    /// this check's answer, within the timeout.
-    async fn coalesced(
+    /// The answer to a check queued behind a call in flight for its key, from the batch it
+    /// joined, within the timeout.
+    async fn queued(
         &self,
-        runtime: tokio::runtime::Handle,
-        key: BatchKey,
-        params: Parameters,
+        answer: oneshot::Receiver<Result<Raw, Error>>,
         policy: &Policy,
-        cost: u64,
     ) -> Result<Decision, Error> {
-        let coalescer = self.inner.coalescer.as_ref().expect("coalescing is on");
-        let Some(rx) = coalescer.join(&key, cost) else {
-            // The leader: its own check goes out inline, as an uncoalesced one would (no
-            // task, no channel); whatever queued meanwhile is handed to a driver when it
-            // returns, or is dropped.
-            let lead = Lead {
-                store: self,
-                key,
-                params,
-                runtime,
-            };
-            return self
-                .single(&lead.key.0, params, policy, cost, lead.key.1)
-                .await;
-        };
-        let raw = match tokio::time::timeout(self.inner.timeout, rx).await {
+        let raw = match tokio::time::timeout(self.inner.timeout, answer).await {
             Ok(Ok(result)) => result?,
             Ok(Err(_)) => return Err(Error::backend("a coalesced check's batch was abandoned")),
             Err(_) => return Err(Error::Timeout),
         };
-        check_raw(policy, raw)?;
-        Ok(decision(policy, raw))
+        decision(policy, raw)
     }
 
-    /// One batch call: the script's answers to `costs`, in order.
+    /// One batch call: the script's answers to `costs`, in order. It is one script call for
+    /// all of them, so every check but one counts as coalesced.
     async fn batch(
         &self,
         key: &BatchKey,
-        params: Parameters,
+        layout: BatchLayout,
         costs: &[u64],
     ) -> Result<Vec<Raw>, Error> {
-        let inv = script::batch_invocation(params, &key.0, key.1, costs)
-            .ok_or_else(|| Error::backend("no batch script for this algorithm"))?;
+        let inv = script::batch_invocation(layout, &key.0, key.1, costs);
+        self.inner.script_calls.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .coalesced
+            .fetch_add(costs.len() as u64 - 1, Ordering::Relaxed);
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
         reply::batch(&reply, costs.len())
     }
@@ -285,23 +285,22 @@ const MAX_EXPLICIT_NOW: u64 = (1 << 53) - floodwall_core::MAX_SPAN.as_micros() a
 /// leader's caller), or the key is forgotten when none did.
 struct Lead<'a> {
     store: &'a RedisStore,
+    coalescer: &'a Arc<Coalescer>,
     key: BatchKey,
-    params: Parameters,
+    layout: BatchLayout,
     runtime: tokio::runtime::Handle,
 }
 
 impl Drop for Lead<'_> {
     fn drop(&mut self) {
-        let Some(coalescer) = &self.store.inner.coalescer else {
-            return;
-        };
-        if coalescer.hand_over(&self.key) {
+        if self.coalescer.hand_over(&self.key) {
             // The driver is moved into the task before it first runs, so even a task
             // dropped unpolled (runtime shutting down) fails the waiting checks.
             let driver = Driver {
                 store: self.store.clone(),
+                coalescer: Arc::clone(self.coalescer),
                 key: std::mem::take(&mut self.key),
-                params: self.params,
+                layout: self.layout,
                 done: false,
             };
             self.runtime.spawn(driver.run());
@@ -312,22 +311,17 @@ impl Drop for Lead<'_> {
 /// Sends a key's batches until no check of it is left waiting.
 struct Driver {
     store: RedisStore,
+    coalescer: Arc<Coalescer>,
     key: BatchKey,
-    params: Parameters,
+    layout: BatchLayout,
     done: bool,
 }
 
 impl Driver {
     async fn run(mut self) {
-        let inner = &self.store.inner;
-        let coalescer = inner.coalescer.as_ref().expect("coalescing is on");
-        while let Some(batch) = coalescer.next_batch(&self.key) {
+        while let Some(batch) = self.coalescer.next_batch(&self.key) {
             let costs: Vec<u64> = batch.iter().map(|w| w.cost).collect();
-            inner.script_calls.fetch_add(1, Ordering::Relaxed);
-            inner
-                .coalesced
-                .fetch_add(costs.len() as u64 - 1, Ordering::Relaxed);
-            let result = self.store.batch(&self.key, self.params, &costs).await;
+            let result = self.store.batch(&self.key, self.layout, &costs).await;
             coalesce::share_out(batch, result);
         }
         self.done = true;
@@ -336,30 +330,25 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        if !self.done
-            && let Some(coalescer) = &self.store.inner.coalescer
-        {
-            coalescer.abandon(
+        if !self.done {
+            self.coalescer.abandon(
                 &self.key,
-                &Error::unavailable("the runtime stopped the batch"),
+                Error::unavailable("the runtime stopped the batch"),
             );
         }
     }
 }
 
-/// A reply that cannot be a decision under `policy` is the server's fault, never a panic.
-fn check_raw(policy: &Policy, [allowed, remaining, _, _]: Raw) -> Result<(), Error> {
+/// The decision `raw` stands for under `policy`. A reply that cannot be one is the
+/// server's fault, never a panic.
+fn decision(policy: &Policy, [allowed, remaining, retry, reset]: Raw) -> Result<Decision, Error> {
     if allowed > 1 || remaining > policy.limit() {
         return Err(Error::backend(UnexpectedReply(format!(
             "allowed {allowed}, remaining {remaining} (limit {})",
             policy.limit()
         ))));
     }
-    Ok(())
-}
-
-fn decision(policy: &Policy, [allowed, remaining, retry, reset]: Raw) -> Decision {
-    policy.decision_from_micros(allowed == 1, remaining, retry, reset)
+    Ok(policy.decision_from_micros(allowed == 1, remaining, retry, reset))
 }
 
 impl Store for RedisStore {
@@ -531,7 +520,7 @@ impl RedisStoreBuilder {
                 conn,
                 prefix: self.prefix,
                 timeout: self.timeout,
-                coalescer: self.coalesce.then(Coalescer::default),
+                coalescer: self.coalesce.then(Arc::default),
                 script_calls: AtomicU64::new(0),
                 coalesced: AtomicU64::new(0),
             }),

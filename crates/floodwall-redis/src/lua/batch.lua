@@ -2,12 +2,12 @@
 -- as that many single calls would be one after another at the same `now`, with the state
 -- written once; the algorithm's `@step` and `@save` sections are pasted in where marked.
 -- ARGV[1] (the prelude's `cost`) is the number of checks; ARGV[2..4]: the algorithm's
--- parameters, padded with 0; ARGV[5]: now, or '' for the server's clock; ARGV[6..5+n]: the
--- checks' costs. The reply is four integers per check, concatenated:
--- {allowed, remaining, retry, reset, ...}.
+-- parameters, padded with 0; ARGV[{now}]: now, or '' for the server's clock (src/script.rs
+-- writes its index); after it, the checks' costs. The reply is four integers per check,
+-- concatenated: {allowed, remaining, retry, reset, ...}.
 local out, wrote = {}, false
 for i = 1, cost do
-  local c = tonumber(ARGV[5 + i])
+  local c = tonumber(ARGV[{now} + i])
   local allowed, remaining, retry, reset
 -- {step}
   if allowed == 1 and c > 0 then wrote = true end

@@ -25,10 +25,10 @@ for i = 1, #flat, 2 do
     stale = true
   end
 end
--- The bucket `b` leaves the window at (b + n) x precision.
 if sum + cost <= limit then
   local reset = 0
   if cost > 0 then
+    -- The bucket `b` leaves the window at (b + n) x precision.
     reset = (bucket + n) * precision - now
     if stale then
       local gone = {}
