@@ -58,6 +58,51 @@ fn hostile_keys() -> Vec<Vec<u8>> {
     ]
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_distinct_keys_in_redis_leaves_every_key_with_a_ttl() {
+    let redis = RedisServer::start();
+    let store = RedisStore::connect(&redis.url()).await.unwrap();
+    let mut tasks = Vec::new();
+    for algorithm in Algorithm::all() {
+        let policy = Policy::new(
+            format!("flood-{algorithm}"),
+            algorithm,
+            "5/hour".parse().unwrap(),
+        )
+        .unwrap();
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut keys: Vec<Vec<u8>> = (0..300u32)
+                .map(|i| format!("client-{i}").into_bytes())
+                .collect();
+            keys.extend(hostile_keys());
+            for key in &keys {
+                for cost in [1, 0, 5] {
+                    // The third check of a fresh key (cost 5 after 1) is a denial, which writes
+                    // nothing: the key must still carry the TTL of its first write.
+                    let d = store.check(key, &policy, cost).await.unwrap();
+                    assert_eq!(d.allowed, cost != 5, "{algorithm} {key:?}");
+                }
+            }
+            keys.len()
+        }));
+    }
+    let mut written = 0;
+    for t in tasks {
+        written += t.await.unwrap();
+    }
+    let without_ttl = redis.cmd(&[
+        "EVAL",
+        "local n = 0 for _, k in ipairs(redis.call('KEYS', '*')) do \
+         if redis.call('PTTL', k) < 0 then n = n + 1 end end return n",
+        "0",
+    ]);
+    let dbsize: usize = redis.cmd(&["DBSIZE"]).trim().parse().unwrap();
+    eprintln!("{written} keys flooded into Redis: {dbsize} stored, {without_ttl} without a TTL");
+    assert_eq!(dbsize, written, "every distinct key is its own Redis key");
+    assert_eq!(without_ttl.trim(), "0");
+}
+
 #[test]
 fn hostile_keys_never_escape_their_namespace_or_collide_in_redis_keys() {
     // Building keys needs no server: the layout is a pure function, checked here against
@@ -394,7 +439,7 @@ async fn costs_and_times_at_the_edges_never_overflow() {
                             assert!(cost <= limit);
                             assert!(m.remaining <= limit && r.remaining <= limit);
                             assert!(m.reset_after <= MAX_SPAN * 2 && r.reset_after <= MAX_SPAN * 2);
-                            if let Some(retry) = m.retry_after {
+                            for retry in [m.retry_after, r.retry_after].into_iter().flatten() {
                                 assert!(retry <= MAX_SPAN * 2 && retry > Duration::ZERO);
                             }
                         }
