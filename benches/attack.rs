@@ -112,12 +112,8 @@ async fn run(store: Arc<dyn DynStore>, policy: Arc<Policy>, attack: bool) -> Win
 }
 
 fn main() {
-    let server = match RedisServer::try_start_with(&[]) {
-        Ok(server) => server,
-        Err(e) => {
-            println!("note: no redis-server ({e}); nothing to measure");
-            return;
-        }
+    let Some(server) = support::redis_or_note("nothing to measure") else {
+        return;
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -216,7 +212,7 @@ fn main() {
     );
     println!(
         "deny cache: {} store calls, {} refused locally, {} waited for a check in flight \
-         after a lapse (all windows' checks through it)",
+         after a lapse (the deny-cache window's checks through it)",
         stats.store_calls, stats.denied_locally, stats.waited
     );
     println!(

@@ -56,6 +56,8 @@ use tokio::task::JoinSet;
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 
+use support::{median, mmm, opt};
+
 /// Requests in flight for the throughput figure (one per connection: HTTP/1).
 const CONCURRENCY: usize = 16;
 /// Rounds of the steady measurement (`HTTP_ROUNDS`); each runs every variant once.
@@ -124,10 +126,8 @@ impl Server {
                         .await
                         .expect("bind a loopback port");
                     let addr = listener.local_addr().expect("local address");
-                    // "<pid>/task/<tid>": this thread, which runs the whole server.
-                    let schedstat = std::fs::read_link("/proc/thread-self")
-                        .ok()
-                        .map(|task| PathBuf::from("/proc").join(task).join("schedstat"));
+                    // This thread, which runs the whole server.
+                    let schedstat = own_thread_schedstat();
                     let _ = tx.send(Ok((addr, schedstat)));
                     axum::serve(
                         listener,
@@ -414,13 +414,6 @@ fn bench_latency(c: &mut Criterion, client: &tokio::runtime::Runtime, variants: 
     g.finish();
 }
 
-fn opt(x: Option<f64>, width: usize, precision: usize) -> String {
-    x.map_or_else(
-        || format!("{:>width$}", "n/a"),
-        |x| format!("{x:>width$.precision$}"),
-    )
-}
-
 /// `f` of each round where it is known.
 fn per_round(v: &Variant, f: impl Fn(&Run) -> Option<f64>) -> Vec<f64> {
     v.runs.iter().filter_map(f).collect()
@@ -433,20 +426,6 @@ fn ratios(a: &Variant, b: &Variant, f: impl Fn(&Run) -> Option<f64>) -> Vec<f64>
         .zip(&b.runs)
         .filter_map(|(x, y)| f(x).zip(f(y)).map(|(x, y)| x / y))
         .collect()
-}
-
-/// "median (min–max)".
-fn mmm(mut xs: Vec<f64>, width: usize, precision: usize) -> String {
-    match support::median_min_max(&mut xs) {
-        Some((med, min, max)) => {
-            format!("{med:>width$.precision$} ({min:.precision$}–{max:.precision$})")
-        }
-        None => format!("{:>width$}", "n/a"),
-    }
-}
-
-fn median(mut xs: Vec<f64>) -> Option<f64> {
-    support::median_min_max(&mut xs).map(|(m, _, _)| m)
 }
 
 fn print_table(variants: &[Variant], rounds: usize, requests: u64) {
@@ -473,10 +452,14 @@ fn print_table(variants: &[Variant], rounds: usize, requests: u64) {
             v.name,
             mmm(per_round(v, Run::server_us), 6, 3),
             mmm(ratios(v, base, Run::server_us), 5, 3),
-            opt(median(per_round(v, |r| Some(r.req_per_s()))), 7, 0),
-            opt(median(ratios(v, base, |r| Some(r.req_per_s()))), 7, 3),
-            opt(median(per_round(v, Run::client_us)), 9, 2),
-            opt(median(per_round(v, Run::busy)).map(|b| 100.0 * b), 4, 0),
+            opt(median(&mut per_round(v, |r| Some(r.req_per_s()))), 7, 0),
+            opt(median(&mut ratios(v, base, |r| Some(r.req_per_s()))), 7, 3),
+            opt(median(&mut per_round(v, Run::client_us)), 9, 2),
+            opt(
+                median(&mut per_round(v, Run::busy)).map(|b| 100.0 * b),
+                4,
+                0
+            ),
             opt(lat.map(|l| l / 1e3), 7, 1),
             opt(lat.zip(base_lat).map(|(l, b)| l / b), 7, 3),
         );
@@ -527,13 +510,7 @@ fn main() {
     let rounds = support::env_or("HTTP_ROUNDS", DEFAULT_ROUNDS).max(1);
     let requests = support::env_or("HTTP_REQUESTS", DEFAULT_REQUESTS).max(CONCURRENCY as u64);
     // Kept until the end of main: dropping it stops the redis-server.
-    let redis = match RedisServer::try_start_with(&[]) {
-        Ok(redis) => Some(redis),
-        Err(e) => {
-            println!("note: no redis-server ({e}); the {FLOODWALL_REDIS} row is skipped");
-            None
-        }
-    };
+    let redis = support::redis_or_note(&format!("the {FLOODWALL_REDIS} row is skipped"));
     let client = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

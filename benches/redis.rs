@@ -55,6 +55,8 @@ use redis_harness::RedisServer;
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
 
+use support::{mmm, opt};
+
 /// Checks in flight: tokio tasks for floodwall, connections for redis-benchmark.
 const TASKS: usize = 64;
 /// Worker threads of the floodwall client's runtime.
@@ -309,15 +311,6 @@ fn drive_tasks(
 // ---------------------------------------------------------------------------------------------
 // redis-benchmark
 
-fn have_redis_benchmark() -> bool {
-    Command::new("redis-benchmark")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// One redis-benchmark run of `args` (after `EVALSHA <sha>`), between `CONFIG RESETSTAT`
 /// and `INFO commandstats`. Returns its requests per second and what was measured.
 fn redis_benchmark(
@@ -451,13 +444,6 @@ impl Row {
                     .then(|| self.stats.decisions as f64 * 1e9 / self.stats.wall_ns as f64)
             })
     }
-}
-
-fn opt(x: Option<f64>, width: usize, precision: usize) -> String {
-    x.map_or_else(
-        || format!("{:>width$}", "n/a"),
-        |x| format!("{x:>width$.precision$}"),
-    )
 }
 
 /// E1's `usec_per_call`, unpipelined and pipelined.
@@ -654,7 +640,7 @@ impl Cell {
             .iter()
             .map(|&(p50, p99_)| if p99 { p99_ } else { p50 })
             .collect();
-        support::median_min_max(&mut xs).map(|(m, _, _)| m)
+        support::median(&mut xs)
     }
 
     fn calls_per_decision(&self) -> Option<f64> {
@@ -760,16 +746,6 @@ fn bench_coalescing(
     cells
 }
 
-/// "median (min–max)" of `xs`.
-fn mmm(mut xs: Vec<f64>, width: usize, precision: usize) -> String {
-    match support::median_min_max(&mut xs) {
-        Some((med, min, max)) => {
-            format!("{med:>width$.precision$} ({min:.precision$}–{max:.precision$})")
-        }
-        None => format!("{:>width$}", "n/a"),
-    }
-}
-
 /// `on`'s decisions/s over `off`'s, round by round.
 fn rate_ratios(on: &Cell, off: &Cell) -> Vec<f64> {
     on.rates
@@ -781,7 +757,7 @@ fn rate_ratios(on: &Cell, off: &Cell) -> Vec<f64> {
 
 /// Median of `on`'s decisions/s over `off`'s, round by round.
 fn rate_ratio(on: &Cell, off: &Cell) -> Option<f64> {
-    support::median_min_max(&mut rate_ratios(on, off)).map(|(m, _, _)| m)
+    support::median(&mut rate_ratios(on, off))
 }
 
 /// Median of `on`'s median (or p99) latency over `off`'s, round by round.
@@ -793,7 +769,7 @@ fn latency_ratio(on: &Cell, off: &Cell, p99: bool) -> Option<f64> {
         .zip(&off.latencies)
         .map(|(a, b)| pick(a) / pick(b))
         .collect();
-    support::median_min_max(&mut r).map(|(m, _, _)| m)
+    support::median(&mut r)
 }
 
 /// `on`'s figure over `off`'s.
@@ -1030,14 +1006,10 @@ fn bench_floodwall(
 fn main() {
     let rounds = support::env_or("REDIS_ROUNDS", DEFAULT_COALESCE_ROUNDS).max(1);
     // Kept until the end of main: dropping it stops the redis-server.
-    let server = match RedisServer::try_start_with(&[]) {
-        Ok(server) => server,
-        Err(e) => {
-            println!("note: no redis-server ({e}); nothing to measure");
-            return;
-        }
+    let Some(server) = support::redis_or_note("nothing to measure") else {
+        return;
     };
-    let ceiling = have_redis_benchmark();
+    let ceiling = support::have_redis_benchmark();
     if !ceiling {
         println!(
             "note: redis-benchmark not found (Debian package redis-tools); the ceiling and E1 \
@@ -1084,10 +1056,6 @@ fn main() {
         Workload::new("redis_hot_denied", "hot key, denied", false, false),
     ];
     let sha = check_script(&server, &rt, &stores.multiplexed, &workloads[0]);
-    if ceiling {
-        let loaded = server.cmd(&["SCRIPT", "LOAD", gcra_lua()]);
-        assert_eq!(loaded, sha, "SCRIPT LOAD answered another SHA");
-    }
     let mut kinds = vec![Kind::Multiplexed];
     kinds.extend(POOL_SIZES.map(Kind::Pool));
 

@@ -27,11 +27,11 @@
 mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use floodwall::redis::RedisStore;
-use floodwall::{Decision, DynStore, Error, LocalVerdicts, Policy, Store};
+use floodwall::{Decision, DynStore, Error, LocalVerdicts, Parameters, Policy, Store};
 use redis_harness::RedisServer;
 use tokio::time::{MissedTickBehavior, interval};
 
@@ -39,9 +39,14 @@ const NODES: usize = 4;
 const TICKS: u64 = 5_000;
 const PER_TICK: u64 = 2;
 const QUOTA: &str = "100/s burst 20";
-/// GCRA `100/s burst 20`: the emission interval (µs) and the burst.
-const EMISSION_US: u64 = 10_000;
-const BURST: u64 = 20;
+/// GCRA `QUOTA`'s emission interval (µs) and burst, as a policy of it computes with them.
+static GCRA: LazyLock<(u64, u64)> = LazyLock::new(|| {
+    let policy = Policy::gcra("rate", QUOTA.parse().expect("quota")).expect("policy");
+    let Parameters::Gcra { interval, .. } = policy.parameters() else {
+        unreachable!("a GCRA policy has GCRA parameters")
+    };
+    (interval, policy.limit())
+});
 const INTERVALS: [Duration; 3] = [
     Duration::from_millis(100),
     Duration::from_millis(10),
@@ -167,7 +172,8 @@ async fn flood(nodes: &[Arc<dyn DynStore>], policy: &Arc<Policy>) -> Flood {
 
 /// What GCRA `QUOTA` admits over a span of `us`: burst + span × rate.
 fn allowance(us: u64) -> u64 {
-    BURST + us / EMISSION_US
+    let (emission_us, burst) = *GCRA;
+    burst + us / emission_us
 }
 
 fn evalsha_calls(server: &RedisServer) -> u64 {
@@ -217,12 +223,8 @@ impl Row {
 }
 
 fn main() {
-    let server = match RedisServer::try_start_with(&[]) {
-        Ok(server) => server,
-        Err(e) => {
-            println!("note: no redis-server ({e}); nothing to measure");
-            return;
-        }
+    let Some(server) = support::redis_or_note("nothing to measure") else {
+        return;
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -288,7 +290,7 @@ fn main() {
             .map(|t| t as f64)
             .collect();
         let l_p99_us = support::quantile(&mut times, 0.99).unwrap_or(0.0) as u64;
-        let l_max_us = times.last().copied().unwrap_or(0.0) as u64;
+        let l_max_us = times.iter().copied().fold(0.0, f64::max) as u64;
         // Flush until Redis took every unit (a debt waits for room).
         let recorded = || {
             timed
@@ -332,7 +334,7 @@ fn main() {
     println!(
         "\n{NODES} nodes × {PER_TICK} checks/ms of one key for {TICKS} ms (GCRA {QUOTA}, \
          limit {limit}; {}× the quota in all), each node its own RedisStore connection",
-        NODES as u64 * PER_TICK * 1_000 / (1_000_000 / EMISSION_US)
+        NODES as u64 * PER_TICK * 1_000 / (1_000_000 / GCRA.0)
     );
     println!(
         "{:<20} {:>8} {:>7} {:>8} {:>9} {:>5} {:>5} {:>6} {:>11} {:>8} {:>9} {:>8}",

@@ -1,11 +1,15 @@
 //! Helpers the benches share: criterion's estimates, Linux CPU and memory counters, Redis's
-//! `INFO commandstats`, settings from the environment, medians and quantiles. Each bench uses
-//! some of them.
+//! `INFO commandstats`, settings from the environment, medians and quantiles, the tables'
+//! number formats, and starting `redis-server` (or finding `redis-benchmark`). Each bench
+//! uses some of them.
 
 #![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use redis_harness::RedisServer;
 
 /// Where criterion writes its estimates (`CRITERION_HOME`, else under the target dir).
 fn criterion_dir() -> PathBuf {
@@ -114,4 +118,50 @@ pub(crate) fn round_order(n: usize, round: usize) -> Vec<usize> {
         order.reverse();
     }
     order
+}
+
+/// The median of `xs` (which it sorts; the mean of the two middle values of an even count);
+/// `None` if empty.
+pub(crate) fn median(xs: &mut [f64]) -> Option<f64> {
+    median_min_max(xs).map(|(median, _, _)| median)
+}
+
+/// `x` right-aligned in `width` with `precision` decimals, or "n/a".
+pub(crate) fn opt(x: Option<f64>, width: usize, precision: usize) -> String {
+    x.map_or_else(
+        || format!("{:>width$}", "n/a"),
+        |x| format!("{x:>width$.precision$}"),
+    )
+}
+
+/// "median (min–max)" of `xs`, the median right-aligned in `width`, or "n/a".
+pub(crate) fn mmm(mut xs: Vec<f64>, width: usize, precision: usize) -> String {
+    match median_min_max(&mut xs) {
+        Some((med, min, max)) => {
+            format!("{med:>width$.precision$} ({min:.precision$}–{max:.precision$})")
+        }
+        None => format!("{:>width$}", "n/a"),
+    }
+}
+
+/// Whether `redis-benchmark` (Debian's `redis-tools`) runs here.
+pub(crate) fn have_redis_benchmark() -> bool {
+    Command::new("redis-benchmark")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A `redis-server` of its own on a free loopback port (redis-harness; dropping it stops
+/// the server), or `None` after printing "note: no redis-server (<error>); `then`".
+pub(crate) fn redis_or_note(then: &str) -> Option<RedisServer> {
+    match RedisServer::try_start_with(&[]) {
+        Ok(server) => Some(server),
+        Err(e) => {
+            println!("note: no redis-server ({e}); {then}");
+            None
+        }
+    }
 }

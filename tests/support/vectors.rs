@@ -174,16 +174,16 @@ pub fn observed(result: &Result<Decision, Error>) -> Expect {
 
 /// One recorded `CL.THROTTLE` group: its arguments and the replies of its calls.
 #[derive(Debug, Clone)]
-pub struct CellGroup {
-    pub name: String,
-    pub max_burst: u64,
-    pub count: u64,
-    pub period_s: u64,
-    pub quantity: u64,
-    pub replies: Vec<[i64; 5]>,
+struct CellGroup {
+    name: String,
+    max_burst: u64,
+    count: u64,
+    period_s: u64,
+    quantity: u64,
+    replies: Vec<[i64; 5]>,
 }
 
-pub fn load_cell() -> Vec<CellGroup> {
+fn load_cell() -> Vec<CellGroup> {
     let text = std::fs::read_to_string(vectors_dir().join("redis-cell.txt")).unwrap();
     let mut groups: Vec<CellGroup> = Vec::new();
     for line in text.lines() {

@@ -48,7 +48,7 @@ fn single_checks_decide_as_the_core_model() {
             for (i, (dt, back, cost)) in steps.into_iter().enumerate() {
                 // After a step back the memory store's sliding window may have tidied
                 // buckets the script keeps (the crate docs: Redis is stricter there).
-                if back && alg != 4 {
+                if back && !matches!(algorithm, Algorithm::SlidingWindow { .. }) {
                     now -= dt.min(3_000);
                 } else {
                     now += dt;
