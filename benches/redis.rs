@@ -7,7 +7,7 @@
 //! keys (allowed; key `i % 10000`, 12 digits as redis-benchmark's `__rand_int__` writes
 //! them) and one hot key denied. For each:
 //!
-//! - the ceiling: `redis-benchmark -c 64 EVALSHA <sha> 1 <key> '' 1 <interval> <tolerance>`,
+//! - the ceiling: `redis-benchmark -c 64 EVALSHA <sha> 1 <key>`,
 //!   exactly the script (`floodwall_redis::script_for`, checked by SHA against
 //!   what the store loads) and the KEYS/ARGV the store sends; run in two halves, before and
 //!   after the floodwall rows, so a drift in the machine's speed weighs on both alike;
@@ -74,14 +74,10 @@ const ALLOWED: &str = "1000000/s burst 1000000000";
 const DENIED: &str = "1/hour";
 const HOT_KEY: &str = "203.0.113.7";
 
-/// The script `RedisStore` runs for GCRA, as the store assembles it.
-fn gcra_lua() -> &'static str {
-    let params = Policy::gcra("any", Quota::per_second(1).expect("a quota"))
-        .expect("a policy")
-        .parameters();
-    floodwall_redis::script_for(params)
-        .expect("GCRA has a script")
-        .0
+/// The script `RedisStore` runs for `policy` (GCRA), as the store assembles it: its
+/// parameters are written in, so each policy has its own.
+fn gcra_lua(policy: &Policy) -> String {
+    floodwall_redis::script_for(policy.parameters()).expect("GCRA has a script")
 }
 /// E1: the cost of calling any script.
 const E1_LUA: &str = "return redis.call('INCR',KEYS[1])";
@@ -223,9 +219,10 @@ impl Workload {
         self.keys.len() > 1
     }
 
-    /// The arguments after `EVALSHA <sha>` that the store sends (see `script::invocation`:
-    /// key, cost, then the parameters; no time argument: the server's clock), with redis-benchmark's
-    /// `__rand_int__` as the user key when there are many keys.
+    /// The arguments after `EVALSHA <sha>` that the store sends for a check of cost 1 on the
+    /// server's clock (the key count and the key; see `Single::invocation` in
+    /// floodwall-redis), with redis-benchmark's `__rand_int__` as the user key when there
+    /// are many keys.
     fn evalsha_args(&self, store: &RedisStore) -> Vec<String> {
         let user_key: &[u8] = if self.many() {
             b"__rand_int__"
@@ -233,11 +230,8 @@ impl Workload {
             HOT_KEY.as_bytes()
         };
         let key = String::from_utf8(store.redis_key(user_key, &self.policy)).expect("UTF-8");
-        let (_, params) =
-            floodwall_redis::script_for(self.policy.parameters()).expect("a GCRA script");
-        let mut args = vec!["1".into(), key, "1".into()];
-        args.extend(params.iter().map(u64::to_string));
-        args
+        // Cost 1 on the server's clock: no argument (the parameters are in the script).
+        vec!["1".into(), key]
     }
 }
 
@@ -918,7 +912,7 @@ impl Stores {
 /// after `SCRIPT FLUSH`, one check through the store must load exactly our SHA, and our
 /// EVALSHA must answer on a fresh key as the store does.
 fn check_script(server: &RedisServer, rt: &Runtime, store: &RedisStore, w: &Workload) -> String {
-    let sha = Script::new(gcra_lua()).get_hash().to_owned();
+    let sha = Script::new(&gcra_lua(&w.policy)).get_hash().to_owned();
     server.cmd(&["SCRIPT", "FLUSH"]);
     let d = rt
         .block_on(store.check(b"verify-store", &w.policy, 1))
@@ -1055,7 +1049,6 @@ fn main() {
         Workload::new("redis_10k_allowed", "10k keys, allowed", true, true),
         Workload::new("redis_hot_denied", "hot key, denied", false, false),
     ];
-    let sha = check_script(&server, &rt, &stores.multiplexed, &workloads[0]);
     let mut kinds = vec![Kind::Multiplexed];
     kinds.extend(POOL_SIZES.map(Kind::Pool));
 
@@ -1067,6 +1060,7 @@ fn main() {
         .configure_from_args();
     let mut rows = Vec::new();
     for w in &workloads {
+        let sha = check_script(&server, &rt, &stores.multiplexed, w);
         let args = w.evalsha_args(&stores.multiplexed);
         let run = |n, pipeline| redis_benchmark(&server, &sha, &args, n, pipeline, w.many());
         let mut before = None;

@@ -7,8 +7,9 @@
 //! (10,000 keys through `__rand_int__` in the key), then `usec_per_call` of `evalsha` from
 //! `INFO commandstats`. Each script's text is what `RedisStore` loads
 //! (`floodwall_redis::script_for`, checked by SHA against what the store loaded for a real
-//! check) and its KEYS/ARGV are the store's: the store's Redis key, cost 1 (no time argument: server time),
-//! then the parameters of a real `floodwall::Policy` (see `script::invocation`).
+//! check) and its KEYS/ARGV are the store's: the store's Redis key and no argument (cost 1
+//! on the server's clock; a real `floodwall::Policy`'s parameters are written into the
+//! script, see `floodwall-redis/src/script.rs`).
 //!
 //! Two cases: mostly allowed (a generous quota) and mostly denied (`1/hour`, after a warm-up
 //! that exhausts the keys). Before each measured script: `FLUSHALL`, then a warm-up of
@@ -68,11 +69,10 @@ impl Case {
     }
 }
 
-/// One algorithm: its policies for both cases and its script.
+/// One algorithm: its policies for both cases (each with its own script: the store writes
+/// a policy's parameters into it).
 struct Alg {
     name: &'static str,
-    /// The script as the store loads it.
-    lua: &'static str,
     /// The target: at most this many E1.
     target: f64,
     allowed: Policy,
@@ -86,9 +86,6 @@ impl Alg {
             .expect("a valid policy");
         Alg {
             name,
-            lua: floodwall_redis::script_for(allowed.parameters())
-                .expect("a script")
-                .0,
             target,
             allowed,
             denied: Policy::new(format!("{name}-denied"), algorithm, quota("1/hour"))
@@ -133,7 +130,7 @@ fn usec_per_call(server: &RedisServer, sha: &str, args: &[String], n: u64) -> (f
         stats["calls"] >= n as f64,
         "too few EVALSHA calls: {stats:?}"
     );
-    let writes: f64 = ["set", "hincrby", "zadd", "incr"]
+    let writes: f64 = ["set", "hincrby", "zadd", "incr", "incrby"]
         .iter()
         .filter_map(|c| all.get(*c)?.get("calls"))
         .fold(0.0, |a, b| a + b);
@@ -212,38 +209,38 @@ fn main() {
             .await
             .expect("multiplexed store")
     });
+    // Each algorithm's scripts, [allowed, denied]: (sha, text).
     let mut shas = Vec::new();
     for a in &algs {
-        let text = a.lua.to_owned();
-        let sha = Script::new(&text).get_hash().to_owned();
-        server.cmd(&["SCRIPT", "FLUSH"]);
-        rt.block_on(store.check(b"probe", &a.allowed, 1))
-            .expect("a check through the store");
-        assert_eq!(
-            server.cmd(&["SCRIPT", "EXISTS", &sha]),
-            "1",
-            "{}: the store loaded another script",
-            a.name
-        );
-        shas.push((sha, text));
+        let script = |case| {
+            let policy = a.policy(case);
+            let text = floodwall_redis::script_for(policy.parameters()).expect("a script");
+            let sha = Script::new(&text).get_hash().to_owned();
+            server.cmd(&["SCRIPT", "FLUSH"]);
+            rt.block_on(store.check(b"probe", policy, 1))
+                .expect("a check through the store");
+            assert_eq!(
+                server.cmd(&["SCRIPT", "EXISTS", &sha]),
+                "1",
+                "{} {}: the store loaded another script",
+                a.name,
+                case.name()
+            );
+            (sha, text)
+        };
+        shas.push([script(Case::Allowed), script(Case::Denied)]);
     }
     let load = |text: &str| -> String { server.cmd(&["SCRIPT", "LOAD", text]) };
     let args_for = |a: &Alg, case: Case| -> Vec<String> {
         let policy = a.policy(case);
         let key = String::from_utf8(store.redis_key(b"__rand_int__", policy)).expect("UTF-8");
-        let mut args = vec!["1".to_owned(), key, "1".to_owned()];
-        args.extend(
-            floodwall_redis::script_for(policy.parameters())
-                .expect("a script")
-                .1
-                .iter()
-                .map(u64::to_string),
-        );
-        args
+        // Cost 1 on the server's clock: the store sends no argument (the policy's
+        // parameters are written into its script).
+        vec!["1".to_owned(), key]
     };
     let e1_sha = load(E1_LUA);
     let tgs_sha = load(TGS_LUA);
-    for (sha, text) in &shas {
+    for (sha, text) in shas.iter().flatten() {
         assert_eq!(&load(text), sha, "SCRIPT LOAD answered another SHA");
     }
     let ref_args = |prefix: &str| vec!["1".to_owned(), format!("{prefix}:__rand_int__")];
@@ -290,7 +287,8 @@ fn main() {
                 &ref_args("tgs"),
                 None,
             );
-            for (a, (sha, _)) in algs.iter().zip(&shas) {
+            for (a, scripts) in algs.iter().zip(&shas) {
+                let (sha, _) = &scripts[case as usize];
                 measured(a.name.into(), sha, &args_for(a, case), Some(a.target));
             }
         }

@@ -22,7 +22,9 @@
 //!   the memory store does, instead of reading a window of 250 ms buckets as one of 100 ms.
 //!   It also covers the version of the algorithm's stored format: a release that changes
 //!   what a state looks like in Redis (the token bucket's and the funnel's became one
-//!   integer in format 2, the sliding log became a member per unit of cost in format 3)
+//!   integer in format 2, the sliding log became a member per unit of cost in format 3
+//!   and its marker took the newest time as a positive score in format 4, the fixed window
+//!   became one integer in format 2)
 //!   starts those keys afresh, once, instead of refusing them as unreadable until they
 //!   expire.
 
@@ -73,13 +75,13 @@ fn tag_and_numbers(params: Parameters) -> (&'static str, u8, [u64; 3]) {
             quantum,
         } => ("tb", 2, [capacity, tick, quantum]),
         Parameters::LeakyBucket { capacity, interval } => ("lb", 2, [capacity, interval, 0]),
-        Parameters::FixedWindow { limit, period } => ("fw", 1, [limit, period, 0]),
+        Parameters::FixedWindow { limit, period } => ("fw", 2, [limit, period, 0]),
         Parameters::SlidingWindow {
             limit,
             precision,
             buckets,
         } => ("sw", 1, [limit, precision, buckets]),
-        Parameters::SlidingLog { limit, period } => ("sl", 3, [limit, period, 0]),
+        Parameters::SlidingLog { limit, period } => ("sl", 4, [limit, period, 0]),
         _ => ("x", 1, [0; 3]),
     }
 }

@@ -67,32 +67,41 @@
 //! | GCRA | string (TAT) | 88 B | TIME GET SET | TIME GET |
 //! | token bucket | string (tokens added when full) | 88 B | TIME GET SET | TIME GET |
 //! | leaky bucket | string (when empty: GCRA's TAT) | 88 B | TIME GET SET | TIME GET |
-//! | fixed window | string (window, used) | 104 B | TIME GET SET | TIME GET |
+//! | fixed window | string (window × (limit + 1) + used) | 88 B | TIME GET INCRBY (a new window: SET) | TIME GET |
 //! | sliding window | hash, a field per used bucket | 104 B + ~9 B per bucket (184 B for 10) | TIME HGETALL \[HDEL\] HINCRBY \[PEXPIRE\] | TIME HGETALL |
-//! | sliding log | sorted set, a member per admitted unit + the newest time | 152 B + ~36 B per unit (3,672 B for 100) | TIME ZSCORE \[EXISTS\] \[ZCOUNT\] ZADD \[PEXPIRE ZREMRANGEBYSCORE\] | TIME ZSCORE \[ZCOUNT\] \[ZRANGEBYSCORE\] |
+//! | sliding log | sorted set, a member per admitted unit + a TTL-grid marker | 152 B + ~36 B per unit (3,672 B for 100) | TIME ZCOUNT \[ZSCORE EXISTS\] ZADD \[PEXPIRE ZREMRANGEBYSCORE\] | TIME ZCOUNT ZRANGEBYSCORE \[ZRANGE\] |
 //!
 //! Bracketed commands run only when needed. A write renews the key's TTL only when the
 //! state's expiry moves to a new cell of a grid a quarter of its longest span wide (the
 //! fixed window and the sliding window: a new window or bucket); within a cell a `SET` keeps
 //! the TTL (`KEEPTTL` costs Redis a third less than `PX`). So a key outlives its state by at
 //! most a quarter of that span, + 1 ms. A sliding log keeps a member per admitted unit of
-//! cost and its newest time in a marker member, so a check reads that score and counts the
-//! units in its window (`ZCOUNT`, an integer), never the entries themselves; a refusal reads
-//! the one unit whose leaving makes room. Its entries that left the window are dropped when
-//! the TTL moves (`ZREMRANGEBYSCORE`), so a log holds at most twice its limit. A log is new
-//! when it has no marker; a sorted set without one is someone else's and refused
-//! (`EXISTS`, once per log).
+//! cost and a marker member holding the latest cell of its TTL grid. A check counts the
+//! units in its window (`ZCOUNT`, an integer), never reads the entries themselves, and an
+//! admission adds its units and the marker in one `ZADD .. LT CH`, whose answer says
+//! whether the marker moved: only then is the TTL renewed and the units that left the
+//! window dropped (`ZREMRANGEBYSCORE`), so a log holds at most twice its limit. A refusal
+//! reads the one unit whose leaving makes room and the newest. When no unit is in the
+//! window, an admission first checks for the marker: a sorted set without one is someone
+//! else's and refused (`ZSCORE`, and `EXISTS` for a new log).
+//! A check of cost 1 on the server's clock is `EVALSHA <sha> 1 <key>` and nothing more: the
+//! policy's parameters are written into a script of its own
+//! ([`written_scripts`](RedisStoreBuilder::written_scripts)), since every argument costs
+//! Redis a string to build and the script a `tonumber` to read it. A fixed window packs its
+//! window and count into one integer, so an admission in the same window is an `INCRBY` of
+//! the cost (windows of more than about two units per µs keep a `'<window> <used>'` string:
+//! their integer would pass 2^53).
 //! A check is one `EVALSHA` round trip (the pool adds a PING per checkout), except that with
 //! [coalescing](RedisStoreBuilder::coalesce) a check of a key with a call in flight waits for
 //! that call, then for the batch it joined: up to two round trips.
 //!
 //! # Differences from the memory store
 //!
-//! None in decisions, except after a clock stepped back: on a denial or a peek the memory
-//! store tidies its sliding window (it moves to the newest bucket seen) and its sliding log
-//! (it drops expired entries), while the scripts write nothing then. A later check with an
-//! earlier clock may then count, in Redis, buckets or entries the memory store has dropped:
-//! Redis is stricter there, never looser.
+//! None in decisions, except after a clock stepped back: the memory store tidies its
+//! sliding window (it moves to the newest bucket seen) where the script writes nothing. A
+//! later check with an earlier clock may then count, in Redis, buckets the memory store has
+//! dropped: Redis is stricter there, never looser. The sliding log drops entries on the
+//! same grid in both, so it decides alike even then (`tests/model.rs` steps its clock back).
 
 mod coalesce;
 mod connection;

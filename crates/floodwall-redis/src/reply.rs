@@ -6,9 +6,9 @@
 //! numbers that determine the decision, packed (GCRA needs one), negated (`-1 - x`) when
 //! refused; this module works out the rest from the policy's parameters and the cost, with
 //! the same arithmetic as the algorithms in `floodwall-core` (`tests/model.rs` compares the
-//! two on random histories). The sliding window and log pack their admissions only. When
-//! the numbers do not pack below 2^53 (a clock behind the state, huge parameters), and for
-//! the sliding algorithms' refusals, the answer is one string of four integers. Batches
+//! two on random histories). The sliding log packs its admissions only. When the numbers do
+//! not pack below 2^53 (a clock behind the state, huge parameters), and for the sliding
+//! log's refusals, the answer is one string of four integers. Batches
 //! (`crate::coalesce`) answer with a table of four integers per
 //! check: one table for many decisions.
 
@@ -36,6 +36,16 @@ pub(crate) enum ReplyKind {
     FixedWindow { limit: u64, period: u64 },
     /// Admissions only: `remaining × (period + 1) + reset_after`; refusals are strings.
     Sliding { limit: u64, period: u64 },
+    /// Admissions as [`Sliding`](Self::Sliding); a refusal packs what remains and which
+    /// buckets its retry and reset wait for, counted back from the current one:
+    /// `((remaining × n + newest back) × n + retry's back) × (precision + 1) + µs to the
+    /// current bucket's end`. A bucket `k` back leaves the window `n − 1 − k` buckets after
+    /// the current one ends.
+    SlidingWindow {
+        limit: u64,
+        precision: u64,
+        buckets: u64,
+    },
 }
 
 fn unexpected(reply: &Value) -> Error {
@@ -114,12 +124,36 @@ fn unpack(kind: ReplyKind, cost: u64, allowed: bool, x: u64) -> Option<Raw> {
             }
             Some([0, remaining, until, until])
         }
-        ReplyKind::Sliding { limit, period } => {
-            let span = period.checked_add(1)?;
-            let (remaining, reset) = (x / span, x % span);
-            (allowed && remaining <= limit).then_some([1, remaining, 0, reset])
+        ReplyKind::Sliding { limit, period } => sliding(limit, period, allowed, x),
+        ReplyKind::SlidingWindow {
+            limit,
+            precision,
+            buckets: n,
+        } => {
+            if allowed {
+                return sliding(limit, precision.checked_mul(n)?, allowed, x);
+            }
+            let span = precision.checked_add(1)?;
+            let (rest, end) = (x / span, x % span);
+            let (rest, retry_back) = (rest / n.max(1), rest % n.max(1));
+            let (remaining, reset_back) = (rest / n.max(1), rest % n.max(1));
+            let leaves =
+                |back: u64| end.checked_add(n.checked_sub(back + 1)?.checked_mul(precision)?);
+            (end > 0 && remaining <= limit).then_some([
+                0,
+                remaining,
+                leaves(retry_back)?,
+                leaves(reset_back)?,
+            ])
         }
     }
+}
+
+/// A sliding algorithm's packed admission: `remaining × (period + 1) + reset_after`.
+fn sliding(limit: u64, period: u64, allowed: bool, x: u64) -> Option<Raw> {
+    let span = period.checked_add(1)?;
+    let (remaining, reset) = (x / span, x % span);
+    (allowed && remaining <= limit).then_some([1, remaining, 0, reset])
 }
 
 /// 'allowed remaining retry_after reset_after'.
@@ -212,6 +246,27 @@ mod tests {
         );
         assert!(single(sliding, 1, &Value::Int(11 * 1001)).is_err());
         assert!(single(sliding, 1, &Value::Int(-5)).is_err());
+        // 10 per 4 buckets of 100 µs, 30 µs left in the current bucket; 2 remaining,
+        // the newest count 1 bucket back (leaves in 2 more: 230 µs), the retry's 3 back
+        // (the oldest: leaves when the current one ends, 30 µs).
+        let window = ReplyKind::SlidingWindow {
+            limit: 10,
+            precision: 100,
+            buckets: 4,
+        };
+        let x = ((2 * 4 + 1) * 4 + 3) * 101 + 30;
+        assert_eq!(
+            single(window, 3, &Value::Int(-1 - x)).unwrap(),
+            [0, 2, 30, 230]
+        );
+        // Admissions read as the other sliding algorithm's, over the whole period.
+        assert_eq!(
+            single(window, 1, &Value::Int(7 * 401 + 250)).unwrap(),
+            [1, 7, 0, 250]
+        );
+        // A bucket that has ended, more remaining than the limit.
+        assert!(single(window, 1, &Value::Int(-1 - (7 * 101))).is_err());
+        assert!(single(window, 1, &Value::Int(-1 - (11 * 16 * 101 + 5))).is_err());
     }
 
     #[test]

@@ -9,8 +9,15 @@
 //! runs through [`redis::Script`]: EVALSHA, with a `SCRIPT LOAD` and one retry when the
 //! server answers `NOSCRIPT` (after `SCRIPT FLUSH`, a restart or a failover), on every
 //! connection kind. Each script touches exactly one key, so it runs on Redis Cluster.
+//!
+//! A single check's script has its policy's parameters written into its text ([`Scripts`]):
+//! each argument costs Redis a string and the script a `tonumber`, together about a fifth
+//! of an empty script call, so a check of cost 1 on the server's clock sends no argument.
+//! A store writes a bounded number of parameter sets so (`RedisStoreBuilder::written_scripts`);
+//! checks under any more run the algorithm's generic script, which reads them from `ARGV`,
+//! as batches always do.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use floodwall_core::Parameters;
 use redis::{Script, ScriptInvocation};
@@ -31,6 +38,12 @@ const STEPPED: [&str; 3] = [
     include_str!("lua/fixed_window.lua"),
 ];
 
+/// The algorithms that are whole scripts after the prelude (scripts 3 and 4).
+const WHOLE: [&str; 2] = [
+    include_str!("lua/sliding_window.lua"),
+    include_str!("lua/sliding_log.lua"),
+];
+
 /// Where a batch's explicit time sits: after the count and three (padded) parameters; the
 /// costs follow it.
 const BATCH_NOW: usize = 5;
@@ -41,9 +54,16 @@ fn at_now(source: &str, now: usize) -> String {
     source.replace("{now}", &now.to_string())
 }
 
-/// The prelude, reading an explicit time from `ARGV[now]`.
-fn prelude(now: usize) -> String {
-    at_now(PRELUDE, now)
+/// `source` with its parameter placeholders `{p1}`..`{p3}` written as numbers, or as reads
+/// of `ARGV[2..4]` when `written` is `None`.
+fn with_params(source: &str, written: Option<&[u64; 3]>) -> String {
+    (0..3).fold(source.to_owned(), |text, i| {
+        let value = match written {
+            Some(params) => params[i].to_string(),
+            None => format!("tonumber(ARGV[{}])", i + 2),
+        };
+        text.replace(&format!("{{p{}}}", i + 1), &value)
+    })
 }
 
 /// The prelude, the algorithm's load section, and the driver with the algorithm's `@step`,
@@ -62,50 +82,45 @@ fn assemble(algorithm: &str, driver: &str, now: usize) -> String {
         .replace("-- {step}\n", step)
         .replace("-- {save}\n", save)
         .replace("-- {reply}\n", reply);
-    format!("{}{load}{body}", prelude(now))
+    format!("{}{load}{body}", at_now(PRELUDE, now))
 }
 
-/// How many parameter arguments each script (in [`SOURCES`] order) takes.
+/// How many parameter arguments each generic script (in [`Layout::script`] order) takes.
 const PARAMS: [usize; 5] = [2, 3, 2, 3, 2];
 
-/// Where a single check's explicit time sits: after the cost and the parameters.
-const fn single_now(params: usize) -> usize {
-    params + 2
+/// A single check's script: number `script` (see [`Layout`]), its parameters written in or,
+/// with `None`, read after the cost; an explicit time follows what it reads.
+fn single_source(script: usize, written: Option<&[u64; 3]>) -> String {
+    let now = match written {
+        Some(_) => 2,
+        None => PARAMS[script] + 2,
+    };
+    let text = match STEPPED.get(script) {
+        Some(algorithm) => assemble(algorithm, SINGLE, now),
+        None => format!("{}{}", at_now(PRELUDE, now), WHOLE[script - STEPPED.len()]),
+    };
+    with_params(&text, written)
 }
 
-/// One check per algorithm; the sliding window and log are whole scripts of their own.
-static SOURCES: LazyLock<[String; 5]> = LazyLock::new(|| {
-    let stepped = |i: usize| assemble(STEPPED[i], SINGLE, single_now(PARAMS[i]));
-    let whole = |i: usize, source: &str| format!("{}{source}", prelude(single_now(PARAMS[i])));
-    [
-        stepped(0),
-        stepped(1),
-        stepped(2),
-        whole(3, include_str!("lua/sliding_window.lua")),
-        whole(4, include_str!("lua/sliding_log.lua")),
-    ]
-});
+/// The generic single-check scripts, one per algorithm.
+static SCRIPTS: LazyLock<[Script; 5]> =
+    LazyLock::new(|| std::array::from_fn(|i| Script::new(&single_source(i, None))));
 
 /// Batches (see `crate::coalesce`) of the algorithms that have a step.
-static BATCH_SOURCES: LazyLock<[String; 3]> =
-    LazyLock::new(|| STEPPED.map(|a| assemble(a, BATCH, BATCH_NOW)));
+static BATCH_SCRIPTS: LazyLock<[Script; 3]> = LazyLock::new(|| {
+    STEPPED.map(|a| Script::new(&with_params(&assemble(a, BATCH, BATCH_NOW), None)))
+});
 
-static SCRIPTS: LazyLock<[Script; 5]> =
-    LazyLock::new(|| SOURCES.each_ref().map(|s| Script::new(s)));
-static BATCH_SCRIPTS: LazyLock<[Script; 3]> =
-    LazyLock::new(|| BATCH_SOURCES.each_ref().map(|s| Script::new(s)));
-
-/// Where these parameters' scripts sit in [`SOURCES`] / [`BATCH_SOURCES`] (the batches are
-/// the first three), their parameter arguments (padded with 0; [`PARAMS`] says how many
-/// count), and how their single check's reply reads: built together, so the leaky bucket's
-/// translation into GCRA is written once.
+/// Where these parameters' scripts sit in the script lists (0 GCRA, 1 token bucket, 2 fixed
+/// window: these three have batches; 3 sliding window, 4 sliding log), their parameters
+/// (padded with 0; [`PARAMS`] says how many count), and how their single check's reply
+/// reads: built together, so the leaky bucket's translation into GCRA is written once.
 #[derive(Debug, Clone, Copy)]
 struct Layout {
     script: usize,
     args: [u64; 3],
     reply: ReplyKind,
 }
-
 /// The layout of checks under `params`; `None` for an algorithm this crate has no script for
 /// (`Parameters` is non-exhaustive).
 fn layout(params: Parameters) -> Option<Layout> {
@@ -157,9 +172,10 @@ fn layout(params: Parameters) -> Option<Layout> {
         } => (
             3,
             [limit, precision, buckets],
-            ReplyKind::Sliding {
+            ReplyKind::SlidingWindow {
                 limit,
-                period: precision.saturating_mul(buckets),
+                precision,
+                buckets,
             },
         ),
         Parameters::SlidingLog { limit, period } => {
@@ -174,44 +190,109 @@ fn layout(params: Parameters) -> Option<Layout> {
     })
 }
 
-/// The Lua source a single check under `params` runs, as the store loads it, and the
-/// parameter arguments it takes after the cost: a check of cost `c` on the server's clock
-/// is `EVALSHA <sha> 1 <key> <c> <parameters...>` (an explicit time, in µs, would follow
-/// them). For measuring a script's cost in Redis directly (`benches/scripts.rs`) or
-/// reviewing it. `None` for an algorithm this crate has no script for.
-pub fn script_for(params: Parameters) -> Option<(&'static str, Vec<u64>)> {
-    layout(params).map(|l| {
-        (
-            SOURCES[l.script].as_str(),
-            l.args[..PARAMS[l.script]].to_vec(),
-        )
-    })
+/// The Lua source a single check under `params` runs, as a store loads it for the first
+/// parameter sets it meets (the parameters written in), for measuring a script's
+/// cost in Redis directly (`benches/scripts.rs`) or reviewing it: a check of cost 1 on the
+/// server's clock is `EVALSHA <sha> 1 <key>`, of cost `c` `EVALSHA <sha> 1 <key> <c>` (an
+/// explicit time, in µs, would follow the cost). `None` for an algorithm this crate has no
+/// script for.
+pub fn script_for(params: Parameters) -> Option<String> {
+    layout(params).map(|l| single_source(l.script, Some(&l.args)))
 }
 
-/// The EVALSHA call deciding `cost` on `key` at `now` (µs; `None` reads the server's clock),
-/// and how to read its reply (see `crate::reply`), or `None` for an algorithm without a
-/// script. `ARGV`: the cost, the parameters, then the time if explicit; on the server's
-/// clock the call carries no argument it does not need.
-pub(crate) fn invocation(
-    params: Parameters,
-    key: &[u8],
-    now: Option<u64>,
-    cost: u64,
-) -> Option<(ScriptInvocation<'static>, ReplyKind)> {
-    let Layout {
-        script,
-        args,
-        reply,
-    } = layout(params)?;
-    let mut inv = SCRIPTS[script].prepare_invoke();
-    inv.key(key).arg(cost);
-    for a in &args[..PARAMS[script]] {
-        inv.arg(a);
+/// The single-check scripts of one store: for each parameter set, up to a bound, a script
+/// with the parameters written in, made and hashed once. Policies are usually a handful;
+/// the bound keeps policies made on the fly (a quota per tenant) from filling Redis's
+/// script cache, which nothing empties.
+pub(crate) struct Scripts {
+    written: papaya::HashMap<Parameters, Arc<Script>>,
+    bound: usize,
+}
+
+/// A script one check runs: the generic one of its algorithm, or its parameters' own.
+enum Chosen {
+    Generic(&'static Script),
+    Written(Arc<Script>),
+}
+
+/// What one check runs: its script, how to call it, and how to read the reply.
+pub(crate) struct Single {
+    script: Chosen,
+    layout: Layout,
+}
+
+impl Scripts {
+    /// Scripts of their own for up to `bound` parameter sets.
+    pub(crate) fn new(bound: usize) -> Self {
+        Self {
+            written: papaya::HashMap::new(),
+            bound,
+        }
     }
-    if let Some(now) = now {
-        inv.arg(now);
+
+    /// The script for a check under `params`, or `None` for an algorithm without one.
+    pub(crate) fn single(&self, params: Parameters) -> Option<Single> {
+        let layout = layout(params)?;
+        let map = self.written.pin();
+        let script = match map.get(&params) {
+            Some(script) => Chosen::Written(Arc::clone(script)),
+            None if map.len() >= self.bound => Chosen::Generic(&SCRIPTS[layout.script]),
+            None => Chosen::Written(Arc::clone(map.get_or_insert_with(params, || {
+                Arc::new(Script::new(&single_source(
+                    layout.script,
+                    Some(&layout.args),
+                )))
+            }))),
+        };
+        Some(Single { script, layout })
     }
-    Some((inv, reply))
+
+    /// How many parameter sets have a script of their own.
+    #[cfg(test)]
+    fn written(&self) -> usize {
+        self.written.len()
+    }
+}
+
+impl Single {
+    /// How the reply reads (see `crate::reply`).
+    pub(crate) fn reply(&self) -> ReplyKind {
+        self.layout.reply
+    }
+
+    /// The EVALSHA call deciding `cost` on `key` at `now` (µs; `None` reads the server's
+    /// clock). `ARGV`: the cost, the parameters unless written in, then the time if
+    /// explicit; a written script on the server's clock is sent no cost of 1.
+    pub(crate) fn invocation(
+        &self,
+        key: &[u8],
+        now: Option<u64>,
+        cost: u64,
+    ) -> ScriptInvocation<'_> {
+        let script = match &self.script {
+            Chosen::Generic(script) => script,
+            Chosen::Written(script) => &**script,
+        };
+        let mut inv = script.prepare_invoke();
+        inv.key(key);
+        match self.script {
+            Chosen::Written(_) => {
+                if cost != 1 || now.is_some() {
+                    inv.arg(cost);
+                }
+            }
+            Chosen::Generic(_) => {
+                inv.arg(cost);
+                for a in &self.layout.args[..PARAMS[self.layout.script]] {
+                    inv.arg(a);
+                }
+            }
+        }
+        if let Some(now) = now {
+            inv.arg(now);
+        }
+        inv
+    }
 }
 
 /// A batch script and its parameter arguments. Only [`batch_layout`] makes one, so holding
@@ -262,6 +343,13 @@ pub(crate) fn batch_invocation(
 mod tests {
     use super::*;
 
+    fn every_policy() -> Vec<floodwall_core::Policy> {
+        floodwall_core::Algorithm::all()
+            .into_iter()
+            .map(|a| floodwall_core::Policy::new("p", a, "10/s".parse().unwrap()).unwrap())
+            .collect()
+    }
+
     #[test]
     fn each_algorithm_has_its_own_script_with_the_prelude() {
         let hashes: std::collections::HashSet<_> = SCRIPTS
@@ -270,19 +358,69 @@ mod tests {
             .map(|s| s.get_hash())
             .collect();
         assert_eq!(hashes.len(), 8);
-        for a in floodwall_core::Algorithm::all() {
-            let p = floodwall_core::Policy::new("p", a, "10/s".parse().unwrap()).unwrap();
-            assert!(invocation(p.parameters(), b"k", None, 1).is_some(), "{a}");
-            let (source, params) = script_for(p.parameters()).unwrap();
+        for p in every_policy() {
+            let a = p.algorithm();
+            let source = script_for(p.parameters()).unwrap();
             assert!(source.starts_with("-- floodwall: prepended"), "{a}");
-            // The explicit time is the argument after the parameters.
-            let now = format!("ARGV[{}]", params.len() + 2);
-            assert!(source.contains(&now), "{a}: {now}");
-            for marker in ["{now}", "-- {step}", "-- @save", "-- {reply}", "-- @reply"] {
-                assert!(!source.contains(marker), "{a}: {marker}");
+            // A written script's explicit time is the argument after the cost.
+            assert!(source.contains("ARGV[2]"), "{a}");
+            let generic = single_source(layout(p.parameters()).unwrap().script, None);
+            for text in [&source, &generic] {
+                for marker in ["{now}", "{p1}", "{p2}", "{p3}", "-- {step}", "-- @save"] {
+                    assert!(!text.contains(marker), "{a}: {marker}");
+                }
+                // No table is built for a single check's answer.
+                assert!(!text.contains("return {"), "{a}");
             }
-            // No table is built for a single check's answer.
-            assert!(!source.contains("return {"), "{a}");
+            assert!(
+                !source.contains("tonumber(ARGV[3])"),
+                "{a}: parameters written in"
+            );
+            assert!(
+                generic.contains("tonumber(ARGV[3])"),
+                "{a}: parameters read"
+            );
         }
+    }
+
+    #[test]
+    fn a_written_script_is_sent_only_the_arguments_it_needs() {
+        let scripts = Scripts::new(4);
+        let p = &every_policy()[0];
+        let single = scripts.single(p.parameters()).unwrap();
+        // Its Debug shows how many arguments it carries.
+        let args = |now, cost| {
+            let inv = format!("{:?}", single.invocation(b"k", now, cost));
+            inv.split("args: ").nth(1).unwrap()[..1]
+                .parse::<usize>()
+                .unwrap()
+        };
+        assert_eq!(args(None, 1), 0);
+        assert_eq!(args(None, 3), 1);
+        assert_eq!(args(Some(5), 1), 2);
+        let generic = Single {
+            script: Chosen::Generic(&SCRIPTS[0]),
+            layout: single.layout,
+        };
+        let inv = format!("{:?}", generic.invocation(b"k", None, 1));
+        assert!(inv.contains("args: 3"), "{inv}");
+        assert_eq!(scripts.written(), 1);
+        // The same parameters share the script.
+        scripts.single(p.parameters()).unwrap();
+        assert_eq!(scripts.written(), 1);
+    }
+
+    #[test]
+    fn past_the_bound_checks_run_the_generic_script() {
+        const BOUND: usize = 5;
+        let scripts = Scripts::new(BOUND);
+        for n in 1..=BOUND as u64 + 2 {
+            let policy =
+                floodwall_core::Policy::gcra("p", format!("{n}/s").parse().unwrap()).unwrap();
+            let single = scripts.single(policy.parameters()).unwrap();
+            let generic = matches!(single.script, Chosen::Generic(_));
+            assert_eq!(generic, n as usize > BOUND, "{n}");
+        }
+        assert_eq!(scripts.written(), BOUND);
     }
 }

@@ -15,7 +15,7 @@ use crate::connection::{Connection, Op};
 use crate::error::{BuildError, UnexpectedReply};
 use crate::key;
 use crate::reply::{self, Raw};
-use crate::script::{self, BatchLayout};
+use crate::script::{self, BatchLayout, Scripts};
 
 /// Rate-limit state in Redis, shared by every server that points at it.
 ///
@@ -82,6 +82,8 @@ struct Inner {
     coalescer: Option<Arc<Coalescer>>,
     script_calls: AtomicU64,
     coalesced: AtomicU64,
+    /// Single-check scripts with the parameters of this store's policies written in.
+    scripts: Scripts,
 }
 
 /// Work a [`RedisStore`] sent to Redis, and work coalescing saved: read it to see whether
@@ -115,11 +117,16 @@ pub struct RedisStoreBuilder {
     timeout: Duration,
     pool_size: u32,
     coalesce: bool,
+    written_scripts: usize,
 }
 
 impl RedisStore {
     /// The key prefix used unless [`RedisStoreBuilder::prefix`] says otherwise.
     pub const DEFAULT_PREFIX: &'static str = "floodwall:";
+
+    /// How many policies' parameters get a script of their own unless
+    /// [`RedisStoreBuilder::written_scripts`] says otherwise.
+    pub const DEFAULT_WRITTEN_SCRIPTS: usize = 256;
 
     /// The bound on one check unless [`RedisStoreBuilder::timeout`] says otherwise.
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -135,6 +142,7 @@ impl RedisStore {
             timeout: Self::DEFAULT_TIMEOUT,
             pool_size: Self::DEFAULT_POOL_SIZE,
             coalesce: true,
+            written_scripts: Self::DEFAULT_WRITTEN_SCRIPTS,
         }
     }
 
@@ -226,15 +234,16 @@ impl RedisStore {
         cost: u64,
         now: Option<u64>,
     ) -> Result<Decision, Error> {
-        let (inv, kind) = script::invocation(params, redis_key, now, cost).ok_or_else(|| {
+        let single = self.inner.scripts.single(params).ok_or_else(|| {
             Error::backend(format!(
                 "floodwall-redis has no script for the {} algorithm",
                 policy.algorithm()
             ))
         })?;
+        let inv = single.invocation(redis_key, now, cost);
         self.inner.script_calls.fetch_add(1, Ordering::Relaxed);
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
-        decision(policy, reply::single(kind, cost, &reply)?)
+        decision(policy, reply::single(single.reply(), cost, &reply)?)
     }
 
     /// The answer to a check queued behind a call in flight for its key, from the batch it
@@ -504,6 +513,23 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// For how many policies' parameters (default
+    /// [`DEFAULT_WRITTEN_SCRIPTS`](RedisStore::DEFAULT_WRITTEN_SCRIPTS)) the store loads a
+    /// script of their own, with the parameters written in: a check of cost 1 then sends
+    /// no argument, which costs Redis about a fifth less CPU per check for GCRA and the
+    /// buckets (BENCHMARKS.md, section 2). Checks under further parameter sets send them
+    /// as arguments to one generic script per algorithm. Each script stays in Redis's
+    /// script cache (a few KB) until `SCRIPT FLUSH` or a restart, so policies made on the
+    /// fly, a quota per tenant say, are what this bound is for; 0 always sends arguments.
+    ///
+    /// ```
+    /// let b = floodwall_redis::RedisStore::builder().written_scripts(16);
+    /// ```
+    pub fn written_scripts(mut self, n: usize) -> Self {
+        self.written_scripts = n;
+        self
+    }
+
     fn check_prefix(&self) -> Result<(), BuildError> {
         if key::valid_prefix(&self.prefix) {
             Ok(())
@@ -523,6 +549,7 @@ impl RedisStoreBuilder {
                 coalescer: self.coalesce.then(Arc::default),
                 script_calls: AtomicU64::new(0),
                 coalesced: AtomicU64::new(0),
+                scripts: Scripts::new(self.written_scripts),
             }),
         }
     }

@@ -1,6 +1,7 @@
 //! Every script against the core model on random histories: the scripts answer with compact
 //! replies (an integer, a string) and the sliding log counts units instead of reading its
-//! entries, so each single check is compared with `Policy::decide` on the same times and costs,
+//! entries, so each single check, through the scripts with the parameters written in and
+//! through the generic ones, is compared with `Policy::decide` on the same times and costs,
 //! clock steps back (where the model and the scripts agree on them) and peeks included.
 
 mod common;
@@ -22,6 +23,15 @@ fn single_checks_decide_as_the_core_model() {
         .unwrap();
     let server = RedisServer::start();
     let store = rt.block_on(RedisStore::connect(&server.url())).unwrap();
+    // Every check also goes through the generic scripts, which read the parameters from
+    // their arguments, on a key of its own.
+    let generic = rt
+        .block_on(
+            RedisStore::builder()
+                .written_scripts(0)
+                .multiplexed(&server.url()),
+        )
+        .unwrap();
     let case = std::sync::atomic::AtomicU64::new(0);
     let config = ProptestConfig {
         cases: 192,
@@ -55,8 +65,10 @@ fn single_checks_decide_as_the_core_model() {
                 }
                 let cost = cost.min(limit);
                 let got = store.check_at(b"k", &policy, cost, now).await.unwrap();
+                let generic = generic.check_at(b"g", &policy, cost, now).await.unwrap();
                 let want = policy.decide(&mut state, now, cost).unwrap();
                 prop_assert_eq!(got, want, "step {} of {:?}: cost {} at {}", i, policy, cost, now);
+                prop_assert_eq!(generic, want, "generic, step {} of {:?}", i, policy);
             }
             Ok(())
         })?;

@@ -130,7 +130,7 @@ async fn one_decision_runs_the_documented_commands_and_a_denial_writes_nothing()
         &["get", "set"],
         &["get", "set"],
         &["hgetall", "hincrby", "pexpire"],
-        &["exists", "pexpire", "zadd", "zscore"],
+        &["exists", "pexpire", "zadd", "zcount", "zscore"],
     ];
     let reads: [&[&str]; 6] = [
         &["get"],
@@ -138,17 +138,17 @@ async fn one_decision_runs_the_documented_commands_and_a_denial_writes_nothing()
         &["get"],
         &["get"],
         &["hgetall"],
-        &["zcount", "zscore"],
+        &["zcount", "zrange"],
     ];
-    // A refused sliding log also reads which entry must leave first (the calls are listed
-    // by name).
+    // A refused sliding log also reads which entry must leave first, and the newest (the
+    // calls are listed by name).
     let denial_reads: [&[&str]; 6] = [
         &["get"],
         &["get"],
         &["get"],
         &["get"],
         &["hgetall"],
-        &["zcount", "zrangebyscore", "zscore"],
+        &["zcount", "zrange", "zrangebyscore"],
     ];
     for (i, policy) in every_algorithm("cmds", "2/s").iter().enumerate() {
         // Warm the script cache so SCRIPT LOAD does not show up.
@@ -207,6 +207,75 @@ async fn a_sliding_log_takes_costs_of_thousands_of_units_as_the_model_does() {
         if i == 0 {
             assert_eq!(server.cmd(&["ZCARD", &key]), "2501");
         }
+    }
+}
+
+#[tokio::test]
+async fn a_sliding_log_keeps_every_unit_when_the_clock_steps_back_onto_a_taken_place() {
+    // 10 per 4 ms (a TTL grid of 1 ms). A unit's member is '<t>:<place>', its place one more
+    // than the units counted then. Units counted at T that are dropped later let a check
+    // back at T count fewer and reach a place already taken at T: the script must still
+    // log the unit (under a name of its own), as the model counts it.
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let policy = Policy::new(
+        "back",
+        floodwall_core::Algorithm::SlidingLog,
+        "10/4ms".parse().unwrap(),
+    )
+    .unwrap();
+    let key = String::from_utf8(store.redis_key(b"k", &policy)).unwrap();
+    let mut state = floodwall_core::State::new();
+    let t = 1_700_000_000_000_000u64;
+    let steps = [
+        (t - 1_000, 5), // places 1..=5
+        (t, 1),         // place 6
+        (t + 3_500, 4), // a later cell: the five at t - 1 ms are dropped; places 2..=5
+        (t, 1),         // back: 5 counted, place 6 again
+        (t, 4),         // 6 counted: 4 more fit
+        (t, 1),         // full
+    ];
+    for (i, (now, cost)) in steps.into_iter().enumerate() {
+        let got = store.check_at(b"k", &policy, cost, now).await.unwrap();
+        let want = policy.decide(&mut state, now, cost).unwrap();
+        assert_eq!(got, want, "step {i}: cost {cost} at {now}");
+        if i == 3 {
+            // The marker, the unit at t, four at t + 3.5 ms and the new one.
+            assert_eq!(server.cmd(&["ZCARD", &key]), "7");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_fixed_window_counts_with_incrby_and_fast_windows_keep_a_pair() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let t0 = 1_700_000_000_000_000u64;
+    let fixed = floodwall_core::Algorithm::FixedWindow;
+    // 100/s packs (window index x 101 + used is far below 2^53): a new window is one SET,
+    // the next admission in it one INCRBY; 10,000,000/s (10 units per µs) would pass 2^53
+    // packed, so it keeps '<index> <used>'. Both decide as the model does.
+    for (quota, packed) in [("100/s", true), ("10000000/s", false)] {
+        let policy = Policy::new("fw", fixed, quota.parse().unwrap()).unwrap();
+        let key = String::from_utf8(store.redis_key(b"k", &policy)).unwrap();
+        let mut state = floodwall_core::State::new();
+        store.check_at(b"warm", &policy, 0, t0).await.unwrap();
+        let steps = [(0, 3, "set"), (5, 2, if packed { "incrby" } else { "set" })];
+        for (dt, cost, write) in steps {
+            let (got, calls) = run(&server, &store, &policy, cost, t0 + dt).await;
+            let want = policy.decide(&mut state, t0 + dt, cost).unwrap();
+            assert_eq!(got, want, "{quota} at +{dt}");
+            assert_eq!(calls, ["get", write], "{quota} at +{dt}");
+        }
+        let stored = server.cmd(&["GET", &key]);
+        assert_eq!(stored.parse::<u64>().is_ok(), packed, "{quota}: {stored}");
+        assert_eq!(stored.contains(' '), !packed, "{quota}: {stored}");
+        // A refusal reads either form right, and writes nothing.
+        let limit = policy.limit();
+        let (got, calls) = run(&server, &store, &policy, limit, t0 + 9).await;
+        assert_eq!(got, policy.decide(&mut state, t0 + 9, limit).unwrap());
+        assert!(!got.allowed);
+        assert_eq!(calls, ["get"], "{quota}");
     }
 }
 

@@ -162,7 +162,7 @@ pub(crate) struct Raw {
 ///
 /// Other implementations of the same algorithms (the Redis store's Lua scripts) take these,
 /// so that every store rounds exactly as the Rust code does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Parameters {
     /// GCRA: admit if `max(tat, now) + cost × interval - now <= tolerance`.

@@ -19,27 +19,42 @@ pub(crate) struct SlidingLog {
     pub(crate) period: u64,
 }
 
-/// Admitted `(time, cost)` entries, oldest first, and the sum of their costs.
+/// Admitted `(time, cost)` entries, in time order, the sum of their costs, and the latest
+/// cell of the trimming grid an admission reached (see [`SlidingLog::decide`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Log {
     pub(crate) entries: VecDeque<(u64, u64)>,
     pub(crate) total: u64,
+    pub(crate) cell: Option<u64>,
 }
 
 impl SlidingLog {
-    /// Decides; `log` changes only when a cost is admitted (expired entries are dropped
-    /// then). A denial or a peek writes nothing, as in the Redis script.
+    /// The grid on which entries that left the window are dropped: a quarter of the period
+    /// in whole milliseconds (at least one), in µs. The Redis script renews its key's TTL
+    /// on the same grid and drops entries then, so both hold the same entries and count
+    /// the same after a clock steps back.
+    fn grid(&self) -> u64 {
+        (self.period / 4_000).max(1) * 1_000
+    }
+
+    /// Decides; `log` changes only when a cost is admitted. A denial or a peek writes
+    /// nothing, as in the Redis script.
+    ///
+    /// Entries after `now - period` count, later ones included: after a clock stepped back,
+    /// entries "in the future" still count (stricter, never looser), and the admission is
+    /// logged at `now`, in time order. An admission that reaches a later cell of
+    /// [`grid`](Self::grid) drops the entries that have left the window, so the log holds
+    /// at most a period and a quarter of entries. After an admission the limit is full
+    /// again a period later: the admission is taken as the newest entry.
     pub(crate) fn decide(&self, log: &mut Log, now: u64, cost: u64) -> Raw {
-        // A clock behind the newest entry counts as the newest entry's time, so entries are
-        // never "in the future" and uncounted.
-        let at = log.entries.back().map_or(now, |&(t, _)| now.max(t));
         // Entries are in time order: the expired ones are a prefix.
-        let live_from = log.entries.partition_point(|&(t, _)| t + self.period <= at);
+        let live_from = log
+            .entries
+            .partition_point(|&(t, _)| t + self.period <= now);
         let expired: u64 = log.entries.range(..live_from).map(|&(_, c)| c).sum();
         let used = log.total - expired;
         let fits = used + cost <= self.limit;
-        let write = fits && cost > 0;
-        // Entry `(t, _)` stops counting at `t + period`.
+        // Entry `(t, _)` stops counting at `t + period`, after now for a live entry.
         let leaves = |t: u64| t + self.period - now;
         let retry = if fits {
             0
@@ -53,26 +68,32 @@ impl SlidingLog {
                 })
                 .map_or(0, |&(t, _)| leaves(t))
         };
-        if write {
-            log.entries.drain(..live_from);
-            log.total = used + cost;
-            match log.entries.back_mut() {
-                Some((t, c)) if *t == at => *c += cost,
-                _ => log.entries.push_back((at, cost)),
-            }
-        }
-        let newest = log
-            .entries
-            .range(live_from.min(log.entries.len())..)
-            .next_back();
-        let reset = match (write, newest) {
-            (true, _) => leaves(at),
-            (false, Some(&(t, _))) => leaves(t),
-            (false, None) => 0,
+        let newest = log.entries.range(live_from..).next_back().map(|&(t, _)| t);
+        let reset = if fits && cost > 0 {
+            self.period
+        } else {
+            newest.map_or(0, leaves)
         };
+        if fits && cost > 0 {
+            let cell = now.saturating_add(self.period) / self.grid();
+            if log.cell.is_none_or(|c| cell > c) {
+                log.entries.drain(..live_from);
+                log.total = used;
+                log.cell = Some(cell);
+            }
+            let at = log.entries.partition_point(|&(t, _)| t <= now);
+            match at.checked_sub(1).and_then(|i| log.entries.get_mut(i)) {
+                Some((t, c)) if *t == now => *c += cost,
+                _ => log.entries.insert(at, (now, cost)),
+            }
+            log.total += cost;
+        }
         Raw {
             allowed: fits,
-            remaining: self.limit - if fits { used + cost } else { used },
+            // After a clock stepped back, the entries counted may pass the limit.
+            remaining: self
+                .limit
+                .saturating_sub(if fits { used + cost } else { used }),
             retry,
             reset,
         }
@@ -108,5 +129,23 @@ mod tests {
         assert_eq!((raw.allowed, raw.remaining, raw.reset), (true, 0, 1_000));
         let raw = L.decide(&mut log, 1_100, 1);
         assert_eq!((raw.allowed, raw.retry), (false, 500));
+    }
+
+    #[test]
+    fn a_clock_behind_counts_later_entries_and_logs_in_time_order() {
+        let mut log = Log::default();
+        assert!(L.decide(&mut log, 5_000, 2).allowed);
+        // 2 ms back: the entry at 5 ms is in the future and still counts.
+        let raw = L.decide(&mut log, 3_000, 1);
+        assert_eq!((raw.allowed, raw.remaining, raw.reset), (true, 0, 1_000));
+        assert_eq!(log.entries, [(3_000, 1), (5_000, 2)]);
+        // Room when the 3 ms entry leaves; full again when the 5 ms one does.
+        let raw = L.decide(&mut log, 3_500, 1);
+        assert_eq!((raw.allowed, raw.retry, raw.reset), (false, 500, 2_500));
+        // The grid is 1 ms here: 3 ms's admission reached no later cell than 5 ms's, so
+        // nothing was dropped; 6.5 ms's does, and drops what has left the window.
+        assert!(L.decide(&mut log, 6_500, 1).allowed);
+        assert_eq!(log.entries, [(6_500, 1)]);
+        assert_eq!((log.total, log.cell), (1, Some(7)));
     }
 }

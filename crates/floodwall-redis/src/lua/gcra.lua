@@ -1,11 +1,11 @@
 -- GCRA, as floodwall-core's algorithm/gcra.rs. State: the theoretical arrival time (TAT), one
--- integer string. ARGV[2]: emission interval, ARGV[3]: tolerance (burst x interval), in µs.
+-- integer string. Parameters: emission interval, tolerance (burst x interval), in µs.
 -- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
 -- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`,
 -- and `@reply`: a single check answers with one integer, from which src/reply.rs works out
 -- the rest with the policy's parameters: reset_after when allowed, -1 - reset_after when not.
 -- Cost: TIME + GET (+ SET when admitted: KEEPTTL, or PX in a new cell of the TTL grid).
-local interval, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3])
+local interval, tolerance = {p1}, {p2}
 local tat, old = 0, nil
 local stored = redis.call('GET', KEYS[1])
 if stored then

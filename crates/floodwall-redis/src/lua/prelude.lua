@@ -1,13 +1,19 @@
 -- floodwall: prepended to every algorithm's script (see src/script.rs).
--- KEYS[1]: the one key a decision touches. ARGV[1]: the cost (a batch: how many checks);
--- ARGV[2..]: the algorithm's parameters; then, optionally, now in microseconds since the
--- Unix epoch (absent or '' reads the server's clock; src/script.rs writes its index here).
+-- KEYS[1]: the one key a decision touches. ARGV[1]: the cost (a batch: how many checks;
+-- absent: 1). The algorithm's parameters (placeholders p1 to p3 in braces) are either written
+-- into the script as numbers (a script per parameter set: no argument to send and parse) or
+-- read from ARGV[2..4] (src/script.rs says which). Then, optionally, now in microseconds
+-- since the Unix epoch (absent or '' reads the server's clock; src/script.rs writes its
+-- index here).
 -- All arithmetic is on integers below 2^53, where Lua's doubles are exact (µs timestamps are
 -- about 2^51). Integers are written with string.format('%d'): tostring would use '%.14g',
 -- and a number handed to redis.call is formatted with '%.17g', which costs more.
 -- No closure is built and no table returned on a single check's path: each costs Redis
 -- more than the arithmetic (BENCHMARKS.md, section 1).
-local cost = tonumber(ARGV[1])
+-- Every argument costs Redis a string to build and Lua a `tonumber` (a strtod): a check of
+-- cost 1 on the server's clock sends none. `cost_arg` is the cost as text, for a command.
+local cost, cost_arg = 1, '1'
+if ARGV[1] then cost, cost_arg = tonumber(ARGV[1]), ARGV[1] end
 local now, slack = ARGV[{now}], 0
 if now and now ~= '' then
   -- An explicit time (tests, simulations) runs ahead of or behind the server's expiry clock,

@@ -1,25 +1,27 @@
 -- Sliding window of sub-buckets, as floodwall-core's algorithm/sliding_window.rs.
 -- State: a hash of bucket index ('%d') -> count; the newest index is the largest field.
--- ARGV[2]: limit, ARGV[3]: bucket width (µs), ARGV[4]: buckets per period.
+-- Parameters: limit, bucket width (µs), buckets per period.
 -- Cost: TIME + HGETALL + (when admitted) HINCRBY, and HDEL of buckets that left the window
 -- and PEXPIRE only when the admission opens a new bucket (a bucket's expiry is fixed).
--- The answer: when admitted, one integer (src/reply.rs) if it packs below 2^53; else, and
--- when refused, one string 'allowed remaining retry_after_us reset_after_us'.
-local limit, precision, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+-- The answer: one integer (src/reply.rs) if it packs below 2^53, negated (-1 - x) when
+-- refused; else one string 'allowed remaining retry_after_us reset_after_us'.
+local limit, precision, n = {p1}, {p2}, {p3}
 local bucket = math.floor(now / precision)
 local flat = redis.call('HGETALL', KEYS[1])
+-- Each field and count is read once (a `tonumber` is a strtod): `flat` then holds numbers.
 for i = 1, #flat, 2 do
-  local b = tonumber(flat[i])
-  if not b or not tonumber(flat[i + 1]) then return redis.error_reply(BAD) end
+  local b, v = tonumber(flat[i]), tonumber(flat[i + 1])
+  if not b or not v then return redis.error_reply(BAD) end
+  flat[i], flat[i + 1] = b, v
   -- A clock behind the state counts against the newest bucket.
   if b > bucket then bucket = b end
 end
 -- Buckets after `oldest` are in the window; `newest` is the latest that holds a count.
 local oldest, sum, newest, stale = bucket - n, 0, nil, false
 for i = 1, #flat, 2 do
-  local b = tonumber(flat[i])
+  local b = flat[i]
   if b > oldest then
-    sum = sum + tonumber(flat[i + 1])
+    sum = sum + flat[i + 1]
     if not newest or b > newest then newest = b end
   else
     stale = true
@@ -33,11 +35,11 @@ if sum + cost <= limit then
     if stale then
       local gone = {}
       for i = 1, #flat, 2 do
-        if tonumber(flat[i]) <= oldest then gone[#gone + 1] = flat[i] end
+        if flat[i] <= oldest then gone[#gone + 1] = string.format('%d', flat[i]) end
       end
       redis.call('HDEL', KEYS[1], unpack(gone))
     end
-    if redis.call('HINCRBY', KEYS[1], string.format('%d', bucket), cost) == cost then
+    if redis.call('HINCRBY', KEYS[1], string.format('%d', bucket), cost_arg) == cost then
       redis.call('PEXPIRE', KEYS[1], string.format('%d', math.floor((reset + 999) / 1000) + 1 + slack))
     end
   elseif newest then
@@ -50,19 +52,32 @@ if sum + cost <= limit then
   end
   return string.format('1 %d 0 %d', limit - sum - cost, reset)
 end
--- Denied: retry when enough of the oldest buckets have left for the cost to fit.
-local live = {}
+-- Denied: retry when enough of the oldest buckets have left for the cost to fit. The live
+-- buckets are sorted as numbers (no comparison closure, no table per bucket); one alone,
+-- the usual case of a short burst, needs no sort.
+local live, count = {}, {}
 for i = 1, #flat, 2 do
-  local b = tonumber(flat[i])
-  if b > oldest then live[#live + 1] = {b, tonumber(flat[i + 1])} end
+  local b = flat[i]
+  if b > oldest then
+    live[#live + 1] = b
+    count[b] = flat[i + 1]
+  end
 end
-table.sort(live, function(x, y) return x[1] < y[1] end)
-local dropped, retry = 0, (bucket + n) * precision - now
-for _, e in ipairs(live) do
-  dropped = dropped + e[2]
+if #live > 1 then table.sort(live) end
+-- `first`: the oldest bucket whose leaving makes room (the cost fits once all are gone).
+local dropped, first = 0, bucket
+for _, b in ipairs(live) do
+  dropped = dropped + count[b]
   if sum - dropped + cost <= limit then
-    retry = (e[1] + n) * precision - now
+    first = b
     break
   end
 end
-return string.format('0 %d %d %d', limit - sum, retry, (newest + n) * precision - now)
+-- Packed: what remains, how many buckets back the newest and `first` are, and the µs to
+-- the current bucket's end (more than a bucket when the clock is behind: the string).
+local ends = (bucket + 1) * precision - now
+if ends <= precision and (limit + 1) * n * n * (precision + 1) <= 9007199254740992 then
+  return -1 - ((((limit - sum) * n + bucket - newest) * n + bucket - first) * (precision + 1) + ends)
+end
+return string.format('0 %d %d %d', limit - sum, (first + n) * precision - now,
+  (newest + n) * precision - now)

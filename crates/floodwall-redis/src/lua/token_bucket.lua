@@ -1,6 +1,6 @@
 -- Token bucket, as floodwall-core's algorithm/token_bucket.rs: the tokens owed (short of
--- full) as of a tick. ARGV[2]: capacity, ARGV[3]: tick length (µs), ARGV[4]: tokens added
--- per tick. State: one integer, the count of tokens the epoch-aligned ticks will have added
+-- full) as of a tick. Parameters: capacity, tick length (µs), tokens added per tick.
+-- State: one integer, the count of tokens the epoch-aligned ticks will have added
 -- (tick index x quantum) when the bucket is full again, so owed = state - tick x quantum;
 -- or, for a bucket adding more than a token per microsecond, whose count would pass 2^53,
 -- '<owed> <tick index>'.
@@ -8,7 +8,7 @@
 -- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`,
 -- `@reply` (a single check's answer).
 -- Cost: TIME + GET (+ SET when admitted: KEEPTTL, or PX in a new cell of the TTL grid).
-local capacity, tick_len, quantum = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local capacity, tick_len, quantum = {p1}, {p2}, {p3}
 local pair = quantum > tick_len
 local tick = math.floor(now / tick_len)
 -- owed: as of this tick; full: the tick at which the stored state was full (for its TTL).
