@@ -311,6 +311,24 @@ fn a_new_key_costs_one_peek_then_admits_locally() {
 }
 
 #[test]
+fn a_whole_seconds_policy_answers_in_whole_seconds_locally_too() {
+    let (clock, _, node) = setup();
+    // redis-cell's shape: 10 per second, burst 10, every duration rounded up to seconds.
+    let policy = Policy::redis_cell("cell", 9, 10, Duration::from_secs(1)).unwrap();
+    assert!(check(&node, b"k", &policy, 1).allowed);
+    for _ in 0..9 {
+        assert!(local(&node, b"k", &policy, 1).allowed);
+    }
+    clock.advance(Duration::from_millis(10));
+    // Refused locally until the next refresh, 90 ms away: one second, as the policy
+    // rounds every answer, the store's included.
+    let refused = local(&node, b"k", &policy, 1);
+    assert!(!refused.allowed);
+    assert_eq!(refused.retry_after, Some(Duration::from_secs(1)));
+    assert_eq!(refused.reset_after.subsec_nanos(), 0, "{refused:?}");
+}
+
+#[test]
 fn a_refused_debt_is_answered_locally_until_the_store_would_take_it() {
     let (clock, shared, node) = setup();
     // One unit per 100 ms, burst 10.

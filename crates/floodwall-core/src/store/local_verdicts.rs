@@ -364,28 +364,22 @@ impl Verdict {
             .is_some_and(|at| at <= now && now < at.saturating_add(interval).max(self.denied_until))
     }
 
-    /// Decides `cost` from this verdict, spending the budget.
-    fn decide(&mut self, now: u64, cost: u64, limit: u64, interval: u64) -> Decision {
+    /// Decides `cost` from this verdict, spending the budget. The decision is built as the
+    /// policy builds its own (a whole-seconds policy answers in whole seconds here too).
+    fn decide(&mut self, now: u64, cost: u64, policy: &Policy, interval: u64) -> Decision {
         let reset = self.reset_at.saturating_sub(now);
         let retry = if now < self.denied_until {
             self.denied_until - now
         } else if cost <= self.budget {
             self.budget -= cost;
             self.pending = self.pending.saturating_add(cost);
-            let reset = Duration::from_micros(reset);
-            return Decision::new(true, limit, self.budget, Duration::ZERO, reset);
+            return policy.decision_from_micros(true, self.budget, 0, reset);
         } else {
             let due = self.refreshed_at.unwrap_or(0).saturating_add(interval);
             due.saturating_sub(now)
         };
         let retry = retry.max(1);
-        Decision::new(
-            false,
-            limit,
-            self.budget,
-            Duration::from_micros(retry),
-            Duration::from_micros(reset.max(retry)),
-        )
+        policy.decision_from_micros(false, self.budget, retry, reset.max(retry))
     }
 
     /// Takes in the answer of a refresh sent at `sent`.
@@ -494,7 +488,7 @@ impl<S, C: Clock> LocalVerdicts<S, C> {
                 return start.then_some(Route::Through);
             }
             if v.in_flight || v.fresh(now, sh.interval) {
-                let d = v.decide(now, cost, policy.limit(), sh.interval);
+                let d = v.decide(now, cost, policy, sh.interval);
                 let counter = if d.allowed {
                     &sh.allowed_locally
                 } else {
@@ -674,7 +668,7 @@ impl<S: Store, C: Clock> Store for LocalVerdicts<S, C> {
             let now = self.shared.clock.now_micros();
             let mut v = lock(&slot.verdict);
             if !v.removed {
-                return Ok(v.decide(now, cost, policy.limit(), self.shared.interval));
+                return Ok(v.decide(now, cost, policy, self.shared.interval));
             }
             // Reset while refreshing: start again on a new entry.
         }
