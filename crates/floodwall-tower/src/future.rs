@@ -30,6 +30,7 @@ pin_project! {
     {
         #[pin]
         state: State<S::Future, S, B>,
+        report: Option<Fields>,
         _mode: PhantomData<fn() -> M>,
     }
 }
@@ -40,7 +41,7 @@ pin_project! {
         // Waiting for the store; `inner` is the ready service to call if allowed.
         Checking { check: CheckFuture, inner: Option<(S, Request<B>)> },
         // Allowed (or not limited): waiting for the inner service.
-        Calling { #[pin] future: F, report: Option<Fields> },
+        Calling { #[pin] future: F },
         // Refused before any store call (no key).
         Refused { verdict: Option<Verdict> },
     }
@@ -57,8 +58,13 @@ where
         })
     }
 
+    #[inline(always)]
     pub(crate) fn calling(future: S::Future, report: Option<Fields>) -> Self {
-        Self::new(State::Calling { future, report })
+        Self {
+            state: State::Calling { future },
+            report,
+            _mode: PhantomData,
+        }
     }
 
     pub(crate) fn refused(verdict: Verdict) -> Self {
@@ -67,65 +73,53 @@ where
         })
     }
 
+    #[inline(always)]
     fn new(state: State<S::Future, S, B>) -> Self {
         Self {
             state,
+            report: None,
             _mode: PhantomData,
         }
     }
 
-    /// The outcome in both modes: `Err` is the inner service's error.
-    fn poll_outcome<ResB>(
-        self: Pin<&mut Self>,
+    /// Moves the state on until the request is admitted (`Ready(None)`: the state is
+    /// `Calling` now) or refused (`Ready(Some(verdict))`).
+    #[inline(never)]
+    fn poll_decision(
+        mut state: Pin<&mut State<S::Future, S, B>>,
+        report: &mut Option<Fields>,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<Outcome<ResB>, S::Error>>
-    where
-        S: Service<Request<B>, Response = Response<ResB>>,
-    {
-        let mut state = self.project().state;
-        loop {
-            let verdict = match state.as_mut().project() {
-                StateProj::Checking { check, inner } => {
-                    let verdict = ready!(check.as_mut().poll(cx));
-                    if let Verdict::Proceed(report) = verdict {
-                        let (mut svc, req) = inner
-                            .take()
-                            .expect("ResponseFuture polled after completion");
-                        let future = svc.call(req);
-                        state.set(State::Calling { future, report });
-                        continue;
-                    }
-                    verdict
+    ) -> Poll<Option<Verdict>> {
+        let verdict = match state.as_mut().project() {
+            StateProj::Checking { check, inner } => {
+                let verdict = ready!(check.as_mut().poll(cx));
+                if let Verdict::Proceed(admitted) = verdict {
+                    let (mut svc, req) = inner
+                        .take()
+                        .expect("ResponseFuture polled after completion");
+                    *report = admitted;
+                    let future = svc.call(req);
+                    state.set(State::Calling { future });
+                    return Poll::Ready(None);
                 }
-                StateProj::Calling { future, report } => {
-                    let mut res = ready!(future.poll(cx))?;
-                    if let Some(report) = report.take() {
-                        report.write(res.headers_mut());
-                    }
-                    return Poll::Ready(Ok(Outcome::Inner(res)));
-                }
-                StateProj::Refused { verdict } => verdict
-                    .take()
-                    .expect("ResponseFuture polled after completion"),
-            };
-            return Poll::Ready(Ok(match verdict {
-                Verdict::Respond(res) => Outcome::Refused(res),
-                Verdict::Fail(error) => Outcome::Failed(error),
-                // Proceed is handled above.
-                Verdict::Proceed(_) => Outcome::Refused(Box::new(internal_error())),
-            }));
-        }
+                verdict
+            }
+            StateProj::Refused { verdict } => verdict
+                .take()
+                .expect("ResponseFuture polled after completion"),
+            // The caller polls `Calling` itself.
+            StateProj::Calling { .. } => return Poll::Ready(None),
+        };
+        Poll::Ready(Some(verdict))
     }
 }
 
-/// How a request ended, in either mode.
-enum Outcome<ResB> {
-    /// The inner service's response.
-    Inner(Response<ResB>),
-    /// A refusal as a response.
-    Refused(Box<Response<Bytes>>),
-    /// A refusal as an error.
-    Failed(BoxError),
+/// Adds the admitted request's rate-limit headers, if any, to its response.
+#[inline]
+fn add_headers<ResB>(report: &mut Option<Fields>, res: &mut Response<ResB>) {
+    if let Some(report) = report.take() {
+        report.write(res.headers_mut());
+    }
 }
 
 fn internal_error() -> Response<Bytes> {
@@ -142,13 +136,30 @@ where
     type Output = Result<Response<ResB>, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(Ok(match ready!(self.poll_outcome(cx))? {
-            Outcome::Inner(res) => res,
-            Outcome::Refused(res) => res.map(ResB::from_rejection),
-            // A refusal is never an error in this mode; were one to arrive, answer 500
-            // rather than panic.
-            Outcome::Failed(_) => internal_error().map(ResB::from_rejection),
-        }))
+        let this = self.project();
+        let (mut state, report) = (this.state, this.report);
+        loop {
+            // Every admitted request ends here: the inner service's poll, as it is, and the
+            // headers added to its response in place.
+            if let StateProj::Calling { future } = state.as_mut().project() {
+                let mut poll = future.poll(cx);
+                if let Poll::Ready(Ok(res)) = &mut poll {
+                    add_headers(report, res);
+                }
+                return poll;
+            }
+            let Some(verdict) = ready!(Self::poll_decision(state.as_mut(), report, cx)) else {
+                continue;
+            };
+            return Poll::Ready(Ok(match verdict {
+                Verdict::Respond(res) => res.map(ResB::from_rejection),
+                // A refusal is never an error in this mode, and `Proceed` never gets here;
+                // were either to, answer 500 rather than panic.
+                Verdict::Fail(_) | Verdict::Proceed(_) => {
+                    internal_error().map(ResB::from_rejection)
+                }
+            }));
+        }
     }
 }
 
@@ -160,19 +171,41 @@ where
     type Output = Result<Response<ResB>, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(match ready!(self.poll_outcome(cx)) {
-            Ok(Outcome::Inner(res)) => Ok(res),
-            Ok(Outcome::Failed(error)) => Err(error),
-            // Every refusal is an error in this mode; were a response to arrive, report it
-            // as one rather than panic.
-            Ok(Outcome::Refused(res)) => Err(format!(
-                "request refused by the rate limiter with status {}",
-                res.status()
-            )
-            .into()),
-            Err(inner) => Err(inner.into()),
-        })
+        let this = self.project();
+        let (mut state, report) = (this.state, this.report);
+        loop {
+            if let StateProj::Calling { future } = state.as_mut().project() {
+                let mut poll = future.poll(cx);
+                if let Poll::Ready(Ok(res)) = &mut poll {
+                    add_headers(report, res);
+                }
+                return poll.map_err(Into::into);
+            }
+            let Some(verdict) = ready!(Self::poll_decision(state.as_mut(), report, cx)) else {
+                continue;
+            };
+            return Poll::Ready(Err(match verdict {
+                Verdict::Fail(error) => error,
+                // Every refusal is an error in this mode; were a response to arrive, report
+                // it as one rather than panic.
+                Verdict::Respond(res) => format!(
+                    "request refused by the rate limiter with status {}",
+                    res.status()
+                )
+                .into(),
+                Verdict::Proceed(_) => internal_error_message(),
+            }));
+        }
     }
+}
+
+/// What a `Proceed` verdict would be, were one to reach the refusal path.
+fn internal_error_message() -> BoxError {
+    format!(
+        "request refused by the rate limiter with status {}",
+        StatusCode::INTERNAL_SERVER_ERROR
+    )
+    .into()
 }
 
 impl<S, B, M> std::fmt::Debug for ResponseFuture<S, B, M>

@@ -1,9 +1,13 @@
 //! Rate-limit response headers: `Retry-After`, the IETF `RateLimit` / `RateLimit-Policy`
 //! fields, or GitHub's `X-RateLimit-*`.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt::Write;
+use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use bytes::{Bytes, BytesMut};
 use floodwall_core::{Decision, Policy};
 use http::header::{HeaderName, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue};
@@ -70,13 +74,25 @@ const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset
 
 /// The rate-limit headers of one response, worked out when its request was decided: what
 /// an allowed request's future carries to its response, instead of the policies and
-/// decisions themselves.
+/// decisions themselves. Kept small (a few words), since every admitted request's future
+/// holds one and moves it about: the values are formatted when the headers are written,
+/// and only a chooser's policies have theirs built and boxed beforehand.
 pub(crate) enum Fields {
-    /// `RateLimit-Policy`, and `RateLimit` (`None` only if it could not be a header value).
-    Ietf {
-        policy: HeaderValue,
-        limit: Option<HeaderValue>,
+    /// The IETF fields of a layer's own single policy: `RateLimit` is its interned prefix
+    /// and these two figures.
+    Ietf1 {
+        consts: &'static IetfConsts,
+        remaining: u64,
+        reset: u64,
     },
+    /// The IETF fields of a layer's own policies: `RateLimit` formatted.
+    Ietf {
+        consts: &'static IetfConsts,
+        limit: Bytes,
+    },
+    /// The IETF fields of policies a chooser picked for this request: both values built
+    /// for it (boxed: this keeps `Fields` small for the usual cases above).
+    IetfBuilt(Box<(HeaderValue, Option<HeaderValue>)>),
     /// The most restrictive decision's figures; `X-RateLimit-Reset` is Unix time, read
     /// when the headers are written.
     GitHub {
@@ -87,11 +103,11 @@ pub(crate) enum Fields {
 }
 
 impl Fields {
-    /// The style's headers for these decisions, if any; `policy_value` is the
-    /// `RateLimit-Policy` value when the caller already has it for these policies.
+    /// The style's headers for these decisions, if any; `consts` are the IETF values of
+    /// these policies when they are a layer's own.
     pub(crate) fn new<'a, I>(
         style: HeaderStyle,
-        policy_value: Option<HeaderValue>,
+        consts: Option<&'static IetfConsts>,
         decisions: I,
     ) -> Option<Self>
     where
@@ -99,13 +115,24 @@ impl Fields {
     {
         match style {
             HeaderStyle::Ietf => {
+                let mut rest = decisions.clone();
                 // No decision (every policy found the cost too high): no fields.
-                decisions.clone().next()?;
-                let policy = policy_value
-                    .unwrap_or_else(|| ietf_policy_value(decisions.clone().map(|(p, _)| p)));
+                let (_, first) = rest.next()?;
+                let Some(consts) = consts else {
+                    let policy = ietf_policy_value(decisions.clone().map(|(p, _)| p));
+                    let limit = HeaderValue::from_maybe_shared(ietf_limit(decisions)).ok();
+                    return Some(Self::IetfBuilt(Box::new((policy, limit))));
+                };
+                if consts.limit_prefix.is_some() && rest.next().is_none() {
+                    return Some(Self::Ietf1 {
+                        consts,
+                        remaining: first.remaining,
+                        reset: ceil_secs(first.reset_after),
+                    });
+                }
                 Some(Self::Ietf {
-                    policy,
-                    limit: ietf_limit_value(decisions),
+                    consts,
+                    limit: ietf_limit(decisions),
                 })
             }
             HeaderStyle::GitHub => {
@@ -125,7 +152,35 @@ impl Fields {
     /// Adds the headers to a response's.
     pub(crate) fn write(self, headers: &mut HeaderMap) {
         match self {
-            Self::Ietf { policy, limit } => {
+            Self::Ietf1 {
+                consts,
+                remaining,
+                reset,
+            } => {
+                headers.insert(RATELIMIT_POLICY, consts.policy.clone());
+                let prefix = consts.limit_prefix.as_deref().unwrap_or_default();
+                // The figures are written backwards into one buffer, then appended at once.
+                let mut figures = [0u8; 2 * MAX_DIGITS + 3];
+                let mut at = decimal_before(&mut figures, 2 * MAX_DIGITS + 3, reset);
+                at -= 3;
+                figures[at..at + 3].copy_from_slice(b";t=");
+                at = decimal_before(&mut figures, at, remaining);
+                let limit = pooled(prefix.len() + figures.len(), |out| {
+                    out.extend_from_slice(prefix);
+                    out.extend_from_slice(&figures[at..]);
+                });
+                if let Ok(limit) = HeaderValue::from_maybe_shared(limit) {
+                    headers.insert(RATELIMIT, limit);
+                }
+            }
+            Self::Ietf { consts, limit } => {
+                headers.insert(RATELIMIT_POLICY, consts.policy.clone());
+                if let Ok(limit) = HeaderValue::from_maybe_shared(limit) {
+                    headers.insert(RATELIMIT, limit);
+                }
+            }
+            Self::IetfBuilt(values) => {
+                let (policy, limit) = *values;
                 headers.insert(RATELIMIT_POLICY, policy);
                 if let Some(limit) = limit {
                     headers.insert(RATELIMIT, limit);
@@ -140,36 +195,87 @@ impl Fields {
                     .duration_since(UNIX_EPOCH)
                     .unwrap_or_default();
                 let reset = ceil_secs(now.saturating_add(reset_after));
-                headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(limit));
-                headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(remaining));
-                headers.insert(X_RATELIMIT_RESET, HeaderValue::from(reset));
+                headers.insert(X_RATELIMIT_LIMIT, decimal_value(limit));
+                headers.insert(X_RATELIMIT_REMAINING, decimal_value(remaining));
+                headers.insert(X_RATELIMIT_RESET, decimal_value(reset));
             }
         }
     }
 }
 
-/// Writes the style's headers for these decisions; `policy_value` is the
-/// `RateLimit-Policy` value when the caller already has it for these policies.
+/// Writes the style's headers for these decisions; `consts` are the IETF values of these
+/// policies when they are a layer's own.
 pub(crate) fn write(
     style: HeaderStyle,
-    policy_value: Option<HeaderValue>,
+    consts: Option<&'static IetfConsts>,
     decisions: &[(Policy, Decision)],
     headers: &mut HeaderMap,
 ) {
     let decisions = decisions.iter().map(|(p, d)| (p, d));
-    if let Some(fields) = Fields::new(style, policy_value, decisions) {
+    if let Some(fields) = Fields::new(style, consts, decisions) {
         fields.write(headers);
     }
 }
 
-/// `RateLimit-Policy`: one list member per policy. It depends only on the policies, so the
-/// layer works it out once for its own.
+/// The IETF values that depend on nothing but a layer's own policies, worked out once per
+/// layer ([`ietf_consts`]).
+pub(crate) struct IetfConsts {
+    /// `RateLimit-Policy`, a `'static` value.
+    policy: HeaderValue,
+    /// For a single policy, the start of its `RateLimit` value, `"name";r=`; what follows
+    /// is two numbers, written with the response. `None` for several policies.
+    limit_prefix: Option<Box<[u8]>>,
+}
+
+/// Every [`IetfConsts`] made so far, by `RateLimit-Policy` value.
+static INTERNED: LazyLock<Mutex<HashMap<&'static str, &'static IetfConsts>>> =
+    LazyLock::new(Default::default);
+
+/// The IETF values of a layer's own policies, kept for the life of the process.
+///
+/// Why `'static`: a header value that lives as long as the process is put on a response by
+/// copying a pointer, while a value built at run time is reference-counted, and counting
+/// it up and down for every response is two atomic operations on one cache line that every
+/// thread serving the layer shares. So each distinct list of policies is formatted once and
+/// kept (about a hundred bytes), deduplicated by value: layers built again with the same
+/// policies (on each configuration reload, in each test) share it. Only a layer's own
+/// policies are interned, never the ones a chooser picks per request, whose number nothing
+/// bounds.
+pub(crate) fn ietf_consts(policies: &[Policy]) -> &'static IetfConsts {
+    let text = ietf_policy_text(policies);
+    let mut interned = INTERNED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(consts) = interned.get(text.as_str()) {
+        return consts;
+    }
+    let text: &'static str = Box::leak(text.into_boxed_str());
+    // Names, digits and punctuation only: always what `from_static` takes (which panics
+    // on anything else, so this checks first).
+    let visible = |b: u8| b == b'\t' || (32..127).contains(&b);
+    let policy = if text.bytes().all(visible) {
+        HeaderValue::from_static(text)
+    } else {
+        HeaderValue::from_static("")
+    };
+    let limit_prefix = match policies {
+        [policy] => Some(format!("\"{}\";r=", policy.name()).into_bytes().into()),
+        _ => None,
+    };
+    let consts: &'static IetfConsts = Box::leak(Box::new(IetfConsts {
+        policy,
+        limit_prefix,
+    }));
+    interned.insert(text, consts);
+    consts
+}
+
+/// `RateLimit-Policy` for policies that are not a layer's own (chosen per request).
 pub(crate) fn ietf_policy_value<'a>(policies: impl IntoIterator<Item = &'a Policy>) -> HeaderValue {
     // Names, digits and punctuation only: always a valid header value.
     HeaderValue::try_from(ietf_policy_text(policies))
         .unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
+/// `RateLimit-Policy`: one list member per policy.
 fn ietf_policy_text<'a>(policies: impl IntoIterator<Item = &'a Policy>) -> String {
     let mut value = String::with_capacity(48);
     for (i, p) in policies.into_iter().enumerate() {
@@ -196,104 +302,120 @@ fn ietf_policy_text<'a>(policies: impl IntoIterator<Item = &'a Policy>) -> Strin
     value
 }
 
-/// `RateLimit`: what remains now and when each policy is full again. This runs for every
-/// allowed request, so it is formatted by hand (no `fmt` machinery) on the stack, and the
-/// header value's bytes are the only allocation.
-fn ietf_limit_value<'a, I>(decisions: I) -> Option<HeaderValue>
+/// `RateLimit`: what remains now and when each policy is full again, one list member per
+/// decision.
+fn ietf_limit<'a, I>(decisions: I) -> Bytes
 where
     I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
 {
-    let mut buf = StackBuf::default();
-    if format_limit(&mut buf, decisions.clone()).is_ok() {
-        return HeaderValue::from_bytes(buf.as_bytes()).ok();
-    }
-    // Many policies with long names: the heap, then.
-    let mut value = Vec::new();
-    format_limit(&mut value, decisions).ok()?;
-    HeaderValue::from_bytes(&value).ok()
-}
-
-fn format_limit<'a>(
-    out: &mut impl Out,
-    decisions: impl Iterator<Item = (&'a Policy, &'a Decision)>,
-) -> Result<(), Full> {
-    for (i, (p, d)) in decisions.enumerate() {
-        if i > 0 {
-            out.put(b", ")?;
-        }
-        out.put(b"\"")?;
-        out.put(p.name().as_bytes())?;
-        out.put(b"\";r=")?;
-        out.put_decimal(d.remaining)?;
-        out.put(b";t=")?;
-        out.put_decimal(ceil_secs(d.reset_after))?;
-    }
-    Ok(())
-}
-
-/// A [`StackBuf`] had no room left.
-struct Full;
-
-/// Where a header value is formatted.
-trait Out {
-    /// Appends `n` bytes, written by `write` into a slice of that length.
-    fn put_with(&mut self, n: usize, write: impl FnOnce(&mut [u8])) -> Result<(), Full>;
-
-    fn put(&mut self, bytes: &[u8]) -> Result<(), Full> {
-        self.put_with(bytes.len(), |dst| dst.copy_from_slice(bytes))
-    }
-
-    /// Appends `n` in decimal, written in place.
-    fn put_decimal(&mut self, n: u64) -> Result<(), Full> {
-        let digits = n.checked_ilog10().map_or(1, |log| log as usize + 1);
-        self.put_with(digits, |dst| {
-            let mut n = n;
-            for digit in dst.iter_mut().rev() {
-                *digit = b'0' + (n % 10) as u8;
-                n /= 10;
+    let len: usize = decisions
+        .clone()
+        .map(|(p, _)| p.name().len() + 10 + 2 * MAX_DIGITS)
+        .sum();
+    pooled(len, |out| {
+        for (i, (p, d)) in decisions.enumerate() {
+            if i > 0 {
+                out.extend_from_slice(b", ");
             }
-        })
-    }
-}
-
-impl Out for Vec<u8> {
-    fn put_with(&mut self, n: usize, write: impl FnOnce(&mut [u8])) -> Result<(), Full> {
-        let start = self.len();
-        self.resize(start + n, 0);
-        write(&mut self[start..]);
-        Ok(())
-    }
-}
-
-/// A fixed buffer for one header value: one policy's `RateLimit` always fits.
-struct StackBuf {
-    bytes: [u8; 128],
-    len: usize,
-}
-
-impl Default for StackBuf {
-    fn default() -> Self {
-        Self {
-            bytes: [0; 128],
-            len: 0,
+            out.extend_from_slice(b"\"");
+            out.extend_from_slice(p.name().as_bytes());
+            out.extend_from_slice(b"\";r=");
+            put_decimal(out, d.remaining);
+            out.extend_from_slice(b";t=");
+            put_decimal(out, ceil_secs(d.reset_after));
         }
+    })
+}
+
+/// A number as a header value.
+fn decimal_value(n: u64) -> HeaderValue {
+    HeaderValue::from_maybe_shared(pooled(MAX_DIGITS, |out| put_decimal(out, n)))
+        .unwrap_or_else(|_| HeaderValue::from(n))
+}
+
+thread_local! {
+    /// Where this thread writes the header values it formats per response. Each value is
+    /// a slice of a shared buffer, so formatting one allocates nothing: a buffer of its own
+    /// would cost an allocation, and later its freeing, on every response. The buffer is
+    /// reused from the start once every value cut from it has been dropped (responses are
+    /// sent and dropped quickly), and replaced by a new one when some are still held.
+    static VALUES: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+}
+
+/// What [`VALUES`] allocates at a time: room for a hundred-odd values.
+const VALUES_CHUNK: usize = 4096;
+
+/// The most digits a `u64` has.
+const MAX_DIGITS: usize = 20;
+
+/// The bytes `write` appends (about `max` of them at most), for a header value: cut from
+/// this thread's [`VALUES`].
+fn pooled(max: usize, write: impl FnOnce(&mut BytesMut)) -> Bytes {
+    let mut write = Some(write);
+    let cut = VALUES.try_with(|values| {
+        let mut values = values.borrow_mut();
+        if values.capacity() < max {
+            values.reserve(VALUES_CHUNK.max(max));
+        }
+        if let Some(write) = write.take() {
+            write(&mut values);
+        }
+        values.split().freeze()
+    });
+    match (cut, write) {
+        (Ok(bytes), _) => bytes,
+        // The thread is exiting and its buffer is gone: a buffer of the value's own.
+        (Err(_), Some(write)) => {
+            let mut own = BytesMut::with_capacity(max);
+            write(&mut own);
+            own.freeze()
+        }
+        (Err(_), None) => Bytes::new(),
     }
 }
 
-impl StackBuf {
-    fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len]
+/// Two decimal digits for each number below 100: `00`, `01`, ..., `99`.
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut pairs = [0; 200];
+    let mut i = 0;
+    while i < 100 {
+        pairs[2 * i] = b'0' + (i / 10) as u8;
+        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
     }
+    pairs
+};
+
+/// Appends `n` in decimal.
+fn put_decimal(out: &mut BytesMut, n: u64) {
+    let mut buf = [0u8; MAX_DIGITS];
+    let at = decimal_before(&mut buf, MAX_DIGITS, n);
+    out.extend_from_slice(&buf[at..]);
 }
 
-impl Out for StackBuf {
-    #[inline]
-    fn put_with(&mut self, n: usize, write: impl FnOnce(&mut [u8])) -> Result<(), Full> {
-        let end = self.len + n;
-        write(self.bytes.get_mut(self.len..end).ok_or(Full)?);
-        self.len = end;
-        Ok(())
+/// Writes `n` in decimal so that it ends where `buf[end..]` starts (at least
+/// [`MAX_DIGITS`] bytes must be free before `end`); returns where it starts. Header values
+/// are formatted for every admitted request, so this does without `fmt`, two digits per
+/// division.
+#[inline]
+fn decimal_before(buf: &mut [u8], end: usize, n: u64) -> usize {
+    let mut at = end;
+    let mut n = n;
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
     }
+    if n >= 10 {
+        let pair = n as usize * 2;
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
+        at -= 1;
+        buf[at] = b'0' + n as u8;
+    }
+    at
 }
 
 #[cfg(test)]
@@ -369,7 +491,7 @@ mod tests {
     }
 
     #[test]
-    fn ratelimit_too_long_for_the_stack_is_built_on_the_heap_the_same() {
+    fn long_ratelimit_values_are_written_whole() {
         let policy = |c: char| {
             let name = format!("{c}-{}", "x".repeat(58));
             Policy::gcra(&name, "10/s".parse().unwrap()).unwrap()
@@ -390,26 +512,83 @@ mod tests {
             u64::MAX,
             u64::MAX,
         );
-        // Else this would not test the fallback.
-        let decisions = || ds.iter().map(|(p, d)| (p, d));
-        assert!(format_limit(&mut StackBuf::default(), decisions()).is_err());
-        assert!(expected.len() > StackBuf::default().bytes.len());
-
-        assert_eq!(ietf_limit_value(decisions()).unwrap(), expected.as_str());
         let mut h = HeaderMap::new();
         write(HeaderStyle::Ietf, None, &ds, &mut h);
         assert_eq!(h["ratelimit"], expected.as_str());
+
+        // The same from the layer's own (interned) policies.
+        let policies: Vec<Policy> = ds.iter().map(|(p, _)| p.clone()).collect();
+        let mut own = HeaderMap::new();
+        write(
+            HeaderStyle::Ietf,
+            Some(ietf_consts(&policies)),
+            &ds,
+            &mut own,
+        );
+        assert_eq!(own, h);
     }
 
     #[test]
-    fn one_policy_always_fits_the_stack_buffer() {
+    fn one_policy_of_its_own_is_written_as_any_other() {
         let name = "n".repeat(Policy::MAX_NAME_LEN);
-        let p = Policy::gcra(&name, "10/s".parse().unwrap()).unwrap();
-        let d = Decision::new(true, 10, u64::MAX, Duration::ZERO, Duration::MAX);
-        let mut buf = StackBuf::default();
-        assert!(format_limit(&mut buf, std::iter::once((&p, &d))).is_ok());
-        let expected = format!("\"{name}\";r={};t={}", u64::MAX, u64::MAX);
-        assert_eq!(buf.as_bytes(), expected.as_bytes());
+        let p = Policy::gcra(&name, "10/s burst 12".parse().unwrap()).unwrap();
+        let consts = ietf_consts(std::slice::from_ref(&p));
+        for (remaining, reset) in [
+            (0, Duration::ZERO),
+            (7, Duration::from_millis(1)),
+            (u64::MAX, Duration::MAX),
+        ] {
+            let ds = [(
+                p.clone(),
+                Decision::new(true, 12, remaining, Duration::ZERO, reset),
+            )];
+            let mut own = HeaderMap::new();
+            write(HeaderStyle::Ietf, Some(consts), &ds, &mut own);
+            let mut built = HeaderMap::new();
+            write(HeaderStyle::Ietf, None, &ds, &mut built);
+            assert_eq!(own, built);
+            let expected = format!("\"{name}\";r={remaining};t={}", ceil_secs(reset));
+            assert_eq!(own["ratelimit"], expected.as_str());
+            assert_eq!(
+                own["ratelimit-policy"],
+                format!("\"{name}\";q=10;w=1;floodwall-burst=12").as_str()
+            );
+        }
+    }
+
+    #[test]
+    fn the_same_policies_are_interned_once() {
+        let a = || Policy::gcra("interned-a", "10/s".parse().unwrap()).unwrap();
+        let b = || Policy::gcra("interned-b", "5/min".parse().unwrap()).unwrap();
+        assert!(std::ptr::eq(ietf_consts(&[a()]), ietf_consts(&[a()])));
+        assert!(std::ptr::eq(
+            ietf_consts(&[a(), b()]),
+            ietf_consts(&[a(), b()])
+        ));
+        assert!(!std::ptr::eq(ietf_consts(&[a()]), ietf_consts(&[b()])));
+        assert!(!std::ptr::eq(
+            ietf_consts(&[a(), b()]),
+            ietf_consts(&[b(), a()])
+        ));
+        // Another quota under the same name is another value.
+        let a2 = Policy::gcra("interned-a", "11/s".parse().unwrap()).unwrap();
+        assert_eq!(ietf_consts(&[a2]).policy, "\"interned-a\";q=11;w=1");
+    }
+
+    #[test]
+    fn values_cut_from_the_buffer_stay_intact_while_held() {
+        // Far more than one buffer's worth, all held at once, then some dropped and more
+        // cut: every value keeps its own bytes.
+        let mut held: Vec<(u64, HeaderValue)> =
+            (0..2_000).map(|n| (n, decimal_value(n * 7_919))).collect();
+        held.retain(|(n, _)| n % 3 == 0);
+        held.extend((2_000..3_000).map(|n| (n, decimal_value(n * 7_919))));
+        for (n, value) in &held {
+            assert_eq!(value, (n * 7_919).to_string().as_str());
+        }
+        drop(held);
+        // And once all are dropped, the buffer is used again from its start.
+        assert_eq!(decimal_value(42), "42");
     }
 
     #[test]
@@ -418,20 +597,14 @@ mod tests {
         ns.extend((1..20).map(|e| 10_u64.pow(e) - 1));
         ns.extend((1..20).map(|e| 10_u64.pow(e)));
         for n in ns {
-            let mut heap = Vec::new();
-            assert!(heap.put_decimal(n).is_ok());
-            assert_eq!(heap, n.to_string().as_bytes(), "{n}");
-            let mut stack = StackBuf::default();
-            assert!(stack.put_decimal(n).is_ok());
-            assert_eq!(stack.as_bytes(), n.to_string().as_bytes(), "{n}");
+            let mut out = BytesMut::new();
+            put_decimal(&mut out, n);
+            assert_eq!(&out[..], n.to_string().as_bytes(), "{n}");
+            assert_eq!(decimal_value(n), n.to_string().as_str());
         }
-        // After what is already there; and nothing at all when it does not fit.
-        let mut heap = b"r=".to_vec();
-        assert!(heap.put_decimal(u64::MAX).is_ok());
-        assert_eq!(heap, b"r=18446744073709551615");
-        let mut stack = StackBuf::default();
-        assert!(stack.put(&[b'.'; 110]).is_ok());
-        assert!(stack.put_decimal(u64::MAX).is_err());
-        assert_eq!(stack.as_bytes(), &[b'.'; 110][..]);
+        // After what is already there.
+        let mut out = BytesMut::from(&b"r="[..]);
+        put_decimal(&mut out, u64::MAX);
+        assert_eq!(&out[..], b"r=18446744073709551615");
     }
 }

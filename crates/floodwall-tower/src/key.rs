@@ -36,11 +36,13 @@ impl Default for Repr {
 
 impl Key {
     /// An empty key.
+    #[inline]
     pub fn new() -> Self {
         Self::default()
     }
 
     /// The key's bytes.
+    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
         match &self.repr {
             Repr::Inline { len, buf } => &buf[..usize::from(*len)],

@@ -99,7 +99,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     fn map(mut self, f: impl FnOnce(&mut Shared<St, K>)) -> Self {
         f(&mut self.shared);
         // Anything built from the old configuration is stale.
-        self.shared.policy_header = Default::default();
+        self.shared.ietf_consts = Default::default();
         self
     }
 

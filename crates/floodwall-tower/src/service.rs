@@ -11,7 +11,7 @@ use tower_service::Service;
 
 use crate::body::RejectionBody;
 use crate::choose::Choice;
-use crate::extract::{ExtractKey, PeerIp};
+use crate::extract::{ExtractKey, KeyError, PeerIp};
 use crate::future::ResponseFuture;
 use crate::shared::{Checked, PolicyList, Shared, Verdict};
 use crate::{Key, RateLimitLayer, RejectWithError, RejectWithResponse};
@@ -70,66 +70,154 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
     }
 
     /// Starts handling a request. `error_mode` picks how refusals are reported.
+    ///
+    /// The usual request (no cost function, no chooser, an extractor that reads the whole
+    /// request) is checked without being taken apart, and an admitted one is passed on as
+    /// it came: moving its head out to a `Parts` and back is two copies of some 200 bytes.
+    #[inline(always)]
     fn start<B>(&mut self, req: Request<B>, error_mode: bool) -> ResponseFuture<S, B, M>
     where
         S: Service<Request<B>> + Clone,
         St: Store + 'static,
         K: ExtractKey,
     {
-        let shared = &self.shared;
+        let shared = &*self.shared;
+        if shared.chooser.is_none() && shared.cost.is_none() {
+            let mut key = Key::new();
+            if let Some(found) = shared.key.extract_request(&req, &mut key) {
+                return match found {
+                    Ok(()) => self.check(req, &mut key, &Choice::Default, 1, error_mode),
+                    Err(error) => self.missing_key(req, error, error_mode),
+                };
+            }
+        }
+        self.start_parts(req, error_mode)
+    }
+
+    /// [`start`](Self::start) for a request whose key, policies or cost need its `Parts`.
+    #[inline(never)]
+    fn start_parts<B>(&mut self, req: Request<B>, error_mode: bool) -> ResponseFuture<S, B, M>
+    where
+        S: Service<Request<B>> + Clone,
+        St: Store + 'static,
+        K: ExtractKey,
+    {
+        let shared = &*self.shared;
         let (parts, body) = req.into_parts();
         let mut key = Key::new();
         if let Err(error) = shared.key.extract(&parts, &mut key) {
-            return match shared.missing_key(error, error_mode) {
-                Some(verdict) => ResponseFuture::refused(verdict),
-                None => {
-                    ResponseFuture::calling(self.inner.call(Request::from_parts(parts, body)), None)
-                }
-            };
+            return self.missing_key(Request::from_parts(parts, body), error, error_mode);
         }
         let choice = match &shared.chooser {
             Some(chooser) => chooser.choose(&parts, key.as_bytes()),
             None => Choice::Default,
         };
-        let policies: &[Policy] = match &choice {
-            Choice::Default => &shared.policies,
+        if let Choice::Skip = choice {
+            return ResponseFuture::calling(
+                self.inner.call(Request::from_parts(parts, body)),
+                None,
+            );
+        }
+        let cost = shared.cost.as_ref().map_or(1, |cost| cost(&parts));
+        self.check(
+            Request::from_parts(parts, body),
+            &mut key,
+            &choice,
+            cost,
+            error_mode,
+        )
+    }
+
+    /// Checks `key` against the chosen policies (never [`Choice::Skip`]) and calls the inner
+    /// service if they admit the request.
+    #[inline(always)]
+    fn check<B>(
+        &mut self,
+        req: Request<B>,
+        key: &mut Key,
+        choice: &Choice,
+        cost: u64,
+        error_mode: bool,
+    ) -> ResponseFuture<S, B, M>
+    where
+        S: Service<Request<B>> + Clone,
+        St: Store + 'static,
+        K: ExtractKey,
+    {
+        let shared = &*self.shared;
+        let policies: &[Policy] = match choice {
+            Choice::Default | Choice::Skip => &shared.policies,
             Choice::Policy(policy) => std::slice::from_ref(policy),
             Choice::Policies(list) => list,
-            Choice::Skip => {
-                return ResponseFuture::calling(
-                    self.inner.call(Request::from_parts(parts, body)),
-                    None,
-                );
-            }
         };
-        let cost = shared.cost.as_ref().map_or(1, |cost| cost(&parts));
-        let req = Request::from_parts(parts, body);
+        let report = match shared.decide_now(key, policies, cost, error_mode) {
+            Checked::Decided(Verdict::Proceed(report)) => report,
+            checked => return self.not_admitted_yet(req, key, choice, cost, error_mode, checked),
+        };
+        // `self.inner` is the service `poll_ready` made ready: call it in place.
+        ResponseFuture::calling(self.inner.call(req), report)
+    }
 
-        match shared.decide_now(&key, policies, cost, error_mode) {
-            // `self.inner` is the service `poll_ready` made ready: call it in place.
+    /// A request refused at once, or whose store must be waited for. Out of line: not the
+    /// usual request (though the usual one under attack, or on Redis).
+    #[inline(never)]
+    fn not_admitted_yet<B>(
+        &mut self,
+        req: Request<B>,
+        key: &mut Key,
+        choice: &Choice,
+        cost: u64,
+        error_mode: bool,
+        checked: Checked,
+    ) -> ResponseFuture<S, B, M>
+    where
+        S: Service<Request<B>> + Clone,
+        St: Store + 'static,
+        K: ExtractKey,
+    {
+        let pending = match checked {
             Checked::Decided(Verdict::Proceed(report)) => {
-                ResponseFuture::calling(self.inner.call(req), report)
+                return ResponseFuture::calling(self.inner.call(req), report);
             }
-            Checked::Decided(verdict) => ResponseFuture::refused(verdict),
-            Checked::Waiting(pending) => {
-                // The store must be waited for: the check runs in a future that owns what
-                // it borrows. Take the ready service for this request and leave a clone to
-                // be made ready for the next one.
-                let policies = match choice {
-                    Choice::Policy(policy) => PolicyList::One(policy),
-                    Choice::Policies(list) => PolicyList::Many(list),
-                    _ => PolicyList::Many(shared.policies.clone()),
-                };
-                let shared = Arc::clone(shared);
-                let check = Box::pin(async move {
-                    shared
-                        .decide_rest(key, policies, cost, error_mode, pending)
-                        .await
-                });
-                let clone = self.inner.clone();
-                let inner = std::mem::replace(&mut self.inner, clone);
-                ResponseFuture::checking(check, inner, req)
-            }
+            Checked::Decided(verdict) => return ResponseFuture::refused(verdict),
+            Checked::Waiting(pending) => pending,
+        };
+        // The store must be waited for: the check runs in a future that owns what it
+        // borrows. Take the ready service for this request and leave a clone to be made
+        // ready for the next one.
+        let policies = match choice {
+            Choice::Policy(policy) => PolicyList::One(policy.clone()),
+            Choice::Policies(list) => PolicyList::Many(Arc::clone(list)),
+            Choice::Default | Choice::Skip => PolicyList::Many(self.shared.policies.clone()),
+        };
+        let shared = Arc::clone(&self.shared);
+        let key = std::mem::take(key);
+        let check = Box::pin(async move {
+            shared
+                .decide_rest(key, policies, cost, error_mode, pending)
+                .await
+        });
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture::checking(check, inner, req)
+    }
+
+    /// A request without a key: refused, or let through unlimited.
+    #[cold]
+    #[inline(never)]
+    fn missing_key<B>(
+        &mut self,
+        req: Request<B>,
+        error: KeyError,
+        error_mode: bool,
+    ) -> ResponseFuture<S, B, M>
+    where
+        S: Service<Request<B>>,
+        St: Store,
+    {
+        match self.shared.missing_key(error, error_mode) {
+            Some(verdict) => ResponseFuture::refused(verdict),
+            None => ResponseFuture::calling(self.inner.call(req), None),
         }
     }
 }
@@ -149,6 +237,9 @@ where
         self.inner.poll_ready(cx)
     }
 
+    // Out of line, the future is built right where the caller wants it (a frame of its
+    // own future, usually): inlined, it was built aside and copied, hundreds of bytes.
+    #[inline(never)]
     fn call(&mut self, req: Request<B>) -> Self::Future {
         self.start(req, false)
     }
@@ -169,6 +260,8 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
+    // Out of line: see the other mode's `call`.
+    #[inline(never)]
     fn call(&mut self, req: Request<B>) -> Self::Future {
         self.start(req, true)
     }

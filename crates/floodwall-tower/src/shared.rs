@@ -5,13 +5,13 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use floodwall_core::{BoxError, Decision, Policy, Store};
+use http::Response;
 use http::request::Parts;
-use http::{HeaderValue, Response};
 use smallvec::SmallVec;
 
 use crate::choose::ChoosePolicy;
 use crate::extract::{KeyError, OnMissingKey};
-use crate::headers::{self, Fields, HeaderStyle};
+use crate::headers::{self, Fields, HeaderStyle, IetfConsts};
 use crate::respond::{
     Decisions, Denial, OnReject, OnStoreFailure, ServiceUnavailable, TooManyRequests,
 };
@@ -34,8 +34,8 @@ pub(crate) struct Shared<St, K> {
     pub(crate) headers: HeaderStyle,
     pub(crate) shadow: bool,
     pub(crate) fail_open: bool,
-    /// `RateLimit-Policy` for `policies`, built on first use.
-    pub(crate) policy_header: OnceLock<HeaderValue>,
+    /// The IETF header values of `policies`, found on first use.
+    pub(crate) ietf_consts: OnceLock<&'static IetfConsts>,
     /// Whether the store's last answer was a failure: failures are logged once per
     /// outage, not once per request. Shared by every clone, as the store is: axum builds
     /// a service per route, and one outage is still one log line.
@@ -56,7 +56,7 @@ impl<St, K> Shared<St, K> {
             headers: HeaderStyle::Ietf,
             shadow: false,
             fail_open: false,
-            policy_header: OnceLock::new(),
+            ietf_consts: OnceLock::new(),
             store_down: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -88,7 +88,7 @@ impl<St, K> Shared<St, K> {
             headers: self.headers,
             shadow: self.shadow,
             fail_open: self.fail_open,
-            policy_header: self.policy_header,
+            ietf_consts: self.ietf_consts,
             store_down: self.store_down,
         }
     }
@@ -170,6 +170,7 @@ impl Tally {
 }
 
 /// A request whose store did not answer at once: the policies still to check.
+#[derive(Default)]
 pub(crate) struct Pending {
     tally: Tally,
     next: usize,
@@ -191,6 +192,7 @@ impl<St: Store, K> Shared<St, K> {
     ///
     /// Every policy is checked even after one denies, and nothing is refunded: see
     /// [`RateLimitLayer::and_policy`](crate::RateLimitLayer::and_policy).
+    #[inline(always)]
     pub(crate) fn decide_now(
         &self,
         key: &Key,
@@ -198,6 +200,41 @@ impl<St: Store, K> Shared<St, K> {
         cost: u64,
         error_mode: bool,
     ) -> Checked {
+        // One policy, the usual case: an admitted request needs no tally.
+        if let [policy] = policies {
+            return match self.store.check_now(key.as_bytes(), policy, cost) {
+                Some(Ok(decision)) if decision.allowed => {
+                    self.store_answered();
+                    let pairs = std::iter::once((policy, &decision));
+                    Checked::Decided(Verdict::Proceed(self.fields(policies, pairs)))
+                }
+                Some(result) => self.decide_one(result, policies, cost, error_mode),
+                None => Checked::Waiting(Pending::default()),
+            };
+        }
+        self.decide_many(key, policies, cost, error_mode)
+    }
+
+    /// [`decide_now`](Self::decide_now) on one policy's answer, unless it admitted the
+    /// request.
+    #[inline(never)]
+    fn decide_one(
+        &self,
+        result: Result<Decision, floodwall_core::Error>,
+        policies: &[Policy],
+        cost: u64,
+        error_mode: bool,
+    ) -> Checked {
+        let mut tally = Tally::default();
+        if let Err(e) = tally.record(0, cost, result) {
+            return Checked::Decided(self.store_failed(e, error_mode));
+        }
+        Checked::Decided(self.conclude(&tally, policies, error_mode))
+    }
+
+    /// [`decide_now`](Self::decide_now) on several policies.
+    #[inline(never)]
+    fn decide_many(&self, key: &Key, policies: &[Policy], cost: u64, error_mode: bool) -> Checked {
         let mut tally = Tally::default();
         for (i, policy) in policies.iter().enumerate() {
             let Some(result) = self.store.check_now(key.as_bytes(), policy, cost) else {
@@ -236,19 +273,30 @@ impl<St: Store, K> Shared<St, K> {
     fn conclude(&self, tally: &Tally, policies: &[Policy], error_mode: bool) -> Verdict {
         self.store_answered();
         if tally.allowed() {
-            return Verdict::Proceed(self.fields(tally, policies));
+            return Verdict::Proceed(self.fields(policies, tally.pairs(policies)));
         }
         self.refuse(tally, policies, error_mode)
     }
 
-    /// The headers for an allowed request's response.
-    #[inline]
-    fn fields(&self, tally: &Tally, policies: &[Policy]) -> Option<Fields> {
-        Fields::new(
-            self.headers,
-            self.policy_header(policies),
-            tally.pairs(policies),
-        )
+    /// The headers for an allowed request's response: `decisions` are those of `policies`.
+    #[inline(always)]
+    fn fields<'a, I>(&self, policies: &[Policy], decisions: I) -> Option<Fields>
+    where
+        I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
+    {
+        if self.headers == HeaderStyle::None {
+            return None;
+        }
+        self.some_fields(policies, decisions)
+    }
+
+    /// [`fields`](Self::fields) in a style that has some.
+    #[inline(never)]
+    fn some_fields<'a, I>(&self, policies: &[Policy], decisions: I) -> Option<Fields>
+    where
+        I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
+    {
+        Fields::new(self.headers, self.ietf_consts(policies), decisions)
     }
 
     /// The verdict on a request some policy denied.
@@ -265,7 +313,7 @@ impl<St: Store, K> Shared<St, K> {
                     "shadow mode: this request would have been rate limited"
                 );
             }
-            return Verdict::Proceed(self.fields(tally, policies));
+            return Verdict::Proceed(self.fields(policies, tally.pairs(policies)));
         }
         if error_mode {
             return Verdict::Fail(Box::new(RateLimited::new(denial.retry_after())));
@@ -274,23 +322,23 @@ impl<St: Store, K> Shared<St, K> {
         headers::ensure_retry_after(res.headers_mut(), denial.retry_after());
         headers::write(
             self.headers,
-            self.policy_header(policies),
+            self.ietf_consts(policies),
             denial.decisions(),
             res.headers_mut(),
         );
         Verdict::Respond(Box::new(res))
     }
 
-    /// The `RateLimit-Policy` value of the layer's own policies, worked out once: it
-    /// depends on nothing but the policies. `None` for any other list, or another style.
-    fn policy_header(&self, policies: &[Policy]) -> Option<HeaderValue> {
+    /// The IETF values of the layer's own policies, worked out once: they depend on
+    /// nothing but the policies. `None` for any other list, or another style.
+    fn ietf_consts(&self, policies: &[Policy]) -> Option<&'static IetfConsts> {
         if self.headers != HeaderStyle::Ietf || !std::ptr::eq(policies, &*self.policies) {
             return None;
         }
-        let value = self
-            .policy_header
-            .get_or_init(|| headers::ietf_policy_value(policies));
-        Some(value.clone())
+        Some(
+            self.ietf_consts
+                .get_or_init(|| headers::ietf_consts(policies)),
+        )
     }
 
     fn store_failed(&self, error: floodwall_core::Error, error_mode: bool) -> Verdict {
@@ -325,9 +373,18 @@ impl<St: Store, K> Shared<St, K> {
     }
 
     /// Notes that the store answered, logging the end of an outage once.
+    #[inline]
     fn store_answered(&self) {
-        if self.store_down.load(Ordering::Relaxed) && self.store_down.swap(false, Ordering::Relaxed)
-        {
+        if self.store_down.load(Ordering::Relaxed) {
+            self.store_is_back();
+        }
+    }
+
+    /// The store answers again after failing: logged once, by whichever request sees it.
+    #[cold]
+    #[inline(never)]
+    fn store_is_back(&self) {
+        if self.store_down.swap(false, Ordering::Relaxed) {
             tracing::info!(target: "floodwall", "rate-limit store answers again");
         }
     }

@@ -504,3 +504,48 @@ fn extractors_and_closures_compose() {
     fn is_extractor(_: impl ExtractKey) {}
     is_extractor(Global.and(|req: &Parts| Some(req.method.as_str().to_owned())));
 }
+
+/// A layer reads the key from the whole request unless it needs the request's parts (for a
+/// cost, a chooser or a closure extractor): both ways must answer alike, admitted and
+/// refused, in every header style and with several policies.
+#[tokio::test]
+async fn the_whole_request_and_its_parts_get_the_same_answers() {
+    let styles = [HeaderStyle::Ietf, HeaderStyle::GitHub, HeaderStyle::None];
+    for style in styles {
+        for policies in [1, 2] {
+            let layer = |store| {
+                let layer =
+                    RateLimitLayer::new(store, gcra("per-ip", "3/s burst 4")).headers(style);
+                if policies == 2 {
+                    layer.and_policy(gcra("slow", "5/min"))
+                } else {
+                    layer
+                }
+            };
+            let whole = layer(store().0).layer(hello());
+            let parts = layer(store().0).cost(|_: &Parts| 1).layer(hello());
+            let closure = layer(store().0)
+                .key(|req: &Parts| {
+                    req.extensions
+                        .get::<std::net::SocketAddr>()
+                        .map(|a| [vec![4], a.ip().to_string().into_bytes()].concat())
+                })
+                .layer(hello());
+            for _ in 0..7 {
+                let a = whole.clone().oneshot(from("192.0.2.1")).await.unwrap();
+                let b = parts.clone().oneshot(from("192.0.2.1")).await.unwrap();
+                let c = closure.clone().oneshot(from("192.0.2.1")).await.unwrap();
+                for other in [&b, &c] {
+                    assert_eq!(a.status(), other.status(), "{style:?}, {policies} policies");
+                    let mut headers = a.headers().clone();
+                    let mut other_headers = other.headers().clone();
+                    // Unix time, read as each response is written.
+                    headers.remove("x-ratelimit-reset");
+                    other_headers.remove("x-ratelimit-reset");
+                    assert_eq!(headers, other_headers, "{style:?}, {policies} policies");
+                }
+                assert_eq!(text(a).await, text(b).await);
+            }
+        }
+    }
+}

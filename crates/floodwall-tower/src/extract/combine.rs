@@ -1,5 +1,6 @@
 //! Combining extractors: both keys, or the first that succeeds.
 
+use http::Request;
 use http::request::Parts;
 
 use super::{ExtractKey, KeyError};
@@ -32,6 +33,26 @@ impl<A: ExtractKey, B: ExtractKey> ExtractKey for Pair<A, B> {
         key.write_at(at, &len.to_be_bytes());
         self.second.extract(req, key)
     }
+
+    fn extract_request<R>(&self, req: &Request<R>, key: &mut Key) -> Option<Result<(), KeyError>> {
+        let at = key.len();
+        key.extend_from_slice(&[0, 0]);
+        // As `extract` does, on the whole request; `None` from either undoes what was written.
+        let first = self.first.extract_request(req, key);
+        let Some(Ok(())) = first else {
+            if first.is_none() {
+                key.truncate(at);
+            }
+            return first;
+        };
+        let len = u16::try_from(key.len() - at - 2).unwrap_or(u16::MAX);
+        key.write_at(at, &len.to_be_bytes());
+        let second = self.second.extract_request(req, key);
+        if second.is_none() {
+            key.truncate(at);
+        }
+        second
+    }
 }
 
 /// A fallback: the first extractor's key, or the second's when the first has none.
@@ -62,6 +83,27 @@ impl<A: ExtractKey, B: ExtractKey> ExtractKey for Or<A, B> {
         key.truncate(at);
         key.push(2);
         self.fallback.extract(req, key)
+    }
+
+    fn extract_request<R>(&self, req: &Request<R>, key: &mut Key) -> Option<Result<(), KeyError>> {
+        let at = key.len();
+        key.push(1);
+        // As `extract` does, on the whole request; `None` from either undoes what was written.
+        match self.primary.extract_request(req, key) {
+            Some(Ok(())) => return Some(Ok(())),
+            Some(Err(_)) => {}
+            None => {
+                key.truncate(at);
+                return None;
+            }
+        }
+        key.truncate(at);
+        key.push(2);
+        let fallback = self.fallback.extract_request(req, key);
+        if fallback.is_none() {
+            key.truncate(at);
+        }
+        fallback
     }
 }
 

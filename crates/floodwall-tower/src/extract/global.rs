@@ -1,5 +1,6 @@
 //! One key for every request.
 
+use http::Request;
 use http::request::Parts;
 
 use super::{ExtractKey, KeyError};
@@ -14,5 +15,10 @@ impl ExtractKey for Global {
     fn extract(&self, _req: &Parts, key: &mut Key) -> Result<(), KeyError> {
         key.extend_from_slice(b"global");
         Ok(())
+    }
+
+    fn extract_request<B>(&self, _req: &Request<B>, key: &mut Key) -> Option<Result<(), KeyError>> {
+        key.extend_from_slice(b"global");
+        Some(Ok(()))
     }
 }

@@ -3,9 +3,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use http::StatusCode;
 use http::header::{AUTHORIZATION, HeaderName};
 use http::request::Parts;
+use http::{HeaderMap, Request, StatusCode};
 use sha2::{Digest, Sha256};
 
 use super::{ExtractKey, KeyError};
@@ -57,9 +57,9 @@ impl HeaderKey {
     }
 }
 
-impl ExtractKey for HeaderKey {
-    fn extract(&self, req: &Parts, key: &mut Key) -> Result<(), KeyError> {
-        let value = req.headers.get(&self.name).map(|v| v.as_bytes());
+impl HeaderKey {
+    fn key_of(&self, headers: &HeaderMap, key: &mut Key) -> Result<(), KeyError> {
+        let value = headers.get(&self.name).map(|v| v.as_bytes());
         let secret = if self.bearer {
             value.and_then(bearer_token)
         } else {
@@ -80,6 +80,16 @@ impl ExtractKey for HeaderKey {
         hash.update(secret);
         key.extend_from_slice(&hash.finalize());
         Ok(())
+    }
+}
+
+impl ExtractKey for HeaderKey {
+    fn extract(&self, req: &Parts, key: &mut Key) -> Result<(), KeyError> {
+        self.key_of(&req.headers, key)
+    }
+
+    fn extract_request<B>(&self, req: &Request<B>, key: &mut Key) -> Option<Result<(), KeyError>> {
+        Some(self.key_of(req.headers(), key))
     }
 }
 

@@ -2,10 +2,10 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use http::StatusCode;
 use http::request::Parts;
+use http::{Request, StatusCode};
 
-use super::{ExtractKey, KeyError};
+use super::{ExtractKey, Head, KeyError};
 use crate::Key;
 
 /// The IPv6 prefix length clients are keyed by unless told otherwise: one /64 is what a
@@ -62,12 +62,24 @@ impl Default for PeerIp {
     }
 }
 
+impl PeerIp {
+    #[inline]
+    fn key_of(&self, req: &impl Head, key: &mut Key) -> Result<(), KeyError> {
+        let ip = peer_ip(req).ok_or_else(missing_peer)?;
+        write_ip(ip, self.v4_prefix, self.v6_prefix, key);
+        Ok(())
+    }
+}
+
 impl ExtractKey for PeerIp {
     #[inline]
     fn extract(&self, req: &Parts, key: &mut Key) -> Result<(), KeyError> {
-        let ip = peer_addr(req).ok_or_else(missing_peer)?;
-        write_ip(ip, self.v4_prefix, self.v6_prefix, key);
-        Ok(())
+        self.key_of(req, key)
+    }
+
+    #[inline]
+    fn extract_request<B>(&self, req: &Request<B>, key: &mut Key) -> Option<Result<(), KeyError>> {
+        Some(self.key_of(req, key))
     }
 }
 
@@ -84,7 +96,13 @@ pub(crate) fn missing_peer() -> KeyError {
 /// (see [`PeerIp`]).
 #[inline]
 pub fn peer_addr(req: &Parts) -> Option<IpAddr> {
-    let ext = &req.extensions;
+    peer_ip(req)
+}
+
+/// [`peer_addr`] of a request whole or taken apart.
+#[inline]
+pub(crate) fn peer_ip(req: &impl Head) -> Option<IpAddr> {
+    let ext = req.extensions();
     #[cfg(feature = "axum")]
     if let Some(info) = ext.get::<axum::extract::ConnectInfo<SocketAddr>>() {
         return Some(info.0.ip());
@@ -103,7 +121,7 @@ pub fn peer_addr(req: &Parts) -> Option<IpAddr> {
 }
 
 /// Writes `ip` masked to its prefix: a family tag, then only the prefix's bytes.
-#[inline]
+#[inline(always)]
 pub(crate) fn write_ip(ip: IpAddr, v4_prefix: u8, v6_prefix: u8, key: &mut Key) {
     // Built in a fixed buffer and appended at once: this runs for every request.
     let mut buf = [0u8; 17];

@@ -4,13 +4,13 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use http::HeaderMap;
 use http::header::{FORWARDED, HeaderName};
 use http::request::Parts;
+use http::{HeaderMap, Request};
 use ipnet::IpNet;
 
-use super::ip::{DEFAULT_V6_PREFIX, missing_peer, peer_addr, write_ip};
-use super::{ExtractKey, KeyError};
+use super::ip::{DEFAULT_V6_PREFIX, missing_peer, peer_ip, write_ip};
+use super::{ExtractKey, Head, KeyError};
 use crate::Key;
 
 /// The most hops walked back through a forwarding header; past that, the request is keyed
@@ -98,7 +98,20 @@ impl ClientIp {
     /// The client's address for this request, as the key is built from it, or `None`
     /// without a peer address. Useful for logging.
     pub fn client_ip(&self, req: &Parts) -> Option<IpAddr> {
-        peer_addr(req).map(|peer| self.resolve(peer, &req.headers))
+        self.client_ip_of(req)
+    }
+
+    /// [`client_ip`](Self::client_ip) of a request whole or taken apart.
+    #[inline]
+    fn client_ip_of(&self, req: &impl Head) -> Option<IpAddr> {
+        peer_ip(req).map(|peer| self.resolve(peer, req.headers()))
+    }
+
+    #[inline]
+    fn key_of(&self, req: &impl Head, key: &mut Key) -> Result<(), KeyError> {
+        let ip = self.client_ip_of(req).ok_or_else(missing_peer)?;
+        write_ip(ip, self.v4_prefix, self.v6_prefix, key);
+        Ok(())
     }
 
     fn is_trusted(&self, ip: IpAddr) -> bool {
@@ -144,9 +157,11 @@ impl ClientIp {
 
 impl ExtractKey for ClientIp {
     fn extract(&self, req: &Parts, key: &mut Key) -> Result<(), KeyError> {
-        let ip = self.client_ip(req).ok_or_else(missing_peer)?;
-        write_ip(ip, self.v4_prefix, self.v6_prefix, key);
-        Ok(())
+        self.key_of(req, key)
+    }
+
+    fn extract_request<B>(&self, req: &Request<B>, key: &mut Key) -> Option<Result<(), KeyError>> {
+        Some(self.key_of(req, key))
     }
 }
 

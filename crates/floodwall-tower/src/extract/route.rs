@@ -1,8 +1,9 @@
 //! Method + route: a limit per endpoint.
 
+use http::Request;
 use http::request::Parts;
 
-use super::{ExtractKey, KeyError};
+use super::{ExtractKey, Head, KeyError};
 use crate::Key;
 
 /// Keys requests by method and route: `GET /users/{id}`.
@@ -23,17 +24,28 @@ impl MethodRoute {
     }
 }
 
-impl ExtractKey for MethodRoute {
-    fn extract(&self, req: &Parts, key: &mut Key) -> Result<(), KeyError> {
-        key.extend_from_slice(req.method.as_str().as_bytes());
+impl MethodRoute {
+    fn key_of(req: &impl Head, key: &mut Key) {
+        key.extend_from_slice(req.method().as_str().as_bytes());
         key.push(b' ');
         #[cfg(feature = "axum")]
-        if let Some(matched) = req.extensions.get::<axum::extract::MatchedPath>() {
+        if let Some(matched) = req.extensions().get::<axum::extract::MatchedPath>() {
             key.extend_from_slice(matched.as_str().as_bytes());
-            return Ok(());
+            return;
         }
-        write_normalized(req.uri.path(), key);
+        write_normalized(req.uri().path(), key);
+    }
+}
+
+impl ExtractKey for MethodRoute {
+    fn extract(&self, req: &Parts, key: &mut Key) -> Result<(), KeyError> {
+        Self::key_of(req, key);
         Ok(())
+    }
+
+    fn extract_request<B>(&self, req: &Request<B>, key: &mut Key) -> Option<Result<(), KeyError>> {
+        Self::key_of(req, key);
+        Some(Ok(()))
     }
 }
 
