@@ -22,7 +22,13 @@
 //! chunks'. The whole set runs [`RUNS`] times so the noise is visible; the last table holds
 //! each ratio's median over the runs, which is what BENCHMARKS.md reports against the
 //! targets.
+//!
+//! `SCRIPTS_INSTRUCTIONS=1` counts instructions instead (`instructions.rs`): the same
+//! scripts, keys and arguments on a `redis-server` run under callgrind, which does not
+//! drift with the machine.
 
+mod instructions;
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::collections::HashMap;
@@ -174,6 +180,18 @@ fn main() {
         println!("note: redis-benchmark not found (Debian package redis-tools); nothing to do");
         return;
     }
+    // Counting instructions: the server below runs under callgrind.
+    let counting = match std::env::var_os("SCRIPTS_INSTRUCTIONS") {
+        Some(_) => match instructions::Start::get() {
+            Ok(instructions::Start::Count(wrapper)) => Some(wrapper),
+            Ok(instructions::Start::Ran) => return,
+            Err(note) => {
+                println!("note: {note}; nothing to count");
+                return;
+            }
+        },
+        None => None,
+    };
     // Kept until the end of main: dropping it stops the redis-server.
     let Some(server) = support::redis_or_note("nothing to measure") else {
         return;
@@ -244,6 +262,26 @@ fn main() {
         assert_eq!(&load(text), sha, "SCRIPT LOAD answered another SHA");
     }
     let ref_args = |prefix: &str| vec!["1".to_owned(), format!("{prefix}:__rand_int__")];
+    if let Some(wrapper) = &counting {
+        let mut scripts = vec![
+            instructions::Measured::reference("E1", &e1_sha, ref_args("e1")),
+            instructions::Measured::reference("TIME+GET+SET PX (ref)", &tgs_sha, ref_args("tgs")),
+        ];
+        for (a, both) in algs.iter().zip(&shas) {
+            for case in [Case::Allowed, Case::Denied] {
+                let (sha, _) = &both[case as usize];
+                scripts.push(instructions::Measured {
+                    name: a.name,
+                    case: Some(case.name()),
+                    sha: sha.clone(),
+                    args: args_for(a, case),
+                    target: Some(a.target),
+                });
+            }
+        }
+        instructions::report(&server, wrapper, &scripts);
+        return;
+    }
 
     println!(
         "redis-benchmark -c {CLIENTS} -P {PIPELINE} -r {KEYS}: per script and case, {CHUNKS} \
