@@ -192,7 +192,7 @@ fn layout(params: Parameters) -> Option<Layout> {
 
 /// The Lua source a single check under `params` runs, as a store loads it for the first
 /// parameter sets it meets (the parameters written in), for measuring a script's
-/// cost in Redis directly (`benches/scripts.rs`) or reviewing it: a check of cost 1 on the
+/// cost in Redis directly (`benches/scripts/main.rs`) or reviewing it: a check of cost 1 on the
 /// server's clock is `EVALSHA <sha> 1 <key>`, of cost `c` `EVALSHA <sha> 1 <key> <c>` (an
 /// explicit time, in µs, would follow the cost). `None` for an algorithm this crate has no
 /// script for.
