@@ -66,7 +66,8 @@ impl<St: Store, K, M> RateLimitLayer<St, K, M> {
     /// [`floodwall_core::resilience`]).
     ///
     /// - [`FailMode::local(nodes)`](FailMode::local): decide in this process with
-    ///   `1 / nodes` of each quota (rate-limit headers then show the local share);
+    ///   `1 / nodes` of each quota (`RateLimit` then counts down the local share, while
+    ///   `RateLimit-Policy` still names the fleet's quota);
     /// - [`FailMode::Open`]: let requests through, with the policy's headers;
     /// - [`FailMode::Closed`]: answer with the [store-failure
     ///   responder](Self::on_store_failure) (503 + `Retry-After` by default).

@@ -287,6 +287,60 @@ async fn a_store_failure_is_a_503_not_a_429_unless_failing_open() {
 }
 
 #[tokio::test]
+async fn fail_mode_serves_each_mode_while_the_store_is_down() {
+    use floodwall_core::resilience::FailMode;
+    use tower::Service;
+    // Local: this process decides with half the quota (two nodes); `RateLimit` counts
+    // down that share, `RateLimit-Policy` still names the fleet's quota.
+    let mut local = RateLimitLayer::new(Down, gcra("p", "4/s"))
+        .fail_mode(FailMode::local(2))
+        .layer(hello());
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let res = local
+            .ready()
+            .await
+            .unwrap()
+            .call(from("192.0.2.1"))
+            .await
+            .unwrap();
+        let limit = res.headers().get("ratelimit").cloned();
+        answers.push((res.status(), limit));
+        assert_eq!(res.headers()["ratelimit-policy"], "\"p\";q=4;w=1");
+    }
+    let limit = |v: &str| Some(http::HeaderValue::from_str(v).unwrap());
+    assert_eq!(
+        answers,
+        [
+            (StatusCode::OK, limit("\"p\";r=1;t=1")),
+            (StatusCode::OK, limit("\"p\";r=0;t=1")),
+            (StatusCode::TOO_MANY_REQUESTS, limit("\"p\";r=0;t=1")),
+        ]
+    );
+    // Open: every request goes through.
+    let mut open = RateLimitLayer::new(Down, gcra("p", "1/s"))
+        .fail_mode(FailMode::Open)
+        .layer(hello());
+    for _ in 0..3 {
+        let res = open
+            .ready()
+            .await
+            .unwrap()
+            .call(from("192.0.2.1"))
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+    // Closed: the store-failure response, with when to come back.
+    let closed = RateLimitLayer::new(Down, gcra("p", "1/s"))
+        .fail_mode(FailMode::Closed)
+        .layer(hello());
+    let res = closed.oneshot(from("192.0.2.1")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(res.headers().contains_key("retry-after"));
+}
+
+#[tokio::test]
 async fn a_missing_key_is_refused_skipped_or_falls_back() {
     let (store, _clock) = store();
     let no_peer = || Request::new(Body::empty());
