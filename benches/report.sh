@@ -8,8 +8,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=target/bench-report
 mkdir -p "$out"
-for bench in memory scripts redis http attack verdicts; do
-  if [ "$bench" = memory ]; then features=(); else features=(--features redis); fi
+for bench in memory scripts redis http http_instructions attack verdicts; do
+  case "$bench" in
+    memory) features=() ;;
+    http_instructions) features=(--features tower) ;;
+    *) features=(--features redis) ;;
+  esac
   echo "== cargo bench --bench $bench ${features[*]}"
   cargo bench --bench "$bench" "${features[@]}" 2>&1 | tee "$out/$bench.txt"
 done
