@@ -236,6 +236,8 @@ impl Scripts {
         let map = self.written.pin();
         let script = match map.get(&params) {
             Some(script) => Chosen::Written(Arc::clone(script)),
+            // Checked, then inserted, without a lock: first checks of new parameter sets
+            // racing here can pass the bound by a few, never by more than they are.
             None if map.len() >= self.bound => Chosen::Generic(&SCRIPTS[layout.script]),
             None => Chosen::Written(Arc::clone(map.get_or_insert_with(params, || {
                 Arc::new(Script::new(&single_source(
