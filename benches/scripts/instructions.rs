@@ -214,20 +214,7 @@ fn callgrind_control(server: &RedisServer, option: &str) {
     assert!(status.success(), "callgrind_control {option} failed");
 }
 
-/// `n` calls of `EVALSHA <sha> <args>` over [`KEYS`] keys.
+/// `n` calls of `EVALSHA <sha> <args>` over [`KEYS`] keys, a few at a time.
 fn benchmark(server: &RedisServer, m: &Measured, n: u64) {
-    let out = Command::new("redis-benchmark")
-        .args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
-        .args(["-c", "4", "-P", "8", "-r", &KEYS.to_string()])
-        .args(["-n", &n.to_string(), "-q", "EVALSHA", &m.sha])
-        .args(&m.args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("spawn redis-benchmark");
-    assert!(
-        out.status.success(),
-        "redis-benchmark failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::redis_benchmark_with(server, [4, 8, KEYS], &m.sha, &m.args, n);
 }

@@ -145,10 +145,22 @@ fn usec_per_call(server: &RedisServer, sha: &str, args: &[String], n: u64) -> (f
 
 /// `redis-benchmark` with BASELINES.md's settings: `n` calls of `EVALSHA <sha> <args>`.
 fn redis_benchmark(server: &RedisServer, sha: &str, args: &[String], n: u64) {
+    redis_benchmark_with(server, [CLIENTS, PIPELINE, KEYS], sha, args, n);
+}
+
+/// `n` calls of `EVALSHA <sha> <args>` by `redis-benchmark` with `[clients, pipeline,
+/// keys]` (`-c`, `-P`, `-r`: keys through `__rand_int__`); it does not read the replies.
+fn redis_benchmark_with(
+    server: &RedisServer,
+    [clients, pipeline, keys]: [usize; 3],
+    sha: &str,
+    args: &[String],
+    n: u64,
+) {
     let out = Command::new("redis-benchmark")
         .args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
-        .args(["-c", &CLIENTS.to_string(), "-P", &PIPELINE.to_string()])
-        .args(["-r", &KEYS.to_string(), "-n", &n.to_string(), "-q"])
+        .args(["-c", &clients.to_string(), "-P", &pipeline.to_string()])
+        .args(["-r", &keys.to_string(), "-n", &n.to_string(), "-q"])
         .args(["EVALSHA", sha])
         .args(args)
         .stdout(Stdio::null())
