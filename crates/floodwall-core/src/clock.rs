@@ -62,9 +62,13 @@ impl Anchor {
     fn now_micros(&self) -> u64 {
         // A counter read behind the anchor (another core's counter, slightly off) counts
         // as the anchor itself, as quanta's own deltas do.
-        let ticks = self.clock.raw().saturating_sub(self.raw);
-        let us = (u128::from(ticks) * u128::from(self.us_per_tick)) >> 64;
-        self.wall_us + us as u64
+        self.wall_us + self.ticks_to_micros(self.clock.raw().saturating_sub(self.raw))
+    }
+
+    /// Counter ticks to microseconds: one multiply by the precomputed 64.64 rate.
+    #[inline]
+    fn ticks_to_micros(&self, ticks: u64) -> u64 {
+        ((u128::from(ticks) * u128::from(self.us_per_tick)) >> 64) as u64
     }
 }
 
@@ -110,7 +114,7 @@ impl ManualClock {
 
     /// Moves the clock forward (saturating at `u64::MAX`).
     pub fn advance(&self, by: Duration) {
-        let by = u64::try_from(by.as_micros()).unwrap_or(u64::MAX);
+        let by = crate::store::micros(by);
         let _ = self
             .0
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
@@ -161,7 +165,7 @@ mod tests {
     fn ticks_convert_as_quanta_converts_them() {
         let anchor = Anchor::new();
         for ticks in [0, 1, 999, 1 << 20, 1 << 32, 1 << 40, 1 << 48, SPAN_TICKS] {
-            let ours = ((u128::from(ticks) * u128::from(anchor.us_per_tick)) >> 64) as u64;
+            let ours = anchor.ticks_to_micros(ticks);
             let quanta = anchor.clock.delta_as_nanos(0, ticks) / 1_000;
             // Rounding differs by at most a microsecond, even days of ticks away.
             assert!(ours.abs_diff(quanta) <= 1, "{ticks}: {ours} vs {quanta}");

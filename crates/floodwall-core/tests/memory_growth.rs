@@ -91,10 +91,11 @@ fn a_flood_at_one_frozen_instant_stays_bounded_in_memory() {
 }
 
 #[test]
-fn a_flood_at_one_frozen_instant_stays_bounded() {
+fn a_deny_cache_flood_at_one_frozen_instant_stays_bounded() {
     let _alone = alone();
     // Every entry lapses at the same instant: evictions are all ties, which must be spread
-    // over the table (see the memory store's test of the same name).
+    // over the table (as `a_flood_at_one_frozen_instant_stays_bounded_in_memory` shows for
+    // the memory store).
     let clock = ManualClock::new(T0);
     let store = MemoryStore::builder()
         .max_keys(10_000)

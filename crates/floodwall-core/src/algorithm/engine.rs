@@ -41,19 +41,15 @@ impl Engine {
                 algorithm: algorithm.name(),
             });
         }
-        let within_span = |us: Option<u64>| {
-            us.filter(|&us| us <= span_us())
-                .ok_or(ConfigError::SpanTooLong {
-                    what: "burst x interval",
-                })
+        const TOO_LONG: ConfigError = ConfigError::SpanTooLong {
+            what: "burst x interval",
         };
+        let within_span = |us: Option<u64>| us.filter(|&us| us <= span_us()).ok_or(TOO_LONG);
         // GCRA, and the funnel, which is GCRA underneath (see `leaky_bucket.rs`).
         let gcra = || -> Result<Gcra, ConfigError> {
             Gcra::new(burst, quota.interval_micros()?)
                 .filter(|g| g.tolerance <= span_us())
-                .ok_or(ConfigError::SpanTooLong {
-                    what: "burst x interval",
-                })
+                .ok_or(TOO_LONG)
         };
         Ok(match algorithm {
             Algorithm::Gcra => Self::Gcra(gcra()?),

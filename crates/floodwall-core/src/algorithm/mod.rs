@@ -64,7 +64,8 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
-    /// The largest count a sliding log accepts: its log holds up to `count` entries per key.
+    /// The largest count a sliding log accepts: its log holds up to about twice `count`
+    /// entries per key.
     pub const SLIDING_LOG_MAX_ENTRIES: u64 = 10_000;
 
     /// The most buckets a sliding window may cut its period into.

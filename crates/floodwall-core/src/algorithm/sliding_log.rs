@@ -4,8 +4,10 @@
 //! Unlike the seeds, a denied request is not logged (it consumed nothing), and requests of
 //! the same microsecond share one entry (the seeds' members collided instead).
 //!
-//! Memory: up to `count` entries per key (16 bytes each in memory; in a Redis sorted set one
-//! member of about 36 bytes per admitted unit), which is why counts above
+//! Memory: up to about twice `count` entries per key, since entries that left the window
+//! stay until an admission reaches a later cell of the trimming grid (16 bytes each in
+//! memory; in a Redis sorted set one member of about 36 bytes per admitted unit), which is
+//! why counts above
 //! [`Algorithm::SLIDING_LOG_MAX_ENTRIES`](crate::Algorithm::SLIDING_LOG_MAX_ENTRIES) are refused.
 
 use std::collections::VecDeque;
@@ -19,13 +21,11 @@ pub(crate) struct SlidingLog {
     pub(crate) period: u64,
 }
 
-/// Admitted `(time, cost)` entries, in time order, the sum of their costs, and the latest
-/// cell of the trimming grid an admission reached (see [`SlidingLog::decide`]).
+/// Admitted `(time, cost)` entries, in time order, and the sum of their costs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Log {
     pub(crate) entries: VecDeque<(u64, u64)>,
     pub(crate) total: u64,
-    pub(crate) cell: Option<u64>,
 }
 
 impl SlidingLog {
@@ -37,6 +37,13 @@ impl SlidingLog {
         (self.period / 4_000).max(1) * 1_000
     }
 
+    /// The cell of [`grid`](Self::grid) an entry of time `t` reaches: the one holding the
+    /// end of its stay in the window. The newest entry's is the latest any admission
+    /// reached (the Redis script's marker holds the same).
+    fn cell(&self, t: u64) -> u64 {
+        t.saturating_add(self.period) / self.grid()
+    }
+
     /// Decides; `log` changes only when a cost is admitted. A denial or a peek writes
     /// nothing, as in the Redis script.
     ///
@@ -44,7 +51,7 @@ impl SlidingLog {
     /// entries "in the future" still count (stricter, never looser), and the admission is
     /// logged at `now`, in time order. An admission that reaches a later cell of
     /// [`grid`](Self::grid) drops the entries that have left the window, so the log holds
-    /// at most a period and a quarter of entries. After an admission the limit is full
+    /// at most a period and a grid cell of entries (about twice the count). After an admission the limit is full
     /// again a period later: the admission is taken as the newest entry.
     pub(crate) fn decide(&self, log: &mut Log, now: u64, cost: u64) -> Raw {
         // Entries are in time order: the expired ones are a prefix.
@@ -69,17 +76,17 @@ impl SlidingLog {
                 .map_or(0, |&(t, _)| leaves(t))
         };
         let newest = log.entries.range(live_from..).next_back().map(|&(t, _)| t);
-        let reset = if fits && cost > 0 {
+        let write = fits && cost > 0;
+        let reset = if write {
             self.period
         } else {
             newest.map_or(0, leaves)
         };
-        if fits && cost > 0 {
-            let cell = now.saturating_add(self.period) / self.grid();
-            if log.cell.is_none_or(|c| cell > c) {
+        if write {
+            let latest = log.entries.back().map(|&(t, _)| self.cell(t));
+            if latest.is_none_or(|c| self.cell(now) > c) {
                 log.entries.drain(..live_from);
                 log.total = used;
-                log.cell = Some(cell);
             }
             let at = log.entries.partition_point(|&(t, _)| t <= now);
             match at.checked_sub(1).and_then(|i| log.entries.get_mut(i)) {
@@ -146,6 +153,6 @@ mod tests {
         // nothing was dropped; 6.5 ms's does, and drops what has left the window.
         assert!(L.decide(&mut log, 6_500, 1).allowed);
         assert_eq!(log.entries, [(6_500, 1)]);
-        assert_eq!((log.total, log.cell), (1, Some(7)));
+        assert_eq!(log.total, 1);
     }
 }

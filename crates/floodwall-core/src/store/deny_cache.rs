@@ -327,7 +327,7 @@ impl<S: Store> DenyCache<S, SystemClock> {
 impl<C: Clock> DenyCacheBuilder<C> {
     /// The most keys remembered (at least 1); see [`DenyCache`] for what happens at the cap.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = max_keys.max(1);
+        self.max_keys = max_keys;
         self
     }
 

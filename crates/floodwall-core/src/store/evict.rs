@@ -14,7 +14,8 @@ pub(crate) struct Cap {
 }
 
 impl Cap {
-    /// A cap of `max_keys` (at least 1: the builders say so).
+    /// A cap of `max_keys`, at least 1 (as the builders document): the one place it is
+    /// raised.
     pub(crate) fn new(max_keys: usize) -> Self {
         Self {
             max_keys: max_keys.max(1),

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::evict::{Cap, evict_soonest};
-use super::key::{KeyBuf, KeyRef, MapKey};
+use super::key::{KeyRef, MapKey};
 use super::{Store, lock, micros};
 use crate::{Clock, ConfigError, Decision, Error, Policy, SystemClock};
 
@@ -255,7 +255,7 @@ impl<C: Clock> LocalVerdictsBuilder<C> {
     /// The most keys remembered (at least 1); see [`LocalVerdicts`] for what happens at
     /// the cap.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = max_keys.max(1);
+        self.max_keys = max_keys;
         self
     }
 
@@ -505,13 +505,11 @@ impl<S, C: Clock> LocalVerdicts<S, C> {
     }
 
     fn forget(&self, key: &[u8], policy: &Policy) {
-        let buf = KeyBuf::new(key);
-        if let Some(slot) = self
-            .shared
-            .map
-            .pin()
-            .remove(&buf.as_ref(policy.namespace()))
-        {
+        // Keys too long to keep are never stored (see `route`): nothing to hash or drop.
+        let Some(map_key) = KeyRef::short(policy.namespace(), key) else {
+            return;
+        };
+        if let Some(slot) = self.shared.map.pin().remove(&map_key) {
             lock(&slot.verdict).removed = true;
         }
     }

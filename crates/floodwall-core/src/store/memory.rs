@@ -121,7 +121,7 @@ impl Default for MemoryStore {
 impl<C> MemoryStoreBuilder<C> {
     /// The most keys kept (at least 1). See [`MemoryStore`] for what happens at the cap.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = max_keys.max(1);
+        self.max_keys = max_keys;
         self
     }
 
