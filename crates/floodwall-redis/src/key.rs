@@ -21,12 +21,12 @@
 //!   states of different shapes apart: changing a policy's quota starts its keys afresh, as
 //!   the memory store does, instead of reading a window of 250 ms buckets as one of 100 ms.
 //!   It also covers the version of the algorithm's stored format: a release that changes
-//!   what a state looks like in Redis (the token bucket's and the funnel's became one
-//!   integer in format 2, the sliding log became a member per unit of cost in format 3
-//!   and its marker took the newest time as a positive score in format 4, the fixed window
-//!   became one integer in format 2)
-//!   starts those keys afresh, once, instead of refusing them as unreadable until they
-//!   expire.
+//!   what a state looks like in Redis (the token bucket's and the leaky bucket's became
+//!   one integer in format 2; the sliding log became a member per unit of cost, with a `~`
+//!   marker scored −1 − the newest time, in format 3, and a `^` marker scored −1 − the
+//!   latest cell of its TTL grid in format 4; the fixed window became one integer in
+//!   format 2) starts those keys afresh, once, instead of refusing them as unreadable until
+//!   they expire.
 
 use std::fmt::Write as _;
 

@@ -13,9 +13,9 @@
 //! A single check's script has its policy's parameters written into its text ([`Scripts`]):
 //! each argument costs Redis a string and the script a `tonumber`, together about a fifth
 //! of an empty script call, so a check of cost 1 on the server's clock sends no argument.
-//! A store writes a bounded number of parameter sets so (`RedisStoreBuilder::written_scripts`);
-//! checks under any more run the algorithm's generic script, which reads them from `ARGV`,
-//! as batches always do.
+//! A store writes scripts so for a bounded number of parameter sets
+//! (`RedisStoreBuilder::written_scripts`); checks under any more run the algorithm's
+//! generic script, which reads the parameters from `ARGV`, as batches always do.
 
 use std::sync::{Arc, LazyLock};
 
@@ -190,12 +190,11 @@ fn layout(params: Parameters) -> Option<Layout> {
     })
 }
 
-/// The Lua source a single check under `params` runs, as a store loads it for the first
-/// parameter sets it meets (the parameters written in), for measuring a script's
-/// cost in Redis directly (`benches/scripts/main.rs`) or reviewing it: a check of cost 1 on the
-/// server's clock is `EVALSHA <sha> 1 <key>`, of cost `c` `EVALSHA <sha> 1 <key> <c>` (an
-/// explicit time, in µs, would follow the cost). `None` for an algorithm this crate has no
-/// script for.
+/// The script with `params` written in, as a store loads it for the first parameter sets
+/// it meets: for measuring a script's cost in Redis directly (`benches/scripts/main.rs`)
+/// or reviewing it. A check of cost 1 on the server's clock is `EVALSHA <sha> 1 <key>`, of
+/// cost `c` `EVALSHA <sha> 1 <key> <c>` (an explicit time, in µs, would follow the cost).
+/// `None` for an algorithm this crate has no script for.
 pub fn script_for(params: Parameters) -> Option<String> {
     layout(params).map(|l| single_source(l.script, Some(&l.args)))
 }
@@ -205,7 +204,9 @@ pub fn script_for(params: Parameters) -> Option<String> {
 /// the bound keeps policies made on the fly (a quota per tenant) from filling Redis's
 /// script cache, which nothing empties.
 pub(crate) struct Scripts {
-    written: papaya::HashMap<Parameters, Arc<Script>>,
+    /// By what the text depends on: the script and its parameters (so the leaky bucket
+    /// shares its GCRA twin's).
+    written: papaya::HashMap<(usize, [u64; 3]), Arc<Script>, ahash::RandomState>,
     bound: usize,
 }
 
@@ -225,7 +226,9 @@ impl Scripts {
     /// Scripts of their own for up to `bound` parameter sets.
     pub(crate) fn new(bound: usize) -> Self {
         Self {
-            written: papaya::HashMap::new(),
+            written: papaya::HashMap::builder()
+                .hasher(ahash::RandomState::new())
+                .build(),
             bound,
         }
     }
@@ -234,12 +237,13 @@ impl Scripts {
     pub(crate) fn single(&self, params: Parameters) -> Option<Single> {
         let layout = layout(params)?;
         let map = self.written.pin();
-        let script = match map.get(&params) {
+        let text_of = (layout.script, layout.args);
+        let script = match map.get(&text_of) {
             Some(script) => Chosen::Written(Arc::clone(script)),
             // Checked, then inserted, without a lock: first checks of new parameter sets
             // racing here can pass the bound by a few, never by more than they are.
             None if map.len() >= self.bound => Chosen::Generic(&SCRIPTS[layout.script]),
-            None => Chosen::Written(Arc::clone(map.get_or_insert_with(params, || {
+            None => Chosen::Written(Arc::clone(map.get_or_insert_with(text_of, || {
                 Arc::new(Script::new(&single_source(
                     layout.script,
                     Some(&layout.args),
@@ -277,23 +281,19 @@ impl Single {
         };
         let mut inv = script.prepare_invoke();
         inv.key(key);
-        match self.script {
-            Chosen::Written(_) => {
-                if cost != 1 || now.is_some() {
-                    inv.arg(cost);
-                }
-            }
-            Chosen::Generic(_) => {
-                inv.arg(cost);
-                for a in &self.layout.args[..PARAMS[self.layout.script]] {
-                    inv.arg(a);
-                }
-            }
-        }
-        if let Some(now) = now {
-            inv.arg(now);
+        for a in self.args(now, cost) {
+            inv.arg(a);
         }
         inv
+    }
+
+    /// The `ARGV` of [`invocation`](Self::invocation).
+    fn args(&self, now: Option<u64>, cost: u64) -> impl Iterator<Item = u64> + '_ {
+        let (cost, params): (Option<u64>, &[u64]) = match self.script {
+            Chosen::Written(_) => ((cost != 1 || now.is_some()).then_some(cost), &[]),
+            Chosen::Generic(_) => (Some(cost), &self.layout.args[..PARAMS[self.layout.script]]),
+        };
+        cost.into_iter().chain(params.iter().copied()).chain(now)
     }
 }
 
@@ -390,22 +390,17 @@ mod tests {
         let scripts = Scripts::new(4);
         let p = &every_policy()[0];
         let single = scripts.single(p.parameters()).unwrap();
-        // Its Debug shows how many arguments it carries.
-        let args = |now, cost| {
-            let inv = format!("{:?}", single.invocation(b"k", now, cost));
-            inv.split("args: ").nth(1).unwrap()[..1]
-                .parse::<usize>()
-                .unwrap()
-        };
-        assert_eq!(args(None, 1), 0);
-        assert_eq!(args(None, 3), 1);
-        assert_eq!(args(Some(5), 1), 2);
+        let args = |now, cost| single.args(now, cost).collect::<Vec<_>>();
+        assert_eq!(args(None, 1), []);
+        assert_eq!(args(None, 3), [3]);
+        assert_eq!(args(Some(5), 1), [1, 5]);
+        // The generic script is sent the cost and the parameters (GCRA: two).
         let generic = Single {
             script: Chosen::Generic(&SCRIPTS[0]),
             layout: single.layout,
         };
-        let inv = format!("{:?}", generic.invocation(b"k", None, 1));
-        assert!(inv.contains("args: 3"), "{inv}");
+        let sent: Vec<u64> = generic.args(None, 1).collect();
+        assert_eq!(sent, [1, single.layout.args[0], single.layout.args[1]]);
         assert_eq!(scripts.written(), 1);
         // The same parameters share the script.
         scripts.single(p.parameters()).unwrap();

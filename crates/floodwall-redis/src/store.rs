@@ -513,7 +513,7 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// For how many policies' parameters (default
+    /// For how many parameter sets (distinct quotas per algorithm; default
     /// [`DEFAULT_WRITTEN_SCRIPTS`](RedisStore::DEFAULT_WRITTEN_SCRIPTS)) the store loads a
     /// script of their own, with the parameters written in: a check of cost 1 then sends
     /// no argument, which costs Redis about a fifth less CPU per check for GCRA and the
@@ -523,6 +523,8 @@ impl RedisStoreBuilder {
     /// fly, a quota per tenant say, are what this bound is for; 0 always sends arguments.
     ///
     /// ```
+    /// // At most 16 parameter sets get a script of their own; checks under more send
+    /// // their parameters to the algorithm's generic script.
     /// let b = floodwall_redis::RedisStore::builder().written_scripts(16);
     /// ```
     pub fn written_scripts(mut self, n: usize) -> Self {

@@ -6,7 +6,8 @@
 -- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
 -- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`,
 -- `@reply` (a single check's answer).
--- Cost: TIME + GET (+ when admitted: INCRBY in the same window, SET PX in a new one).
+-- Cost: TIME + GET (+ when admitted: INCRBY in the same window, SET PX in a new one; the
+-- '<index> <used>' form: SET KEEPTTL in the same window).
 local limit, period = {p1}, {p2}
 local m = limit + 1
 -- `left`: the µs to the window's end.
@@ -19,7 +20,7 @@ if stored then
   local i, u
   local v = tonumber(stored)
   if v then
-    if not (v >= 0 and v <= 9007199254740992 and v % 1 == 0) then
+    if not (v >= 0 and v <= EXACT and v % 1 == 0) then
       return redis.error_reply(BAD)
     end
     u = v % m
@@ -48,17 +49,13 @@ else
   allowed, remaining, retry, reset = 0, limit - used, left, left
 end
 -- @save
--- The state lives until its window ends: only a new window sets the TTL. Whether it packs
--- depends on the window index and the limit only, so a window keeps its form.
-if (index + 1) * m > 9007199254740992 then
-  local pair = string.format('%d %d', index, used)
-  if same then
-    redis.call('SET', KEYS[1], pair, 'KEEPTTL')
-  else
-    redis.call('SET', KEYS[1], pair, 'PX',
-      string.format('%d', (left + 999 - (left + 999) % 1000) / 1000 + 1 + slack))
-  end
-elseif same then
+-- Whether the state packs depends on the window index and the limit only, so a window
+-- keeps its form: in the same window a packed state takes the admitted units by INCRBY
+-- (the cost's own argument for a single check; a batch's sum is formatted); otherwise the
+-- state is written whole, keeping its TTL in the same window, and a new window sets the
+-- TTL to its end.
+local packs = (index + 1) * m <= EXACT
+if packs and same then
   local delta = used - loaded
   if delta == cost then
     redis.call('INCRBY', KEYS[1], cost_arg)
@@ -66,14 +63,24 @@ elseif same then
     redis.call('INCRBY', KEYS[1], string.format('%d', delta))
   end
 else
-  redis.call('SET', KEYS[1], string.format('%d', index * m + used), 'PX',
-    string.format('%d', (left + 999 - (left + 999) % 1000) / 1000 + 1 + slack))
+  local value
+  if packs then
+    value = string.format('%d', index * m + used)
+  else
+    value = string.format('%d %d', index, used)
+  end
+  if same then
+    redis.call('SET', KEYS[1], value, 'KEEPTTL')
+  else
+    redis.call('SET', KEYS[1], value, 'PX',
+      string.format('%d', math.floor((left + 999) / 1000) + 1 + slack))
+  end
 end
 -- @reply
 -- One integer when it fits: used x (period + 1) + the µs to the window's end, negated
 -- (-1 - x) when refused; src/reply.rs works out the rest. A clock behind the state, or a
 -- window too large to pack below 2^53, answers with the four-integer string.
-if left <= period and m * (period + 1) <= 9007199254740992 then
+if left <= period and m * (period + 1) <= EXACT then
   if allowed == 1 then return used * (period + 1) + left end
   return -1 - (used * (period + 1) + left)
 end

@@ -29,3 +29,5 @@ end
 -- PX. The cell is worked out from the state read, so nothing more is stored; a key lives at
 -- most a cell (+ 1 ms for the server's millisecond clock) longer than its state needs.
 local BAD = 'FLOODWALL unreadable rate-limit state; delete the key or reset it'
+-- 2^53: integers up to it are exact in Lua's doubles; a packed answer must stay below it.
+local EXACT = 9007199254740992

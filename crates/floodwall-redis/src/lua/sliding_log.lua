@@ -10,9 +10,11 @@
 -- dropped (PEXPIRE, ZREMRANGEBYSCORE), so no check reads the newest time. A refusal reads
 -- the unit whose leaving makes room (ZRANGEBYSCORE .. LIMIT k-1 1) and the newest unit
 -- (ZRANGE -1 -1) when that is another; a member's time is read from its name.
--- Cost: TIME + ZCOUNT (+ ZADD when admitted; + ZSCORE, and EXISTS for a new log, when no
--- unit is in the window: a sorted set without the marker is someone else's and refused;
--- + ZRANGEBYSCORE [ZRANGE] when refused, ZRANGE for a peek of a log in use).
+-- Cost: TIME + ZCOUNT (+ ZADD when admitted, one more per further 1,000 units, and
+-- PEXPIRE + ZREMRANGEBYSCORE when the marker moves to a new cell; + ZSCORE, and EXISTS for
+-- a new log, when no unit is in the window: a sorted set without the marker is someone
+-- else's and refused; + ZRANGEBYSCORE [ZRANGE] when refused, ZRANGE for a peek of a log
+-- in use).
 -- The answer: when admitted, one integer (src/reply.rs) if it packs below 2^53; else, and
 -- when refused, one string 'allowed remaining retry_after_us reset_after_us'.
 local limit, period = {p1}, {p2}
@@ -31,7 +33,7 @@ if used + cost <= limit then
       if not newest then return redis.error_reply(BAD) end
       reset = newest + period - now
     end
-    if reset <= period and (limit + 1) * (period + 1) <= 9007199254740992 then
+    if reset <= period and (limit + 1) * (period + 1) <= EXACT then
       return (limit - used) * (period + 1) + reset
     end
     return string.format('1 %d 0 %d', limit - used, reset)
@@ -87,7 +89,7 @@ if used + cost <= limit then
   end
   -- Admitted: one integer when it fits, remaining x (period + 1) + reset (src/reply.rs);
   -- the admission is taken as the newest unit, so the limit is full a period from now.
-  if (limit + 1) * (period + 1) <= 9007199254740992 then
+  if (limit + 1) * (period + 1) <= EXACT then
     return (limit - used - cost) * (period + 1) + period
   end
   return string.format('1 %d 0 %d', limit - used - cost, period)

@@ -40,14 +40,15 @@ if sum + cost <= limit then
       redis.call('HDEL', KEYS[1], unpack(gone))
     end
     if redis.call('HINCRBY', KEYS[1], string.format('%d', bucket), cost_arg) == cost then
-      redis.call('PEXPIRE', KEYS[1], string.format('%d', math.floor((reset + 999) / 1000) + 1 + slack))
+      redis.call('PEXPIRE', KEYS[1],
+        string.format('%d', math.floor((reset + 999) / 1000) + 1 + slack))
     end
   elseif newest then
     reset = (newest + n) * precision - now
   end
   -- Admitted: one integer when it fits, remaining x (period + 1) + reset (src/reply.rs).
   local period = n * precision
-  if reset <= period and (limit + 1) * (period + 1) <= 9007199254740992 then
+  if reset <= period and (limit + 1) * (period + 1) <= EXACT then
     return (limit - sum - cost) * (period + 1) + reset
   end
   return string.format('1 %d 0 %d', limit - sum - cost, reset)
@@ -76,8 +77,9 @@ end
 -- Packed: what remains, how many buckets back the newest and `first` are, and the µs to
 -- the current bucket's end (more than a bucket when the clock is behind: the string).
 local ends = (bucket + 1) * precision - now
-if ends <= precision and (limit + 1) * n * n * (precision + 1) <= 9007199254740992 then
-  return -1 - ((((limit - sum) * n + bucket - newest) * n + bucket - first) * (precision + 1) + ends)
+if ends <= precision and (limit + 1) * n * n * (precision + 1) <= EXACT then
+  local back = ((limit - sum) * n + bucket - newest) * n + bucket - first
+  return -1 - (back * (precision + 1) + ends)
 end
 return string.format('0 %d %d %d', limit - sum, (first + n) * precision - now,
   (newest + n) * precision - now)

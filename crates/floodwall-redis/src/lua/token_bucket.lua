@@ -65,7 +65,7 @@ end
 -- when refused; src/reply.rs works out the rest. A clock behind the state that owes more
 -- than the capacity, or a bucket too large to pack below 2^53, answers with the
 -- four-integer string.
-if owed <= capacity and (capacity + 1) * tick_len <= 9007199254740992 then
+if owed <= capacity and (capacity + 1) * tick_len <= EXACT then
   local x = (capacity - owed) * tick_len + now - tick * tick_len
   if allowed == 1 then return x end
   return -1 - x
