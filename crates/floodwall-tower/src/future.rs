@@ -13,7 +13,7 @@ use tower_service::Service;
 
 use crate::body::RejectionBody;
 use crate::headers::Fields;
-use crate::shared::Verdict;
+use crate::shared::{Refusal, Verdict};
 use crate::{RejectWithError, RejectWithResponse};
 
 /// The store's decision, boxed: a store's future borrows the store, the key and the
@@ -42,8 +42,8 @@ pin_project! {
         Checking { check: CheckFuture, inner: Option<(S, Request<B>)> },
         // Allowed (or not limited): waiting for the inner service.
         Calling { #[pin] future: F },
-        // Refused before any store call (no key).
-        Refused { verdict: Option<Verdict> },
+        // Refused before any store call had to be waited for.
+        Refused { refusal: Option<Refusal> },
     }
 }
 
@@ -67,9 +67,10 @@ where
         }
     }
 
-    pub(crate) fn refused(verdict: Verdict) -> Self {
+    #[inline(never)]
+    pub(crate) fn refused(refusal: Refusal) -> Self {
         Self::new(State::Refused {
-            verdict: Some(verdict),
+            refusal: Some(refusal),
         })
     }
 
@@ -82,35 +83,25 @@ where
         }
     }
 
-    /// Moves the state on until the request is admitted (`Ready(None)`: the state is
-    /// `Calling` now) or refused (`Ready(Some(verdict))`).
+    /// Waits for the store's decision: the inner service's future if it admits the request
+    /// (its headers are in `report` now), else the refusal.
     #[inline(never)]
-    fn poll_decision(
-        mut state: Pin<&mut State<S::Future, S, B>>,
+    fn poll_check(
+        check: &mut CheckFuture,
+        inner: &mut Option<(S, Request<B>)>,
         report: &mut Option<Fields>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Verdict>> {
-        let verdict = match state.as_mut().project() {
-            StateProj::Checking { check, inner } => {
-                let verdict = ready!(check.as_mut().poll(cx));
-                if let Verdict::Proceed(admitted) = verdict {
-                    let (mut svc, req) = inner
-                        .take()
-                        .expect("ResponseFuture polled after completion");
-                    *report = admitted;
-                    let future = svc.call(req);
-                    state.set(State::Calling { future });
-                    return Poll::Ready(None);
-                }
-                verdict
+    ) -> Poll<Result<S::Future, Refusal>> {
+        Poll::Ready(match ready!(check.as_mut().poll(cx)) {
+            Verdict::Proceed(admitted) => {
+                let (mut svc, req) = inner
+                    .take()
+                    .expect("ResponseFuture polled after completion");
+                *report = admitted;
+                Ok(svc.call(req))
             }
-            StateProj::Refused { verdict } => verdict
-                .take()
-                .expect("ResponseFuture polled after completion"),
-            // The caller polls `Calling` itself.
-            StateProj::Calling { .. } => return Poll::Ready(None),
-        };
-        Poll::Ready(Some(verdict))
+            Verdict::Refuse(refusal) => Err(refusal),
+        })
     }
 }
 
@@ -128,6 +119,24 @@ fn internal_error() -> Response<Bytes> {
     res
 }
 
+/// Polls the inner service's future: where every admitted request ends, its response as
+/// it comes with the headers added in place.
+#[inline(always)]
+fn poll_calling<F, ResB, E>(
+    future: Pin<&mut F>,
+    report: &mut Option<Fields>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<Response<ResB>, E>>
+where
+    F: Future<Output = Result<Response<ResB>, E>>,
+{
+    let mut poll = future.poll(cx);
+    if let Poll::Ready(Ok(res)) = &mut poll {
+        add_headers(report, res);
+    }
+    poll
+}
+
 impl<S, B, ResB> Future for ResponseFuture<S, B, RejectWithResponse>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
@@ -139,25 +148,24 @@ where
         let this = self.project();
         let (mut state, report) = (this.state, this.report);
         loop {
-            // Every admitted request ends here: the inner service's poll, as it is, and the
-            // headers added to its response in place.
-            if let StateProj::Calling { future } = state.as_mut().project() {
-                let mut poll = future.poll(cx);
-                if let Poll::Ready(Ok(res)) = &mut poll {
-                    add_headers(report, res);
+            let refusal = match state.as_mut().project() {
+                StateProj::Calling { future } => return poll_calling(future, report, cx),
+                StateProj::Checking { check, inner } => {
+                    match ready!(Self::poll_check(check, inner, report, cx)) {
+                        Ok(future) => {
+                            state.set(State::Calling { future });
+                            continue;
+                        }
+                        Err(refusal) => refusal,
+                    }
                 }
-                return poll;
-            }
-            let Some(verdict) = ready!(Self::poll_decision(state.as_mut(), report, cx)) else {
-                continue;
+                StateProj::Refused { refusal } => take_refusal(refusal),
             };
-            return Poll::Ready(Ok(match verdict {
-                Verdict::Respond(res) => res.map(ResB::from_rejection),
-                // A refusal is never an error in this mode, and `Proceed` never gets here;
-                // were either to, answer 500 rather than panic.
-                Verdict::Fail(_) | Verdict::Proceed(_) => {
-                    internal_error().map(ResB::from_rejection)
-                }
+            return Poll::Ready(Ok(match refusal {
+                Refusal::Respond(res) => res.map(ResB::from_rejection),
+                // A refusal is never an error in this mode; were one to be, answer 500
+                // rather than panic.
+                Refusal::Fail(_) => internal_error().map(ResB::from_rejection),
             }));
         }
     }
@@ -174,38 +182,41 @@ where
         let this = self.project();
         let (mut state, report) = (this.state, this.report);
         loop {
-            if let StateProj::Calling { future } = state.as_mut().project() {
-                let mut poll = future.poll(cx);
-                if let Poll::Ready(Ok(res)) = &mut poll {
-                    add_headers(report, res);
+            let refusal = match state.as_mut().project() {
+                StateProj::Calling { future } => {
+                    return poll_calling(future, report, cx).map_err(Into::into);
                 }
-                return poll.map_err(Into::into);
-            }
-            let Some(verdict) = ready!(Self::poll_decision(state.as_mut(), report, cx)) else {
-                continue;
+                StateProj::Checking { check, inner } => {
+                    match ready!(Self::poll_check(check, inner, report, cx)) {
+                        Ok(future) => {
+                            state.set(State::Calling { future });
+                            continue;
+                        }
+                        Err(refusal) => refusal,
+                    }
+                }
+                StateProj::Refused { refusal } => take_refusal(refusal),
             };
-            return Poll::Ready(Err(match verdict {
-                Verdict::Fail(error) => error,
+            return Poll::Ready(Err(match refusal {
+                Refusal::Fail(error) => error,
                 // Every refusal is an error in this mode; were a response to arrive, report
                 // it as one rather than panic.
-                Verdict::Respond(res) => format!(
+                Refusal::Respond(res) => format!(
                     "request refused by the rate limiter with status {}",
                     res.status()
                 )
                 .into(),
-                Verdict::Proceed(_) => internal_error_message(),
             }));
         }
     }
 }
 
-/// What a `Proceed` verdict would be, were one to reach the refusal path.
-fn internal_error_message() -> BoxError {
-    format!(
-        "request refused by the rate limiter with status {}",
-        StatusCode::INTERNAL_SERVER_ERROR
-    )
-    .into()
+/// The refusal a `Refused` state holds, taken once.
+#[inline]
+fn take_refusal(refusal: &mut Option<Refusal>) -> Refusal {
+    refusal
+        .take()
+        .expect("ResponseFuture polled after completion")
 }
 
 impl<S, B, M> std::fmt::Debug for ResponseFuture<S, B, M>

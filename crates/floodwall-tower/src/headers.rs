@@ -75,13 +75,18 @@ const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset
 /// The rate-limit headers of one response, worked out when its request was decided: what
 /// an allowed request's future carries to its response, instead of the policies and
 /// decisions themselves. Kept small (a few words), since every admitted request's future
-/// holds one and moves it about: the values are formatted when the headers are written,
-/// and only a chooser's policies have theirs built and boxed beforehand.
+/// holds one and moves it about.
+///
+/// The usual cases (one policy of the layer's own; GitHub's figures) carry numbers, and
+/// their values are formatted when the headers are written, into this thread's buffer
+/// ([`pooled`]). The others are formatted when the request is decided, each into an
+/// allocation of its own: the value is held for the whole inner call, and a slice of the
+/// shared buffer held that long would keep its whole chunk from being used again.
 pub(crate) enum Fields {
     /// The IETF fields of a layer's own single policy: `RateLimit` is its interned prefix
     /// and these two figures.
     Ietf1 {
-        consts: &'static IetfConsts,
+        one: &'static IetfOne,
         remaining: u64,
         reset: u64,
     },
@@ -90,8 +95,9 @@ pub(crate) enum Fields {
         consts: &'static IetfConsts,
         limit: Bytes,
     },
-    /// The IETF fields of policies a chooser picked for this request: both values built
-    /// for it (boxed: this keeps `Fields` small for the usual cases above).
+    /// The IETF fields of other policies (a chooser's, or a layer's own past the interning
+    /// bound): both values built for this request (boxed: this keeps `Fields` small for
+    /// the usual cases above).
     IetfBuilt(Box<(HeaderValue, Option<HeaderValue>)>),
     /// The most restrictive decision's figures; `X-RateLimit-Reset` is Unix time, read
     /// when the headers are written.
@@ -123,9 +129,9 @@ impl Fields {
                     let limit = HeaderValue::from_maybe_shared(ietf_limit(decisions)).ok();
                     return Some(Self::IetfBuilt(Box::new((policy, limit))));
                 };
-                if consts.limit_prefix.is_some() && rest.next().is_none() {
+                if let (Some(one), None) = (&consts.one, rest.next()) {
                     return Some(Self::Ietf1 {
-                        consts,
+                        one,
                         remaining: first.remaining,
                         reset: ceil_secs(first.reset_after),
                     });
@@ -153,12 +159,12 @@ impl Fields {
     pub(crate) fn write(self, headers: &mut HeaderMap) {
         match self {
             Self::Ietf1 {
-                consts,
+                one,
                 remaining,
                 reset,
             } => {
-                headers.insert(RATELIMIT_POLICY, consts.policy.clone());
-                let prefix = consts.limit_prefix.as_deref().unwrap_or_default();
+                headers.insert(RATELIMIT_POLICY, one.policy.clone());
+                let prefix = &*one.limit_prefix;
                 // The figures are written backwards into one buffer, then appended at once.
                 let mut figures = [0u8; 2 * MAX_DIGITS + 3];
                 let mut at = decimal_before(&mut figures, 2 * MAX_DIGITS + 3, reset);
@@ -222,16 +228,29 @@ pub(crate) fn write(
 pub(crate) struct IetfConsts {
     /// `RateLimit-Policy`, a `'static` value.
     policy: HeaderValue,
-    /// For a single policy, the start of its `RateLimit` value, `"name";r=`; what follows
-    /// is two numbers, written with the response. `None` for several policies.
-    limit_prefix: Option<Box<[u8]>>,
+    /// The values of a single policy; `None` for several.
+    one: Option<IetfOne>,
+}
+
+/// The IETF values that depend on nothing but a layer's own single policy.
+pub(crate) struct IetfOne {
+    /// `RateLimit-Policy`, a `'static` value (the same as its [`IetfConsts`]').
+    policy: HeaderValue,
+    /// The start of its `RateLimit` value, `"name";r=`; what follows is two numbers,
+    /// written with the response.
+    limit_prefix: Box<[u8]>,
 }
 
 /// Every [`IetfConsts`] made so far, by `RateLimit-Policy` value.
 static INTERNED: LazyLock<Mutex<HashMap<&'static str, &'static IetfConsts>>> =
     LazyLock::new(Default::default);
 
-/// The IETF values of a layer's own policies, kept for the life of the process.
+/// The most distinct lists of policies [`INTERNED`] keeps: what it leaks is bounded.
+const MAX_INTERNED: usize = 1024;
+
+/// The IETF values of a layer's own policies, kept for the life of the process; `None`
+/// once [`MAX_INTERNED`] other lists are kept, and the layer builds its values for each
+/// response instead (the same bytes).
 ///
 /// Why `'static`: a header value that lives as long as the process is put on a response by
 /// copying a pointer, while a value built at run time is reference-counted, and counting
@@ -239,13 +258,26 @@ static INTERNED: LazyLock<Mutex<HashMap<&'static str, &'static IetfConsts>>> =
 /// thread serving the layer shares. So each distinct list of policies is formatted once and
 /// kept (about a hundred bytes), deduplicated by value: layers built again with the same
 /// policies (on each configuration reload, in each test) share it. Only a layer's own
-/// policies are interned, never the ones a chooser picks per request, whose number nothing
-/// bounds.
-pub(crate) fn ietf_consts(policies: &[Policy]) -> &'static IetfConsts {
-    let text = ietf_policy_text(policies);
+/// policies are interned, never the ones a chooser picks per request; but a process can
+/// still build layers with ever new policies (a reload per tenant, names or quotas made at
+/// run time), so the number kept is bounded.
+pub(crate) fn ietf_consts(policies: &[Policy]) -> Option<&'static IetfConsts> {
     let mut interned = INTERNED.lock().unwrap_or_else(PoisonError::into_inner);
+    intern(&mut interned, MAX_INTERNED, policies)
+}
+
+/// [`ietf_consts`] in `interned`, keeping at most `max` lists.
+fn intern(
+    interned: &mut HashMap<&'static str, &'static IetfConsts>,
+    max: usize,
+    policies: &[Policy],
+) -> Option<&'static IetfConsts> {
+    let text = ietf_policy_text(policies);
     if let Some(consts) = interned.get(text.as_str()) {
-        return consts;
+        return Some(consts);
+    }
+    if interned.len() >= max {
+        return None;
     }
     let text: &'static str = Box::leak(text.into_boxed_str());
     // Names, digits and punctuation only: always what `from_static` takes (which panics
@@ -256,16 +288,16 @@ pub(crate) fn ietf_consts(policies: &[Policy]) -> &'static IetfConsts {
     } else {
         HeaderValue::from_static("")
     };
-    let limit_prefix = match policies {
-        [policy] => Some(format!("\"{}\";r=", policy.name()).into_bytes().into()),
+    let one = match policies {
+        [one] => Some(IetfOne {
+            policy: policy.clone(),
+            limit_prefix: format!("\"{}\";r=", one.name()).into_bytes().into(),
+        }),
         _ => None,
     };
-    let consts: &'static IetfConsts = Box::leak(Box::new(IetfConsts {
-        policy,
-        limit_prefix,
-    }));
+    let consts: &'static IetfConsts = Box::leak(Box::new(IetfConsts { policy, one }));
     interned.insert(text, consts);
-    consts
+    Some(consts)
 }
 
 /// `RateLimit-Policy` for policies that are not a layer's own (chosen per request).
@@ -303,7 +335,8 @@ fn ietf_policy_text<'a>(policies: impl IntoIterator<Item = &'a Policy>) -> Strin
 }
 
 /// `RateLimit`: what remains now and when each policy is full again, one list member per
-/// decision.
+/// decision. In an allocation of its own, not [`pooled`]: it is formatted when the request
+/// is decided and held through the inner call.
 fn ietf_limit<'a, I>(decisions: I) -> Bytes
 where
     I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
@@ -312,19 +345,19 @@ where
         .clone()
         .map(|(p, _)| p.name().len() + 10 + 2 * MAX_DIGITS)
         .sum();
-    pooled(len, |out| {
-        for (i, (p, d)) in decisions.enumerate() {
-            if i > 0 {
-                out.extend_from_slice(b", ");
-            }
-            out.extend_from_slice(b"\"");
-            out.extend_from_slice(p.name().as_bytes());
-            out.extend_from_slice(b"\";r=");
-            put_decimal(out, d.remaining);
-            out.extend_from_slice(b";t=");
-            put_decimal(out, ceil_secs(d.reset_after));
+    let mut out = BytesMut::with_capacity(len);
+    for (i, (p, d)) in decisions.enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
         }
-    })
+        out.extend_from_slice(b"\"");
+        out.extend_from_slice(p.name().as_bytes());
+        out.extend_from_slice(b"\";r=");
+        put_decimal(&mut out, d.remaining);
+        out.extend_from_slice(b";t=");
+        put_decimal(&mut out, ceil_secs(d.reset_after));
+    }
+    out.freeze()
 }
 
 /// A number as a header value.
@@ -348,30 +381,24 @@ const VALUES_CHUNK: usize = 4096;
 /// The most digits a `u64` has.
 const MAX_DIGITS: usize = 20;
 
-/// The bytes `write` appends (about `max` of them at most), for a header value: cut from
-/// this thread's [`VALUES`].
-fn pooled(max: usize, write: impl FnOnce(&mut BytesMut)) -> Bytes {
-    let mut write = Some(write);
+/// The bytes `write` appends (about `max` of them at most), for a header value written
+/// onto a response at once: cut from this thread's [`VALUES`]. (A value held longer would
+/// keep the chunk it was cut from alive: it gets an allocation of its own.)
+fn pooled(max: usize, write: impl Fn(&mut BytesMut)) -> Bytes {
     let cut = VALUES.try_with(|values| {
         let mut values = values.borrow_mut();
         if values.capacity() < max {
             values.reserve(VALUES_CHUNK.max(max));
         }
-        if let Some(write) = write.take() {
-            write(&mut values);
-        }
+        write(&mut values);
         values.split().freeze()
     });
-    match (cut, write) {
-        (Ok(bytes), _) => bytes,
+    cut.unwrap_or_else(|_| {
         // The thread is exiting and its buffer is gone: a buffer of the value's own.
-        (Err(_), Some(write)) => {
-            let mut own = BytesMut::with_capacity(max);
-            write(&mut own);
-            own.freeze()
-        }
-        (Err(_), None) => Bytes::new(),
-    }
+        let mut own = BytesMut::with_capacity(max);
+        write(&mut own);
+        own.freeze()
+    })
 }
 
 /// Two decimal digits for each number below 100: `00`, `01`, ..., `99`.
@@ -521,7 +548,7 @@ mod tests {
         let mut own = HeaderMap::new();
         write(
             HeaderStyle::Ietf,
-            Some(ietf_consts(&policies)),
+            Some(ietf_consts(&policies).expect("interned")),
             &ds,
             &mut own,
         );
@@ -532,7 +559,7 @@ mod tests {
     fn one_policy_of_its_own_is_written_as_any_other() {
         let name = "n".repeat(Policy::MAX_NAME_LEN);
         let p = Policy::gcra(&name, "10/s burst 12".parse().unwrap()).unwrap();
-        let consts = ietf_consts(std::slice::from_ref(&p));
+        let consts = ietf_consts(std::slice::from_ref(&p)).expect("interned");
         for (remaining, reset) in [
             (0, Duration::ZERO),
             (7, Duration::from_millis(1)),
@@ -560,6 +587,7 @@ mod tests {
     fn the_same_policies_are_interned_once() {
         let a = || Policy::gcra("interned-a", "10/s".parse().unwrap()).unwrap();
         let b = || Policy::gcra("interned-b", "5/min".parse().unwrap()).unwrap();
+        let ietf_consts = |policies: &[Policy]| ietf_consts(policies).expect("interned");
         assert!(std::ptr::eq(ietf_consts(&[a()]), ietf_consts(&[a()])));
         assert!(std::ptr::eq(
             ietf_consts(&[a(), b()]),
@@ -589,6 +617,36 @@ mod tests {
         drop(held);
         // And once all are dropped, the buffer is used again from its start.
         assert_eq!(decimal_value(42), "42");
+        // Where a chunk starts: the first value not cut right after the one before.
+        let at = |v: &HeaderValue| v.as_bytes().as_ptr();
+        let mut held = vec![decimal_value(1_000_000)];
+        let start = loop {
+            let value = decimal_value(1_000_000);
+            let contiguous = at(&value) == at(&held[held.len() - 1]).wrapping_add(7);
+            held.push(value);
+            if !contiguous {
+                break at(&held[held.len() - 1]);
+            }
+        };
+        drop(held);
+        // Values dropped as soon as cut come back round to that start.
+        let reused = (0..2 * VALUES_CHUNK).any(|_| at(&decimal_value(1_000_000)) == start);
+        assert!(reused, "the buffer was not used again from its start");
+    }
+
+    #[test]
+    fn interning_stops_at_its_bound() {
+        let policy = |name: &str| Policy::gcra(name, "10/s".parse().unwrap()).unwrap();
+        let mut interned = HashMap::new();
+        let a = intern(&mut interned, 2, &[policy("bound-a")]).unwrap();
+        let b = intern(&mut interned, 2, &[policy("bound-a"), policy("bound-b")]).unwrap();
+        // Past the bound: nothing new, but what is kept is still found.
+        assert!(intern(&mut interned, 2, &[policy("bound-c")]).is_none());
+        assert_eq!(interned.len(), 2);
+        let again = intern(&mut interned, 2, &[policy("bound-a")]).unwrap();
+        assert!(std::ptr::eq(a, again));
+        let again = intern(&mut interned, 2, &[policy("bound-a"), policy("bound-b")]).unwrap();
+        assert!(std::ptr::eq(b, again));
     }
 
     #[test]

@@ -314,7 +314,8 @@ mod tests {
         assert_eq!(hash(&inline_shorter), hash(&shorter));
     }
 
-    /// Mixed operations, from a fixed seed, crossing the limit both ways many times.
+    /// Mixed operations, from a fixed seed, their length crossing the inline limit both ways
+    /// many times (a key that spilled to the heap stays there).
     #[test]
     fn random_operations_match_a_vec() {
         let mut state = 0x9e37_79b9_7f4a_7c15_u64;

@@ -13,7 +13,7 @@ use crate::body::RejectionBody;
 use crate::choose::Choice;
 use crate::extract::{ExtractKey, KeyError, PeerIp};
 use crate::future::ResponseFuture;
-use crate::shared::{Checked, PolicyList, Shared, Verdict};
+use crate::shared::{Checked, Pending, PolicyList, Shared, Verdict};
 use crate::{Key, RateLimitLayer, RejectWithError, RejectWithResponse};
 
 /// Rate-limits the requests to an inner service; built by [`RateLimitLayer`].
@@ -86,7 +86,7 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
             let mut key = Key::new();
             if let Some(found) = shared.key.extract_request(&req, &mut key) {
                 return match found {
-                    Ok(()) => self.check(req, &mut key, &Choice::Default, 1, error_mode),
+                    Ok(()) => self.check(req, &mut key, Choice::Default, 1, error_mode),
                     Err(error) => self.missing_key(req, error, error_mode),
                 };
             }
@@ -122,7 +122,7 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
         self.check(
             Request::from_parts(parts, body),
             &mut key,
-            &choice,
+            choice,
             cost,
             error_mode,
         )
@@ -135,7 +135,7 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
         &mut self,
         req: Request<B>,
         key: &mut Key,
-        choice: &Choice,
+        choice: Choice,
         cost: u64,
         error_mode: bool,
     ) -> ResponseFuture<S, B, M>
@@ -145,49 +145,43 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
         K: ExtractKey,
     {
         let shared = &*self.shared;
-        let policies: &[Policy] = match choice {
+        let policies: &[Policy] = match &choice {
             Choice::Default | Choice::Skip => &shared.policies,
             Choice::Policy(policy) => std::slice::from_ref(policy),
             Choice::Policies(list) => list,
         };
-        let report = match shared.decide_now(key, policies, cost, error_mode) {
-            Checked::Decided(Verdict::Proceed(report)) => report,
-            checked => return self.not_admitted_yet(req, key, choice, cost, error_mode, checked),
-        };
-        // `self.inner` is the service `poll_ready` made ready: call it in place.
-        ResponseFuture::calling(self.inner.call(req), report)
+        match shared.decide_now(key, policies, cost, error_mode) {
+            // `self.inner` is the service `poll_ready` made ready: call it in place.
+            Checked::Decided(Verdict::Proceed(report)) => {
+                ResponseFuture::calling(self.inner.call(req), report)
+            }
+            // The rest out of line (`refused`, `wait`): not the usual request (though the
+            // usual one under attack, or on Redis).
+            Checked::Decided(Verdict::Refuse(refusal)) => ResponseFuture::refused(refusal),
+            Checked::Waiting(pending) => self.wait(req, key, choice, cost, error_mode, pending),
+        }
     }
 
-    /// A request refused at once, or whose store must be waited for. Out of line: not the
-    /// usual request (though the usual one under attack, or on Redis).
+    /// A request whose store must be waited for: the check runs in a future that owns what
+    /// it borrows.
     #[inline(never)]
-    fn not_admitted_yet<B>(
+    fn wait<B>(
         &mut self,
         req: Request<B>,
         key: &mut Key,
-        choice: &Choice,
+        choice: Choice,
         cost: u64,
         error_mode: bool,
-        checked: Checked,
+        pending: Pending,
     ) -> ResponseFuture<S, B, M>
     where
         S: Service<Request<B>> + Clone,
         St: Store + 'static,
         K: ExtractKey,
     {
-        let pending = match checked {
-            Checked::Decided(Verdict::Proceed(report)) => {
-                return ResponseFuture::calling(self.inner.call(req), report);
-            }
-            Checked::Decided(verdict) => return ResponseFuture::refused(verdict),
-            Checked::Waiting(pending) => pending,
-        };
-        // The store must be waited for: the check runs in a future that owns what it
-        // borrows. Take the ready service for this request and leave a clone to be made
-        // ready for the next one.
         let policies = match choice {
-            Choice::Policy(policy) => PolicyList::One(policy.clone()),
-            Choice::Policies(list) => PolicyList::Many(Arc::clone(list)),
+            Choice::Policy(policy) => PolicyList::One(policy),
+            Choice::Policies(list) => PolicyList::Many(list),
             Choice::Default | Choice::Skip => PolicyList::Many(self.shared.policies.clone()),
         };
         let shared = Arc::clone(&self.shared);
@@ -197,6 +191,8 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
                 .decide_rest(key, policies, cost, error_mode, pending)
                 .await
         });
+        // Take the ready service for this request and leave a clone to be made ready for
+        // the next one.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         ResponseFuture::checking(check, inner, req)
@@ -216,7 +212,7 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
         St: Store,
     {
         match self.shared.missing_key(error, error_mode) {
-            Some(verdict) => ResponseFuture::refused(verdict),
+            Some(refusal) => ResponseFuture::refused(refusal),
             None => ResponseFuture::calling(self.inner.call(req), None),
         }
     }

@@ -34,8 +34,9 @@ pub(crate) struct Shared<St, K> {
     pub(crate) headers: HeaderStyle,
     pub(crate) shadow: bool,
     pub(crate) fail_open: bool,
-    /// The IETF header values of `policies`, found on first use.
-    pub(crate) ietf_consts: OnceLock<&'static IetfConsts>,
+    /// The IETF header values of `policies`, found on first use (`None`: not interned,
+    /// built per response).
+    pub(crate) ietf_consts: OnceLock<Option<&'static IetfConsts>>,
     /// Whether the store's last answer was a failure: failures are logged once per
     /// outage, not once per request. Shared by every clone, as the store is: axum builds
     /// a service per route, and one outage is still one log line.
@@ -114,10 +115,16 @@ impl PolicyList {
 pub(crate) enum Verdict {
     /// Call the inner service, then add these headers.
     Proceed(Option<Fields>),
-    /// Refused, as a response (boxed: it is rare, and keeps the verdict that every allowed
-    /// request moves around small).
+    /// Answer with this refusal; the inner service is not called.
+    Refuse(Refusal),
+}
+
+/// A refused request's answer.
+pub(crate) enum Refusal {
+    /// As a response (boxed: it is rare, and keeps the verdict that every allowed request
+    /// moves around small).
     Respond(Box<Response<Bytes>>),
-    /// Refused, as an error ([`RejectWithError`](crate::RejectWithError) mode).
+    /// As an error ([`RejectWithError`](crate::RejectWithError) mode).
     Fail(BoxError),
 }
 
@@ -316,7 +323,9 @@ impl<St: Store, K> Shared<St, K> {
             return Verdict::Proceed(self.fields(policies, tally.pairs(policies)));
         }
         if error_mode {
-            return Verdict::Fail(Box::new(RateLimited::new(denial.retry_after())));
+            return Verdict::Refuse(Refusal::Fail(Box::new(RateLimited::new(
+                denial.retry_after(),
+            ))));
         }
         let mut res = self.on_reject.respond(&denial);
         headers::ensure_retry_after(res.headers_mut(), denial.retry_after());
@@ -326,19 +335,19 @@ impl<St: Store, K> Shared<St, K> {
             denial.decisions(),
             res.headers_mut(),
         );
-        Verdict::Respond(Box::new(res))
+        Verdict::Refuse(Refusal::Respond(Box::new(res)))
     }
 
     /// The IETF values of the layer's own policies, worked out once: they depend on
-    /// nothing but the policies. `None` for any other list, or another style.
+    /// nothing but the policies. `None` for any other list, another style, or past the
+    /// interning bound.
     fn ietf_consts(&self, policies: &[Policy]) -> Option<&'static IetfConsts> {
         if self.headers != HeaderStyle::Ietf || !std::ptr::eq(policies, &*self.policies) {
             return None;
         }
-        Some(
-            self.ietf_consts
-                .get_or_init(|| headers::ietf_consts(policies)),
-        )
+        *self
+            .ietf_consts
+            .get_or_init(|| headers::ietf_consts(policies))
     }
 
     fn store_failed(&self, error: floodwall_core::Error, error_mode: bool) -> Verdict {
@@ -365,11 +374,11 @@ impl<St: Store, K> Shared<St, K> {
         if open {
             return Verdict::Proceed(None);
         }
-        if error_mode {
-            Verdict::Fail(Box::new(error))
+        Verdict::Refuse(if error_mode {
+            Refusal::Fail(Box::new(error))
         } else {
-            Verdict::Respond(Box::new(self.on_failure.respond(&error)))
-        }
+            Refusal::Respond(Box::new(self.on_failure.respond(&error)))
+        })
     }
 
     /// Notes that the store answered, logging the end of an outage once.
@@ -390,7 +399,7 @@ impl<St: Store, K> Shared<St, K> {
     }
 
     /// What to do with a request whose key is missing; `None` lets it through.
-    pub(crate) fn missing_key(&self, error: KeyError, error_mode: bool) -> Option<Verdict> {
+    pub(crate) fn missing_key(&self, error: KeyError, error_mode: bool) -> Option<Refusal> {
         let status = match self.on_missing {
             _ if self.shadow => None,
             OnMissingKey::Skip => None,
@@ -403,10 +412,10 @@ impl<St: Store, K> Shared<St, K> {
         };
         tracing::warn!(target: "floodwall", %error, %status, "request refused: no rate-limit key");
         if error_mode {
-            return Some(Verdict::Fail(Box::new(error)));
+            return Some(Refusal::Fail(Box::new(error)));
         }
         let body = format!("{error}\n");
-        Some(Verdict::Respond(Box::new(crate::respond::response_with(
+        Some(Refusal::Respond(Box::new(crate::respond::response_with(
             status,
             "text/plain; charset=utf-8",
             body,

@@ -289,21 +289,14 @@ async fn a_store_failure_is_a_503_not_a_429_unless_failing_open() {
 #[tokio::test]
 async fn fail_mode_serves_each_mode_while_the_store_is_down() {
     use floodwall_core::resilience::FailMode;
-    use tower::Service;
     // Local: this process decides with half the quota (two nodes); `RateLimit` counts
     // down that share, `RateLimit-Policy` still names the fleet's quota.
-    let mut local = RateLimitLayer::new(Down, gcra("p", "4/s"))
+    let local = RateLimitLayer::new(Down, gcra("p", "4/s"))
         .fail_mode(FailMode::local(2))
         .layer(hello());
     let mut answers = Vec::new();
     for _ in 0..3 {
-        let res = local
-            .ready()
-            .await
-            .unwrap()
-            .call(from("192.0.2.1"))
-            .await
-            .unwrap();
+        let res = local.clone().oneshot(from("192.0.2.1")).await.unwrap();
         let limit = res.headers().get("ratelimit").cloned();
         answers.push((res.status(), limit));
         assert_eq!(res.headers()["ratelimit-policy"], "\"p\";q=4;w=1");
@@ -318,17 +311,11 @@ async fn fail_mode_serves_each_mode_while_the_store_is_down() {
         ]
     );
     // Open: every request goes through.
-    let mut open = RateLimitLayer::new(Down, gcra("p", "1/s"))
+    let open = RateLimitLayer::new(Down, gcra("p", "1/s"))
         .fail_mode(FailMode::Open)
         .layer(hello());
     for _ in 0..3 {
-        let res = open
-            .ready()
-            .await
-            .unwrap()
-            .call(from("192.0.2.1"))
-            .await
-            .unwrap();
+        let res = open.clone().oneshot(from("192.0.2.1")).await.unwrap();
         assert_eq!(res.status(), StatusCode::OK);
     }
     // Closed: the store-failure response, with when to come back.

@@ -12,7 +12,7 @@
 //! | [`Grpc`] | tonic | 200 trailers-only, `grpc-status: 8` (`RESOURCE_EXHAUSTED`) |
 //! | any `Fn(&Denial) -> Response<T>` | anything else | what it returns |
 //! | [`ServiceUnavailable`] (default) | store failures | 503, `Retry-After` |
-//! | [`GrpcUnavailable`] | store failures, tonic | 200 trailers-only, `grpc-status: 14` (`UNAVAILABLE`); an open breaker's next probe as `grpc-retry-pushback-ms` |
+//! | [`GrpcUnavailable`] | store failures, tonic | 200 trailers-only, `grpc-status: 14` (`UNAVAILABLE`); an open breaker's next probe as `retry-after` and `grpc-retry-pushback-ms` |
 //!
 //! Whatever the responder, the layer then adds `Retry-After` to a denial when the
 //! responder did not set it, and the rate-limit headers of the chosen
