@@ -3,15 +3,18 @@
 //! (BENCHMARKS.md §3 reads the time figures from `benches/http.rs`; this says where they
 //! come from).
 //!
-//! Run: `cargo bench --bench http_instructions` (needs valgrind; ~1 min). Each variant runs
-//! in a child process of this bench under `valgrind --tool=callgrind`, counting only inside
-//! [`run`]: [`REQUESTS`] requests sent by `oneshot` to the router (no sockets: hyper's I/O
-//! is the same for every variant and is left out), after [`WARM`] uncounted ones, each with
-//! a `ConnectInfo` as `into_make_service_with_connect_info` gives. Variants: no limiter; an
-//! identity layer; an axum `map_response` middleware doing nothing, and the same inserting
-//! the two IETF headers as constants (their difference is the floor of writing them);
-//! floodwall in memory with its default headers, without headers, and refusing (429 with
-//! headers); tower_governor with the same quota.
+//! Run: `cargo bench --bench http_instructions --features tower` (needs valgrind; ~15 s).
+//! Each variant runs in a child process of this bench under `valgrind --tool=callgrind`,
+//! counting only inside [`run`]: [`REQUESTS`] requests sent by `oneshot` to the router (no
+//! sockets: hyper's I/O is the same for every variant and is left out), after [`WARM`]
+//! uncounted ones, each with a `ConnectInfo` as `into_make_service_with_connect_info`
+//! gives. Variants: no limiter; an identity layer; an axum `map_response` middleware doing
+//! nothing, and the same inserting the two IETF headers as constants (their difference is
+//! the floor of writing them); floodwall in memory with its default headers, without
+//! headers, and refusing (429 with headers, every counted request: its 1/h quota admits
+//! only the first warm-up one); tower_governor with the same quota.
+
+mod support;
 
 use std::future::Future;
 use std::hint::black_box;
@@ -28,7 +31,7 @@ use axum::routing::get;
 use floodwall::tower::{HeaderStyle, RateLimitLayer};
 use floodwall::{MemoryStore, Policy, Quota};
 use http::header::{HOST, HeaderName};
-use http::{HeaderValue, Request};
+use http::{HeaderValue, Request, StatusCode};
 use tower::ServiceExt;
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
@@ -55,6 +58,7 @@ const VARIANTS: [(&str, &str); 8] = [
     ("tower_governor", "tower_governor, same quota"),
 ];
 
+// The quota and the tower_governor settings must match benches/http.rs's QUOTA and GOVERNOR_*.
 fn policy() -> Policy {
     let quota: Quota = "1000000/s burst 1000000000".parse().expect("a quota");
     Policy::gcra("bench", quota).expect("a policy")
@@ -118,23 +122,36 @@ fn block<F: Future>(f: F) -> F::Output {
     }
 }
 
+/// The status every counted request of `variant` gets: floodwall-refusing's quota (1/h)
+/// admits only the first warm-up request.
+fn expected(variant: &str) -> StatusCode {
+    if variant == "floodwall-refusing" {
+        StatusCode::TOO_MANY_REQUESTS
+    } else {
+        StatusCode::OK
+    }
+}
+
+/// One request; its status must be `expect`, if given.
 #[inline(never)]
-fn one(app: &Router, peer: SocketAddr) {
+fn one(app: &Router, peer: SocketAddr, expect: Option<StatusCode>) {
     let mut req = Request::get("/")
         .header(HOST, "127.0.0.1:40000")
         .body(Body::empty())
         .expect("a request");
     req.extensions_mut().insert(ConnectInfo(peer));
     let res = block(app.clone().oneshot(req)).expect("infallible");
-    assert!(res.status() == 200 || res.status() == 429);
+    if let Some(expect) = expect {
+        assert_eq!(res.status(), expect);
+    }
     black_box(res);
 }
 
 /// The counted loop: callgrind collects inside this function only.
 #[inline(never)]
-fn run(app: &Router, peer: SocketAddr, n: u64) {
+fn run(app: &Router, peer: SocketAddr, n: u64, expect: StatusCode) {
     for _ in 0..n {
-        one(app, peer);
+        one(app, peer, Some(expect));
     }
 }
 
@@ -160,25 +177,28 @@ fn count(variant: &str) -> Result<f64, String> {
         .find_map(|l| l.split("Collected :").nth(1))
         .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| format!("{variant}: no count in valgrind's output: {log}"))?;
+    if collected == 0.0 {
+        // --toggle-collect matched no function: the symbol's name changed.
+        return Err(format!(
+            "{variant}: callgrind collected nothing (no function http_instructions::run?)"
+        ));
+    }
     Ok(collected / REQUESTS as f64)
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(at) = args.iter().position(|a| a == "--child") {
-        let app = app(&args[at + 1]);
+        let variant = &args[at + 1];
+        let app = app(variant);
         let peer: SocketAddr = "127.0.0.1:50000".parse().expect("an address");
         for _ in 0..WARM {
-            one(&app, peer);
+            one(&app, peer, None);
         }
-        run(&app, peer, REQUESTS);
+        run(&app, peer, REQUESTS, expected(variant));
         return;
     }
-    let found = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
+    if !support::have("valgrind") {
         println!("note: valgrind not found (Debian package valgrind); nothing to count");
         return;
     }

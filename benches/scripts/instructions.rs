@@ -4,7 +4,8 @@
 //! Timings on these VMs drift by a third within minutes (BENCHMARKS.md §2); the
 //! instructions a `redis-server` executes per call do not (about 1 % between runs). The
 //! server runs under `valgrind --tool=callgrind` (redis-harness starts it through a wrapper
-//! named by `REDIS_HARNESS_SERVER`). For each script and case: `FLUSHALL`, [`WARM`]
+//! named by `REDIS_HARNESS_SERVER`, in a child of this bench marked by
+//! `FLOODWALL_CALLGRIND_CHILD=1`). For each script and case: `FLUSHALL`, [`WARM`]
 //! uncounted calls over [`KEYS`] keys, `callgrind_control -z`, [`COUNTED`] calls,
 //! `callgrind_control -d`, and the dump's total over the calls. Instructions are not time:
 //! a cache miss counts as much as a hit, so a script that looks up its key twice looks
@@ -35,14 +36,18 @@ pub(crate) enum Start {
     /// This process was started by [`Start::get`] with the wrapper in place: count.
     Count(Wrapper),
     /// The wrapper was written and this bench run again with redis-harness pointed at it
-    /// (an environment variable is set for a child, never in this process); done.
+    /// and [`MARKER`] set (environment variables are set for a child, never in this
+    /// process); done.
     Ran,
 }
 
 impl Start {
     /// Counting in this process, or the run in a child done; `Err` says what is missing.
     pub(crate) fn get() -> Result<Start, String> {
-        if let Some(server) = std::env::var_os(CHILD) {
+        // The marker, not REDIS_HARNESS_SERVER, which a user may have set for another reason.
+        if std::env::var_os(MARKER).is_some() {
+            let server = std::env::var_os(CHILD)
+                .ok_or_else(|| format!("{MARKER} is set but {CHILD} is not"))?;
             let dir = Path::new(&server)
                 .parent()
                 .expect("the wrapper's directory");
@@ -51,13 +56,7 @@ impl Start {
             }));
         }
         for tool in ["valgrind", "callgrind_control"] {
-            let found = Command::new(tool)
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !found {
+            if !crate::support::have(tool) {
                 return Err(format!("{tool} not found (Debian package valgrind)"));
             }
         }
@@ -78,6 +77,7 @@ impl Start {
                 Command::new(std::env::current_exe()?)
                     .args(std::env::args_os().skip(1))
                     .env(CHILD, &script)
+                    .env(MARKER, "1")
                     .status()
             });
         let _ = std::fs::remove_dir_all(&dir);
@@ -91,6 +91,8 @@ impl Start {
 
 /// redis-harness starts the `redis-server` this names.
 const CHILD: &str = "REDIS_HARNESS_SERVER";
+/// Set (to 1) only on the counting child [`Start::get`] starts: how the child knows itself.
+const MARKER: &str = "FLOODWALL_CALLGRIND_CHILD";
 
 /// One script to count: its SHA and the arguments after `EVALSHA <sha>`; references have
 /// no case and no target.
@@ -163,14 +165,17 @@ fn count(server: &RedisServer, dir: &Path, m: &Measured) -> f64 {
     server.cmd(&["CONFIG", "RESETSTAT"]);
     benchmark(server, m, COUNTED);
     // redis-benchmark does not read replies: an error would count as a cheap call.
-    let stats = server.cmd(&["INFO", "commandstats"]);
-    let evalsha = stats
-        .lines()
-        .find(|l| l.starts_with("cmdstat_evalsha:"))
-        .unwrap_or_default();
+    let stats = crate::support::commandstats(&server.cmd(&["INFO", "commandstats"]));
+    let evalsha = stats.get("evalsha").cloned().unwrap_or_default();
+    // A field INFO leaves out counts 0.
+    let field = |name: &str| -> u64 {
+        evalsha
+            .get(name)
+            .map_or(0, |v| v.parse().expect("an integer in INFO commandstats"))
+    };
     assert!(
-        evalsha.contains(&format!("calls={COUNTED},")) && evalsha.contains("failed_calls=0"),
-        "{}: {evalsha}; INFO errorstats: {}",
+        field("calls") == COUNTED && field("failed_calls") == 0 && field("rejected_calls") == 0,
+        "{}: evalsha {evalsha:?}; INFO errorstats: {}",
         m.name,
         server.cmd(&["INFO", "errorstats"])
     );

@@ -108,7 +108,8 @@ impl Alg {
 }
 
 /// `usec_per_call` of `evalsha` after one redis-benchmark run of `EVALSHA <sha> <args>`,
-/// and the writes the scripts made per call (SET, HINCRBY, ZADD, INCR: the share admitted).
+/// and the writes the scripts made per call (SET, HINCRBY, ZADD, INCR and INCRBY calls: the
+/// share admitted).
 fn usec_per_call(server: &RedisServer, sha: &str, args: &[String], n: u64) -> (f64, f64) {
     server.cmd(&["CONFIG", "RESETSTAT"]);
     redis_benchmark(server, sha, args, n);
@@ -177,7 +178,7 @@ fn redis_benchmark_with(
 struct Row {
     script: String,
     case: Case,
-    /// The median chunk's usec per call.
+    /// The median of the chunks' usec per call.
     usec: f64,
     /// The median of the chunks' ratios to E1.
     ratio: f64,
@@ -325,8 +326,8 @@ fn main() {
                 rows.push(Row {
                     script,
                     case,
-                    usec: support::quantile(&mut usecs, 0.5).expect("CHUNKS > 0"),
-                    ratio: support::quantile(&mut ratios, 0.5).expect("CHUNKS > 0"),
+                    usec: support::median(&mut usecs).expect("CHUNKS > 0"),
+                    ratio: support::median(&mut ratios).expect("CHUNKS > 0"),
                     writes,
                     target,
                 });
@@ -431,10 +432,10 @@ fn print_rows(title: &str, rows: &[Row]) {
         }
     }
     println!(
-        "usec: usec_per_call of evalsha (INFO commandstats), the median chunk's; xE1: the \
+        "usec: usec_per_call of evalsha (INFO commandstats), the chunks' median; xE1: the \
          median of the chunks' usec over the mean of the E1 chunks around them; xfloor: xE1 \
          over the TIME+GET+SET reference's xE1 in the same case and run; /allowd: \
-         denied xE1 over the same script's allowed xE1; writes: SET/HINCRBY/ZADD calls per \
-         script call (the share admitted)"
+         denied xE1 over the same script's allowed xE1; writes: SET/HINCRBY/ZADD/INCR/INCRBY \
+         calls per script call (the share admitted)"
     );
 }

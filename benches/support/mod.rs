@@ -1,7 +1,7 @@
 //! Helpers the benches share: criterion's estimates, Linux CPU and memory counters, Redis's
 //! `INFO commandstats`, settings from the environment, medians and quantiles, the tables'
-//! number formats, and starting `redis-server` (or finding `redis-benchmark`). Each bench
-//! uses some of them.
+//! number formats, and starting `redis-server` (or finding `redis-benchmark`, valgrind or
+//! another tool). Each bench uses some of them.
 
 #![allow(dead_code)]
 
@@ -144,14 +144,19 @@ pub(crate) fn mmm(mut xs: Vec<f64>, width: usize, precision: usize) -> String {
     }
 }
 
-/// Whether `redis-benchmark` (Debian's `redis-tools`) runs here.
-pub(crate) fn have_redis_benchmark() -> bool {
-    Command::new("redis-benchmark")
+/// Whether `tool --version` runs here and succeeds (its output discarded).
+pub(crate) fn have(tool: &str) -> bool {
+    Command::new(tool)
         .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// Whether `redis-benchmark` (Debian's `redis-tools`) runs here.
+pub(crate) fn have_redis_benchmark() -> bool {
+    have("redis-benchmark")
 }
 
 /// A `redis-server` of its own on a free loopback port (redis-harness; dropping it stops
