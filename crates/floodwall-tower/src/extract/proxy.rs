@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use http::header::{FORWARDED, HeaderName};
 use http::request::Parts;
-use http::{HeaderMap, Request};
-use ipnet::IpNet;
+use http::{HeaderMap, Request, StatusCode};
+use ipnet::{IpNet, Ipv4Net};
 
 use super::ip::{DEFAULT_V6_PREFIX, missing_peer, peer_ip, write_ip};
 use super::{ExtractKey, Head, KeyError};
@@ -33,18 +33,27 @@ pub enum ForwardedHeader {
 /// by the connection's address when the request did not come through one.
 ///
 /// Each proxy appends the address it received the request from to the header, so the
-/// header is read **from the right**: starting at the connection's peer, every hop whose
-/// address is in a trusted network is skipped, and the first address outside them is
-/// the client. Only proxies can write the entries to the right of the client; anything a
-/// client forged sits to the left of them and is never reached.
+/// header is read **from the right**, one entry at a time: starting at the connection's
+/// peer, every hop whose address is in a trusted network is skipped, and the first address
+/// outside them is the client. Only proxies can write the entries to the right of the
+/// client; anything a client forged sits to the left of them and is never read, whatever
+/// its bytes (text or not, quotes, commas, empty entries).
 ///
 /// - A peer outside the trusted networks is keyed by its own address, whatever headers it
 ///   sent: a client connecting directly cannot pick its key.
-/// - An entry that does not parse (a hostname, `unknown`, an obfuscated `_node`) stops the
-///   walk, and the request is keyed by the trusted proxy that recorded it.
+/// - If the entry where the walk stops is not an address (a hostname, `unknown`, an
+///   obfuscated `_node`, bytes that are not text), the client is unknown: the key is
+///   **missing** with status 400, and the layer's
+///   [`OnMissingKey`](super::OnMissingKey) decides (refuse, by default). It is never
+///   keyed by the proxy that recorded it, which would put the client in the bucket every
+///   client behind that proxy shares. To limit such requests together instead, say so:
+///   `ClientIp::new(..).or(Global)`.
+/// - Empty list entries (`a, , b`) are skipped, as HTTP's list syntax asks.
 /// - If every entry is a trusted proxy, the leftmost one is the client.
 ///
-/// Like [`PeerIp`](super::PeerIp), IPv6 clients are keyed by their /64.
+/// Like [`PeerIp`](super::PeerIp), IPv6 clients are keyed by their /64. Trusted networks
+/// and addresses compare as [`PeerIp`](super::PeerIp) keys them: IPv4-mapped IPv6
+/// (`::ffff:10.0.0.0/104`) is the IPv4 network it maps (`10.0.0.0/8`).
 ///
 /// There is deliberately no "leftmost entry" or "trust every proxy" mode: the leftmost
 /// entry is whatever the client wrote.
@@ -69,7 +78,7 @@ impl ClientIp {
     /// Trusts the proxies in these networks. With none, it is [`PeerIp`](super::PeerIp).
     pub fn new(trusted: impl IntoIterator<Item = IpNet>) -> Self {
         Self {
-            trusted: trusted.into_iter().map(|n| n.trunc()).collect(),
+            trusted: trusted.into_iter().map(canonical_net).collect(),
             header: ForwardedHeader::XForwardedFor,
             v4_prefix: 32,
             v6_prefix: DEFAULT_V6_PREFIX,
@@ -95,21 +104,23 @@ impl ClientIp {
         self
     }
 
-    /// The client's address for this request, as the key is built from it, or `None`
-    /// without a peer address. Useful for logging.
-    pub fn client_ip(&self, req: &Parts) -> Option<IpAddr> {
+    /// The client's address for this request, as the key is built from it, or why there
+    /// is none (no peer address; an entry that is not an address where the walk stops).
+    /// Useful for logging.
+    pub fn client_ip(&self, req: &Parts) -> Result<IpAddr, KeyError> {
         self.client_ip_of(req)
     }
 
     /// [`client_ip`](Self::client_ip) of a request whole or taken apart.
     #[inline]
-    fn client_ip_of(&self, req: &impl Head) -> Option<IpAddr> {
-        peer_ip(req).map(|peer| self.resolve(peer, req.headers()))
+    fn client_ip_of(&self, req: &impl Head) -> Result<IpAddr, KeyError> {
+        let peer = peer_ip(req).ok_or_else(missing_peer)?;
+        self.resolve(peer, req.headers()).ok_or_else(unparseable)
     }
 
     #[inline]
     fn key_of(&self, req: &impl Head, key: &mut Key) -> Result<(), KeyError> {
-        let ip = self.client_ip_of(req).ok_or_else(missing_peer)?;
+        let ip = self.client_ip_of(req)?;
         write_ip(ip, self.v4_prefix, self.v6_prefix, key);
         Ok(())
     }
@@ -119,39 +130,39 @@ impl ClientIp {
         self.trusted.iter().any(|net| net.contains(&ip))
     }
 
-    /// Walks the header from the right, starting at the peer.
-    pub(crate) fn resolve(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+    /// Walks the header from the right, starting at the peer; `None` when the entry where
+    /// the walk stops is not an address.
+    pub(crate) fn resolve(&self, peer: IpAddr, headers: &HeaderMap) -> Option<IpAddr> {
         if !self.is_trusted(peer) {
-            return peer;
+            return Some(peer);
         }
-        let name: HeaderName = match self.header {
-            ForwardedHeader::XForwardedFor => HeaderName::from_static("x-forwarded-for"),
-            ForwardedHeader::Forwarded => FORWARDED,
+        let (name, quoted) = match self.header {
+            ForwardedHeader::XForwardedFor => (HeaderName::from_static("x-forwarded-for"), false),
+            ForwardedHeader::Forwarded => (FORWARDED, true),
         };
         let mut current = peer;
         let mut hops = 0;
         // Several header lines are one list, in order.
-        for value in headers.get_all(&name).iter().rev() {
-            let Ok(value) = value.to_str() else {
-                return current;
+        let lines = headers.get_all(&name).into_iter().rev();
+        for entry in lines.flat_map(|line| RevEntries::new(line.as_bytes(), quoted)) {
+            let entry = trim(entry);
+            if entry.is_empty() {
+                continue;
+            }
+            hops += 1;
+            if hops > MAX_HOPS {
+                return Some(current);
+            }
+            let addr = match self.header {
+                ForwardedHeader::XForwardedFor => parse_node(entry),
+                ForwardedHeader::Forwarded => forwarded_for(entry).and_then(parse_node),
             };
-            for entry in value.rsplit(',') {
-                hops += 1;
-                if hops > MAX_HOPS {
-                    return current;
-                }
-                let addr = match self.header {
-                    ForwardedHeader::XForwardedFor => parse_node(entry),
-                    ForwardedHeader::Forwarded => forwarded_for(entry).and_then(parse_node),
-                };
-                match addr {
-                    Some(ip) if self.is_trusted(ip) => current = ip,
-                    Some(ip) => return ip,
-                    None => return current,
-                }
+            match addr {
+                Some(ip) if self.is_trusted(ip) => current = ip,
+                found => return found,
             }
         }
-        current
+        Some(current)
     }
 }
 
@@ -176,20 +187,94 @@ impl fmt::Debug for ClientIp {
     }
 }
 
+fn unparseable() -> KeyError {
+    KeyError::new(
+        StatusCode::BAD_REQUEST,
+        "the forwarding header's entry for the client (where the trusted proxies end) is not \
+         an IP address",
+    )
+}
+
+/// A trusted network as peers are compared with it: peers that are IPv4-mapped IPv6 are
+/// compared as IPv4, so a network within the mapped range (`::ffff:0:0/96` and longer
+/// prefixes) is the IPv4 network it maps. A wider IPv6 network stays as it is.
+fn canonical_net(net: IpNet) -> IpNet {
+    let net = net.trunc();
+    match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => v6
+            .network()
+            .to_ipv4_mapped()
+            .and_then(|v4| Ipv4Net::new(v4, v6.prefix_len() - 96).ok())
+            .map_or(net, IpNet::V4),
+        _ => net,
+    }
+}
+
+/// A header line's comma-separated entries, last first, as raw bytes: one entry that is
+/// not text spoils only itself. With `quoted`, a comma between double quotes does not
+/// split (RFC 7239's quoted strings). Quotes are paired from the right, which is exact for
+/// every entry a proxy wrote: a client's unbalanced quote sits left of them all.
+struct RevEntries<'a> {
+    rest: Option<&'a [u8]>,
+    quoted: bool,
+}
+
+impl<'a> RevEntries<'a> {
+    fn new(line: &'a [u8], quoted: bool) -> Self {
+        Self {
+            rest: Some(line),
+            quoted,
+        }
+    }
+}
+
+impl<'a> Iterator for RevEntries<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let rest = self.rest?;
+        let mut in_quotes = false;
+        for (i, &byte) in rest.iter().enumerate().rev() {
+            match byte {
+                b'"' if self.quoted => in_quotes = !in_quotes,
+                b',' if !in_quotes => {
+                    self.rest = Some(&rest[..i]);
+                    return Some(&rest[i + 1..]);
+                }
+                _ => {}
+            }
+        }
+        self.rest = None;
+        Some(rest)
+    }
+}
+
+/// Optional whitespace around an entry or a parameter.
+fn trim(bytes: &[u8]) -> &[u8] {
+    bytes.trim_ascii()
+}
+
 /// The `for=` parameter of one `Forwarded` element, unquoted.
-fn forwarded_for(element: &str) -> Option<&str> {
-    element.split(';').find_map(|pair| {
-        let (name, value) = pair.split_once('=')?;
-        name.trim()
-            .eq_ignore_ascii_case("for")
-            .then(|| value.trim().trim_matches('"'))
+fn forwarded_for(element: &[u8]) -> Option<&[u8]> {
+    element.split(|&b| b == b';').find_map(|pair| {
+        let eq = pair.iter().position(|&b| b == b'=')?;
+        let (name, value) = (trim(&pair[..eq]), trim(&pair[eq + 1..]));
+        if !name.eq_ignore_ascii_case(b"for") {
+            return None;
+        }
+        Some(
+            value
+                .strip_prefix(b"\"")
+                .and_then(|v| v.strip_suffix(b"\""))
+                .unwrap_or(value),
+        )
     })
 }
 
 /// An address as proxies write it: `192.0.2.1`, `192.0.2.1:80`, `2001:db8::1`,
 /// `[2001:db8::1]`, `[2001:db8::1]:443`.
-fn parse_node(node: &str) -> Option<IpAddr> {
-    let node = node.trim();
+fn parse_node(node: &[u8]) -> Option<IpAddr> {
+    let node = std::str::from_utf8(trim(node)).ok()?;
     if let Ok(ip) = node.parse::<IpAddr>() {
         return Some(ip);
     }
@@ -238,48 +323,65 @@ mod tests {
         ClientIp::new(parse_cidrs("10.0.0.0/8, 2001:db8:ffff::/48").unwrap())
     }
 
+    fn walk(extractor: &ClientIp, peer: &str, h: &HeaderMap) -> Option<IpAddr> {
+        extractor.resolve(ip(peer), h)
+    }
+
     #[test]
     fn an_untrusted_peer_is_keyed_by_itself_whatever_it_forges() {
         let forged = headers("x-forwarded-for", &["1.2.3.4"]);
-        assert_eq!(lb().resolve(ip("203.0.113.9"), &forged), ip("203.0.113.9"));
+        assert_eq!(walk(&lb(), "203.0.113.9", &forged), Some(ip("203.0.113.9")));
     }
 
     #[test]
     fn the_rightmost_untrusted_entry_is_the_client() {
         // The client forged "1.2.3.4"; the proxy appended the real address.
         let h = headers("x-forwarded-for", &["1.2.3.4, 198.51.100.7, 10.1.1.1"]);
-        assert_eq!(lb().resolve(ip("10.0.0.2"), &h), ip("198.51.100.7"));
+        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("198.51.100.7")));
         // Several lines are one list.
         let h = headers("x-forwarded-for", &["1.2.3.4", "198.51.100.7", "10.1.1.1"]);
-        assert_eq!(lb().resolve(ip("10.0.0.2"), &h), ip("198.51.100.7"));
+        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("198.51.100.7")));
     }
 
     #[test]
-    fn garbage_stops_the_walk_at_the_last_trusted_proxy() {
+    fn an_entry_that_is_not_an_address_where_the_walk_stops_is_no_client() {
         let h = headers("x-forwarded-for", &["198.51.100.7, not-an-ip, 10.1.1.1"]);
-        assert_eq!(lb().resolve(ip("10.0.0.2"), &h), ip("10.1.1.1"));
+        assert_eq!(walk(&lb(), "10.0.0.2", &h), None);
+        // Through the extractor: a 400, never the proxy's key.
+        let mut req = Request::new(());
+        *req.headers_mut() = h;
+        req.extensions_mut()
+            .insert(SocketAddr::new(ip("10.0.0.2"), 1));
+        let err = lb().client_ip(&req.into_parts().0).unwrap_err();
+        assert_eq!(err.status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn empty_entries_are_skipped() {
         let h = headers("x-forwarded-for", &["  "]);
-        assert_eq!(lb().resolve(ip("10.0.0.2"), &h), ip("10.0.0.2"));
+        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("10.0.0.2")));
+        let h = headers("x-forwarded-for", &["198.51.100.7, , 10.1.1.1,"]);
+        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("198.51.100.7")));
     }
 
     #[test]
     fn no_header_from_a_proxy_is_the_proxy_and_all_trusted_is_the_leftmost() {
         assert_eq!(
-            lb().resolve(ip("10.0.0.2"), &HeaderMap::new()),
-            ip("10.0.0.2")
+            walk(&lb(), "10.0.0.2", &HeaderMap::new()),
+            Some(ip("10.0.0.2"))
         );
         let h = headers("x-forwarded-for", &["10.9.9.9, 10.1.1.1"]);
-        assert_eq!(lb().resolve(ip("10.0.0.2"), &h), ip("10.9.9.9"));
+        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("10.9.9.9")));
     }
 
     #[test]
     fn ports_brackets_and_ipv6_parse() {
         let h = headers("x-forwarded-for", &["[2001:db8::7]:4711, 10.1.1.1:80"]);
-        assert_eq!(lb().resolve(ip("10.0.0.2"), &h), ip("2001:db8::7"));
+        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("2001:db8::7")));
         let h = headers("x-forwarded-for", &["198.51.100.7"]);
         assert_eq!(
-            lb().resolve(ip("2001:db8:ffff:1::1"), &h),
-            ip("198.51.100.7")
+            walk(&lb(), "2001:db8:ffff:1::1", &h),
+            Some(ip("198.51.100.7"))
         );
     }
 
@@ -291,17 +393,39 @@ mod tests {
         );
         h.append("x-forwarded-for", HeaderValue::from_static("5.6.7.8"));
         let fwd = lb().header(ForwardedHeader::Forwarded);
-        assert_eq!(fwd.resolve(ip("10.0.0.2"), &h), ip("2001:db8::7"));
-        assert_eq!(lb().resolve(ip("10.0.0.2"), &h), ip("5.6.7.8"));
+        assert_eq!(walk(&fwd, "10.0.0.2", &h), Some(ip("2001:db8::7")));
+        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("5.6.7.8")));
         let hidden = headers("forwarded", &["for=_hidden, for=10.1.1.1"]);
-        assert_eq!(fwd.resolve(ip("10.0.0.2"), &hidden), ip("10.1.1.1"));
+        assert_eq!(walk(&fwd, "10.0.0.2", &hidden), None);
+    }
+
+    #[test]
+    fn forwarded_quotes_keep_their_commas() {
+        // A client's quoted comma is one element; the proxy's element is read whole.
+        let h = headers(
+            "forwarded",
+            &["for=\"a, b\", for=\"[2001:db8::7]:1\", for=10.1.1.1"],
+        );
+        let fwd = lb().header(ForwardedHeader::Forwarded);
+        assert_eq!(walk(&fwd, "10.0.0.2", &h), Some(ip("2001:db8::7")));
     }
 
     #[test]
     fn the_walk_is_bounded() {
         let long = vec!["10.1.1.1"; 100].join(",");
         let h = headers("x-forwarded-for", &[&format!("198.51.100.7,{long}")]);
-        assert_eq!(lb().resolve(ip("10.0.0.2"), &h), ip("10.1.1.1"));
+        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("10.1.1.1")));
+    }
+
+    #[test]
+    fn mapped_networks_are_their_ipv4_networks() {
+        let net = |s: &str| canonical_net(s.parse().unwrap());
+        assert_eq!(net("::ffff:10.0.0.0/104"), net("10.0.0.0/8"));
+        assert_eq!(net("::ffff:192.0.2.1/128"), net("192.0.2.1/32"));
+        assert_eq!(net("::ffff:0:0/96"), net("0.0.0.0/0"));
+        // Wider than the mapped range, or outside it: as written.
+        assert_eq!(net("::/0").to_string(), "::/0");
+        assert_eq!(net("2001:db8::/32").to_string(), "2001:db8::/32");
     }
 
     #[test]
