@@ -370,6 +370,30 @@ fn a_refused_debt_is_answered_locally_until_the_store_would_take_it() {
 }
 
 #[test]
+fn a_peek_while_the_store_refuses_is_answered_as_a_peek() {
+    let (clock, shared, node) = setup();
+    // One unit per 100 ms, burst 10.
+    let policy = Policy::gcra("peek", "10/s burst 10".parse().unwrap()).unwrap();
+    assert!(check(&node, b"k", &policy, 1).allowed);
+    clock.advance(T);
+    // Another node spends the whole burst; the refresh then offers 1: refused for 100 ms.
+    assert!(shared.check_sync(b"k", &policy, 10).unwrap().allowed);
+    let refused = check(&node, b"k", &policy, 1);
+    assert_eq!(refused.retry_after, Some(T));
+    let calls = node.get_ref().calls();
+    clock.advance(T / 2);
+    // A cost-0 check admits, as the store and the policy answer one: it asks for nothing.
+    let store_peek = shared.check_sync(b"k", &policy, 0).unwrap();
+    assert!(store_peek.allowed && store_peek.retry_after.is_none());
+    assert_eq!(local(&node, b"k", &policy, 0), store_peek);
+    assert_eq!(check(&node, b"k", &policy, 0), store_peek);
+    // Answered here, spending nothing: the refusal still holds, for what is left of it.
+    assert_eq!(node.get_ref().calls(), calls);
+    let d = local(&node, b"k", &policy, 1);
+    assert_eq!((d.allowed, d.retry_after), (false, Some(T / 2)));
+}
+
+#[test]
 fn a_failed_refresh_returns_the_error_and_keeps_the_counts() {
     let (clock, shared, node) = setup();
     let policy = Policy::gcra("fail", "100/s burst 10".parse().unwrap()).unwrap();

@@ -128,7 +128,8 @@ type Map = papaya::HashMap<MapKey, Arc<Slot>, ahash::RandomState>;
 ///   as plain checks (exact, counted at once) rather than being refused.
 /// - A later check that finds a refresh in flight decides from the verdict it has.
 /// - [`check_now`](Store::check_now) answers whenever a verdict is usable and returns `None`
-///   when a refresh is due, so the caller's `check` does it. A cost of 0 is a local peek.
+///   when a refresh is due, so the caller's `check` does it. A cost of 0 is a local peek,
+///   admitted even while a refusal holds, as any store admits one.
 /// - A local refusal reports `retry_after` until the refusal the store gave lapses, or
 ///   until the next refresh when the local budget is spent.
 /// - [`reset`](Store::reset) forgets the local verdict, and the counts not yet sent with it.
@@ -366,9 +367,11 @@ impl Verdict {
 
     /// Decides `cost` from this verdict, spending the budget. The decision is built as the
     /// policy builds its own (a whole-seconds policy answers in whole seconds here too).
+    /// A peek (cost 0) asks for nothing, so it fits even while the store's refusal holds,
+    /// as it does in every store and in [`Policy::decide`].
     fn decide(&mut self, now: u64, cost: u64, policy: &Policy, interval: u64) -> Decision {
         let reset = self.reset_at.saturating_sub(now);
-        let retry = if now < self.denied_until {
+        let retry = if cost > 0 && now < self.denied_until {
             self.denied_until - now
         } else if cost <= self.budget {
             self.budget -= cost;
