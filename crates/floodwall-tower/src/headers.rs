@@ -30,8 +30,9 @@ pub enum HeaderStyle {
     /// `q` is the quota's count and `w` its period in whole seconds (a sub-second period is
     /// scaled to one second); a burst other than the count is the vendor parameter
     /// `floodwall-burst`. `r` is what remains now and `t` the seconds until the limit is
-    /// full again, rounded up. This is the default: it is on the standards track, and
-    /// names each policy.
+    /// full again, rounded up. Every integer is capped at 999,999,999,999,999, the most a
+    /// structured field may carry (strict parsers drop a field with more digits). This is
+    /// the default: it is on the standards track, and names each policy.
     #[default]
     Ietf,
     /// GitHub's `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix
@@ -132,8 +133,8 @@ impl Fields {
                 if let (Some(one), None) = (&consts.one, rest.next()) {
                     return Some(Self::Ietf1 {
                         one,
-                        remaining: first.remaining,
-                        reset: ceil_secs(first.reset_after),
+                        remaining: sf_integer(first.remaining),
+                        reset: sf_integer(ceil_secs(first.reset_after)),
                     });
                 }
                 Some(Self::Ietf {
@@ -326,9 +327,10 @@ fn ietf_policy_text<'a>(policies: impl IntoIterator<Item = &'a Policy>) -> Strin
             u64::try_from(scaled).unwrap_or(u64::MAX)
         };
         // Policy names are [A-Za-z0-9_.:-]: valid inside an sf-string as they are.
+        let (q, window) = (sf_integer(q), sf_integer(window));
         let _ = write!(value, "\"{}\";q={q};w={window}", p.name());
         if quota.burst() != quota.count() && p.algorithm().has_burst() {
-            let _ = write!(value, ";floodwall-burst={}", quota.burst());
+            let _ = write!(value, ";floodwall-burst={}", sf_integer(quota.burst()));
         }
     }
     value
@@ -353,11 +355,21 @@ where
         out.extend_from_slice(b"\"");
         out.extend_from_slice(p.name().as_bytes());
         out.extend_from_slice(b"\";r=");
-        put_decimal(&mut out, d.remaining);
+        put_decimal(&mut out, sf_integer(d.remaining));
         out.extend_from_slice(b";t=");
-        put_decimal(&mut out, ceil_secs(d.reset_after));
+        put_decimal(&mut out, sf_integer(ceil_secs(d.reset_after)));
     }
     out.freeze()
+}
+
+/// The largest integer a structured field carries (RFC 9651: at most 15 digits).
+const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
+
+/// `n` as an IETF field may say it: larger counts (up to 2^53) are written as the largest
+/// integer a structured field carries, since a strict parser drops a field with a longer
+/// one whole. Clients lose nothing they could act on: it is still more than they can use.
+fn sf_integer(n: u64) -> u64 {
+    n.min(SF_INTEGER_MAX)
 }
 
 /// A number as a header value.
@@ -518,7 +530,7 @@ mod tests {
     }
 
     #[test]
-    fn long_ratelimit_values_are_written_whole() {
+    fn long_ratelimit_values_are_written_whole_up_to_15_digits() {
         let policy = |c: char| {
             let name = format!("{c}-{}", "x".repeat(58));
             Policy::gcra(&name, "10/s".parse().unwrap()).unwrap()
@@ -536,8 +548,8 @@ mod tests {
             ds[0].0.name(),
             ds[1].0.name(),
             ds[2].0.name(),
-            u64::MAX,
-            u64::MAX,
+            SF_INTEGER_MAX,
+            SF_INTEGER_MAX,
         );
         let mut h = HeaderMap::new();
         write(HeaderStyle::Ietf, None, &ds, &mut h);
@@ -574,7 +586,8 @@ mod tests {
             let mut built = HeaderMap::new();
             write(HeaderStyle::Ietf, None, &ds, &mut built);
             assert_eq!(own, built);
-            let expected = format!("\"{name}\";r={remaining};t={}", ceil_secs(reset));
+            let (r, t) = (sf_integer(remaining), sf_integer(ceil_secs(reset)));
+            let expected = format!("\"{name}\";r={r};t={t}");
             assert_eq!(own["ratelimit"], expected.as_str());
             assert_eq!(
                 own["ratelimit-policy"],
