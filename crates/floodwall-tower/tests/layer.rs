@@ -540,10 +540,32 @@ async fn a_dyn_store_chosen_at_run_time_works() {
     );
 }
 
-#[test]
-fn extractors_and_closures_compose() {
-    fn is_extractor(_: impl ExtractKey) {}
-    is_extractor(Global.and(|req: &Parts| Some(req.method.as_str().to_owned())));
+/// An extractor of this crate and a closure make one key: requests are limited by the
+/// pair, so each method of the one global key has its own quota.
+#[tokio::test]
+async fn extractors_and_closures_compose() {
+    let (store, _clock) = store();
+    let by_method = Global.and(|req: &Parts| Some(req.method.as_str().to_owned()));
+    let svc = RateLimitLayer::new(store, gcra("per-method", "1/min"))
+        .key(by_method)
+        .layer(hello());
+    let with = |method: &str, ip: &str| {
+        let mut req = from(ip);
+        *req.method_mut() = method.parse().unwrap();
+        req
+    };
+    let status = |req| {
+        let svc = svc.clone();
+        async move { svc.oneshot(req).await.unwrap().status() }
+    };
+    assert_eq!(status(with("GET", "192.0.2.1")).await, StatusCode::OK);
+    // Another client, the same method: the same key (the global part ignores the IP).
+    assert_eq!(
+        status(with("GET", "192.0.2.2")).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Another method: another key.
+    assert_eq!(status(with("POST", "192.0.2.1")).await, StatusCode::OK);
 }
 
 /// A layer reads the key from the whole request unless it needs the request's parts (for a
