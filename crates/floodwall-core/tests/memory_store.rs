@@ -1,11 +1,13 @@
-//! MemoryStore: exact under concurrency, bounded under a flood of keys, and eviction that
-//! keeps the state worth keeping.
+//! MemoryStore: exact under concurrency, bounded under a flood of keys, eviction that
+//! keeps the state worth keeping, and sweeps of expired state that change no decision,
+//! whatever the clock did.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use floodwall_core::{Algorithm, ManualClock, MemoryStore, Policy, Quota, Store};
+use floodwall_core::{Algorithm, ManualClock, MemoryStore, Policy, Quota, State, Store};
+use proptest::prelude::*;
 
 const T0: u64 = 1_700_000_000_000_000;
 
@@ -204,4 +206,86 @@ fn eviction_racing_with_checks_never_admits_more_than_the_quota() {
         }
     });
     assert_eq!(admitted.load(Ordering::Relaxed), 100);
+}
+
+#[test]
+fn a_sliding_log_is_kept_while_an_entry_later_than_its_last_admission_counts() {
+    let (store, clock) = store(10);
+    let policy = Policy::new("log", Algorithm::SlidingLog, Quota::per_second(2).unwrap()).unwrap();
+    let mut model = State::new();
+    let mut both = |at: u64, cost: u64| {
+        clock.set(T0 + at);
+        let got = store.check_sync(b"k", &policy, cost).unwrap();
+        let want = policy.decide(&mut model, T0 + at, cost).unwrap();
+        assert_eq!(got, want, "cost {cost} at +{at} µs");
+        got
+    };
+    assert!(both(5_000_000, 1).allowed);
+    // The clock steps back 2 s: this admission's entry leaves at 4 s, the one at 5 s at 6 s.
+    assert!(both(3_000_000, 1).allowed);
+    clock.set(T0 + 4_500_000);
+    assert_eq!(store.sweep_expired(), 0, "the entry at 5 s is live");
+    // The entry at 5 s still counts: 2 more do not fit.
+    assert!(!both(4_500_000, 2).allowed);
+}
+
+/// One step of a history: a check of one of a few keys after the clock moved (forwards or
+/// back), or a sweep on request.
+#[derive(Debug, Clone)]
+enum Step {
+    Check { key: usize, dt: i64, cost: u64 },
+    Sweep,
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    let check = (0..KEYS, -1_500_000i64..1_500_000, 0u64..4)
+        .prop_map(|(key, dt, cost)| Step::Check { key, dt, cost });
+    prop::collection::vec(prop_oneof![6 => check, 1 => Just(Step::Sweep)], 1..100)
+}
+
+/// Keys in the histories below, one more than the store's cap: new keys meet the cap.
+const KEYS: usize = 5;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Dropping expired state (a sweep on request, or the first stage of making room when
+    /// a new key meets the cap) never changes a decision, however the clock moved between
+    /// checks: every check decides as the model, a state per key that is never dropped,
+    /// until a live state is evicted for the cap (that one does change decisions, by
+    /// design). A check is never earlier than a sweep before it: a clock stepped back
+    /// behind a sweep may meet what it dropped, as with any expiry.
+    #[test]
+    fn sweeping_never_changes_a_decision(alg in 0..6usize, count in 1u64..5, steps in steps()) {
+        let policy = Policy::new("sweep", Algorithm::all()[alg], Quota::per_second(count).unwrap())
+            .unwrap();
+        let (store, clock) = store(KEYS - 1);
+        let mut models = vec![State::new(); KEYS];
+        let (mut now, mut floor) = (T0, T0);
+        for (i, step) in steps.into_iter().enumerate() {
+            match step {
+                Step::Sweep => {
+                    clock.set(now);
+                    store.sweep_expired();
+                    floor = now;
+                }
+                Step::Check { key, dt, cost } => {
+                    now = now.saturating_add_signed(dt).max(floor);
+                    let cost = cost.min(policy.limit());
+                    if cost > 0 && store.len() >= store.max_keys() {
+                        // This check may make room, dropping what has expired by now.
+                        floor = now;
+                    }
+                    clock.set(now);
+                    let got = store.check_sync(&[key as u8], &policy, cost).unwrap();
+                    let want = policy.decide(&mut models[key], now, cost).unwrap();
+                    prop_assert_eq!(got, want, "step {} of {:?}: key {} cost {} at T0{:+} µs",
+                        i, policy, key, cost, now as i128 - T0 as i128);
+                    if store.evicted() > 0 {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
 }

@@ -155,7 +155,10 @@ pub(crate) struct Raw {
     pub(crate) remaining: u64,
     /// When denied, µs until the same request passes (always > 0); 0 when allowed.
     pub(crate) retry: u64,
-    /// µs until the state is back to fresh; `now + reset` is when a store may forget it.
+    /// µs until the state is back to fresh as this decision sees it. `now + reset` covers
+    /// what this decision wrote; after a clock stepped back an earlier decision's instant
+    /// can be later (a sliding log takes an admission as its newest entry), so a store may
+    /// forget a state once the latest of its decisions' instants has passed.
     pub(crate) reset: u64,
 }
 

@@ -51,8 +51,12 @@ impl SlidingLog {
     /// entries "in the future" still count (stricter, never looser), and the admission is
     /// logged at `now`, in time order. An admission that reaches a later cell of
     /// [`grid`](Self::grid) drops the entries that have left the window, so the log holds
-    /// at most a period and a grid cell of entries (about twice the count). After an admission the limit is full
-    /// again a period later: the admission is taken as the newest entry.
+    /// at most a period and a grid cell of entries (about twice the count). After an
+    /// admission the limit is full again a period later: the admission is taken as the
+    /// newest entry, as the Redis script takes it (reading the newest would cost it a
+    /// read per admission). After a clock stepped back a later entry may outlast that
+    /// `reset`; it was covered by the `reset` of the decision that wrote it, and stores
+    /// keep the latest of those instants.
     pub(crate) fn decide(&self, log: &mut Log, now: u64, cost: u64) -> Raw {
         // Entries are in time order: the expired ones are a prefix.
         let live_from = log

@@ -79,7 +79,8 @@ enum Slot {
 }
 
 struct Locked {
-    /// When the state becomes equal to no state (µs since the epoch).
+    /// When the state becomes equal to no state (µs since the epoch): the latest
+    /// `now + reset` of the decisions on it, never moved earlier (see `Slot::decide`).
     expires: AtomicU64,
     /// `None` once evicted.
     state: Mutex<Option<State>>,
@@ -369,7 +370,12 @@ impl Slot {
                 let state = guard.as_mut()?;
                 let result = policy.engine().decide(state, now, cost);
                 if let Ok(raw) = &result {
-                    l.expires.store(now + raw.reset, Ordering::Release);
+                    // `now + reset` covers what this decision wrote, not always what an
+                    // earlier one at a later `now` wrote: a sliding log takes an admission
+                    // as its newest entry, and `now` can go back (a clock stepped back, or
+                    // two threads that read the clock in one order and lock in the
+                    // other). The latest such instant covers them all.
+                    l.expires.fetch_max(now + raw.reset, Ordering::AcqRel);
                 }
                 Some(result)
             }
