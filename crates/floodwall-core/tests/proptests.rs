@@ -1,10 +1,11 @@
 //! Property tests: every algorithm against a simple reference model, and the invariants
-//! every algorithm shares (denials and peeks change nothing, retry_after is exact, a clock
-//! going backwards never grants more).
+//! every algorithm shares (denials, peeks and costs above the limit change nothing,
+//! retry_after is exact, a clock going backwards never grants more, and a state means
+//! nothing once the latest of its decisions' resets has passed).
 
 use std::time::Duration;
 
-use floodwall_core::{Algorithm, Decision, Policy, Quota, State};
+use floodwall_core::{Algorithm, Decision, Error, Parameters, Policy, Quota, State};
 use proptest::prelude::*;
 
 const T0: u64 = 1_700_000_000_000_000;
@@ -16,23 +17,47 @@ fn ops(max_dt: u64, max_cost: u64) -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec((0..max_dt, 0..=max_cost), 1..120)
 }
 
-fn run(policy: &Policy, ops: &[Op]) -> Vec<(u64, u64, Decision)> {
+/// `(now, cost, answer)` for each request.
+type Trace = Vec<(u64, u64, Result<Decision, Error>)>;
+
+/// Runs `ops` from a fresh state. A cost above the limit is passed as it is: its answer
+/// must be an error that leaves the state as it was (see [`decided`]).
+fn run(policy: &Policy, ops: &[Op]) -> Trace {
     let mut state = State::new();
     let mut now = T0;
     ops.iter()
         .map(|&(dt, cost)| {
             now += dt;
-            // Costs above the limit are an error, tested elsewhere; here they are clamped.
-            let cost = cost.min(policy.limit());
-            (now, cost, policy.decide(&mut state, now, cost).unwrap())
+            let before = state.clone();
+            let d = policy.decide(&mut state, now, cost);
+            if d.is_err() {
+                assert_eq!(state, before, "a refused cost changed the state");
+            }
+            (now, cost, d)
         })
         .collect()
 }
 
-fn admitted(trace: &[(u64, u64, Decision)]) -> Vec<(u64, u64)> {
+/// The decision on a cost within `limit`, or `None` for a cost above it, which must have
+/// been refused as one that can never pass rather than decided.
+fn decided(
+    limit: u64,
+    cost: u64,
+    d: Result<Decision, Error>,
+) -> Result<Option<Decision>, TestCaseError> {
+    match d {
+        Ok(d) if cost <= limit => Ok(Some(d)),
+        Err(e) if cost > limit && e.is_cost_too_high() => Ok(None),
+        other => Err(TestCaseError::fail(format!(
+            "cost {cost} under limit {limit}: {other:?}"
+        ))),
+    }
+}
+
+fn admitted(trace: &Trace) -> Vec<(u64, u64)> {
     trace
         .iter()
-        .filter(|(_, c, d)| d.allowed && *c > 0)
+        .filter(|(_, c, d)| *c > 0 && d.as_ref().is_ok_and(|d| d.allowed))
         .map(|&(t, c, _)| (t, c))
         .collect()
 }
@@ -85,7 +110,7 @@ proptest! {
         let period = 1_000_000;
         let mut log: Vec<(u64, u64)> = Vec::new();
         for (now, cost, d) in run(&p, &ops) {
-            if cost > count { continue; }
+            let Some(d) = decided(count, cost, d)? else { continue };
             let used: u64 = log.iter().filter(|(t, _)| t + period > now).map(|(_, c)| c).sum();
             let fits = used + cost <= count;
             prop_assert_eq!(d.allowed, fits, "at {} cost {}", now, cost);
@@ -99,7 +124,7 @@ proptest! {
         let p = policy(Algorithm::FixedWindow, count, 1000, count);
         let mut used = std::collections::HashMap::<u64, u64>::new();
         for (now, cost, d) in run(&p, &ops) {
-            if cost > count { continue; }
+            let Some(d) = decided(count, cost, d)? else { continue };
             let w = used.entry(now / 1_000_000).or_default();
             let fits = *w + cost <= count;
             prop_assert_eq!(d.allowed, fits);
@@ -120,7 +145,7 @@ proptest! {
         let (width, n) = (precision * 1000, 1000 / precision);
         let mut log: Vec<(u64, u64)> = Vec::new();
         for (now, cost, d) in run(&p, &ops) {
-            if cost > count { continue; }
+            let Some(d) = decided(count, cost, d)? else { continue };
             let b = now / width;
             let used: u64 = log.iter().filter(|(t, _)| t / width + n > b).map(|(_, c)| c).sum();
             let fits = used + cost <= count;
@@ -141,7 +166,7 @@ proptest! {
         let quantum = count * tick / 1_000_000;
         let (mut tokens, mut at_tick) = (burst, None::<u64>);
         for (now, cost, d) in run(&p, &ops) {
-            if cost > burst { continue; }
+            let Some(d) = decided(burst, cost, d)? else { continue };
             let tick_now = now / tick;
             if let Some(mut t) = at_tick {
                 while t < tick_now { tokens = (tokens + quantum).min(burst); t += 1; }
@@ -164,6 +189,7 @@ proptest! {
         let interval = 1_000_000u64.div_ceil(count);
         let (mut level, mut since) = (0u64, 0u64);
         for (now, cost, d) in run(&policy(Algorithm::LeakyBucket, count, 1000, burst), &ops) {
+            let Some(d) = decided(burst, cost, d)? else { continue };
             let leaked = (now - since) / interval;
             if leaked >= level { (level, since) = (0, now); }
             else { (level, since) = (level - leaked, since + leaked * interval); }
@@ -278,21 +304,55 @@ proptest! {
                 adm.push((latest, cost));
             }
         }
-        // Over any span of one period (in "latest" time), at most limit + what the rate
-        // refills in that span; windows allow up to 2 × limit across an edge.
-        let q = p.quota();
-        let per_period = q.count();
-        let slack = match p.algorithm() {
-            Algorithm::FixedWindow | Algorithm::SlidingWindow { .. } => p.limit(),
-            _ => 0,
-        };
-        for i in 0..adm.len() {
-            let mut sum = 0;
-            for j in i..adm.len() {
-                if adm[j].0 - adm[i].0 >= 1_000_000 { break; }
-                sum += adm[j].1;
+        // The most admitted over any span of up to so many µs (in "latest" time). Within a
+        // period: the buckets and the log their limit plus what the rate refills; a fixed
+        // window 2 × count (the window before an edge and the one after it, each full). A
+        // sliding window counts the last `n` buckets, which a span of `period - precision`
+        // can never outreach: count over that; a period reaches one bucket more: 2 × count.
+        let (period, count) = (1_000_000, p.quota().count());
+        let bounds = match p.parameters() {
+            Parameters::FixedWindow { .. } => vec![(period - 1, 2 * count)],
+            Parameters::SlidingWindow { precision, .. } => {
+                vec![(period - precision, count), (period - 1, 2 * count)]
             }
-            prop_assert!(sum <= p.limit() + per_period + slack, "{:?}: {} in one period", p, sum);
+            _ => vec![(period - 1, p.limit() + count)],
+        };
+        for (span, most) in bounds {
+            for i in 0..adm.len() {
+                let sum: u64 = adm[i..].iter()
+                    .take_while(|a| a.0 - adm[i].0 <= span)
+                    .map(|a| a.1)
+                    .sum();
+                prop_assert!(sum <= most, "{:?}: {} within {} µs, at most {}", p, sum, span, most);
+            }
+        }
+    }
+
+    /// A store may forget a key's state once it means nothing: each decision's
+    /// `now + reset_after` covers what that decision wrote, so the latest such instant
+    /// covers the whole state, however the clock moved between decisions (stepped back,
+    /// or two threads that read it in one order and decide in the other); the memory
+    /// store keeps that instant as the key's expiry. From then on the state decides as
+    /// no state does.
+    #[test]
+    fn the_latest_reset_covers_the_state_however_the_clock_moved(
+        p in any_policy(),
+        steps in prop::collection::vec((-1_500_000i64..1_500_000, 0u64..6), 1..100),
+        probe in 1u64..2_000_000,
+    ) {
+        let mut state = State::new();
+        let (mut now, mut expiry) = (T0, 0);
+        for (dt, cost) in steps {
+            now = now.saturating_add_signed(dt);
+            let d = p.decide(&mut state, now, cost.min(p.limit())).unwrap();
+            expiry = expiry.max(now + d.reset_after.as_micros() as u64);
+            for later in [expiry, expiry + probe] {
+                for cost in [0, 1, p.limit()] {
+                    let kept = p.decide(&mut state.clone(), later, cost).unwrap();
+                    let fresh = p.decide(&mut State::new(), later, cost).unwrap();
+                    prop_assert_eq!(kept, fresh, "{:?}, cost {} at {}", p, cost, later);
+                }
+            }
         }
     }
 
