@@ -1,6 +1,10 @@
 //! Exactness under concurrency: 4 connections x 64 tasks in this process and a second OS
 //! process, all hammering one key, admit exactly the quota, for every algorithm. Each check
 //! is one atomic script, so no interleaving can admit more (or fewer).
+//!
+//! The second process is this test binary again, running the same test with
+//! [`CHILD_URL`] set: the test then plays the second process's part ([`hammer_beside`])
+//! instead of its own. No test exists only to be that entry point.
 
 mod common;
 
@@ -13,7 +17,7 @@ use redis_harness::RedisServer;
 
 use common::every_algorithm;
 
-/// Set in the second process: the URL to hammer.
+/// Set in the second process only: the URL to hammer.
 const CHILD_URL: &str = "FLOODWALL_REDIS_HAMMER_URL";
 /// One instant for every check: refills can never blur the count.
 const NOW: u64 = 1_700_000_000_000_000;
@@ -54,13 +58,10 @@ async fn admitted(handles: Vec<tokio::task::JoinHandle<u64>>) -> u64 {
     total
 }
 
-/// The second process's side: does nothing unless started by the test below.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn child_hammer() {
-    let Ok(url) = std::env::var(CHILD_URL) else {
-        return;
-    };
-    let store = RedisStore::connect(&url).await.unwrap();
+/// The second process's side: hammers `url` for each policy when told to on stdin, and
+/// reports each policy's admissions on stdout.
+async fn hammer_beside(url: &str) {
+    let store = RedisStore::connect(url).await.unwrap();
     println!("ready");
     for policy in policies() {
         // Start each algorithm when the first process does, so both hammer together.
@@ -71,19 +72,25 @@ async fn child_hammer() {
     }
 }
 
+/// This test's name, which the second process runs (as itself, with [`CHILD_URL`] set).
+const TEST: &str = "many_tasks_and_a_second_process_admit_exactly_the_quota";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_tasks_and_a_second_process_admit_exactly_the_quota() {
+    if let Ok(url) = std::env::var(CHILD_URL) {
+        return hammer_beside(&url).await;
+    }
     let server = RedisServer::start();
     let url = server.url();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["child_hammer", "--exact", "--nocapture", "--test-threads=1"])
+        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_URL, &url)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    // libtest prints `test child_hammer ... ` before the test's own output.
+    // libtest prints `test <name> ... ` before the test's own output.
     while !lines
         .next()
         .expect("second process exited")
