@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use floodwall_core::{Decision, Error, Parameters, Policy, Store};
 use redis::Value;
-use tokio::sync::oneshot;
+use tokio::time::Instant;
 
-use crate::coalesce::{self, BatchKey, Coalescer};
+use crate::coalesce::{self, Answer, BatchKey, Coalescer};
 use crate::connection::{Connection, Op};
 use crate::error::{BuildError, UnexpectedReply};
 use crate::key;
@@ -37,7 +37,10 @@ use crate::script::{self, BatchLayout, Scripts};
 /// - [`Error::Unavailable`] when Redis refuses or drops connections (server down or
 ///   restarting, cluster down); the connection recovers by itself once Redis is back;
 /// - [`Error::Backend`] when Redis answered with an error: a key of the wrong type written
-///   by someone else (`WRONGTYPE`), a value the script cannot read, any other script error.
+///   by someone else (`WRONGTYPE`), a value the script cannot read, any other script error;
+/// - [`Error::Overloaded`] when, with coalescing, too many checks already wait behind calls
+///   in flight ([`MAX_QUEUED_PER_KEY`](Self::MAX_QUEUED_PER_KEY) for one key,
+///   [`MAX_QUEUED`](Self::MAX_QUEUED) in all).
 ///
 /// Scripts are sent by SHA1 (EVALSHA); after `SCRIPT FLUSH`, a restart or a failover the
 /// server answers `NOSCRIPT` and the script is loaded and run again, transparently.
@@ -48,7 +51,11 @@ use crate::script::{self, BatchLayout, Scripts};
 /// at once, alone; concurrent checks of that key arriving meanwhile share the next script
 /// call, which decides them all, in arrival order, exactly as sequential calls at one
 /// instant would (GCRA, buckets, fixed window; the sliding window and log are never
-/// coalesced). [`stats`](Self::stats) counts the calls made and saved.
+/// coalesced). [`stats`](Self::stats) counts the calls made and saved. A queued check whose
+/// caller gave up (dropped the request, or its timeout passed) is never sent, and when a
+/// call times out the checks queued behind it fail unsent: a Redis stall costs no quota
+/// for requests it refused, except the checks already in flight when their callers gave
+/// up, which Redis decides when it resumes.
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -134,6 +141,16 @@ impl RedisStore {
     /// The pool size unless [`RedisStoreBuilder::pool_size`] says otherwise.
     pub const DEFAULT_POOL_SIZE: u32 = 8;
 
+    /// With [coalescing](RedisStoreBuilder::coalesce), the most checks of one key that
+    /// wait behind its call in flight (four batches' worth): the next is refused with
+    /// [`Error::Overloaded`], which the tower layer answers as any store failure (503, or
+    /// its fail mode), rather than piling up while Redis stalls.
+    pub const MAX_QUEUED_PER_KEY: usize = coalesce::MAX_QUEUED_PER_KEY;
+
+    /// With coalescing, the most checks waiting behind calls in flight over all keys of
+    /// one store (clones share it); past it, checks are refused with [`Error::Overloaded`].
+    pub const MAX_QUEUED: usize = coalesce::MAX_QUEUED;
+
     /// A builder with the defaults: prefix `floodwall:`, 1 s timeout, pools of 8,
     /// coalescing on.
     pub fn builder() -> RedisStoreBuilder {
@@ -205,22 +222,27 @@ impl RedisStore {
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             let key = (redis_key, now);
-            let Some(answer) = coalescer.join(&key, cost) else {
+            let at = Instant::now();
+            let deadline = at + self.inner.timeout;
+            let Some(answer) = coalescer.join(&key, cost, deadline, at)? else {
                 // No call for the key in flight: this check goes out alone, inline, as an
                 // uncoalesced one would (no task, no channel); whatever queues behind it is
-                // handed to a driver when `lead` drops, or is dropped.
-                let lead = Lead {
+                // handed to a driver when `lead` drops, or failed if this call timed out.
+                let mut lead = Lead {
                     store: self,
                     coalescer,
                     key,
                     layout,
                     runtime,
+                    timed_out: false,
                 };
-                return self
+                let result = self
                     .single(&lead.key.0, params, policy, cost, lead.key.1)
                     .await;
+                lead.timed_out = matches!(result, Err(Error::Timeout));
+                return result;
             };
-            return self.queued(answer, policy).await;
+            return self.queued(answer, deadline, policy).await;
         }
         self.single(&redis_key, params, policy, cost, now).await
     }
@@ -247,13 +269,15 @@ impl RedisStore {
     }
 
     /// The answer to a check queued behind a call in flight for its key, from the batch it
-    /// joined, within the timeout.
+    /// joined, by `deadline` (the timeout from when it queued; the driver sends no check
+    /// past it).
     async fn queued(
         &self,
-        answer: oneshot::Receiver<Result<Raw, Error>>,
+        answer: Answer,
+        deadline: Instant,
         policy: &Policy,
     ) -> Result<Decision, Error> {
-        let raw = match tokio::time::timeout(self.inner.timeout, answer).await {
+        let raw = match tokio::time::timeout_at(deadline, answer).await {
             Ok(Ok(result)) => result?,
             Ok(Err(_)) => return Err(Error::backend("a coalesced check's batch was abandoned")),
             Err(_) => return Err(Error::Timeout),
@@ -261,20 +285,25 @@ impl RedisStore {
         decision(policy, raw)
     }
 
-    /// One batch call: the script's answers to `costs`, in order. It is one script call for
-    /// all of them, so every check but one counts as coalesced.
+    /// One batch call: the script's answers to `costs`, in order, by `deadline` (when the
+    /// last of their callers stops waiting). It is one script call for all of them, so
+    /// every check but one counts as coalesced.
     async fn batch(
         &self,
         key: &BatchKey,
         layout: BatchLayout,
         costs: &[u64],
+        deadline: Instant,
     ) -> Result<Vec<Raw>, Error> {
         let inv = script::batch_invocation(layout, &key.0, key.1, costs);
         self.inner.script_calls.fetch_add(1, Ordering::Relaxed);
         self.inner
             .coalesced
             .fetch_add(costs.len() as u64 - 1, Ordering::Relaxed);
-        let reply: Value = self.bounded(Op::Script(&inv)).await?;
+        let call = self.inner.conn.query(Op::Script(&inv));
+        let reply: Value = tokio::time::timeout_at(deadline, call)
+            .await
+            .unwrap_or(Err(Error::Timeout))?;
         reply::batch(&reply, costs.len())
     }
 
@@ -290,19 +319,25 @@ impl RedisStore {
 const MAX_EXPLICIT_NOW: u64 = (1 << 53) - floodwall_core::MAX_SPAN.as_micros() as u64;
 
 /// A leader's call in flight for a key. When it ends, answered or dropped, the checks that
-/// queued behind it go to a driver (spawned, so they are sent whatever happens to the
-/// leader's caller), or the key is forgotten when none did.
+/// queued behind it and whose callers still wait go to a driver (spawned, so they are sent
+/// whatever happens to the leader's caller), or the key is forgotten when none did. When
+/// the call timed out, they are failed with [`Error::Timeout`], unsent: Redis did not
+/// answer within a whole timeout, and checks sent into a stall are charged when it ends,
+/// after their callers were refused.
 struct Lead<'a> {
     store: &'a RedisStore,
     coalescer: &'a Arc<Coalescer>,
     key: BatchKey,
     layout: BatchLayout,
     runtime: tokio::runtime::Handle,
+    timed_out: bool,
 }
 
 impl Drop for Lead<'_> {
     fn drop(&mut self) {
-        if self.coalescer.hand_over(&self.key) {
+        if self.timed_out {
+            self.coalescer.abandon(&self.key, Error::Timeout);
+        } else if self.coalescer.hand_over(&self.key, Instant::now()) {
             // The driver is moved into the task before it first runs, so even a task
             // dropped unpolled (runtime shutting down) fails the waiting checks.
             let driver = Driver {
@@ -317,7 +352,8 @@ impl Drop for Lead<'_> {
     }
 }
 
-/// Sends a key's batches until no check of it is left waiting.
+/// Sends a key's batches until no check of it is left waiting, or one batch timed out
+/// (then those queued behind it are failed unsent, as behind a [`Lead`] that timed out).
 struct Driver {
     store: RedisStore,
     coalescer: Arc<Coalescer>,
@@ -328,10 +364,24 @@ struct Driver {
 
 impl Driver {
     async fn run(mut self) {
-        while let Some(batch) = self.coalescer.next_batch(&self.key) {
+        while let Some(batch) = self.coalescer.next_batch(&self.key, Instant::now()) {
             let costs: Vec<u64> = batch.iter().map(|w| w.cost).collect();
-            let result = self.store.batch(&self.key, self.layout, &costs).await;
+            // A batch is never empty; no one waits for its answer past its last deadline.
+            let deadline = batch
+                .iter()
+                .map(|w| w.deadline)
+                .max()
+                .unwrap_or_else(Instant::now);
+            let result = self
+                .store
+                .batch(&self.key, self.layout, &costs, deadline)
+                .await;
+            let timed_out = matches!(result, Err(Error::Timeout));
             coalesce::share_out(batch, result);
+            if timed_out {
+                self.coalescer.abandon(&self.key, Error::Timeout);
+                break;
+            }
         }
         self.done = true;
     }
@@ -504,6 +554,15 @@ impl RedisStoreBuilder {
     /// sent (up to two round trips), and a hot key costs Redis one call per round trip
     /// instead of one per check (2.2× the decisions per second at 64 tasks).
     /// `coalesce(false)` sends every check alone.
+    ///
+    /// A queued check whose caller is gone (request dropped, or [timeout](Self::timeout)
+    /// passed) is never sent, and the checks queued behind a call that timed out fail with
+    /// [`Error::Timeout`] unsent, so a stalled Redis does not later charge requests it
+    /// refused; a check already in a batch in flight when its caller gives up may still be
+    /// charged, as any command already sent. At most
+    /// [`MAX_QUEUED_PER_KEY`](RedisStore::MAX_QUEUED_PER_KEY) checks wait per key and
+    /// [`MAX_QUEUED`](RedisStore::MAX_QUEUED) in all; past them a check fails with
+    /// [`Error::Overloaded`].
     ///
     /// ```
     /// let b = floodwall_redis::RedisStore::builder().coalesce(true);

@@ -166,6 +166,9 @@ async fn many_tasks_on_many_threads_admit_exactly_the_quota() {
         320,
         "every check was sent alone or in a batch"
     );
+    // Eight tasks on one key: checks arrive while another is in flight and share its
+    // next call (with `coalesce(false)`, none would).
+    assert!(saved > 0, "no call saved: {calls} calls for 320 checks");
 }
 
 #[test]
@@ -255,4 +258,98 @@ async fn a_leader_dropped_mid_call_hands_its_queue_on() {
     // leader's admission (which Redis still made).
     let remaining: Vec<u64> = followers.iter().map(|d| d.remaining).collect();
     assert_eq!(remaining, [3, 2, 1]);
+}
+
+#[tokio::test]
+async fn checks_whose_callers_left_the_queue_are_never_sent() {
+    let server = RedisServer::start();
+    let store = coalescing_store(&server).await;
+    let policy = Policy::gcra("left", "5/day".parse().unwrap()).unwrap();
+    concurrently(&store, b"warm", &policy, &[1, 1], Some(NOW)).await;
+    // Redis holds every command for 300 ms (well within the store's 1 s timeout): the
+    // leader's call hangs, and three checks queue behind it.
+    server.cmd(&["CLIENT", "PAUSE", "300", "ALL"]);
+    let before = store.stats();
+    let leader = {
+        let (store, policy) = (store.clone(), policy.clone());
+        tokio::spawn(async move { store.check_at(b"k", &policy, 1, NOW).await })
+    };
+    tokio::task::yield_now().await;
+    let followers: Vec<_> = (0..3)
+        .map(|_| {
+            let (store, policy) = (store.clone(), policy.clone());
+            tokio::spawn(async move { store.check_at(b"k", &policy, 1, NOW).await })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    // Their callers go away (a client hung up) while the leader's call is in flight.
+    for f in &followers {
+        f.abort();
+    }
+    for f in followers {
+        assert!(f.await.unwrap_err().is_cancelled());
+    }
+    let leader = leader.await.unwrap().unwrap();
+    assert_eq!(leader.remaining, 4, "the leader was answered");
+    let after = store.stats();
+    assert_eq!(
+        after.script_calls - before.script_calls,
+        1,
+        "only the leader's call"
+    );
+    assert_eq!(after.coalesced, before.coalesced, "no batch was sent");
+    // Only the leader's unit is spent.
+    let next = store.check_at(b"k", &policy, 1, NOW).await.unwrap();
+    assert_eq!(next.remaining, 3);
+}
+
+#[tokio::test]
+async fn a_full_queue_refuses_as_overloaded_and_its_timed_out_checks_are_not_sent() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder()
+        .timeout(Duration::from_millis(200))
+        .multiplexed(&server.url())
+        .await
+        .unwrap();
+    let limit = RedisStore::MAX_QUEUED_PER_KEY as u64 + 100;
+    let policy = Policy::gcra("full", format!("{limit}/day").parse().unwrap()).unwrap();
+    concurrently(&store, b"warm", &policy, &[1, 1], Some(NOW)).await;
+    // Redis serves nobody for 1.5 s: the leader's call times out, and every check
+    // queued behind it gives up too.
+    server.cmd(&["CLIENT", "PAUSE", "1500", "ALL"]);
+    let before = store.stats();
+    let checks: Vec<_> = (0..RedisStore::MAX_QUEUED_PER_KEY + 2)
+        .map(|_| {
+            let (store, policy) = (store.clone(), policy.clone());
+            tokio::spawn(async move { store.check_at(b"k", &policy, 1, NOW).await })
+        })
+        .collect();
+    let mut timeouts = 0;
+    let mut overloaded = Vec::new();
+    for c in checks {
+        match c.await.unwrap() {
+            Err(e) if e.is_timeout() => timeouts += 1,
+            Err(e) if e.is_overloaded() => overloaded.push(e),
+            other => panic!("during the pause: {other:?}"),
+        }
+    }
+    // The leader and a full queue time out; the check past the bound is refused at once.
+    assert_eq!(timeouts, RedisStore::MAX_QUEUED_PER_KEY + 1);
+    assert_eq!(overloaded.len(), 1);
+    assert!(
+        matches!(
+            overloaded[0],
+            floodwall_core::Error::Overloaded { max_in_flight } if max_in_flight == RedisStore::MAX_QUEUED_PER_KEY
+        ),
+        "{:?}",
+        overloaded[0]
+    );
+    // Once Redis serves again, only the leader's check (sent before the pause ended) is
+    // charged: the queued ones were never sent.
+    server.cmd(&["PING"]);
+    let after = store.stats();
+    assert_eq!(after.script_calls - before.script_calls, 1);
+    assert_eq!(after.coalesced, before.coalesced);
+    let next = store.check_at(b"k", &policy, 1, NOW).await.unwrap();
+    assert_eq!(next.remaining, limit - 2);
 }
