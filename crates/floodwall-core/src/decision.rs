@@ -20,6 +20,12 @@ pub struct Decision {
     pub retry_after: Option<Duration>,
     /// How long until the limit is back to full (`remaining == limit`) if nothing else comes.
     pub reset_after: Duration,
+    /// Whether a [`Fallback`](crate::resilience::Fallback) decided this in the store's
+    /// stead, because the store failed: fail-open, or this node's share of the quota. Such
+    /// an answer says nothing of the shared state and holds only while the store fails, so
+    /// a cache in front ([`DenyCache`](crate::DenyCache)) must not remember it. `false` for
+    /// every store's own answers.
+    pub fallback: bool,
 }
 
 impl Decision {
@@ -49,6 +55,15 @@ impl Decision {
             remaining,
             retry_after,
             reset_after,
+            fallback: false,
         }
+    }
+
+    /// This decision, marked as made by a fallback in the store's stead (see
+    /// [`fallback`](Self::fallback)): for a store combinator that answers when its store
+    /// cannot.
+    pub fn by_fallback(mut self) -> Self {
+        self.fallback = true;
+        self
     }
 }

@@ -266,6 +266,7 @@ impl Policy {
             remaining: raw.remaining,
             retry_after: (!raw.allowed).then_some(retry),
             reset_after: reset,
+            fallback: false,
         }
     }
 

@@ -46,20 +46,43 @@ fn us(d: Duration) -> u64 {
     d.as_micros() as u64
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2_000))]
+/// Runs `test` on `cases` values of `strategy`; a failure is shrunk, reported and kept
+/// in `deny_cache.proptest-regressions` as the `proptest!` macro would.
+fn run_cases<S: Strategy>(
+    cases: u32,
+    strategy: S,
+    test: impl Fn(S::Value) -> Result<(), TestCaseError>,
+) {
+    let config = ProptestConfig {
+        cases,
+        source_file: Some(file!()),
+        ..ProptestConfig::default()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    if let Err(e) = runner.run(&strategy, test) {
+        panic!("{e}");
+    }
+}
 
-    /// The fact the cache relies on, on the model itself: once `Policy::decide` refuses a
-    /// cost `c` at `s` with `retry_after = d`, every cost `>= c` is refused at every time
-    /// in `[s, s + d)` however many other requests are admitted meanwhile, and the true
-    /// wait is never shorter than what the cache would report (`s + d - t`).
-    #[test]
-    fn a_refusal_stays_true_whatever_others_admit(
-        policy in policies(),
-        history in prop::collection::vec((0..30_000u64, 0..=6u64), 0..24),
-        cost in 1..=6u64,
-        others in prop::collection::vec((0..1_000u64, 0..=6u64, 0..=6u64), 0..16),
-    ) {
+const CASES: u32 = 2_000;
+
+/// The fact the cache relies on, on the model itself: once `Policy::decide` refuses a
+/// cost `c` at `s` with `retry_after = d`, every cost `>= c` is refused at every time in
+/// `[s, s + d)` however many other requests are admitted meanwhile, and the true wait is
+/// never shorter than what the cache would report (`s + d - t`).
+///
+/// Every case reaches a refusal: at `s` the cost is asked again until it is refused, which
+/// takes at most `limit` admissions at one instant.
+#[test]
+fn a_refusal_stays_true_whatever_others_admit() {
+    let probes = std::cell::Cell::new(0u64);
+    let strategy = (
+        policies(),
+        prop::collection::vec((0..30_000u64, 0..=6u64), 0..24),
+        1..=6u64,
+        prop::collection::vec((0..1_000u64, 0..=6u64, 0..=6u64), 1..16),
+    );
+    run_cases(CASES, strategy, |(policy, history, cost, others)| {
         let limit = policy.limit();
         let cost = cost.min(limit);
         let mut state = State::new();
@@ -69,10 +92,17 @@ proptest! {
             policy.decide(&mut state, now, c.min(limit)).unwrap();
         }
         let s = now;
-        let denied = policy.decide(&mut state, s, cost).unwrap();
-        if denied.allowed {
-            return Ok(());
+        let mut denied = policy.decide(&mut state, s, cost).unwrap();
+        for _ in 0..limit {
+            if !denied.allowed {
+                break;
+            }
+            denied = policy.decide(&mut state, s, cost).unwrap();
         }
+        prop_assert!(
+            !denied.allowed,
+            "{limit} admissions of {cost} at one instant"
+        );
         let d = us(denied.retry_after.unwrap());
         prop_assert!(d > 0);
         let mut t = s;
@@ -82,25 +112,43 @@ proptest! {
             policy.decide(&mut state, t, other.min(limit)).unwrap();
             let probe = probe.clamp(cost, limit);
             let again = policy.decide(&mut state.clone(), t, probe).unwrap();
-            prop_assert!(!again.allowed, "cost {probe} admitted at s + {} < s + {d}", t - s);
+            prop_assert!(
+                !again.allowed,
+                "cost {probe} admitted at s + {} < s + {d}",
+                t - s
+            );
             prop_assert!(us(again.retry_after.unwrap()) >= s + d - t);
+            probes.set(probes.get() + 1);
         }
         let last = policy.decide(&mut state.clone(), s + d - 1, cost).unwrap();
         prop_assert!(!last.allowed);
-    }
+        Ok(())
+    });
+    // Every case probed its refusal at least once.
+    assert!(probes.get() >= u64::from(CASES), "{} probes", probes.get());
+}
 
-    /// The cache in lockstep with the same store without it: this node's checks go
-    /// through the cache, other nodes' straight to the shared store, and every check
-    /// must be admitted or refused exactly as it is without the cache. Covers both facts
-    /// the cache records: refusals, and what an admission says about the next request.
-    #[test]
-    fn the_cache_decides_as_the_store_does(
-        policy in policies(),
-        ops in prop::collection::vec((0..4u8, 0..2u8, 0..=6u64, 0..8_000u64), 1..80),
-    ) {
+/// The cache in lockstep with the same store without it: this node's checks go through
+/// the cache, other nodes' straight to the shared store, and every check must be admitted
+/// or refused exactly as it is without the cache. Covers both facts the cache records:
+/// refusals, and what an admission says about the next request.
+///
+/// Checks come faster than any policy's quota refills (a step of at most 2 ms against
+/// periods of 10 ms or more), so most cases see the cache refuse locally; the run counts
+/// them and fails if too few did, so a cache that stopped refusing would not pass unseen.
+#[test]
+fn the_cache_decides_as_the_store_does() {
+    let refusing_cases = std::cell::Cell::new(0u64);
+    let strategy = (
+        policies(),
+        prop::collection::vec((0..8u8, 0..2u8, 0..=6u64, 0..2_000u64), 1..80),
+    );
+    run_cases(CASES, strategy, |(policy, ops)| {
         let clock = ManualClock::new(T0);
         let shared = MemoryStore::builder().clock(clock.clone()).build();
-        let cache = DenyCache::builder().clock(clock.clone()).build(shared.clone());
+        let cache = DenyCache::builder()
+            .clock(clock.clone())
+            .build(shared.clone());
         let reference = MemoryStore::builder().clock(clock.clone()).build();
         let limit = policy.limit();
         let mut through_cache = 0;
@@ -110,13 +158,13 @@ proptest! {
             let cost = cost.min(limit);
             let expected: Decision = reference.check_sync(&key, &policy, cost).unwrap();
             let got = match who {
-                // This node, through the cache; twice as often as anyone else.
-                0 | 1 => {
+                // This node, through the cache; most checks.
+                0..=4 => {
                     through_cache += 1;
                     cache.check_now(&key, &policy, cost).unwrap().unwrap()
                 }
                 // Another node, straight to the shared store.
-                2 => shared.check_sync(&key, &policy, cost).unwrap(),
+                5 | 6 => shared.check_sync(&key, &policy, cost).unwrap(),
                 // This node resets the key (and the reference does too).
                 _ => {
                     now_or_never(cache.reset(&key, &policy)).unwrap();
@@ -124,7 +172,13 @@ proptest! {
                     continue;
                 }
             };
-            prop_assert_eq!(got.allowed, expected.allowed, "cost {} at +{}", cost, clock_now(&clock) - T0);
+            prop_assert_eq!(
+                got.allowed,
+                expected.allowed,
+                "cost {} at +{}",
+                cost,
+                clock_now(&clock) - T0
+            );
             if got.allowed {
                 prop_assert_eq!(got, expected);
             } else {
@@ -136,7 +190,17 @@ proptest! {
         // Every check through the cache was answered by it or by the store, once.
         let stats = cache.stats();
         prop_assert_eq!(stats.store_calls + stats.denied_locally, through_cache);
-    }
+        if stats.denied_locally > 0 {
+            refusing_cases.set(refusing_cases.get() + 1);
+        }
+        Ok(())
+    });
+    let refusing = refusing_cases.get();
+    eprintln!("{refusing} of {CASES} cases refused from the cache");
+    assert!(
+        refusing * 2 >= u64::from(CASES),
+        "only {refusing} of {CASES} cases refused anything from the cache"
+    );
 }
 
 fn clock_now(clock: &ManualClock) -> u64 {
@@ -538,5 +602,145 @@ async fn check_now_does_not_wait_for_a_check_in_flight() {
     for task in tasks {
         assert!(!task.await.unwrap().unwrap().allowed);
     }
+    assert_eq!(cache.stats().waited, 0);
+}
+
+// -- A leader that stops being polled holds no one past the bound.
+
+/// Polls `f` once, with a waker that does nothing: a future polled once and never again.
+fn poll_once<F: Future>(f: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> {
+    f.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_dropped_mid_flight_releases_its_followers_at_once() {
+    let (clock, remote, cache) = remote_cache();
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    // The leader, polled once: in flight to the store.
+    let mut leader = Box::pin(cache.check(b"k", &policy, 1));
+    assert!(poll_once(leader.as_mut()).is_pending());
+    let follower = spawn_checks(&cache, &policy, &[1]).remove(0);
+    tokio::time::sleep(RTT / 2).await;
+    assert_eq!((remote.calls(), cache.stats().waited), (2, 1));
+    // Dropped before the store answered (never decided there): the follower goes to the
+    // store itself, at once rather than at any bound.
+    let started = tokio::time::Instant::now();
+    drop(leader);
+    let d = tokio::time::timeout(Duration::from_secs(60), follower)
+        .await
+        .expect("the follower was left waiting")
+        .unwrap()
+        .unwrap();
+    assert!(d.allowed);
+    assert_eq!(started.elapsed(), RTT, "one round trip of its own");
+    assert_eq!(remote.calls(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_never_polled_again_holds_its_followers_no_longer_than_the_bound() {
+    let (clock, remote, cache) = remote_cache();
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    // The leader is polled once, so it is in flight, then never again (a `select!` that
+    // moved on, a task stuck elsewhere) and not dropped either.
+    let mut leader = Box::pin(cache.check(b"k", &policy, 1));
+    assert!(poll_once(leader.as_mut()).is_pending());
+    assert_eq!(remote.calls(), 2);
+    let started = tokio::time::Instant::now();
+    let followers = spawn_checks(&cache, &policy, &[1, 1]);
+    let mut admitted = 0;
+    for follower in followers {
+        let d = tokio::time::timeout(Duration::from_secs(60), follower)
+            .await
+            .expect("a follower was left waiting")
+            .unwrap()
+            .unwrap();
+        admitted += u64::from(d.allowed);
+    }
+    // At the bound each goes to the store, as without the cache: the leader never
+    // decided there, so exactly one of the two is admitted.
+    assert_eq!(admitted, 1);
+    assert_eq!(remote.calls(), 4, "store calls");
+    assert_eq!(started.elapsed(), DenyCache::DEFAULT_MAX_WAIT + RTT);
+    let stats = cache.stats();
+    assert_eq!(
+        (stats.waited, stats.gave_up, stats.denied_locally),
+        (2, 2, 0)
+    );
+    // The leader, dropped at last, lands nothing anyone still waits for.
+    drop(leader);
+    assert!(!cache.check(b"k", &policy, 1).await.unwrap().allowed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_check_arriving_after_the_bound_does_not_wait_for_a_stuck_leader() {
+    let (clock, remote, cache) = remote_cache();
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    let mut leader = Box::pin(cache.check(b"k", &policy, 1));
+    assert!(poll_once(leader.as_mut()).is_pending());
+    // The cache's clock passes the bound (tokio's timer has not moved): the next check
+    // takes the flight over and asks the store at once, a round trip and no more.
+    clock.advance(DenyCache::DEFAULT_MAX_WAIT);
+    let started = tokio::time::Instant::now();
+    let d = tokio::time::timeout(Duration::from_secs(60), cache.check(b"k", &policy, 1))
+        .await
+        .expect("the check waited for a leader past the bound");
+    assert!(d.unwrap().allowed);
+    assert_eq!(started.elapsed(), RTT);
+    assert_eq!(remote.calls(), 3);
+    assert_eq!(cache.stats().waited, 0);
+    drop(leader);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_check_polled_past_the_bound_goes_to_the_store() {
+    let (clock, remote, cache) = remote_cache();
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    let mut leader = Box::pin(cache.check(b"k", &policy, 1));
+    assert!(poll_once(leader.as_mut()).is_pending());
+    let mut follower = Box::pin(cache.check(b"k", &policy, 1));
+    assert!(poll_once(follower.as_mut()).is_pending());
+    assert_eq!(cache.stats().waited, 1);
+    // The cache's clock passes the bound before tokio's timer does: the next poll of the
+    // waiting check sees it, and the check asks the store, a round trip and no more.
+    clock.advance(DenyCache::DEFAULT_MAX_WAIT);
+    let started = tokio::time::Instant::now();
+    let d = tokio::time::timeout(Duration::from_secs(60), follower)
+        .await
+        .expect("the check kept waiting past the bound");
+    assert!(d.unwrap().allowed);
+    assert_eq!(started.elapsed(), RTT);
+    assert_eq!((remote.calls(), cache.stats().gave_up), (3, 1));
+    drop(leader);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_bound_turns_waiting_off() {
+    let clock = ManualClock::new(T0);
+    let remote = Remote {
+        inner: MemoryStore::builder().clock(clock.clone()).build(),
+        calls: Default::default(),
+        failing: Default::default(),
+    };
+    let cache = DenyCache::builder()
+        .max_wait(Duration::ZERO)
+        .clock(clock.clone())
+        .build(remote.clone());
+    assert_eq!(cache.max_wait(), Duration::ZERO);
+    let cache = std::sync::Arc::new(cache);
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    // Each goes to the store, as without the cache: one is admitted.
+    let results = together(&cache, &policy, &[1; 4]).await;
+    assert_eq!(allowed(&results).iter().filter(|&&a| a).count(), 1);
+    assert_eq!(remote.calls(), 5, "store calls");
     assert_eq!(cache.stats().waited, 0);
 }

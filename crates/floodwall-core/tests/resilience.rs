@@ -9,7 +9,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use floodwall_core::resilience::{Breaker, BreakerState, FailMode, Fallback};
-use floodwall_core::{Decision, Error, ManualClock, MemoryStore, Policy, Store};
+use floodwall_core::{Decision, DenyCache, Error, ManualClock, MemoryStore, Policy, Store};
 
 const T0: u64 = 1_700_006_400_000_000;
 
@@ -328,6 +328,7 @@ fn fail_open_allows_with_the_policy_limit_and_counts() {
         assert!(d.allowed);
         assert_eq!((d.limit, d.remaining, d.retry_after), (2, 2, None));
         assert_eq!(d.reset_after, Duration::ZERO);
+        assert!(d.fallback);
     }
     assert!(fallback.is_engaged());
     assert_eq!(fallback.stats().failed_open, 5);
@@ -339,7 +340,8 @@ fn fail_open_allows_with_the_policy_limit_and_counts() {
             .is_cost_too_high()
     );
     flaky.set(Health::Up);
-    assert!(check(&fallback, b"k", &p).unwrap().allowed);
+    let d = check(&fallback, b"k", &p).unwrap();
+    assert!(d.allowed && !d.fallback);
     assert!(!fallback.is_engaged());
 }
 
@@ -561,4 +563,35 @@ async fn a_timeout_bounds_a_store_that_never_answers() {
     assert!(store.check(b"k", &p, 1).await.unwrap_err().is_timeout());
     assert_eq!(started.elapsed(), Duration::from_millis(200));
     assert_eq!(Timeout::with_default(()).timeout(), Duration::from_secs(1));
+}
+
+#[test]
+fn a_deny_cache_in_front_of_a_local_fallback_does_not_outlive_the_outage() {
+    let (clock, flaky, _) = setup();
+    let local = MemoryStore::builder().clock(clock.clone()).build();
+    let fallback = Fallback::with_local_store(flaky.clone(), FailMode::local(3), local);
+    let cache = DenyCache::builder()
+        .clock(clock.clone())
+        .build(fallback.clone());
+    let p = policy("30/min");
+    // The store is down: the fallback decides with this node's share, 10 of the 30.
+    flaky.set(Health::Down);
+    let admitted = (0..10)
+        .filter(|_| check(&cache, b"k", &p).unwrap().allowed)
+        .count();
+    assert_eq!(admitted, 10);
+    let refused = check(&cache, b"k", &p).unwrap();
+    assert_eq!((refused.allowed, refused.limit), (false, 10));
+    assert!(refused.fallback, "an answer in the store's stead says so");
+    assert_eq!(fallback.stats().decided_locally, 11);
+    // The store is back a second later, knowing nothing of the share's decisions: the next
+    // check is the store's to decide, and it admits (the share's refusal said 6 s).
+    flaky.set(Health::Up);
+    clock.advance(Duration::from_secs(1));
+    let calls = flaky.calls();
+    let d = check(&cache, b"k", &p).unwrap();
+    assert_eq!(flaky.calls(), calls + 1, "the store was asked");
+    assert_eq!((d.allowed, d.limit, d.remaining), (true, 30, 29));
+    assert!(!d.fallback);
+    assert_eq!(cache.stats().denied_locally, 0);
 }

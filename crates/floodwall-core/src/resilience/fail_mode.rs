@@ -10,14 +10,16 @@
 pub enum FailMode {
     /// Allow every request: availability over protection. Each answer is a
     /// [`Decision`](crate::Decision) with `allowed`, `limit` the policy's limit,
-    /// `remaining == limit` (nothing was counted) and `reset_after` zero.
+    /// `remaining == limit` (nothing was counted), `reset_after` zero, and
+    /// [`fallback`](crate::Decision::fallback) set.
     Open,
     /// Pass the store's error on: the tower layer answers `503 Service Unavailable` with
     /// `Retry-After`. Protection over availability.
     Closed,
     /// Decide in this process's memory with each policy's
     /// [`share`](crate::Policy::share) for `nodes` servers: the fleet stays limited,
-    /// roughly, with no coordination. Seed 004's "degrade to local limiting".
+    /// roughly, with no coordination. Seed 004's "degrade to local limiting". Its answers
+    /// have [`fallback`](crate::Decision::fallback) set.
     Local {
         /// How many servers share the quota (at least 1); each enforces `1 / nodes` of it.
         nodes: u32,

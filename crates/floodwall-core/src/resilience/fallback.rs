@@ -27,6 +27,11 @@ const MAX_CACHED_SHARES: usize = 1024;
 ///   `remaining == limit` and `reset_after` zero (nothing was counted).
 /// - [`FailMode::Closed`]: the error is returned, and the tower layer answers 503.
 ///
+/// Every answer given in the store's stead is marked [`Decision::fallback`]: it holds only
+/// on this node while the store fails (a share's refusal is not the fleet's), so a
+/// [`DenyCache`](crate::DenyCache) in front passes it on without remembering it, and the
+/// next check after the store is back is the store's to decide.
+///
 /// The first failure after a success logs a warning ("engaged") and the first success
 /// after failures an info line, once each (target `floodwall`); [`stats`](Self::stats)
 /// counts every answer given in the store's stead. Put a [`Breaker`](super::Breaker)
@@ -177,13 +182,7 @@ impl<S, C: Clock> Shared<S, C> {
             FailMode::Open => {
                 self.failed_open.fetch_add(1, Ordering::Relaxed);
                 let limit = policy.limit();
-                Ok(Decision::new(
-                    true,
-                    limit,
-                    limit,
-                    Duration::ZERO,
-                    Duration::ZERO,
-                ))
+                Ok(Decision::new(true, limit, limit, Duration::ZERO, Duration::ZERO).by_fallback())
             }
             FailMode::Closed => {
                 self.failed_closed.fetch_add(1, Ordering::Relaxed);
@@ -194,6 +193,7 @@ impl<S, C: Clock> Shared<S, C> {
                 self.with_share(policy, nodes, |share| {
                     self.local.check_sync(key, share, cost.min(share.limit()))
                 })
+                .map(Decision::by_fallback)
             }
         }
     }

@@ -38,10 +38,13 @@ impl Entry {
 }
 
 /// A check of a key whose cached refusal lapsed, in flight to the inner store: the
-/// checks of that key arriving meanwhile with a cost `>= cost` wait for its outcome.
+/// checks of that key arriving meanwhile with a cost `>= cost` wait for its outcome, until
+/// `deadline` at the latest.
 #[derive(Debug)]
 struct Flight {
     cost: u64,
+    /// Local µs from which the leader is deemed stuck (see [`DenyCacheBuilder::max_wait`]).
+    deadline: u64,
     landing: Mutex<Landing>,
 }
 
@@ -63,11 +66,18 @@ enum Outcome {
 }
 
 impl Flight {
-    fn new(cost: u64) -> Self {
+    fn new(cost: u64, deadline: u64) -> Self {
         Self {
             cost,
+            deadline,
             landing: Mutex::new(Landing::default()),
         }
+    }
+
+    /// Whether the leader has been out so long it may never be polled again: nobody waits
+    /// for it any more, and the next check of the key leads a flight of its own.
+    fn stuck(&self, now: u64) -> bool {
+        now >= self.deadline
     }
 
     /// Sets the outcome (the first one set stays) and wakes every waiting check.
@@ -86,21 +96,64 @@ impl Flight {
     }
 }
 
-/// A check waiting for a [`Flight`] to land.
-struct Wait {
+/// A check waiting for a [`Flight`] to land: `Some` outcome, or `None` once the flight's
+/// deadline has passed (on the cache's clock, or on tokio's timer where there is one).
+struct Wait<'a, C> {
     flight: Arc<Flight>,
     slot: Option<usize>,
+    clock: &'a C,
+    /// Wakes this check at the deadline, should neither the leader nor anything else.
+    #[cfg(feature = "tokio")]
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl Future for Wait {
-    type Output = Outcome;
+impl<'a, C: Clock> Wait<'a, C> {
+    fn new(flight: Arc<Flight>, clock: &'a C) -> Self {
+        Self {
+            flight,
+            slot: None,
+            clock,
+            #[cfg(feature = "tokio")]
+            timer: None,
+        }
+    }
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
+    /// Whether tokio's timer says the deadline has passed; arms it on the first call, when
+    /// in a tokio runtime (its timer enabled, as the Redis store's timeout needs too).
+    #[cfg(feature = "tokio")]
+    fn timed_out(&mut self, now: u64, cx: &mut Context<'_>) -> bool {
+        if self.timer.is_none() && tokio::runtime::Handle::try_current().is_ok() {
+            let left = Duration::from_micros(self.flight.deadline.saturating_sub(now));
+            self.timer = Some(Box::pin(tokio::time::sleep(left)));
+        }
+        self.timer
+            .as_mut()
+            .is_some_and(|t| t.as_mut().poll(cx).is_ready())
+    }
+
+    /// Without a timer, the deadline is seen when this check is polled again, or when
+    /// another check of the key arrives after it and takes the flight over.
+    #[cfg(not(feature = "tokio"))]
+    fn timed_out(&mut self, _now: u64, _cx: &mut Context<'_>) -> bool {
+        false
+    }
+}
+
+impl<C: Clock> Future for Wait<'_, C> {
+    type Output = Option<Outcome>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Outcome>> {
         let this = self.get_mut();
-        let mut l = lock(&this.flight.landing);
+        let flight = Arc::clone(&this.flight);
+        let mut l = lock(&flight.landing);
         if let Some(outcome) = l.outcome {
             this.slot = None;
-            return Poll::Ready(outcome);
+            return Poll::Ready(Some(outcome));
+        }
+        let now = this.clock.now_micros();
+        if flight.stuck(now) || this.timed_out(now, cx) {
+            // `Drop` empties the slot.
+            return Poll::Ready(None);
         }
         match this.slot {
             Some(i) => match &mut l.waiters[i] {
@@ -116,7 +169,7 @@ impl Future for Wait {
     }
 }
 
-impl Drop for Wait {
+impl<C> Drop for Wait<'_, C> {
     fn drop(&mut self) {
         if let Some(i) = self.slot
             && let Some(w) = lock(&self.flight.landing).waiters.get_mut(i)
@@ -220,10 +273,29 @@ type Map = papaya::HashMap<MapKey, Entry, ahash::RandomState>;
 /// check decide again. If the leader was admitted, failed or was dropped (cancelled), or
 /// the key was reset meanwhile, each waiting check decides again, once, as a check
 /// arriving after the answer would: refused from a fact the leader's admission recorded
-/// (the cost it leaves no room for), or sent to the store. A wait lasts no longer than the
-/// leader's call to the inner store (bound that call: the Redis store's timeout, or
-/// `resilience::Timeout`), and [`check_now`](Store::check_now) never waits: it returns
-/// `None` while a leader is out. Checks cheaper than the leader's go to the store at once.
+/// (the cost it leaves no room for), or sent to the store. [`check_now`](Store::check_now)
+/// never waits: it returns `None` while a leader is out. Checks cheaper than the leader's
+/// go to the store at once.
+///
+/// **A wait is bounded** by [`max_wait`](DenyCacheBuilder::max_wait) (1 s by default),
+/// counted on the cache's clock from the leader's send. A leader that is answered, fails
+/// or is dropped lands its flight at once; but one that is never polled again and not
+/// dropped either (a `select!` that moved on, a task stuck elsewhere) would hold its
+/// followers forever. Past the bound, a waiting check stops waiting and goes to the store
+/// itself (counted in [`DenyCacheStats::gave_up`]), and a check arriving afterwards leads
+/// a flight of its own instead of following the stuck one. Going to the store, rather than
+/// failing with an error, keeps the cache exact: the check is then decided as it would be
+/// without the cache, where an error would refuse (or fail open on) a request the store
+/// was never asked about. With the `tokio` feature, inside a tokio runtime, tokio's timer
+/// wakes a waiting check at the bound; without it, the bound is seen the next time the
+/// check is polled or another check of the key arrives.
+///
+/// **Fallback answers are not remembered.** A [`Decision::fallback`] (a
+/// [`Fallback`](crate::resilience::Fallback)'s answer while the store fails: this node's
+/// share of the quota, or fail-open) says nothing of the shared state, and a refusal from
+/// a share read with the policy's own numbers would outlast the outage. They pass through
+/// unrecorded and refuse no waiting check, so the first check after the store is back is
+/// the store's to decide.
 ///
 /// What this assumes, and where it is not exact:
 /// - **Nobody resets or deletes the key elsewhere.** [`reset`](Store::reset) through this
@@ -258,11 +330,14 @@ struct Shared<C> {
     map: Map,
     cap: Cap,
     clock: C,
+    /// How long a check waits for another's answer, in µs.
+    max_wait: u64,
     /// Bumped by every reset: an answer to a check sent before a reset is not recorded.
     resets: AtomicU64,
     store_calls: AtomicU64,
     denied_locally: AtomicU64,
     waited: AtomicU64,
+    gave_up: AtomicU64,
 }
 
 /// How much work the [`DenyCache`] saved: read it to see whether caching pays for a
@@ -279,12 +354,18 @@ pub struct DenyCacheStats {
     /// after a cached refusal lapsed (see *Exactness* in [`DenyCache`]): those refused by
     /// its answer are in `denied_locally` too, the others went on as usual.
     pub waited: u64,
+    /// Of those that `waited`, the checks that stopped at the bound
+    /// ([`max_wait`](DenyCacheBuilder::max_wait)) and went to the store themselves: a
+    /// leader was out that long. Not 0 means a check of the cache was left unpolled
+    /// midway (or the inner store's calls outlast the bound).
+    pub gave_up: u64,
 }
 
 /// Sets a [`DenyCache`]'s cap or clock before wrapping a store.
 #[derive(Debug, Clone)]
 pub struct DenyCacheBuilder<C = SystemClock> {
     max_keys: usize,
+    max_wait: Duration,
     clock: C,
 }
 
@@ -292,10 +373,16 @@ impl DenyCache<(), SystemClock> {
     /// The default cap on cached keys: at ~100 bytes an entry, about 10 MB.
     pub const DEFAULT_MAX_KEYS: usize = 100_000;
 
-    /// A builder with the default cap and the system clock.
+    /// The default bound on a wait for another check's answer: 1 s, the Redis store's
+    /// default timeout (and `resilience::Timeout`'s), so a leader that is polled answers
+    /// or fails before it.
+    pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
+
+    /// A builder with the default cap and bound, and the system clock.
     pub fn builder() -> DenyCacheBuilder {
         DenyCacheBuilder {
             max_keys: Self::DEFAULT_MAX_KEYS,
+            max_wait: Self::DEFAULT_MAX_WAIT,
             clock: SystemClock,
         }
     }
@@ -331,11 +418,22 @@ impl<C: Clock> DenyCacheBuilder<C> {
         self
     }
 
+    /// The longest a check waits for another check of its key in flight to the store
+    /// (see *Exactness* in [`DenyCache`]) before it goes to the store itself; default
+    /// [`DenyCache::DEFAULT_MAX_WAIT`]. Keep it at least the inner store's own timeout, or
+    /// checks stop waiting for leaders that are merely slow (exact still, but they cost a
+    /// store call each). Zero turns waiting off.
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
     /// The clock local windows are measured with: a [`ManualClock`](crate::ManualClock)
     /// in tests. It must advance at the store's rate (see [`DenyCache`]).
     pub fn clock<C2: Clock>(self, clock: C2) -> DenyCacheBuilder<C2> {
         DenyCacheBuilder {
             max_keys: self.max_keys,
+            max_wait: self.max_wait,
             clock,
         }
     }
@@ -350,10 +448,12 @@ impl<C: Clock> DenyCacheBuilder<C> {
                     .build(),
                 cap: Cap::new(self.max_keys),
                 clock: self.clock,
+                max_wait: micros(self.max_wait),
                 resets: AtomicU64::new(0),
                 store_calls: AtomicU64::new(0),
                 denied_locally: AtomicU64::new(0),
                 waited: AtomicU64::new(0),
+                gave_up: AtomicU64::new(0),
             }),
         }
     }
@@ -420,6 +520,7 @@ impl<S, C: Clock> DenyCache<S, C> {
             store_calls: self.shared.store_calls.load(Ordering::Relaxed),
             denied_locally: self.shared.denied_locally.load(Ordering::Relaxed),
             waited: self.shared.waited.load(Ordering::Relaxed),
+            gave_up: self.shared.gave_up.load(Ordering::Relaxed),
         }
     }
 
@@ -436,6 +537,11 @@ impl<S, C: Clock> DenyCache<S, C> {
     /// The cap on keys.
     pub fn max_keys(&self) -> usize {
         self.shared.cap.max_keys()
+    }
+
+    /// The bound on a wait for another check's answer.
+    pub fn max_wait(&self) -> Duration {
+        Duration::from_micros(self.shared.max_wait)
     }
 
     fn route(
@@ -471,36 +577,45 @@ impl<S, C: Clock> DenyCache<S, C> {
             sh.denied_locally.fetch_add(1, Ordering::Relaxed);
             return Ok(Route::Local(refusal(policy, now, e.until, e.reset_at)));
         }
-        // Lapsed: wait for the check in flight, or lead one.
-        if let Some(f) = &e.flight {
+        // Lapsed: wait for the check in flight, or lead one (taking over from a leader out
+        // past its deadline).
+        if let Some(f) = &e.flight
+            && !f.stuck(now)
+        {
             return Ok(follow(f, cost, mode).unwrap_or(store));
         }
         if mode == Mode::Now {
             return Ok(store);
         }
-        let flight = Arc::new(Flight::new(cost));
+        let flight = Arc::new(Flight::new(cost, now.saturating_add(sh.max_wait)));
         let claim = map.compute(map_key.to_owned(), |current| match current {
             Some((_, e)) if e.until <= now => match &e.flight {
-                None => Operation::Insert(Entry {
+                Some(f) if !f.stuck(now) => Operation::Abort(Some(Arc::clone(f))),
+                _ => Operation::Insert(Entry {
                     flight: Some(Arc::clone(&flight)),
                     ..e.clone()
                 }),
-                Some(f) => Operation::Abort(Some(Arc::clone(f))),
             },
             // Renewed or removed meanwhile: ask the store.
             _ => Operation::Abort(None),
         });
         Ok(match claim {
-            Compute::Updated { .. } => Route::Store {
-                sent: now,
-                epoch,
-                lead: Some(Leading {
-                    shared: sh,
-                    key: map_key.to_owned(),
-                    flight,
-                    outcome: Outcome::Open,
-                }),
-            },
+            Compute::Updated { old: (_, old), .. } => {
+                // Whoever still waits for a stuck leader goes on now.
+                if let Some(stuck) = &old.flight {
+                    stuck.land(Outcome::Open);
+                }
+                Route::Store {
+                    sent: now,
+                    epoch,
+                    lead: Some(Leading {
+                        shared: sh,
+                        key: map_key.to_owned(),
+                        flight,
+                        outcome: Outcome::Open,
+                    }),
+                }
+            }
             Compute::Aborted(Some(f)) => follow(&f, cost, mode).unwrap_or(store),
             _ => store,
         })
@@ -521,7 +636,12 @@ impl<S, C: Clock> DenyCache<S, C> {
 
     /// Learns from the store's answer to a check of `cost` sent at `sent`.
     fn record(&self, key: &[u8], policy: &Policy, cost: u64, sent: u64, epoch: u64, d: &Decision) {
-        let fact = if d.allowed {
+        // A fallback's answer (a node's share of the quota, fail-open) is no fact about the
+        // shared state: remembered, it would outlast the outage, read with the policy's
+        // numbers rather than the share's.
+        let fact = if d.fallback {
+            None
+        } else if d.allowed {
             exhausted(policy, d)
         } else {
             d.retry_after.map(|r| (cost, micros(r)))
@@ -555,7 +675,11 @@ impl<S, C: Clock> DenyCache<S, C> {
     /// What a leader's answer tells the checks waiting for it.
     fn outcome(&self, sent: u64, epoch: u64, d: &Decision) -> Outcome {
         match d.retry_after {
-            Some(r) if !d.allowed && self.shared.resets.load(Ordering::SeqCst) == epoch => {
+            Some(r)
+                if !d.allowed
+                    && !d.fallback
+                    && self.shared.resets.load(Ordering::SeqCst) == epoch =>
+            {
                 Outcome::Refused {
                     until: sent.saturating_add(micros(r)),
                     reset_at: sent.saturating_add(micros(d.reset_after)),
@@ -643,10 +767,17 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
     async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
         let mut route = self.route(key, policy, cost, Mode::Check)?;
         if let Route::Wait(flight) = route {
-            self.shared.waited.fetch_add(1, Ordering::Relaxed);
-            let outcome = Wait { flight, slot: None }.await;
-            if let Some(d) = self.landed(policy, outcome) {
-                return Ok(d);
+            let sh = &self.shared;
+            sh.waited.fetch_add(1, Ordering::Relaxed);
+            match Wait::new(flight, &sh.clock).await {
+                Some(outcome) => {
+                    if let Some(d) = self.landed(policy, outcome) {
+                        return Ok(d);
+                    }
+                }
+                None => {
+                    sh.gave_up.fetch_add(1, Ordering::Relaxed);
+                }
             }
             route = self.route(key, policy, cost, Mode::Retry)?;
         }
