@@ -11,7 +11,7 @@ use floodwall_tower::RateLimitLayer;
 use floodwall_tower::choose::Choice;
 use http::request::Parts;
 use http::{Response, StatusCode};
-use sfv::{BareItem, FieldType, List, ListEntry, Parser};
+use sfv::{BareItem, List, ListEntry, Parser};
 use support::*;
 use tower::{Layer, ServiceExt};
 
