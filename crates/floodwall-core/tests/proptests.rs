@@ -326,12 +326,11 @@ proptest! {
             _ => vec![(period - 1, p.limit() + count)],
         };
         let log = matches!(p.algorithm(), Algorithm::SlidingLog);
-        let frames: [(&str, fn(&(u64, u64, u64)) -> u64); 2] =
-            [("real", |a| a.1), ("latest", |a| a.0)];
-        for (frame, at) in frames {
+        for frame in ["real", "latest"] {
             if log && frame == "latest" {
                 continue;
             }
+            let at = |a: &(u64, u64, u64)| if frame == "real" { a.1 } else { a.0 };
             for &(span, most) in &bounds {
                 for i in 0..adm.len() {
                     let sum: u64 = adm[i..].iter()
