@@ -12,7 +12,7 @@
 //! The steady figure is the **server thread's CPU time per request** (`schedstat` of the
 //! thread that runs the whole server, limiter and Redis client included): client and server
 //! share the machine's two cores, and the VM loses CPU to its host at times, so wall time
-//! and req/s swing far more than CPU per request does (see `/work/shared/BASELINES.md`). It
+//! and req/s swing far more than CPU per request does (BENCHMARKS.md, "Machine"). It
 //! is measured over rounds: each round runs every variant once, for the same number of
 //! requests with 16 in flight (one per connection), in an order that alternates from round
 //! to round (forward, reversed, then rotated by one and so on), so a drift in the machine's
@@ -21,7 +21,9 @@
 //! server CPU per request, of that per-round ratio to no limiter, of req/s and of the
 //! client's CPU per request. It then says whether the target holds (floodwall in memory at
 //! most 1.03x no limiter's server CPU per request, median of the per-round ratios) and
-//! compares floodwall in memory with tower_governor the same way.
+//! compares floodwall in memory with tower_governor the same way, with its default IETF
+//! headers and without headers (tower_governor writes none by default): the same-run
+//! floodwall / tower_governor ratios are the figures to quote.
 //!
 //! A criterion group (`http_c1`) adds latency at concurrency 1, one request at a time on one
 //! connection. That is mostly the two threads waking each other across cores; on a VM that
@@ -490,13 +492,18 @@ fn print_table(variants: &[Variant], rounds: usize, requests: u64) {
             r.len()
         );
     }
+    // floodwall with its default IETF headers, and without headers as tower_governor by
+    // default: each over tower_governor, round by round.
     let gov = variants.iter().find(|v| v.name == GOVERNOR);
-    if let (Some(fw), Some(gov)) = (fw, gov) {
-        let lat = support::estimate_ns(LATENCY, FLOODWALL, "median")
+    for name in [FLOODWALL, FLOODWALL_NO_HEADERS] {
+        let (Some(fw), Some(gov)) = (variants.iter().find(|v| v.name == name), gov) else {
+            continue;
+        };
+        let lat = support::estimate_ns(LATENCY, name, "median")
             .zip(support::estimate_ns(LATENCY, GOVERNOR, "median"))
             .map(|(f, g)| f / g);
         println!(
-            "floodwall-memory vs tower_governor (median per-round ratios): server CPU per \
+            "{name} vs tower_governor (median (min–max) of per-round ratios): server CPU per \
              request {} (lower is better, < 1: floodwall cheaper); req/s {} (higher is \
              better); c=1 latency {}",
             mmm(ratios(fw, gov, Run::server_us), 0, 3),
@@ -507,6 +514,7 @@ fn print_table(variants: &[Variant], rounds: usize, requests: u64) {
 }
 
 fn main() {
+    support::mark_run_start();
     let rounds = support::env_or("HTTP_ROUNDS", DEFAULT_ROUNDS).max(1);
     let requests = support::env_or("HTTP_REQUESTS", DEFAULT_REQUESTS).max(CONCURRENCY as u64);
     // Kept until the end of main: dropping it stops the redis-server.

@@ -20,14 +20,16 @@
 //! Redis CPU per call: `CONFIG RESETSTAT` before each row, `usec_per_call` of `evalsha`
 //! from `INFO commandstats` after, next to E1 = EVALSHA of
 //! `return redis.call('INCR',KEYS[1])` measured in the same run (the ratio to E1 is the
-//! steady figure, see BASELINES.md). Also the redis-server main thread's CPU per decision
+//! steady figure, see BENCHMARKS.md §2). Also the redis-server main thread's CPU per decision
 //! (`/proc/<pid>/schedstat`: command execution plus socket I/O, which `usec` leaves out),
 //! how busy that thread was, and the client's CPU per decision (this process, or the
 //! redis-benchmark process). Client and server share the machine's two cores.
 //!
-//! Coalescing (on by default; `RedisStore::builder().coalesce(false)` turns it off; it merges concurrent checks of one
-//! key into one batch EVALSHA): GCRA on the multiplexed connection, hot key and 10,000 keys
-//! (both allowed), at 1 task and at 64 tasks, coalescing off and on. `REDIS_ROUNDS` rounds
+//! Coalescing (on by default; `RedisStore::builder().coalesce(false)` turns it off; it
+//! merges concurrent checks of one key into one batch EVALSHA): GCRA on the multiplexed
+//! connection, hot key and 10,000 keys (both allowed), and a hot key that is rate-limited
+//! (1000/s: mostly refused) or refused outright (1/hour), at 1 task and at 64 tasks,
+//! coalescing off and on. `REDIS_ROUNDS` rounds
 //! (default 7), each running every cell once, for a fixed number of decisions, in an order
 //! that alternates per round. Per cell: decisions/s (median and range over the rounds),
 //! latency per decision (median and p99 of the `check()` calls' wall times in each round,
@@ -72,6 +74,9 @@ const PIPELINE: usize = 16;
 const ALLOWED: &str = "1000000/s burst 1000000000";
 /// Refuses everything after the first call.
 const DENIED: &str = "1/hour";
+/// A rate-limited hot key: admits 1,000 checks a second of the tens of thousands (1 task)
+/// to hundreds of thousands (64 tasks) sent here, so it spends most of its time refused.
+const LIMITED: &str = "1000/s";
 const HOT_KEY: &str = "203.0.113.7";
 
 /// The script `RedisStore` runs for `policy` (GCRA), as the store assembles it: its
@@ -199,6 +204,18 @@ impl Workload {
         } else {
             ("bench-denied", DENIED)
         };
+        Workload::with_quota(group, label, name, quota, allowed, many)
+    }
+
+    /// A workload on `quota`; `allowed`: the quota never refuses here.
+    fn with_quota(
+        group: &'static str,
+        label: &'static str,
+        name: &str,
+        quota: &str,
+        allowed: bool,
+        many: bool,
+    ) -> Self {
         let quota: Quota = quota.parse().expect("the bench quota parses");
         let policy = Policy::gcra(name, quota).expect("a valid GCRA policy");
         let keys = if many {
@@ -649,7 +666,7 @@ impl Cell {
     }
 }
 
-/// Measures the coalescing table: for each allowed workload, at 1 and [`TASKS`] tasks, on
+/// Measures the coalescing table: for each workload, at 1 and [`TASKS`] tasks, on
 /// the multiplexed store with coalescing off and on; `rounds` rounds, each running every
 /// cell once in an alternating order.
 fn bench_coalescing(
@@ -660,7 +677,7 @@ fn bench_coalescing(
     rounds: usize,
 ) -> Vec<Cell> {
     let mut cells = Vec::new();
-    for (workload, _) in workloads.iter().enumerate().filter(|(_, w)| w.allowed) {
+    for workload in 0..workloads.len() {
         for tasks in COALESCE_TASKS {
             for coalesce in [false, true] {
                 cells.push(Cell {
@@ -720,11 +737,13 @@ fn bench_coalescing(
                 ..Stats::default()
             };
             stats.add_commandstats(server);
-            assert_eq!(
-                allowed, n,
-                "{}: a check was refused: the quota ({ALLOWED}) is too small here",
-                w.label
-            );
+            if w.allowed {
+                assert_eq!(
+                    allowed, n,
+                    "{}: a check was refused: the quota ({ALLOWED}) is too small here",
+                    w.label
+                );
+            }
             cell.stats += stats;
             cell.script_calls += store.stats().script_calls - calls_before;
             cell.rates
@@ -773,11 +792,12 @@ fn ratio(on: Option<f64>, off: Option<f64>) -> Option<f64> {
 
 fn print_coalescing(cells: &[Cell], workloads: &[Workload], rounds: usize) {
     println!(
-        "\n{:<18} {:>5} {:<8} {:<26} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}",
+        "\n{:<22} {:>5} {:<8} {:<26} {:>6} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}",
         "workload",
         "tasks",
         "coalesce",
         "decisions/s (range)",
+        "admit",
         "p50 µs",
         "p99 µs",
         "calls/dec",
@@ -789,12 +809,15 @@ fn print_coalescing(cells: &[Cell], workloads: &[Workload], rounds: usize) {
         let [off, on] = pair else { unreachable!() };
         let label = workloads[off.workload].label;
         for c in [off, on] {
+            let admit =
+                (c.stats.decisions > 0).then(|| c.stats.allowed as f64 / c.stats.decisions as f64);
             println!(
-                "{:<18} {:>5} {:<8} {:<26} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}",
+                "{:<22} {:>5} {:<8} {:<26} {:>6} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}",
                 label,
                 c.tasks,
                 if c.coalesce { "on" } else { "off" },
                 mmm(c.rates.clone(), 8, 0),
+                opt(admit, 6, 3),
                 opt(c.latency_us(false), 8, 1),
                 opt(c.latency_us(true), 8, 1),
                 opt(c.calls_per_decision(), 9, 3),
@@ -811,11 +834,12 @@ fn print_coalescing(cells: &[Cell], workloads: &[Workload], rounds: usize) {
         }
         let us = |c: &Cell, ns: u64| c.stats.per_decision_us(ns);
         println!(
-            "{:<18} {:>5} {:<8} {:<26} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}",
+            "{:<22} {:>5} {:<8} {:<26} {:>6} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8}",
             "",
             "",
             "on/off",
             mmm(rate_ratios(on, off), 8, 3),
+            "",
             opt(latency_ratio(on, off, false), 8, 3),
             opt(latency_ratio(on, off, true), 8, 3),
             opt(
@@ -841,10 +865,11 @@ fn print_coalescing(cells: &[Cell], workloads: &[Workload], rounds: usize) {
         );
     }
     println!(
-        "GCRA on the multiplexed connection, quota {ALLOWED} (never refuses); {rounds} rounds, \
-         each running every row once ({} decisions at 1 task, {} at {TASKS}) in an \
+        "GCRA on the multiplexed connection; allowed: quota {ALLOWED} (never refuses); \
+         limited: {LIMITED} (mostly refused); denied: {DENIED} (always refused). {rounds} \
+         rounds, each running every row once ({} decisions at 1 task, {} at {TASKS}) in an \
          alternating order. decisions/s: median (min–max) over the rounds; on/off: median \
-         (min–max) of the per-round ratios.\n\
+         (min–max) of the per-round ratios. admit: the share of decisions admitted.\n\
          p50/p99 µs: median and p99 of the check() calls' wall times as their callers see \
          them, in each round, median over the rounds; on/off: median per-round ratio. \
          calls/dec: EVALSHA calls per decision (INFO commandstats); Redis µs: evalsha usec \
@@ -859,7 +884,7 @@ fn print_coalescing(cells: &[Cell], workloads: &[Workload], rounds: usize) {
         })
     };
     println!("\ncoalescing on vs off:");
-    for w in workloads.iter().filter(|w| w.allowed) {
+    for w in workloads {
         let (Some(off64), Some(on64), Some(off1), Some(on1)) = (
             find(w.label, TASKS, false),
             find(w.label, TASKS, true),
@@ -869,7 +894,7 @@ fn print_coalescing(cells: &[Cell], workloads: &[Workload], rounds: usize) {
             continue;
         };
         println!(
-            "  {:<18} at {TASKS} tasks: decisions/s x{} (median per-round ratio), EVALSHAs \
+            "  {:<22} at {TASKS} tasks: decisions/s x{} (median per-round ratio), EVALSHAs \
              per decision {} -> {}; at 1 task: p50 latency x{}, p99 x{}, decisions/s x{}",
             w.label,
             opt(rate_ratio(on64, off64), 0, 3),
@@ -998,6 +1023,7 @@ fn bench_floodwall(
 }
 
 fn main() {
+    support::mark_run_start();
     let rounds = support::env_or("REDIS_ROUNDS", DEFAULT_COALESCE_ROUNDS).max(1);
     // Kept until the end of main: dropping it stops the redis-server.
     let Some(server) = support::redis_or_note("nothing to measure") else {
@@ -1130,7 +1156,22 @@ fn main() {
             }
         }
     }
-    let cells = bench_coalescing(&rt, &server, &stores, &workloads, rounds);
+    // Coalescing: the allowed workloads, and a hot key refused most or all of the time, as a
+    // rate-limited key is.
+    let coalescing = [
+        Workload::new("redis_hot_allowed", "hot key, allowed", true, false),
+        Workload::new("redis_10k_allowed", "10k keys, allowed", true, true),
+        Workload::with_quota(
+            "",
+            "hot key, limited",
+            "bench-limited",
+            LIMITED,
+            false,
+            false,
+        ),
+        Workload::new("redis_hot_denied", "hot key, denied", false, false),
+    ];
+    let cells = bench_coalescing(&rt, &server, &stores, &coalescing, rounds);
     c.final_summary();
 
     // Rows in the order of the table: per workload, the ceiling first.
@@ -1160,6 +1201,6 @@ fn main() {
             );
         }
     }
-    print_coalescing(&cells, &workloads, rounds);
+    print_coalescing(&cells, &coalescing, rounds);
     drop(server);
 }

@@ -100,8 +100,10 @@ pub(crate) struct Measured {
     pub(crate) name: &'static str,
     pub(crate) case: Option<&'static str>,
     pub(crate) sha: String,
+    /// The script whose uncounted calls fill the keys before counting (usually `sha`).
+    pub(crate) warm: String,
     pub(crate) args: Vec<String>,
-    pub(crate) target: Option<f64>,
+    pub(crate) target: Option<crate::Target>,
 }
 
 impl Measured {
@@ -110,6 +112,7 @@ impl Measured {
             name,
             case: None,
             sha: sha.to_owned(),
+            warm: sha.to_owned(),
             args,
             target: None,
         }
@@ -117,7 +120,9 @@ impl Measured {
 }
 
 /// Counts every script and prints the table: instructions per call, over E1's (the first
-/// script) and over the TIME+GET+SET reference's (the second).
+/// script) and over the fair reference's of the script's case (the references named
+/// [`crate::FAIR_WRITE`] and [`crate::FAIR_READ`]; a reference's own row is read over the
+/// first).
 pub(crate) fn report(server: &RedisServer, wrapper: &Wrapper, scripts: &[Measured]) {
     println!(
         "instructions per call (callgrind; redis-benchmark -c 4 -P 8 -r {KEYS}, {COUNTED} \
@@ -127,10 +132,17 @@ pub(crate) fn report(server: &RedisServer, wrapper: &Wrapper, scripts: &[Measure
         .iter()
         .map(|m| count(server, &wrapper.dir, m))
         .collect();
-    let (e1, floor) = (counts[0], counts[1]);
+    let of = |name: &str| {
+        scripts
+            .iter()
+            .zip(&counts)
+            .find(|(m, _)| m.name == name)
+            .map_or(f64::NAN, |(_, &c)| c)
+    };
+    let (e1, write, read) = (counts[0], of(crate::FAIR_WRITE), of(crate::FAIR_READ));
     println!(
-        "{:<22} {:<8} {:>9} {:>6} {:>7} {:>8}  target",
-        "script", "case", "Ir/call", "xE1", "xfloor", "/allowd"
+        "{:<24} {:<8} {:>9} {:>6} {:>7} {:>8}  target",
+        "script", "case", "Ir/call", "xE1", "xref", "/allowd"
     );
     for (m, &ir) in scripts.iter().zip(&counts) {
         let allowed = scripts
@@ -141,26 +153,35 @@ pub(crate) fn report(server: &RedisServer, wrapper: &Wrapper, scripts: &[Measure
             (Some("denied"), Some((_, &a))) => format!("{:.2}", ir / a),
             _ => String::new(),
         };
+        let reference = if m.case == Some("denied") {
+            read
+        } else {
+            write
+        };
         let target = m.target.map_or(String::new(), |t| {
-            let met = if ir / e1 <= t { "met" } else { "MISSED" };
-            format!("<= {t:.1}x E1: {met}")
+            t.verdict(m.case == Some("allowed"), ir / e1, ir / reference)
         });
         println!(
-            "{:<22} {:<8} {:>9.0} {:>6.2} {:>7.2} {:>8}  {target}",
+            "{:<24} {:<8} {:>9.0} {:>6.2} {:>7.2} {:>8}  {target}",
             m.name,
             m.case.unwrap_or("-"),
             ir,
             ir / e1,
-            ir / floor,
+            ir / reference,
             vs_allowed
         );
     }
+    println!(
+        "xref: over {} for allowed rows and references, over {} for denied rows",
+        crate::FAIR_WRITE,
+        crate::FAIR_READ
+    );
 }
 
 /// Instructions per call of one script, as the module docs describe.
 fn count(server: &RedisServer, dir: &Path, m: &Measured) -> f64 {
     server.cmd(&["FLUSHALL"]);
-    benchmark(server, m, WARM);
+    crate::redis_benchmark_with(server, [4, 8, KEYS], &m.warm, &m.args, WARM);
     callgrind_control(server, "-z");
     server.cmd(&["CONFIG", "RESETSTAT"]);
     benchmark(server, m, COUNTED);

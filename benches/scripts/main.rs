@@ -2,7 +2,7 @@
 //!
 //! Run: `cargo bench --bench scripts --features redis`. It starts its own `redis-server` on a
 //! free loopback port (redis-harness; never 6379) and needs `redis-benchmark` (Debian's
-//! `redis-tools`). The method is BASELINES.md's "Redis CPU per decision": `CONFIG RESETSTAT`,
+//! `redis-tools`). The method (BENCHMARKS.md §2): `CONFIG RESETSTAT`,
 //! a fixed number of calls with `redis-benchmark -c 50 -P 16 -r 10000 -n N EVALSHA ...`
 //! (10,000 keys through `__rand_int__` in the key), then `usec_per_call` of `evalsha` from
 //! `INFO commandstats`. Each script's text is what `RedisStore` loads
@@ -14,14 +14,21 @@
 //! Two cases: mostly allowed (a generous quota) and mostly denied (`1/hour`, after a warm-up
 //! that exhausts the keys). Before each measured script: `FLUSHALL`, then a warm-up of
 //! [`WARM_N`] calls so the keys hold state, and one uncounted chunk of E1 (whose keys the
-//! `FLUSHALL` emptied too). References measured in each case of each run:
-//! E1 = `return redis.call('INCR',KEYS[1])`, and a script doing only TIME + GET + SET PX and
-//! returning 5 integers. These VMs drift within seconds, so a script is measured in
-//! [`CHUNKS`] chunks of [`N`] calls, each between two chunks of E1: a chunk's ratio is its
-//! usec over the mean of its two neighbours', and the script's ratio the median of its
-//! chunks'. The whole set runs [`RUNS`] times so the noise is visible; the last table holds
-//! each ratio's median over the runs, which is what BENCHMARKS.md reports against the
-//! targets.
+//! `FLUSHALL` emptied too). References measured in each case of each run: E1 =
+//! `return redis.call('INCR',KEYS[1])`, the cost of calling any script; and the **fair
+//! reference** of the case, the bare commands of a decision done the way floodwall's scripts
+//! do them, with no decision logic: allowed, `TIME` + `GET` + `SET` of a `%d`-formatted
+//! integer with `KEEPTTL` (`PX` only when the key is new) and one integer back; denied,
+//! `TIME` + `GET` and one integer back (a refusal writes nothing). `xref` is a script's cost
+//! over that reference's: under 1 means the script's own logic costs less than the calls
+//! any such script makes cost more than floodwall's. The first report's reference (`SET ..
+//! PX` every call and a five-integer table back, costs floodwall's scripts avoid) is kept
+//! as a row, for comparison with earlier reports only. These VMs drift within seconds, so
+//! a script is measured in [`CHUNKS`] chunks of [`N`] calls, each between two chunks of
+//! E1: a chunk's ratio is its usec over the mean of its two neighbours', and the script's
+//! ratio the median of its chunks'. The whole set runs [`RUNS`] times so the noise is
+//! visible; the last table holds each ratio's median over the runs, which is what
+//! BENCHMARKS.md reports against the targets.
 //!
 //! `SCRIPTS_INSTRUCTIONS=1` counts instructions instead (`instructions.rs`): the same
 //! scripts, keys and arguments on a `redis-server` run under callgrind, which does not
@@ -39,7 +46,7 @@ use floodwall::redis::redis::Script;
 use floodwall::{Algorithm, Policy, Quota, Store};
 use redis_harness::RedisServer;
 
-/// redis-benchmark's settings (BASELINES.md).
+/// redis-benchmark's settings, as the peer baselines in BENCHMARKS.md were measured.
 const CLIENTS: usize = 50;
 const PIPELINE: usize = 16;
 const KEYS: usize = 10_000;
@@ -54,11 +61,42 @@ const RUNS: usize = 3;
 
 /// E1: the cost of calling any script.
 const E1_LUA: &str = "return redis.call('INCR',KEYS[1])";
-/// The floor of a read-modify-write decision: TIME + GET + SET PX, five integers back.
-const TGS_LUA: &str = "local t = redis.call('TIME')\n\
+/// The first report's reference: TIME + GET + SET PX on every call, five integers back.
+/// floodwall's scripts avoid both the PX and the table, so this flatters them; kept as a row
+/// for comparison with earlier reports only.
+const OLD_TGS_LUA: &str = "local t = redis.call('TIME')\n\
      local v = redis.call('GET', KEYS[1])\n\
      redis.call('SET', KEYS[1], t[1], 'PX', 60000)\n\
      return {1, 2, 3, 4, 5}";
+/// The fair reference of an admission: the commands of a read-modify-write decision on the
+/// server's clock, made as floodwall's scripts make them (the time in µs, the new state a
+/// `%d`-formatted integer written with `KEEPTTL`, `PX` only when the key is new, one
+/// integer back), with no decision logic.
+const FAIR_WRITE_LUA: &str = "local t = redis.call('TIME')\n\
+     local now = t[1] * 1000000 + t[2]\n\
+     if redis.call('GET', KEYS[1]) then\n\
+       redis.call('SET', KEYS[1], string.format('%d', now), 'KEEPTTL')\n\
+     else\n\
+       redis.call('SET', KEYS[1], string.format('%d', now), 'PX', '60000')\n\
+     end\n\
+     return now";
+/// The fair reference of a refusal: the time and the state read, one integer back, no write.
+const FAIR_READ_LUA: &str = "local t = redis.call('TIME')\n\
+     local now = t[1] * 1000000 + t[2]\n\
+     local v = redis.call('GET', KEYS[1])\n\
+     return now";
+/// Row names of the references.
+const OLD_REF: &str = "old ref: TGS PX + table";
+const FAIR_WRITE: &str = "fair ref: TIME+GET+SET";
+const FAIR_READ: &str = "fair ref: TIME+GET";
+
+/// The fair reference's name for a case (see [`FAIR_WRITE_LUA`], [`FAIR_READ_LUA`]).
+fn fair_ref(case: Case) -> &'static str {
+    match case {
+        Case::Allowed => FAIR_WRITE,
+        Case::Denied => FAIR_READ,
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Case {
@@ -75,18 +113,40 @@ impl Case {
     }
 }
 
+/// A script's target.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target {
+    /// At most this many E1, allowed and denied (issue #6).
+    E1(f64),
+    /// At most this many times the fair reference of an admission (`TIME` + `GET` + `SET`
+    /// done as the scripts do them): read on the allowed case, the one that writes.
+    Ref(f64),
+}
+
+impl Target {
+    /// "<= ..: met" or "MISSED" for a script's ratios to E1 and to its case's fair
+    /// reference; empty where the target is not read (a `Ref` target on refusals).
+    pub(crate) fn verdict(self, allowed: bool, x_e1: f64, x_ref: f64) -> String {
+        let met = |ok: bool| if ok { "met" } else { "MISSED" };
+        match self {
+            Target::E1(t) => format!("<= {t:.1}x E1: {}", met(x_e1 <= t)),
+            Target::Ref(t) if allowed => format!("<= {t:.2}x ref: {}", met(x_ref <= t)),
+            Target::Ref(_) => String::new(),
+        }
+    }
+}
+
 /// One algorithm: its policies for both cases (each with its own script: the store writes
 /// a policy's parameters into it).
 struct Alg {
     name: &'static str,
-    /// The issue's target: at most this many E1.
-    target: f64,
+    target: Target,
     allowed: Policy,
     denied: Policy,
 }
 
 impl Alg {
-    fn new(name: &'static str, algorithm: Algorithm, target: f64, allowed: &str) -> Alg {
+    fn new(name: &'static str, algorithm: Algorithm, target: Target, allowed: &str) -> Alg {
         let quota = |q: &str| q.parse::<Quota>().expect("the bench quota parses");
         let allowed = Policy::new(format!("{name}-allowed"), algorithm, quota(allowed))
             .expect("a valid policy");
@@ -144,7 +204,7 @@ fn usec_per_call(server: &RedisServer, sha: &str, args: &[String], n: u64) -> (f
     (stats["usec_per_call"], writes / stats["calls"])
 }
 
-/// `redis-benchmark` with BASELINES.md's settings: `n` calls of `EVALSHA <sha> <args>`.
+/// `redis-benchmark` with the settings above: `n` calls of `EVALSHA <sha> <args>`.
 fn redis_benchmark(server: &RedisServer, sha: &str, args: &[String], n: u64) {
     redis_benchmark_with(server, [CLIENTS, PIPELINE, KEYS], sha, args, n);
 }
@@ -184,8 +244,25 @@ struct Row {
     ratio: f64,
     /// Writes per call: the share of calls admitted.
     writes: f64,
-    /// The target ratio to E1, if the issue sets one.
-    target: Option<f64>,
+    /// The script's target; `None` for the references.
+    target: Option<Target>,
+    /// `ratio` over the same case's fair reference's in the same run ([`with_xref`]): one
+    /// value per run.
+    xref: Vec<f64>,
+}
+
+/// `rows` (one run's) with each row's ratio to its case's fair reference in that run.
+fn with_xref(mut rows: Vec<Row>) -> Vec<Row> {
+    for case in [Case::Allowed, Case::Denied] {
+        let reference = rows
+            .iter()
+            .find(|r| r.case == case && r.script == fair_ref(case))
+            .map_or(f64::NAN, |r| r.ratio);
+        for r in rows.iter_mut().filter(|r| r.case == case) {
+            r.xref = vec![r.ratio / reference];
+        }
+    }
+    rows
 }
 
 fn main() {
@@ -210,23 +287,39 @@ fn main() {
         return;
     };
     let algs = [
-        Alg::new("gcra", Algorithm::Gcra, 3.5, "1000000/min"),
+        Alg::new("gcra", Algorithm::Gcra, Target::E1(3.5), "1000000/min"),
         Alg::new(
             "token_bucket",
             Algorithm::TokenBucket { tick: None },
-            3.5,
+            Target::E1(3.5),
             "1000000/min",
         ),
-        Alg::new("leaky_bucket", Algorithm::LeakyBucket, 3.5, "1000000/min"),
-        Alg::new("fixed_window", Algorithm::FixedWindow, 2.0, "1000000/min"),
+        Alg::new(
+            "leaky_bucket",
+            Algorithm::LeakyBucket,
+            Target::E1(3.5),
+            "1000000/min",
+        ),
+        // Its target was 2.0x E1; now at most 0.8x the fair TIME+GET+SET reference.
+        Alg::new(
+            "fixed_window",
+            Algorithm::FixedWindow,
+            Target::Ref(0.8),
+            "1000000/min",
+        ),
         Alg::new(
             "sliding_window",
             Algorithm::SLIDING_WINDOW,
-            4.5,
+            Target::E1(4.5),
             "1000000/min",
         ),
         // A log holds at most 10,000 entries; ~20 calls per key reach it in a run.
-        Alg::new("sliding_log", Algorithm::SlidingLog, 5.0, "10000/min"),
+        Alg::new(
+            "sliding_log",
+            Algorithm::SlidingLog,
+            Target::E1(5.0),
+            "10000/min",
+        ),
     ];
 
     // The store: its Redis keys, and a real check per policy to learn which script it loads.
@@ -270,7 +363,9 @@ fn main() {
         vec!["1".to_owned(), key]
     };
     let e1_sha = load(E1_LUA);
-    let tgs_sha = load(TGS_LUA);
+    let old_sha = load(OLD_TGS_LUA);
+    let write_sha = load(FAIR_WRITE_LUA);
+    let read_sha = load(FAIR_READ_LUA);
     for (sha, text) in shas.iter().flatten() {
         assert_eq!(&load(text), sha, "SCRIPT LOAD answered another SHA");
     }
@@ -278,7 +373,13 @@ fn main() {
     if let Some(wrapper) = &counting {
         let mut scripts = vec![
             instructions::Measured::reference("E1", &e1_sha, ref_args("e1")),
-            instructions::Measured::reference("TIME+GET+SET PX (ref)", &tgs_sha, ref_args("tgs")),
+            instructions::Measured::reference(FAIR_WRITE, &write_sha, ref_args("fw")),
+            instructions::Measured {
+                // Its keys filled by the write reference first, as a refusal finds its key.
+                warm: write_sha.clone(),
+                ..instructions::Measured::reference(FAIR_READ, &read_sha, ref_args("fr"))
+            },
+            instructions::Measured::reference(OLD_REF, &old_sha, ref_args("old")),
         ];
         for (a, both) in algs.iter().zip(&shas) {
             for case in [Case::Allowed, Case::Denied] {
@@ -287,6 +388,7 @@ fn main() {
                     name: a.name,
                     case: Some(case.name()),
                     sha: sha.clone(),
+                    warm: sha.clone(),
                     args: args_for(a, case),
                     target: Some(a.target),
                 });
@@ -307,9 +409,11 @@ fn main() {
             // Chunks of the script between chunks of E1: each divided by its neighbours'
             // mean.
             let e1 = || usec_per_call(&server, &e1_sha, &ref_args("e1"), N).0;
-            let mut measured = |script: String, sha: &str, args: &[String], target| {
+            // `warm`: the script whose calls fill the keys first (the script itself, but for
+            // the read-only reference, which must find its keys as a refusal does).
+            let mut measured = |script: String, sha: &str, warm: &str, args: &[String], target| {
                 server.cmd(&["FLUSHALL"]);
-                redis_benchmark(&server, sha, args, WARM_N);
+                redis_benchmark(&server, warm, args, WARM_N);
                 // FLUSHALL emptied E1's keys too: its first chunk would create them all
                 // while later ones only increment. One uncounted chunk creates them.
                 e1();
@@ -330,19 +434,29 @@ fn main() {
                     ratio: support::median(&mut ratios).expect("CHUNKS > 0"),
                     writes,
                     target,
+                    xref: Vec::new(),
                 });
             };
+            // The fair reference of the case, then the first report's (which writes with
+            // PX and answers a table in both cases).
+            let (fair_sha, prefix) = match case {
+                Case::Allowed => (&write_sha, "fw"),
+                Case::Denied => (&read_sha, "fr"),
+            };
             measured(
-                "TIME+GET+SET PX (ref)".into(),
-                &tgs_sha,
-                &ref_args("tgs"),
+                fair_ref(case).into(),
+                fair_sha,
+                &write_sha,
+                &ref_args(prefix),
                 None,
             );
+            measured(OLD_REF.into(), &old_sha, &old_sha, &ref_args("old"), None);
             for (a, scripts) in algs.iter().zip(&shas) {
                 let (sha, _) = &scripts[case as usize];
-                measured(a.name.into(), sha, &args_for(a, case), Some(a.target));
+                measured(a.name.into(), sha, sha, &args_for(a, case), Some(a.target));
             }
         }
+        let rows = with_xref(rows);
         print_rows(&format!("run {run}"), &rows);
         all_rows.push(rows);
     }
@@ -350,7 +464,7 @@ fn main() {
 }
 
 /// Each (script, case)'s median ratio to E1 over the runs, as a row; the usec and the share
-/// admitted are the median run's.
+/// admitted are the median run's; `xref` holds every run's.
 fn medians(runs: &[Vec<Row>]) -> Vec<Row> {
     runs[0]
         .iter()
@@ -371,6 +485,7 @@ fn medians(runs: &[Vec<Row>]) -> Vec<Row> {
                 ratio: mid.ratio,
                 writes: mid.writes,
                 target: first.target,
+                xref: same.iter().flat_map(|r| r.xref.iter().copied()).collect(),
             }
         })
         .collect()
@@ -380,52 +495,54 @@ fn print_rows(title: &str, rows: &[Row]) {
     println!();
     println!("{title}");
     println!(
-        "{:<22} {:<8} {:>8} {:>7} {:>7} {:>8} {:>7}  target",
-        "script", "case", "usec", "xE1", "xfloor", "/allowd", "writes"
+        "{:<24} {:<8} {:>8} {:>7} {:>7} {:>12} {:>8} {:>7}  target",
+        "script", "case", "usec", "xE1", "xref", "xref range", "/allowd", "writes"
     );
     for case in [Case::Allowed, Case::Denied] {
-        // The TIME+GET+SET reference of the same case and run: the floor of a
-        // read-modify-write decision, a divisor that moves with the machine as scripts do.
-        let floor = rows
-            .iter()
-            .find(|r| r.case == case && r.target.is_none())
-            .map_or(f64::NAN, |r| r.ratio);
         for r in rows.iter().filter(|r| r.case == case) {
             let ratio = r.ratio;
-            let target = match r.target {
-                Some(t) => {
-                    let met = if ratio <= t { "met" } else { "MISSED" };
-                    format!("<= {t:.1}x E1: {met}")
-                }
-                None => String::new(),
+            let mut xs = r.xref.clone();
+            let (xref, lo, hi) = support::median_min_max(&mut xs).unwrap_or((f64::NAN, 0.0, 0.0));
+            let range = if xs.len() > 1 {
+                format!("{lo:.2}–{hi:.2}")
+            } else {
+                String::new()
             };
-            // Denied must cost less than allowed.
-            let vs_allowed = match case {
-                Case::Denied => rows
+            let target = r.target.map_or(String::new(), |t| {
+                t.verdict(case == Case::Allowed, ratio, xref)
+            });
+            // A script's refusal must cost less than its admission.
+            let vs_allowed = match (case, r.target) {
+                (Case::Denied, Some(_)) => rows
                     .iter()
                     .find(|a| a.case == Case::Allowed && a.script == r.script)
                     .map(|a| r.ratio / a.ratio),
-                Case::Allowed => None,
+                _ => None,
             };
-            let (vs, cheaper) = match (vs_allowed, r.target) {
-                (Some(v), Some(_)) => (
+            let (vs, cheaper) = match vs_allowed {
+                Some(v) => (
                     format!("{v:.2}"),
                     if v < 1.0 {
-                        "; denied < allowed: met"
+                        "denied < allowed: met"
                     } else {
-                        "; denied < allowed: MISSED"
+                        "denied < allowed: MISSED"
                     },
                 ),
-                (Some(v), None) => (format!("{v:.2}"), ""),
-                _ => (String::new(), ""),
+                None => (String::new(), ""),
+            };
+            let sep = if target.is_empty() || cheaper.is_empty() {
+                ""
+            } else {
+                "; "
             };
             println!(
-                "{:<22} {:<8} {:>8.2} {:>7.2} {:>7.2} {:>8} {:>7.3}  {target}{cheaper}",
+                "{:<24} {:<8} {:>8.2} {:>7.2} {:>7.2} {:>12} {:>8} {:>7.3}  {target}{sep}{cheaper}",
                 r.script,
                 case.name(),
                 r.usec,
                 ratio,
-                ratio / floor,
+                xref,
+                range,
                 vs,
                 r.writes
             );
@@ -433,9 +550,11 @@ fn print_rows(title: &str, rows: &[Row]) {
     }
     println!(
         "usec: usec_per_call of evalsha (INFO commandstats), the chunks' median; xE1: the \
-         median of the chunks' usec over the mean of the E1 chunks around them; xfloor: xE1 \
-         over the TIME+GET+SET reference's xE1 in the same case and run; /allowd: \
-         denied xE1 over the same script's allowed xE1; writes: SET/HINCRBY/ZADD/INCR/INCRBY \
-         calls per script call (the share admitted)"
+         median of the chunks' usec over the mean of the E1 chunks around them; xref: xE1 \
+         over the same case's fair reference's xE1 in the same run ({FAIR_WRITE} for \
+         allowed, {FAIR_READ} for denied; over several runs the median of the runs', and \
+         their range); /allowd: denied xE1 over the same script's \
+         allowed xE1; writes: SET/HINCRBY/ZADD/INCR/INCRBY calls per script call (the share \
+         admitted)"
     );
 }

@@ -22,13 +22,27 @@ fn criterion_dir() -> PathBuf {
     }
 }
 
+/// When this bench's run began ([`mark_run_start`]): estimates written before are another
+/// run's.
+static RUN_START: std::sync::OnceLock<std::time::SystemTime> = std::sync::OnceLock::new();
+
+/// Marks the start of this run; call first in `main` of a bench that reads [`estimate_ns`].
+pub(crate) fn mark_run_start() {
+    RUN_START.get_or_init(std::time::SystemTime::now);
+}
+
 /// Criterion's `stat` estimate (`"mean"` or `"median"`) of the ns per iteration of one
-/// benchmark, from its `new/estimates.json`.
+/// benchmark, from its `new/estimates.json`; `None` unless this run wrote it (after
+/// [`mark_run_start`]): a filtered run leaves the other benchmarks' files from earlier runs.
 pub(crate) fn estimate_ns(group: &str, id: &str, stat: &str) -> Option<f64> {
     let path = criterion_dir()
         .join(group)
         .join(id)
         .join("new/estimates.json");
+    let written = std::fs::metadata(&path).ok()?.modified().ok()?;
+    if written < *RUN_START.get()? {
+        return None;
+    }
     let text = std::fs::read_to_string(path).ok()?;
     let at = text.find(&format!("\"{stat}\""))?;
     let v = text[at..].split("\"point_estimate\":").nth(1)?;
