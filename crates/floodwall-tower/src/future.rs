@@ -5,20 +5,20 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use bytes::Bytes;
 use floodwall_core::BoxError;
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::body::RejectionBody;
+use crate::decide::Admission;
 use crate::headers::Fields;
-use crate::shared::{Refusal, Verdict};
+use crate::mode::RefusalMode;
 use crate::{RejectWithError, RejectWithResponse};
 
 /// The store's decision, boxed: a store's future borrows the store, the key and the
 /// policy, so it is built inside an `async` block that owns them.
-pub(crate) type CheckFuture = Pin<Box<dyn Future<Output = Verdict> + Send>>;
+pub(crate) type CheckFuture<R> = Pin<Box<dyn Future<Output = Admission<R>> + Send>>;
 
 pin_project! {
     /// The future of a [`RateLimit`](crate::RateLimit) service: it waits for the store's
@@ -27,9 +27,10 @@ pin_project! {
     pub struct ResponseFuture<S, B, M>
     where
         S: Service<Request<B>>,
+        M: RefusalMode,
     {
         #[pin]
-        state: State<S::Future, S, B>,
+        state: State<S::Future, S, B, M::Refusal>,
         report: Option<Fields>,
         _mode: PhantomData<fn() -> M>,
     }
@@ -37,21 +38,22 @@ pin_project! {
 
 pin_project! {
     #[project = StateProj]
-    enum State<F, S, B> {
+    enum State<F, S, B, R> {
         // Waiting for the store; `inner` is the ready service to call if allowed.
-        Checking { check: CheckFuture, inner: Option<(S, Request<B>)> },
+        Checking { check: CheckFuture<R>, inner: Option<(S, Request<B>)> },
         // Allowed (or not limited): waiting for the inner service.
         Calling { #[pin] future: F },
         // Refused before any store call had to be waited for.
-        Refused { refusal: Option<Refusal> },
+        Refused { refusal: Option<R> },
     }
 }
 
 impl<S, B, M> ResponseFuture<S, B, M>
 where
     S: Service<Request<B>>,
+    M: RefusalMode,
 {
-    pub(crate) fn checking(check: CheckFuture, inner: S, req: Request<B>) -> Self {
+    pub(crate) fn checking(check: CheckFuture<M::Refusal>, inner: S, req: Request<B>) -> Self {
         Self::new(State::Checking {
             check,
             inner: Some((inner, req)),
@@ -68,14 +70,14 @@ where
     }
 
     #[inline(never)]
-    pub(crate) fn refused(refusal: Refusal) -> Self {
+    pub(crate) fn refused(refusal: M::Refusal) -> Self {
         Self::new(State::Refused {
             refusal: Some(refusal),
         })
     }
 
     #[inline(always)]
-    fn new(state: State<S::Future, S, B>) -> Self {
+    fn new(state: State<S::Future, S, B, M::Refusal>) -> Self {
         Self {
             state,
             report: None,
@@ -87,21 +89,52 @@ where
     /// (its headers are in `report` now), else the refusal.
     #[inline(never)]
     fn poll_check(
-        check: &mut CheckFuture,
+        check: &mut CheckFuture<M::Refusal>,
         inner: &mut Option<(S, Request<B>)>,
         report: &mut Option<Fields>,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<S::Future, Refusal>> {
+    ) -> Poll<Result<S::Future, M::Refusal>> {
         Poll::Ready(match ready!(check.as_mut().poll(cx)) {
-            Verdict::Proceed(admitted) => {
+            Admission::Admit(admitted) => {
                 let (mut svc, req) = inner
                     .take()
                     .expect("ResponseFuture polled after completion");
                 *report = admitted;
                 Ok(svc.call(req))
             }
-            Verdict::Refuse(refusal) => Err(refusal),
+            Admission::Refuse(refusal) => Err(refusal),
         })
+    }
+
+    /// Drives the future to the inner service's response or to the refusal, whichever the
+    /// decision leads to: the part both modes share.
+    #[inline(always)]
+    fn poll_decided<ResB, E>(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Result<Response<ResB>, E>, M::Refusal>>
+    where
+        S: Service<Request<B>, Response = Response<ResB>, Error = E>,
+    {
+        let this = self.project();
+        let (mut state, report) = (this.state, this.report);
+        loop {
+            return Poll::Ready(Err(match state.as_mut().project() {
+                StateProj::Calling { future } => return poll_calling(future, report, cx).map(Ok),
+                StateProj::Checking { check, inner } => {
+                    match ready!(Self::poll_check(check, inner, report, cx)) {
+                        Ok(future) => {
+                            state.set(State::Calling { future });
+                            continue;
+                        }
+                        Err(refusal) => refusal,
+                    }
+                }
+                StateProj::Refused { refusal } => refusal
+                    .take()
+                    .expect("ResponseFuture polled after completion"),
+            }));
+        }
     }
 }
 
@@ -111,12 +144,6 @@ fn add_headers<ResB>(report: &mut Option<Fields>, res: &mut Response<ResB>) {
     if let Some(report) = report.take() {
         report.write(res.headers_mut());
     }
-}
-
-fn internal_error() -> Response<Bytes> {
-    let mut res = Response::new(Bytes::new());
-    *res.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-    res
 }
 
 /// Polls the inner service's future: where every admitted request ends, its response as
@@ -145,29 +172,10 @@ where
     type Output = Result<Response<ResB>, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let (mut state, report) = (this.state, this.report);
-        loop {
-            let refusal = match state.as_mut().project() {
-                StateProj::Calling { future } => return poll_calling(future, report, cx),
-                StateProj::Checking { check, inner } => {
-                    match ready!(Self::poll_check(check, inner, report, cx)) {
-                        Ok(future) => {
-                            state.set(State::Calling { future });
-                            continue;
-                        }
-                        Err(refusal) => refusal,
-                    }
-                }
-                StateProj::Refused { refusal } => take_refusal(refusal),
-            };
-            return Poll::Ready(Ok(match refusal {
-                Refusal::Respond(res) => res.map(ResB::from_rejection),
-                // A refusal is never an error in this mode; were one to be, answer 500
-                // rather than panic.
-                Refusal::Fail(_) => internal_error().map(ResB::from_rejection),
-            }));
-        }
+        Poll::Ready(match ready!(self.poll_decided(cx)) {
+            Ok(called) => called,
+            Err(refusal) => Ok(refusal.map(ResB::from_rejection)),
+        })
     }
 }
 
@@ -179,49 +187,17 @@ where
     type Output = Result<Response<ResB>, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let (mut state, report) = (this.state, this.report);
-        loop {
-            let refusal = match state.as_mut().project() {
-                StateProj::Calling { future } => {
-                    return poll_calling(future, report, cx).map_err(Into::into);
-                }
-                StateProj::Checking { check, inner } => {
-                    match ready!(Self::poll_check(check, inner, report, cx)) {
-                        Ok(future) => {
-                            state.set(State::Calling { future });
-                            continue;
-                        }
-                        Err(refusal) => refusal,
-                    }
-                }
-                StateProj::Refused { refusal } => take_refusal(refusal),
-            };
-            return Poll::Ready(Err(match refusal {
-                Refusal::Fail(error) => error,
-                // Every refusal is an error in this mode; were a response to arrive, report
-                // it as one rather than panic.
-                Refusal::Respond(res) => format!(
-                    "request refused by the rate limiter with status {}",
-                    res.status()
-                )
-                .into(),
-            }));
-        }
+        Poll::Ready(match ready!(self.poll_decided(cx)) {
+            Ok(called) => called.map_err(Into::into),
+            Err(refusal) => Err(refusal),
+        })
     }
-}
-
-/// The refusal a `Refused` state holds, taken once.
-#[inline]
-fn take_refusal(refusal: &mut Option<Refusal>) -> Refusal {
-    refusal
-        .take()
-        .expect("ResponseFuture polled after completion")
 }
 
 impl<S, B, M> std::fmt::Debug for ResponseFuture<S, B, M>
 where
     S: Service<Request<B>>,
+    M: RefusalMode,
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()

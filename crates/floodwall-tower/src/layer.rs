@@ -10,10 +10,10 @@ use http::request::Parts;
 use tower_layer::Layer;
 
 use crate::choose::ChoosePolicy;
+use crate::config::Config;
 use crate::extract::{ExtractKey, OnMissingKey, PeerIp};
 use crate::headers::HeaderStyle;
 use crate::respond::{OnReject, OnStoreFailure};
-use crate::shared::Shared;
 use crate::{RateLimit, RejectWithError, RejectWithResponse};
 
 /// Rate-limits the services it wraps: `.layer(RateLimitLayer::new(store, policy))`.
@@ -35,7 +35,7 @@ use crate::{RateLimit, RejectWithError, RejectWithResponse};
 /// Cloning the layer clones the store handle and the configuration (reference counts);
 /// each service it builds shares one `Arc` of it.
 pub struct RateLimitLayer<St, K = PeerIp, M = RejectWithResponse> {
-    shared: Shared<St, K>,
+    config: Config<St, K>,
     _mode: PhantomData<fn() -> M>,
 }
 
@@ -52,7 +52,7 @@ impl<St: Store> RateLimitLayer<St> {
     /// ```
     pub fn new(store: St, policy: Policy) -> Self {
         Self {
-            shared: Shared::new(store, PeerIp::new(), policy),
+            config: Config::new(store, PeerIp::new(), policy),
             _mode: PhantomData,
         }
     }
@@ -88,8 +88,8 @@ impl<St: Store, K, M> RateLimitLayer<St, K, M> {
     /// ```
     pub fn fail_mode(self, mode: FailMode) -> RateLimitLayer<Fallback<Breaker<St>>, K, M> {
         RateLimitLayer {
-            shared: self
-                .shared
+            config: self
+                .config
                 .with_store(|store| Fallback::new(Breaker::new(store), mode)),
             _mode: PhantomData,
         }
@@ -97,10 +97,10 @@ impl<St: Store, K, M> RateLimitLayer<St, K, M> {
 }
 
 impl<St, K, M> RateLimitLayer<St, K, M> {
-    fn map(mut self, f: impl FnOnce(&mut Shared<St, K>)) -> Self {
-        f(&mut self.shared);
+    fn map(mut self, f: impl FnOnce(&mut Config<St, K>)) -> Self {
+        f(&mut self.config);
         // Anything built from the old configuration is stale.
-        self.shared.ietf_consts = Default::default();
+        self.config.ietf_consts = Default::default();
         self
     }
 
@@ -108,7 +108,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// or any `|req: &Parts| -> Option<impl AsRef<[u8]>>`. See [`extract`](crate::extract).
     pub fn key<K2: ExtractKey>(self, key: K2) -> RateLimitLayer<St, K2, M> {
         RateLimitLayer {
-            shared: self.shared.with_key(key),
+            config: self.config.with_key(key),
             _mode: PhantomData,
         }
     }
@@ -209,7 +209,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// ```
     pub fn reject_with_error(self) -> RateLimitLayer<St, K, RejectWithError> {
         RateLimitLayer {
-            shared: self.shared,
+            config: self.config,
             _mode: PhantomData,
         }
     }
@@ -219,14 +219,14 @@ impl<S, St: Clone, K: Clone, M> Layer<S> for RateLimitLayer<St, K, M> {
     type Service = RateLimit<S, St, K, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit::from_shared(inner, Arc::new(self.shared.clone()))
+        RateLimit::from_config(inner, Arc::new(self.config.clone()))
     }
 }
 
 impl<St: Clone, K: Clone, M> Clone for RateLimitLayer<St, K, M> {
     fn clone(&self) -> Self {
         Self {
-            shared: self.shared.clone(),
+            config: self.config.clone(),
             _mode: PhantomData,
         }
     }
@@ -235,9 +235,9 @@ impl<St: Clone, K: Clone, M> Clone for RateLimitLayer<St, K, M> {
 impl<St, K, M> fmt::Debug for RateLimitLayer<St, K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
-            .field("policies", &self.shared.policies)
-            .field("headers", &self.shared.headers)
-            .field("shadow", &self.shared.shadow)
+            .field("policies", &self.config.policies)
+            .field("headers", &self.config.headers)
+            .field("shadow", &self.config.shadow)
             .finish_non_exhaustive()
     }
 }

@@ -71,6 +71,8 @@
 
 mod body;
 pub mod choose;
+mod config;
+mod decide;
 mod error;
 pub mod extract;
 mod future;
@@ -80,7 +82,6 @@ mod layer;
 mod mode;
 pub mod respond;
 mod service;
-mod shared;
 
 pub use body::{RejectionBody, ResponseBody};
 pub use error::RateLimited;
@@ -88,5 +89,5 @@ pub use future::ResponseFuture;
 pub use headers::{HeaderStyle, retry_after_secs};
 pub use key::Key;
 pub use layer::RateLimitLayer;
-pub use mode::{RejectWithError, RejectWithResponse};
+pub use mode::{RefusalMode, RejectWithError, RejectWithResponse};
 pub use service::RateLimit;

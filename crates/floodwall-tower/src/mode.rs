@@ -1,4 +1,14 @@
-//! How a refusal reaches the caller: as a response (the default) or as an error.
+//! How a refusal reaches the caller: as a response (the default) or as an error. Each mode
+//! is a type that builds its own refusals, so a service knows at compile time which kind
+//! it hands back.
+
+use bytes::Bytes;
+use floodwall_core::{BoxError, Error};
+use http::{Response, StatusCode};
+
+use crate::RateLimited;
+use crate::extract::KeyError;
+use crate::respond::Denial;
 
 /// Refusals are responses (429, 503, or what the responders build); the service's error
 /// type stays the inner service's, so the layer fits axum's `Router::layer` and tonic's
@@ -13,3 +23,78 @@ pub struct RejectWithResponse;
 /// Chosen by [`RateLimitLayer::reject_with_error`](crate::RateLimitLayer::reject_with_error).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RejectWithError;
+
+/// One of the two ways refusals reach the caller: [`RejectWithResponse`] or
+/// [`RejectWithError`]. Sealed: the service's types depend on which.
+pub trait RefusalMode: sealed::Refuse {}
+
+impl RefusalMode for RejectWithResponse {}
+impl RefusalMode for RejectWithError {}
+
+pub(crate) mod sealed {
+    use super::*;
+
+    /// Builds a mode's refusals. Responders are passed as closures and called only by the
+    /// response mode: the error mode never builds a response it would throw away.
+    #[allow(unreachable_pub)] // reachable only as `RefusalMode`'s supertrait, by design
+    pub trait Refuse: Send + Sync + 'static {
+        /// What a refused request resolves to.
+        type Refusal: Send + 'static;
+
+        /// A request some policy denied.
+        fn denied(
+            denial: &Denial,
+            respond: impl FnOnce(&Denial) -> Response<Bytes>,
+        ) -> Self::Refusal;
+
+        /// A request the store could not decide, refused (fail closed).
+        fn store_failed(
+            error: Error,
+            respond: impl FnOnce(&Error) -> Response<Bytes>,
+        ) -> Self::Refusal;
+
+        /// A request without a key, refused with `status`.
+        fn missing_key(error: KeyError, status: StatusCode) -> Self::Refusal;
+    }
+}
+
+impl sealed::Refuse for RejectWithResponse {
+    /// Boxed: refusals are rare, and this keeps the outcome every admitted request moves
+    /// around small.
+    type Refusal = Box<Response<Bytes>>;
+
+    fn denied(denial: &Denial, respond: impl FnOnce(&Denial) -> Response<Bytes>) -> Self::Refusal {
+        Box::new(respond(denial))
+    }
+
+    fn store_failed(
+        error: Error,
+        respond: impl FnOnce(&Error) -> Response<Bytes>,
+    ) -> Self::Refusal {
+        Box::new(respond(&error))
+    }
+
+    fn missing_key(error: KeyError, status: StatusCode) -> Self::Refusal {
+        Box::new(crate::respond::response_with(
+            status,
+            "text/plain; charset=utf-8",
+            format!("{error}\n"),
+        ))
+    }
+}
+
+impl sealed::Refuse for RejectWithError {
+    type Refusal = BoxError;
+
+    fn denied(denial: &Denial, _: impl FnOnce(&Denial) -> Response<Bytes>) -> Self::Refusal {
+        Box::new(RateLimited::new(denial.retry_after()))
+    }
+
+    fn store_failed(error: Error, _: impl FnOnce(&Error) -> Response<Bytes>) -> Self::Refusal {
+        Box::new(error)
+    }
+
+    fn missing_key(error: KeyError, _: StatusCode) -> Self::Refusal {
+        Box::new(error)
+    }
+}

@@ -11,9 +11,11 @@ use tower_service::Service;
 
 use crate::body::RejectionBody;
 use crate::choose::Choice;
+use crate::config::Config;
+use crate::decide::{Admission, Checked, Pending, PolicyList};
 use crate::extract::{ExtractKey, KeyError, PeerIp};
 use crate::future::ResponseFuture;
-use crate::shared::{Checked, Pending, PolicyList, Shared, Verdict};
+use crate::mode::RefusalMode;
 use crate::{Key, RateLimitLayer, RejectWithError, RejectWithResponse};
 
 /// Rate-limits the requests to an inner service; built by [`RateLimitLayer`].
@@ -29,14 +31,14 @@ use crate::{Key, RateLimitLayer, RejectWithError, RejectWithResponse};
 /// Cloning is cheap: the configuration is shared behind one `Arc`.
 pub struct RateLimit<S, St = MemoryStore, K = PeerIp, M = RejectWithResponse> {
     inner: S,
-    shared: Arc<Shared<St, K>>,
+    config: Arc<Config<St, K>>,
     _mode: PhantomData<fn() -> M>,
 }
 
 impl<S, St: Store> RateLimit<S, St> {
     /// Limits `inner` by `policy`, keyed by peer IP; see [`RateLimitLayer`] for the rest.
     pub fn new(inner: S, store: St, policy: Policy) -> Self {
-        Self::from_shared(inner, Arc::new(Shared::new(store, PeerIp::new(), policy)))
+        Self::from_config(inner, Arc::new(Config::new(store, PeerIp::new(), policy)))
     }
 
     /// A layer wrapping services in `RateLimit`: [`RateLimitLayer::new`].
@@ -46,10 +48,10 @@ impl<S, St: Store> RateLimit<S, St> {
 }
 
 impl<S, St, K, M> RateLimit<S, St, K, M> {
-    pub(crate) fn from_shared(inner: S, shared: Arc<Shared<St, K>>) -> Self {
+    pub(crate) fn from_config(inner: S, config: Arc<Config<St, K>>) -> Self {
         Self {
             inner,
-            shared,
+            config,
             _mode: PhantomData,
         }
     }
@@ -68,47 +70,49 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
     pub fn into_inner(self) -> S {
         self.inner
     }
+}
 
-    /// Starts handling a request. `error_mode` picks how refusals are reported.
+impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
+    /// Starts handling a request; `M` picks how refusals are reported.
     ///
     /// The usual request (no cost function, no chooser, an extractor that reads the whole
     /// request) is checked without being taken apart, and an admitted one is passed on as
     /// it came: moving its head out to a `Parts` and back is two copies of some 200 bytes.
     #[inline(always)]
-    fn start<B>(&mut self, req: Request<B>, error_mode: bool) -> ResponseFuture<S, B, M>
+    fn start<B>(&mut self, req: Request<B>) -> ResponseFuture<S, B, M>
     where
         S: Service<Request<B>> + Clone,
         St: Store + 'static,
         K: ExtractKey,
     {
-        let shared = &*self.shared;
-        if shared.chooser.is_none() && shared.cost.is_none() {
+        let config = &*self.config;
+        if config.chooser.is_none() && config.cost.is_none() {
             let mut key = Key::new();
-            if let Some(found) = shared.key.extract_request(&req, &mut key) {
+            if let Some(found) = config.key.extract_request(&req, &mut key) {
                 return match found {
-                    Ok(()) => self.check(req, &mut key, Choice::Default, 1, error_mode),
-                    Err(error) => self.missing_key(req, error, error_mode),
+                    Ok(()) => self.check(req, &mut key, Choice::Default, 1),
+                    Err(error) => self.missing_key(req, error),
                 };
             }
         }
-        self.start_parts(req, error_mode)
+        self.start_parts(req)
     }
 
     /// [`start`](Self::start) for a request whose key, policies or cost need its `Parts`.
     #[inline(never)]
-    fn start_parts<B>(&mut self, req: Request<B>, error_mode: bool) -> ResponseFuture<S, B, M>
+    fn start_parts<B>(&mut self, req: Request<B>) -> ResponseFuture<S, B, M>
     where
         S: Service<Request<B>> + Clone,
         St: Store + 'static,
         K: ExtractKey,
     {
-        let shared = &*self.shared;
+        let config = &*self.config;
         let (parts, body) = req.into_parts();
         let mut key = Key::new();
-        if let Err(error) = shared.key.extract(&parts, &mut key) {
-            return self.missing_key(Request::from_parts(parts, body), error, error_mode);
+        if let Err(error) = config.key.extract(&parts, &mut key) {
+            return self.missing_key(Request::from_parts(parts, body), error);
         }
-        let choice = match &shared.chooser {
+        let choice = match &config.chooser {
             Some(chooser) => chooser.choose(&parts, key.as_bytes()),
             None => Choice::Default,
         };
@@ -118,14 +122,8 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
                 None,
             );
         }
-        let cost = shared.cost.as_ref().map_or(1, |cost| cost(&parts));
-        self.check(
-            Request::from_parts(parts, body),
-            &mut key,
-            choice,
-            cost,
-            error_mode,
-        )
+        let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
+        self.check(Request::from_parts(parts, body), &mut key, choice, cost)
     }
 
     /// Checks `key` against the chosen policies (never [`Choice::Skip`]) and calls the inner
@@ -137,28 +135,27 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
         key: &mut Key,
         choice: Choice,
         cost: u64,
-        error_mode: bool,
     ) -> ResponseFuture<S, B, M>
     where
         S: Service<Request<B>> + Clone,
         St: Store + 'static,
         K: ExtractKey,
     {
-        let shared = &*self.shared;
+        let config = &*self.config;
         let policies: &[Policy] = match &choice {
-            Choice::Default | Choice::Skip => &shared.policies,
+            Choice::Default | Choice::Skip => &config.policies,
             Choice::Policy(policy) => std::slice::from_ref(policy),
             Choice::Policies(list) => list,
         };
-        match shared.decide_now(key, policies, cost, error_mode) {
+        match config.decide_now::<M>(key, policies, cost) {
             // `self.inner` is the service `poll_ready` made ready: call it in place.
-            Checked::Decided(Verdict::Proceed(report)) => {
+            Checked::Decided(Admission::Admit(report)) => {
                 ResponseFuture::calling(self.inner.call(req), report)
             }
             // The rest out of line (`refused`, `wait`): not the usual request (though the
             // usual one under attack, or on Redis).
-            Checked::Decided(Verdict::Refuse(refusal)) => ResponseFuture::refused(refusal),
-            Checked::Waiting(pending) => self.wait(req, key, choice, cost, error_mode, pending),
+            Checked::Decided(Admission::Refuse(refusal)) => ResponseFuture::refused(refusal),
+            Checked::Waiting(pending) => self.wait(req, key, choice, cost, pending),
         }
     }
 
@@ -171,7 +168,6 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
         key: &mut Key,
         choice: Choice,
         cost: u64,
-        error_mode: bool,
         pending: Pending,
     ) -> ResponseFuture<S, B, M>
     where
@@ -182,15 +178,12 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
         let policies = match choice {
             Choice::Policy(policy) => PolicyList::One(policy),
             Choice::Policies(list) => PolicyList::Many(list),
-            Choice::Default | Choice::Skip => PolicyList::Many(self.shared.policies.clone()),
+            Choice::Default | Choice::Skip => PolicyList::Many(self.config.policies.clone()),
         };
-        let shared = Arc::clone(&self.shared);
+        let config = Arc::clone(&self.config);
         let key = std::mem::take(key);
-        let check = Box::pin(async move {
-            shared
-                .decide_rest(key, policies, cost, error_mode, pending)
-                .await
-        });
+        let check =
+            Box::pin(async move { config.decide_rest::<M>(key, policies, cost, pending).await });
         // Take the ready service for this request and leave a clone to be made ready for
         // the next one.
         let clone = self.inner.clone();
@@ -201,17 +194,12 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
     /// A request without a key: refused, or let through unlimited.
     #[cold]
     #[inline(never)]
-    fn missing_key<B>(
-        &mut self,
-        req: Request<B>,
-        error: KeyError,
-        error_mode: bool,
-    ) -> ResponseFuture<S, B, M>
+    fn missing_key<B>(&mut self, req: Request<B>, error: KeyError) -> ResponseFuture<S, B, M>
     where
         S: Service<Request<B>>,
         St: Store,
     {
-        match self.shared.missing_key(error, error_mode) {
+        match self.config.missing_key::<M>(error) {
             Some(refusal) => ResponseFuture::refused(refusal),
             None => ResponseFuture::calling(self.inner.call(req), None),
         }
@@ -237,7 +225,7 @@ where
     // own future, usually): inlined, it was built aside and copied, hundreds of bytes.
     #[inline(never)]
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        self.start(req, false)
+        self.start(req)
     }
 }
 
@@ -259,13 +247,13 @@ where
     // Out of line: see the other mode's `call`.
     #[inline(never)]
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        self.start(req, true)
+        self.start(req)
     }
 }
 
 impl<S: Clone, St, K, M> Clone for RateLimit<S, St, K, M> {
     fn clone(&self) -> Self {
-        Self::from_shared(self.inner.clone(), self.shared.clone())
+        Self::from_config(self.inner.clone(), self.config.clone())
     }
 }
 
@@ -273,7 +261,7 @@ impl<S: fmt::Debug, St, K, M> fmt::Debug for RateLimit<S, St, K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit")
             .field("inner", &self.inner)
-            .field("policies", &self.shared.policies)
+            .field("policies", &self.config.policies)
             .finish_non_exhaustive()
     }
 }

@@ -1,99 +1,18 @@
-//! The configuration every clone of a service shares, and the decision it makes.
+//! The decision on one request: its key checked against its policies in the store, and
+//! what follows (call the inner service with these headers, or refuse).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
-use floodwall_core::{BoxError, Decision, Policy, Store};
-use http::Response;
-use http::request::Parts;
+use floodwall_core::{Decision, Policy, Store};
 use smallvec::SmallVec;
 
-use crate::choose::ChoosePolicy;
+use crate::Key;
+use crate::config::Config;
 use crate::extract::{KeyError, OnMissingKey};
 use crate::headers::{self, Fields, HeaderStyle, IetfConsts};
-use crate::respond::{
-    Decisions, Denial, OnReject, OnStoreFailure, ServiceUnavailable, TooManyRequests,
-};
-use crate::{Key, RateLimited};
-
-pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
-
-/// Everything a [`RateLimitLayer`](crate::RateLimitLayer) was configured with. Services
-/// hold it behind one `Arc`, so cloning a service costs two reference counts.
-#[derive(Clone)]
-pub(crate) struct Shared<St, K> {
-    pub(crate) store: St,
-    pub(crate) key: K,
-    pub(crate) policies: Arc<[Policy]>,
-    pub(crate) chooser: Option<Arc<dyn ChoosePolicy>>,
-    pub(crate) cost: Option<Arc<CostFn>>,
-    pub(crate) on_reject: Arc<dyn OnReject>,
-    pub(crate) on_failure: Arc<dyn OnStoreFailure>,
-    pub(crate) on_missing: OnMissingKey,
-    pub(crate) headers: HeaderStyle,
-    pub(crate) shadow: bool,
-    pub(crate) fail_open: bool,
-    /// The IETF header values of `policies`, found on first use (`None`: not interned,
-    /// built per response).
-    pub(crate) ietf_consts: OnceLock<Option<&'static IetfConsts>>,
-    /// Whether the store's last answer was a failure: failures are logged once per
-    /// outage, not once per request. Shared by every clone, as the store is: axum builds
-    /// a service per route, and one outage is still one log line.
-    pub(crate) store_down: Arc<AtomicBool>,
-}
-
-impl<St, K> Shared<St, K> {
-    pub(crate) fn new(store: St, key: K, policy: Policy) -> Self {
-        Self {
-            store,
-            key,
-            policies: Arc::from([policy]),
-            chooser: None,
-            cost: None,
-            on_reject: Arc::new(TooManyRequests),
-            on_failure: Arc::new(ServiceUnavailable::default()),
-            on_missing: OnMissingKey::Reject,
-            headers: HeaderStyle::Ietf,
-            shadow: false,
-            fail_open: false,
-            ietf_consts: OnceLock::new(),
-            store_down: Arc::new(AtomicBool::new(false)),
-        }
-    }
-
-    /// The same configuration with another key extractor.
-    pub(crate) fn with_key<K2>(self, key: K2) -> Shared<St, K2> {
-        self.rebuild(|store| store, |_| key)
-    }
-
-    /// The same configuration with the store wrapped or replaced.
-    pub(crate) fn with_store<St2>(self, store: impl FnOnce(St) -> St2) -> Shared<St2, K> {
-        self.rebuild(store, |key| key)
-    }
-
-    fn rebuild<St2, K2>(
-        self,
-        store: impl FnOnce(St) -> St2,
-        key: impl FnOnce(K) -> K2,
-    ) -> Shared<St2, K2> {
-        Shared {
-            store: store(self.store),
-            key: key(self.key),
-            policies: self.policies,
-            chooser: self.chooser,
-            cost: self.cost,
-            on_reject: self.on_reject,
-            on_failure: self.on_failure,
-            on_missing: self.on_missing,
-            headers: self.headers,
-            shadow: self.shadow,
-            fail_open: self.fail_open,
-            ietf_consts: self.ietf_consts,
-            store_down: self.store_down,
-        }
-    }
-}
+use crate::mode::sealed::Refuse;
+use crate::respond::{Decisions, Denial};
 
 /// The policies one request is checked against, owned: what a check that waits for the
 /// store keeps. A check the store answers at once borrows them instead.
@@ -111,21 +30,12 @@ impl PolicyList {
     }
 }
 
-/// What happens to a request.
-pub(crate) enum Verdict {
+/// What happens to a request; `R` is its mode's refusal.
+pub(crate) enum Admission<R> {
     /// Call the inner service, then add these headers.
-    Proceed(Option<Fields>),
+    Admit(Option<Fields>),
     /// Answer with this refusal; the inner service is not called.
-    Refuse(Refusal),
-}
-
-/// A refused request's answer.
-pub(crate) enum Refusal {
-    /// As a response (boxed: it is rare, and keeps the verdict that every allowed request
-    /// moves around small).
-    Respond(Box<Response<Bytes>>),
-    /// As an error ([`RejectWithError`](crate::RejectWithError) mode).
-    Fail(BoxError),
+    Refuse(R),
 }
 
 /// What checking one request's policies has found so far. Policies are named by their
@@ -183,15 +93,15 @@ pub(crate) struct Pending {
     next: usize,
 }
 
-/// What [`Shared::decide_now`] found.
-pub(crate) enum Checked {
+/// What [`Config::decide_now`] found.
+pub(crate) enum Checked<R> {
     /// Every policy answered: here is what to do.
-    Decided(Verdict),
+    Decided(Admission<R>),
     /// The store must be waited for.
     Waiting(Pending),
 }
 
-impl<St: Store, K> Shared<St, K> {
+impl<St: Store, K> Config<St, K> {
     /// Checks `key` against every policy, in order, as far as the store answers without
     /// waiting ([`Store::check_now`]; the memory store always does): the verdict, or what
     /// is left for [`decide_rest`](Self::decide_rest). On the memory store's hot path this
@@ -200,89 +110,91 @@ impl<St: Store, K> Shared<St, K> {
     /// Every policy is checked even after one denies, and nothing is refunded: see
     /// [`RateLimitLayer::and_policy`](crate::RateLimitLayer::and_policy).
     #[inline(always)]
-    pub(crate) fn decide_now(
+    pub(crate) fn decide_now<M: Refuse>(
         &self,
         key: &Key,
         policies: &[Policy],
         cost: u64,
-        error_mode: bool,
-    ) -> Checked {
+    ) -> Checked<M::Refusal> {
         // One policy, the usual case: an admitted request needs no tally.
         if let [policy] = policies {
             return match self.store.check_now(key.as_bytes(), policy, cost) {
                 Some(Ok(decision)) if decision.allowed => {
                     self.store_answered();
                     let pairs = std::iter::once((policy, &decision));
-                    Checked::Decided(Verdict::Proceed(self.fields(policies, pairs)))
+                    Checked::Decided(Admission::Admit(self.fields(policies, pairs)))
                 }
-                Some(result) => self.decide_one(result, policies, cost, error_mode),
+                Some(result) => self.decide_one::<M>(result, policies, cost),
                 None => Checked::Waiting(Pending::default()),
             };
         }
-        self.decide_many(key, policies, cost, error_mode)
+        self.decide_many::<M>(key, policies, cost)
     }
 
     /// [`decide_now`](Self::decide_now) on one policy's answer, unless it admitted the
     /// request.
     #[inline(never)]
-    fn decide_one(
+    fn decide_one<M: Refuse>(
         &self,
         result: Result<Decision, floodwall_core::Error>,
         policies: &[Policy],
         cost: u64,
-        error_mode: bool,
-    ) -> Checked {
+    ) -> Checked<M::Refusal> {
         let mut tally = Tally::default();
         if let Err(e) = tally.record(0, cost, result) {
-            return Checked::Decided(self.store_failed(e, error_mode));
+            return Checked::Decided(self.store_failed::<M>(e));
         }
-        Checked::Decided(self.conclude(&tally, policies, error_mode))
+        Checked::Decided(self.conclude::<M>(&tally, policies))
     }
 
     /// [`decide_now`](Self::decide_now) on several policies.
     #[inline(never)]
-    fn decide_many(&self, key: &Key, policies: &[Policy], cost: u64, error_mode: bool) -> Checked {
+    fn decide_many<M: Refuse>(
+        &self,
+        key: &Key,
+        policies: &[Policy],
+        cost: u64,
+    ) -> Checked<M::Refusal> {
         let mut tally = Tally::default();
         for (i, policy) in policies.iter().enumerate() {
             let Some(result) = self.store.check_now(key.as_bytes(), policy, cost) else {
                 return Checked::Waiting(Pending { tally, next: i });
             };
             if let Err(e) = tally.record(i, cost, result) {
-                return Checked::Decided(self.store_failed(e, error_mode));
+                return Checked::Decided(self.store_failed::<M>(e));
             }
         }
-        Checked::Decided(self.conclude(&tally, policies, error_mode))
+        Checked::Decided(self.conclude::<M>(&tally, policies))
     }
 
     /// Checks the policies [`decide_now`](Self::decide_now) could not, waiting for the store.
-    pub(crate) async fn decide_rest(
+    pub(crate) async fn decide_rest<M: Refuse>(
         &self,
         key: Key,
         policies: PolicyList,
         cost: u64,
-        error_mode: bool,
         pending: Pending,
-    ) -> Verdict {
+    ) -> Admission<M::Refusal> {
         let Pending { mut tally, next } = pending;
         let policies = policies.as_slice();
         for (i, policy) in policies.iter().enumerate().skip(next) {
             let result = self.store.check(key.as_bytes(), policy, cost).await;
             if let Err(e) = tally.record(i, cost, result) {
-                return self.store_failed(e, error_mode);
+                return self.store_failed::<M>(e);
             }
         }
-        self.conclude(&tally, policies, error_mode)
+        self.conclude::<M>(&tally, policies)
     }
 
     /// The verdict once every policy has answered. The allowed path is inlined into the
     /// caller; refusals (and shadow-mode denials) take [`refuse`](Self::refuse).
     #[inline]
-    fn conclude(&self, tally: &Tally, policies: &[Policy], error_mode: bool) -> Verdict {
+    fn conclude<M: Refuse>(&self, tally: &Tally, policies: &[Policy]) -> Admission<M::Refusal> {
         self.store_answered();
         if tally.allowed() {
-            return Verdict::Proceed(self.fields(policies, tally.pairs(policies)));
+            return Admission::Admit(self.fields(policies, tally.pairs(policies)));
         }
-        self.refuse(tally, policies, error_mode)
+        self.refuse::<M>(tally, policies)
     }
 
     /// The headers for an allowed request's response: `decisions` are those of `policies`.
@@ -309,7 +221,7 @@ impl<St: Store, K> Shared<St, K> {
     /// The verdict on a request some policy denied.
     #[cold]
     #[inline(never)]
-    fn refuse(&self, tally: &Tally, policies: &[Policy], error_mode: bool) -> Verdict {
+    fn refuse<M: Refuse>(&self, tally: &Tally, policies: &[Policy]) -> Admission<M::Refusal> {
         let denial = tally.denial(policies);
         if self.shadow {
             for policy in denial.violated() {
@@ -320,22 +232,19 @@ impl<St: Store, K> Shared<St, K> {
                     "shadow mode: this request would have been rate limited"
                 );
             }
-            return Verdict::Proceed(self.fields(policies, tally.pairs(policies)));
+            return Admission::Admit(self.fields(policies, tally.pairs(policies)));
         }
-        if error_mode {
-            return Verdict::Refuse(Refusal::Fail(Box::new(RateLimited::new(
-                denial.retry_after(),
-            ))));
-        }
-        let mut res = self.on_reject.respond(&denial);
-        headers::ensure_retry_after(res.headers_mut(), denial.retry_after());
-        headers::write(
-            self.headers,
-            self.ietf_consts(policies),
-            denial.decisions(),
-            res.headers_mut(),
-        );
-        Verdict::Refuse(Refusal::Respond(Box::new(res)))
+        Admission::Refuse(M::denied(&denial, |denial| {
+            let mut res = self.on_reject.respond(denial);
+            headers::ensure_retry_after(res.headers_mut(), denial.retry_after());
+            headers::write(
+                self.headers,
+                self.ietf_consts(policies),
+                denial.decisions(),
+                res.headers_mut(),
+            );
+            res
+        }))
     }
 
     /// The IETF values of the layer's own policies, worked out once: they depend on
@@ -350,7 +259,7 @@ impl<St: Store, K> Shared<St, K> {
             .get_or_init(|| headers::ietf_consts(policies))
     }
 
-    fn store_failed(&self, error: floodwall_core::Error, error_mode: bool) -> Verdict {
+    fn store_failed<M: Refuse>(&self, error: floodwall_core::Error) -> Admission<M::Refusal> {
         let open = self.shadow || self.fail_open;
         if !self.store_down.load(Ordering::Relaxed)
             && !self.store_down.swap(true, Ordering::Relaxed)
@@ -372,13 +281,11 @@ impl<St: Store, K> Shared<St, K> {
             tracing::debug!(target: "floodwall", %error, "rate-limit store failed");
         }
         if open {
-            return Verdict::Proceed(None);
+            return Admission::Admit(None);
         }
-        Verdict::Refuse(if error_mode {
-            Refusal::Fail(Box::new(error))
-        } else {
-            Refusal::Respond(Box::new(self.on_failure.respond(&error)))
-        })
+        Admission::Refuse(M::store_failed(error, |error| {
+            self.on_failure.respond(error)
+        }))
     }
 
     /// Notes that the store answered, logging the end of an outage once.
@@ -399,7 +306,7 @@ impl<St: Store, K> Shared<St, K> {
     }
 
     /// What to do with a request whose key is missing; `None` lets it through.
-    pub(crate) fn missing_key(&self, error: KeyError, error_mode: bool) -> Option<Refusal> {
+    pub(crate) fn missing_key<M: Refuse>(&self, error: KeyError) -> Option<M::Refusal> {
         let status = match self.on_missing {
             _ if self.shadow => None,
             OnMissingKey::Skip => None,
@@ -411,14 +318,6 @@ impl<St: Store, K> Shared<St, K> {
             return None;
         };
         tracing::warn!(target: "floodwall", %error, %status, "request refused: no rate-limit key");
-        if error_mode {
-            return Some(Refusal::Fail(Box::new(error)));
-        }
-        let body = format!("{error}\n");
-        Some(Refusal::Respond(Box::new(crate::respond::response_with(
-            status,
-            "text/plain; charset=utf-8",
-            body,
-        ))))
+        Some(M::missing_key(error, status))
     }
 }

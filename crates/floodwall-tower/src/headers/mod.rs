@@ -1,16 +1,19 @@
 //! Rate-limit response headers: `Retry-After`, the IETF `RateLimit` / `RateLimit-Policy`
 //! fields, or GitHub's `X-RateLimit-*`.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::fmt::Write;
-use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use floodwall_core::{Decision, Policy};
 use http::header::{HeaderName, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue};
+
+mod decimal;
+mod ietf;
+
+use decimal::{MAX_DIGITS, decimal_before, decimal_value, pooled};
+pub(crate) use ietf::{IetfConsts, IetfOne, ietf_consts};
+use ietf::{ietf_limit, ietf_policy_value, sf_integer};
 
 /// Which rate-limit headers go on responses (allowed and refused alike).
 ///
@@ -224,241 +227,9 @@ pub(crate) fn write(
     }
 }
 
-/// The IETF values that depend on nothing but a layer's own policies, worked out once per
-/// layer ([`ietf_consts`]).
-pub(crate) struct IetfConsts {
-    /// `RateLimit-Policy`, a `'static` value.
-    policy: HeaderValue,
-    /// The values of a single policy; `None` for several.
-    one: Option<IetfOne>,
-}
-
-/// The IETF values that depend on nothing but a layer's own single policy.
-pub(crate) struct IetfOne {
-    /// `RateLimit-Policy`, a `'static` value (the same as its [`IetfConsts`]').
-    policy: HeaderValue,
-    /// The start of its `RateLimit` value, `"name";r=`; what follows is two numbers,
-    /// written with the response.
-    limit_prefix: Box<[u8]>,
-}
-
-/// Every [`IetfConsts`] made so far, by `RateLimit-Policy` value.
-static INTERNED: LazyLock<Mutex<HashMap<&'static str, &'static IetfConsts>>> =
-    LazyLock::new(Default::default);
-
-/// The most distinct lists of policies [`INTERNED`] keeps: what it leaks is bounded.
-const MAX_INTERNED: usize = 1024;
-
-/// The IETF values of a layer's own policies, kept for the life of the process; `None`
-/// once [`MAX_INTERNED`] other lists are kept, and the layer builds its values for each
-/// response instead (the same bytes).
-///
-/// Why `'static`: a header value that lives as long as the process is put on a response by
-/// copying a pointer, while a value built at run time is reference-counted, and counting
-/// it up and down for every response is two atomic operations on one cache line that every
-/// thread serving the layer shares. So each distinct list of policies is formatted once and
-/// kept (about a hundred bytes), deduplicated by value: layers built again with the same
-/// policies (on each configuration reload, in each test) share it. Only a layer's own
-/// policies are interned, never the ones a chooser picks per request; but a process can
-/// still build layers with ever new policies (a reload per tenant, names or quotas made at
-/// run time), so the number kept is bounded.
-pub(crate) fn ietf_consts(policies: &[Policy]) -> Option<&'static IetfConsts> {
-    let mut interned = INTERNED.lock().unwrap_or_else(PoisonError::into_inner);
-    intern(&mut interned, MAX_INTERNED, policies)
-}
-
-/// [`ietf_consts`] in `interned`, keeping at most `max` lists.
-fn intern(
-    interned: &mut HashMap<&'static str, &'static IetfConsts>,
-    max: usize,
-    policies: &[Policy],
-) -> Option<&'static IetfConsts> {
-    let text = ietf_policy_text(policies);
-    if let Some(consts) = interned.get(text.as_str()) {
-        return Some(consts);
-    }
-    if interned.len() >= max {
-        return None;
-    }
-    let text: &'static str = Box::leak(text.into_boxed_str());
-    // Names, digits and punctuation only: always what `from_static` takes (which panics
-    // on anything else, so this checks first).
-    let visible = |b: u8| b == b'\t' || (32..127).contains(&b);
-    let policy = if text.bytes().all(visible) {
-        HeaderValue::from_static(text)
-    } else {
-        HeaderValue::from_static("")
-    };
-    let one = match policies {
-        [one] => Some(IetfOne {
-            policy: policy.clone(),
-            limit_prefix: format!("\"{}\";r=", one.name()).into_bytes().into(),
-        }),
-        _ => None,
-    };
-    let consts: &'static IetfConsts = Box::leak(Box::new(IetfConsts { policy, one }));
-    interned.insert(text, consts);
-    Some(consts)
-}
-
-/// `RateLimit-Policy` for policies that are not a layer's own (chosen per request).
-pub(crate) fn ietf_policy_value<'a>(policies: impl IntoIterator<Item = &'a Policy>) -> HeaderValue {
-    // Names, digits and punctuation only: always a valid header value.
-    HeaderValue::try_from(ietf_policy_text(policies))
-        .unwrap_or_else(|_| HeaderValue::from_static(""))
-}
-
-/// `RateLimit-Policy`: one list member per policy.
-fn ietf_policy_text<'a>(policies: impl IntoIterator<Item = &'a Policy>) -> String {
-    let mut value = String::with_capacity(48);
-    for (i, p) in policies.into_iter().enumerate() {
-        if i > 0 {
-            value.push_str(", ");
-        }
-        let quota = p.quota();
-        let period_us = quota.period_micros().max(1);
-        // `w` is whole seconds and never 0: scale a sub-second quota up to one second.
-        let window = ceil_secs(quota.period()).max(1);
-        let q = if period_us % 1_000_000 == 0 {
-            quota.count()
-        } else {
-            let scaled =
-                u128::from(quota.count()) * u128::from(window) * 1_000_000 / u128::from(period_us);
-            u64::try_from(scaled).unwrap_or(u64::MAX)
-        };
-        // Policy names are [A-Za-z0-9_.:-]: valid inside an sf-string as they are.
-        let (q, window) = (sf_integer(q), sf_integer(window));
-        let _ = write!(value, "\"{}\";q={q};w={window}", p.name());
-        if quota.burst() != quota.count() && p.algorithm().has_burst() {
-            let _ = write!(value, ";floodwall-burst={}", sf_integer(quota.burst()));
-        }
-    }
-    value
-}
-
-/// `RateLimit`: what remains now and when each policy is full again, one list member per
-/// decision. In an allocation of its own, not [`pooled`]: it is formatted when the request
-/// is decided and held through the inner call.
-fn ietf_limit<'a, I>(decisions: I) -> Bytes
-where
-    I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
-{
-    let len: usize = decisions
-        .clone()
-        .map(|(p, _)| p.name().len() + 10 + 2 * MAX_DIGITS)
-        .sum();
-    let mut out = BytesMut::with_capacity(len);
-    for (i, (p, d)) in decisions.enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        out.extend_from_slice(b"\"");
-        out.extend_from_slice(p.name().as_bytes());
-        out.extend_from_slice(b"\";r=");
-        put_decimal(&mut out, sf_integer(d.remaining));
-        out.extend_from_slice(b";t=");
-        put_decimal(&mut out, sf_integer(ceil_secs(d.reset_after)));
-    }
-    out.freeze()
-}
-
-/// The largest integer a structured field carries (RFC 9651: at most 15 digits).
-const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
-
-/// `n` as an IETF field may say it: larger counts (up to 2^53) are written as the largest
-/// integer a structured field carries, since a strict parser drops a field with a longer
-/// one whole. Clients lose nothing they could act on: it is still more than they can use.
-fn sf_integer(n: u64) -> u64 {
-    n.min(SF_INTEGER_MAX)
-}
-
-/// A number as a header value.
-fn decimal_value(n: u64) -> HeaderValue {
-    HeaderValue::from_maybe_shared(pooled(MAX_DIGITS, |out| put_decimal(out, n)))
-        .unwrap_or_else(|_| HeaderValue::from(n))
-}
-
-thread_local! {
-    /// Where this thread writes the header values it formats per response. Each value is
-    /// a slice of a shared buffer, so formatting one allocates nothing: a buffer of its own
-    /// would cost an allocation, and later its freeing, on every response. The buffer is
-    /// reused from the start once every value cut from it has been dropped (responses are
-    /// sent and dropped quickly), and replaced by a new one when some are still held.
-    static VALUES: RefCell<BytesMut> = RefCell::new(BytesMut::new());
-}
-
-/// What [`VALUES`] allocates at a time: room for a hundred-odd values.
-const VALUES_CHUNK: usize = 4096;
-
-/// The most digits a `u64` has.
-const MAX_DIGITS: usize = 20;
-
-/// The bytes `write` appends (about `max` of them at most), for a header value written
-/// onto a response at once: cut from this thread's [`VALUES`]. (A value held longer would
-/// keep the chunk it was cut from alive: it gets an allocation of its own.)
-fn pooled(max: usize, write: impl Fn(&mut BytesMut)) -> Bytes {
-    let cut = VALUES.try_with(|values| {
-        let mut values = values.borrow_mut();
-        if values.capacity() < max {
-            values.reserve(VALUES_CHUNK.max(max));
-        }
-        write(&mut values);
-        values.split().freeze()
-    });
-    cut.unwrap_or_else(|_| {
-        // The thread is exiting and its buffer is gone: a buffer of the value's own.
-        let mut own = BytesMut::with_capacity(max);
-        write(&mut own);
-        own.freeze()
-    })
-}
-
-/// Two decimal digits for each number below 100: `00`, `01`, ..., `99`.
-const DIGIT_PAIRS: [u8; 200] = {
-    let mut pairs = [0; 200];
-    let mut i = 0;
-    while i < 100 {
-        pairs[2 * i] = b'0' + (i / 10) as u8;
-        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
-        i += 1;
-    }
-    pairs
-};
-
-/// Appends `n` in decimal.
-fn put_decimal(out: &mut BytesMut, n: u64) {
-    let mut buf = [0u8; MAX_DIGITS];
-    let at = decimal_before(&mut buf, MAX_DIGITS, n);
-    out.extend_from_slice(&buf[at..]);
-}
-
-/// Writes `n` in decimal so that it ends where `buf[end..]` starts (at least
-/// [`MAX_DIGITS`] bytes must be free before `end`); returns where it starts. Header values
-/// are formatted for every admitted request, so this does without `fmt`, two digits per
-/// division.
-#[inline]
-fn decimal_before(buf: &mut [u8], end: usize, n: u64) -> usize {
-    let mut at = end;
-    let mut n = n;
-    while n >= 100 {
-        let pair = (n % 100) as usize * 2;
-        n /= 100;
-        at -= 2;
-        buf[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-    }
-    if n >= 10 {
-        let pair = n as usize * 2;
-        at -= 2;
-        buf[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-    } else {
-        at -= 1;
-        buf[at] = b'0' + n as u8;
-    }
-    at
-}
-
 #[cfg(test)]
 mod tests {
+    use super::ietf::SF_INTEGER_MAX;
     use super::*;
     use floodwall_core::Algorithm;
 
@@ -594,88 +365,5 @@ mod tests {
                 format!("\"{name}\";q=10;w=1;floodwall-burst=12").as_str()
             );
         }
-    }
-
-    #[test]
-    fn the_same_policies_are_interned_once() {
-        let a = || Policy::gcra("interned-a", "10/s".parse().unwrap()).unwrap();
-        let b = || Policy::gcra("interned-b", "5/min".parse().unwrap()).unwrap();
-        let ietf_consts = |policies: &[Policy]| ietf_consts(policies).expect("interned");
-        assert!(std::ptr::eq(ietf_consts(&[a()]), ietf_consts(&[a()])));
-        assert!(std::ptr::eq(
-            ietf_consts(&[a(), b()]),
-            ietf_consts(&[a(), b()])
-        ));
-        assert!(!std::ptr::eq(ietf_consts(&[a()]), ietf_consts(&[b()])));
-        assert!(!std::ptr::eq(
-            ietf_consts(&[a(), b()]),
-            ietf_consts(&[b(), a()])
-        ));
-        // Another quota under the same name is another value.
-        let a2 = Policy::gcra("interned-a", "11/s".parse().unwrap()).unwrap();
-        assert_eq!(ietf_consts(&[a2]).policy, "\"interned-a\";q=11;w=1");
-    }
-
-    #[test]
-    fn values_cut_from_the_buffer_stay_intact_while_held() {
-        // Far more than one buffer's worth, all held at once, then some dropped and more
-        // cut: every value keeps its own bytes.
-        let mut held: Vec<(u64, HeaderValue)> =
-            (0..2_000).map(|n| (n, decimal_value(n * 7_919))).collect();
-        held.retain(|(n, _)| n % 3 == 0);
-        held.extend((2_000..3_000).map(|n| (n, decimal_value(n * 7_919))));
-        for (n, value) in &held {
-            assert_eq!(value, (n * 7_919).to_string().as_str());
-        }
-        drop(held);
-        // And once all are dropped, the buffer is used again from its start.
-        assert_eq!(decimal_value(42), "42");
-        // Where a chunk starts: the first value not cut right after the one before.
-        let at = |v: &HeaderValue| v.as_bytes().as_ptr();
-        let mut held = vec![decimal_value(1_000_000)];
-        let start = loop {
-            let value = decimal_value(1_000_000);
-            let contiguous = at(&value) == at(&held[held.len() - 1]).wrapping_add(7);
-            held.push(value);
-            if !contiguous {
-                break at(&held[held.len() - 1]);
-            }
-        };
-        drop(held);
-        // Values dropped as soon as cut come back round to that start.
-        let reused = (0..2 * VALUES_CHUNK).any(|_| at(&decimal_value(1_000_000)) == start);
-        assert!(reused, "the buffer was not used again from its start");
-    }
-
-    #[test]
-    fn interning_stops_at_its_bound() {
-        let policy = |name: &str| Policy::gcra(name, "10/s".parse().unwrap()).unwrap();
-        let mut interned = HashMap::new();
-        let a = intern(&mut interned, 2, &[policy("bound-a")]).unwrap();
-        let b = intern(&mut interned, 2, &[policy("bound-a"), policy("bound-b")]).unwrap();
-        // Past the bound: nothing new, but what is kept is still found.
-        assert!(intern(&mut interned, 2, &[policy("bound-c")]).is_none());
-        assert_eq!(interned.len(), 2);
-        let again = intern(&mut interned, 2, &[policy("bound-a")]).unwrap();
-        assert!(std::ptr::eq(a, again));
-        let again = intern(&mut interned, 2, &[policy("bound-a"), policy("bound-b")]).unwrap();
-        assert!(std::ptr::eq(b, again));
-    }
-
-    #[test]
-    fn put_decimal_writes_every_width_up_to_u64_max() {
-        let mut ns = vec![0, 1, 11, 101, 1_000_000, u64::MAX - 1, u64::MAX];
-        ns.extend((1..20).map(|e| 10_u64.pow(e) - 1));
-        ns.extend((1..20).map(|e| 10_u64.pow(e)));
-        for n in ns {
-            let mut out = BytesMut::new();
-            put_decimal(&mut out, n);
-            assert_eq!(&out[..], n.to_string().as_bytes(), "{n}");
-            assert_eq!(decimal_value(n), n.to_string().as_str());
-        }
-        // After what is already there.
-        let mut out = BytesMut::from(&b"r="[..]);
-        put_decimal(&mut out, u64::MAX);
-        assert_eq!(&out[..], b"r=18446744073709551615");
     }
 }

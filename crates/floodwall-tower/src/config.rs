@@ -1,0 +1,90 @@
+//! What a layer was configured with: every service it builds shares one copy.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
+
+use floodwall_core::Policy;
+use http::request::Parts;
+
+use crate::choose::ChoosePolicy;
+use crate::extract::OnMissingKey;
+use crate::headers::{HeaderStyle, IetfConsts};
+use crate::respond::{OnReject, OnStoreFailure, ServiceUnavailable, TooManyRequests};
+
+pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
+
+/// Everything a [`RateLimitLayer`](crate::RateLimitLayer) was configured with. Services
+/// hold it behind one `Arc`, so cloning a service costs two reference counts.
+#[derive(Clone)]
+pub(crate) struct Config<St, K> {
+    pub(crate) store: St,
+    pub(crate) key: K,
+    pub(crate) policies: Arc<[Policy]>,
+    pub(crate) chooser: Option<Arc<dyn ChoosePolicy>>,
+    pub(crate) cost: Option<Arc<CostFn>>,
+    pub(crate) on_reject: Arc<dyn OnReject>,
+    pub(crate) on_failure: Arc<dyn OnStoreFailure>,
+    pub(crate) on_missing: OnMissingKey,
+    pub(crate) headers: HeaderStyle,
+    pub(crate) shadow: bool,
+    pub(crate) fail_open: bool,
+    /// The IETF header values of `policies`, found on first use (`None`: not interned,
+    /// built per response).
+    pub(crate) ietf_consts: OnceLock<Option<&'static IetfConsts>>,
+    /// Whether the store's last answer was a failure: failures are logged once per
+    /// outage, not once per request. Shared by every clone, as the store is: axum builds
+    /// a service per route, and one outage is still one log line.
+    pub(crate) store_down: Arc<AtomicBool>,
+}
+
+impl<St, K> Config<St, K> {
+    pub(crate) fn new(store: St, key: K, policy: Policy) -> Self {
+        Self {
+            store,
+            key,
+            policies: Arc::from([policy]),
+            chooser: None,
+            cost: None,
+            on_reject: Arc::new(TooManyRequests),
+            on_failure: Arc::new(ServiceUnavailable::default()),
+            on_missing: OnMissingKey::Reject,
+            headers: HeaderStyle::Ietf,
+            shadow: false,
+            fail_open: false,
+            ietf_consts: OnceLock::new(),
+            store_down: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The same configuration with another key extractor.
+    pub(crate) fn with_key<K2>(self, key: K2) -> Config<St, K2> {
+        self.rebuild(|store| store, |_| key)
+    }
+
+    /// The same configuration with the store wrapped or replaced.
+    pub(crate) fn with_store<St2>(self, store: impl FnOnce(St) -> St2) -> Config<St2, K> {
+        self.rebuild(store, |key| key)
+    }
+
+    fn rebuild<St2, K2>(
+        self,
+        store: impl FnOnce(St) -> St2,
+        key: impl FnOnce(K) -> K2,
+    ) -> Config<St2, K2> {
+        Config {
+            store: store(self.store),
+            key: key(self.key),
+            policies: self.policies,
+            chooser: self.chooser,
+            cost: self.cost,
+            on_reject: self.on_reject,
+            on_failure: self.on_failure,
+            on_missing: self.on_missing,
+            headers: self.headers,
+            shadow: self.shadow,
+            fail_open: self.fail_open,
+            ietf_consts: self.ietf_consts,
+            store_down: self.store_down,
+        }
+    }
+}
