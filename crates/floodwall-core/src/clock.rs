@@ -20,9 +20,9 @@ pub trait Clock: Send + Sync + 'static {
 /// The first reading comes from the wall clock, so times are microseconds since the Unix
 /// epoch like Redis's `TIME`; after that, time advances by the CPU's timestamp counter
 /// (through [`quanta`], which falls back to the OS's monotonic clock where the counter is
-/// unreliable). That costs about 10 ns instead of 30 ns for a wall-clock read, and it never
-/// steps backwards when NTP adjusts the wall clock. Over days it may drift from the wall
-/// clock by the counter's error (parts per million), which changes no rate measurably.
+/// unreliable). That is cheaper than a wall-clock read (BENCHMARKS.md §1 measures it), and
+/// it never steps backwards when NTP adjusts the wall clock. Over days it may drift from the
+/// wall clock by the counter's error (parts per million), which changes no rate measurably.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 

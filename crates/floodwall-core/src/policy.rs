@@ -139,10 +139,9 @@ impl Policy {
     /// divided by `nodes` (rounded down, at least 1 each), with the same name, algorithm,
     /// period and rounding. `share(1)` (or 0) is the policy itself.
     ///
-    /// This is what a node enforces locally while the shared store is down (seed 004's
-    /// "degrade to local limiting", see
-    /// [`Fallback`](crate::resilience::Fallback)): `nodes` servers each admitting their
-    /// share admit about the whole quota together. Rounding down never admits more than the
+    /// This is what a node enforces locally while the shared store is down ("degrade to
+    /// local limiting", see [`Fallback`](crate::resilience::Fallback)): `nodes` servers
+    /// each admitting their share admit about the whole quota together. Rounding down never admits more than the
     /// quota, except where "at least 1" lifts a share (a quota of 2 split over 3 nodes).
     ///
     /// A token bucket whose tick would no longer add a whole token adds one token per

@@ -179,9 +179,9 @@ proptest! {
         }
     }
 
-    /// The funnel, simulated as the seeds draw it (a level that leaks whole units, its clock
-    /// advancing by the time they took), decides as the leaky bucket does, and GCRA admits
-    /// no more than `burst + elapsed / interval`.
+    /// The funnel, simulated as the classic funnel draws it (a level that leaks whole
+    /// units, its clock advancing by the time they took), decides as the leaky bucket does,
+    /// and GCRA admits no more than `burst + elapsed / interval`.
     #[test]
     fn the_funnel_equals_its_model_and_gcra_respects_the_rate(
         ops in ops(200_000, 5), count in 1u64..20, burst in 1u64..10,

@@ -39,38 +39,38 @@ impl Gcra {
     /// Decides on a stored TAT (0 for a fresh key); returns the TAT to store when it changed.
     #[inline]
     pub(crate) fn decide(&self, tat: u64, now: u64, cost: u64) -> (Raw, Option<u64>) {
-        let (verdict, next) = self.judge(tat, now, cost);
-        (self.raw(verdict), next)
+        let (judgement, next) = self.judge(tat, now, cost);
+        (self.raw(judgement), next)
     }
 
     /// [`decide`](Self::decide) without working out `remaining` (a division): the memory
     /// store judges while its map is pinned and finishes with [`raw`](Self::raw) after.
     #[inline]
-    pub(crate) fn judge(&self, tat: u64, now: u64, cost: u64) -> (Verdict, Option<u64>) {
+    pub(crate) fn judge(&self, tat: u64, now: u64, cost: u64) -> (Judgement, Option<u64>) {
         let base = tat.max(now);
         let new_tat = base + cost * self.interval;
         let ahead = new_tat - now;
         if ahead <= self.tolerance {
-            let verdict = Verdict {
+            let judgement = Judgement {
                 allowed: true,
                 ttl: ahead,
                 retry: 0,
             };
-            (verdict, (cost > 0).then_some(new_tat))
+            (judgement, (cost > 0).then_some(new_tat))
         } else {
-            let verdict = Verdict {
+            let judgement = Judgement {
                 allowed: false,
                 ttl: base - now,
                 retry: ahead - self.tolerance,
             };
-            (verdict, None)
+            (judgement, None)
         }
     }
 
     /// The figures of a decision.
     #[inline]
-    pub(crate) fn raw(&self, verdict: Verdict) -> Raw {
-        let left = self.tolerance - verdict.ttl.min(self.tolerance);
+    pub(crate) fn raw(&self, judgement: Judgement) -> Raw {
+        let left = self.tolerance - judgement.ttl.min(self.tolerance);
         // Less than one interval left (every denial of a single unit): no need to divide.
         let remaining = if left < self.interval {
             0
@@ -78,17 +78,17 @@ impl Gcra {
             left / self.interval
         };
         Raw {
-            allowed: verdict.allowed,
+            allowed: judgement.allowed,
             remaining,
-            retry: verdict.retry,
-            reset: verdict.ttl,
+            retry: judgement.retry,
+            reset: judgement.ttl,
         }
     }
 }
 
 /// A GCRA decision before `remaining` is worked out.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Verdict {
+pub(crate) struct Judgement {
     allowed: bool,
     /// How far TAT is ahead of now after this decision (µs): the `reset`.
     ttl: u64,

@@ -1,8 +1,9 @@
-//! The funnel of seeds 000/001: a bucket of capacity `burst` that leaks one unit per
-//! interval; a request pours its cost in and passes if it fits.
+//! The classic funnel (a leaky bucket with capacity and leak rate): a bucket of capacity
+//! `burst` that leaks one unit per interval; a request pours its cost in and passes if it
+//! fits.
 //!
-//! The seeds' funnel truncated the leaked amount to an integer and reset its clock on every
-//! call, so frequent callers stopped it leaking at all. Leaking whole units while keeping the
+//! The classic Redis funnel truncates the leaked amount to an integer and resets its clock
+//! on every call, so frequent callers stop it leaking at all. Leaking whole units while keeping the
 //! remainder of the interval fixes that, and then the funnel needs no (level, time) pair: the
 //! time it will be empty, `E`, says everything. The level at `now` is `⌈(E − now) / interval⌉`
 //! units, a request of cost `c` fits if that plus `c` is at most the capacity, and pouring
@@ -31,7 +32,7 @@ mod tests {
         let (_, e) = f.decide(0, 1_000, 3);
         let e = e.unwrap();
         assert_eq!(level(e, 1_000), 3);
-        // Called every 60 µs: the seeds' funnel would never leak; this one leaks at 1_100.
+        // Called every 60 µs: a truncating funnel would never leak; this one leaks at 1_100.
         assert_eq!(level(e, 1_060), 3);
         let (raw, _) = f.decide(e, 1_060, 1);
         assert_eq!((raw.allowed, raw.retry), (false, 40));

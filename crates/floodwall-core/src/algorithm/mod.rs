@@ -1,4 +1,4 @@
-//! The algorithms of the seeds, as pure functions of `(state, now, cost)`.
+//! The six rate-limiting algorithms, as pure functions of `(state, now, cost)`.
 //!
 //! Nothing here reads a clock or touches I/O: a store passes `now` (microseconds since the
 //! Unix epoch) and keeps the state. Each algorithm lives in its own module with its
@@ -29,7 +29,7 @@ pub use state::State;
 /// |---|---|---|---|
 /// | [`Gcra`](Self::Gcra) (default) | one timestamp | yes | smooth, exact, cheapest in Redis; redis-cell's `CL.THROTTLE` |
 /// | [`TokenBucket`](Self::TokenBucket) | tokens owed + tick | yes | refills in whole ticks (juju/ratelimit) |
-/// | [`LeakyBucket`](Self::LeakyBucket) | one timestamp | yes | the seeds' funnel; GCRA underneath |
+/// | [`LeakyBucket`](Self::LeakyBucket) | one timestamp | yes | the classic funnel (a leaky bucket with capacity and leak rate); GCRA underneath |
 /// | [`FixedWindow`](Self::FixedWindow) | one counter | no | cheapest; lets `2 × count` through across a window edge |
 /// | [`SlidingWindow`](Self::SlidingWindow) | a counter per bucket | no | bounded edge burst, weights (bytes) welcome |
 /// | [`SlidingLog`](Self::SlidingLog) | an entry per request | no | exact over any window; memory grows with `count` |

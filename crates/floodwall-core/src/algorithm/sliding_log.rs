@@ -1,8 +1,9 @@
-//! The sliding log of seeds 000/001: one entry per admitted request, exact over any window.
+//! The sliding log (the classic Redis sorted set of request timestamps): one entry per
+//! admitted request, exact over any window.
 //!
 //! A request passes if the costs logged in the last period, plus its own, fit in `count`.
-//! Unlike the seeds, a denied request is not logged (it consumed nothing), and requests of
-//! the same microsecond share one entry (the seeds' members collided instead).
+//! Unlike the classic log, a denied request is not logged (it consumed nothing), and
+//! requests of the same microsecond share one entry (where timestamp members collide).
 //!
 //! Memory: up to about twice `count` entries per key, since entries that left the window
 //! stay until an admission reaches a later cell of the trimming grid (16 bytes each in

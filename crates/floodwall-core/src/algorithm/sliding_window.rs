@@ -1,4 +1,4 @@
-//! A sliding window of sub-buckets (seed 004): the period is cut into `precision`-wide
+//! A sliding window of sub-buckets (precision buckets): the period is cut into `precision`-wide
 //! buckets, and a request passes if the buckets of the last period, plus its cost, fit.
 //!
 //! Any span of `period - precision` admits at most `count`; the finer the precision, the

@@ -1,4 +1,4 @@
-//! The token bucket of juju/ratelimit (seed 003): tokens are added in whole ticks.
+//! juju/ratelimit's token bucket: tokens are added in whole ticks.
 //!
 //! Every `tick`, `quantum` tokens are added, up to `capacity` (the burst). Ticks are aligned
 //! to the Unix epoch, so every node agrees on them. A tick as long as the period refills the
@@ -12,8 +12,8 @@
 //! tokens the epoch-aligned ticks have added), the pair is one number, the count at which
 //! the bucket is full again; the Redis script stores that single integer whenever it stays
 //! below 2^53, where Lua's doubles are exact: for every bucket adding at most one token per
-//! microsecond, until the year 2255 (`BENCHMARKS.md`, section 1: parsing a pair costs Redis
-//! more than the decision's arithmetic).
+//! microsecond, until the year 2255 (parsing a pair costs Redis more than the decision's
+//! arithmetic: BENCHMARKS.md §2 measures it).
 
 use super::Raw;
 

@@ -66,10 +66,12 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 /// # let _ = store;
 /// ```
 pub struct Breaker<S, C = SystemClock> {
-    shared: Arc<Shared<S, C>>,
+    circuit: Arc<Circuit<S, C>>,
 }
 
-struct Shared<S, C> {
+/// The guarded store and its circuit: state, thresholds and counters, shared by a
+/// breaker's clones.
+struct Circuit<S, C> {
     store: S,
     clock: C,
     threshold: u32,
@@ -176,7 +178,7 @@ impl<C> BreakerBuilder<C> {
     /// The breaker around `store`, closed.
     pub fn build<S>(self, store: S) -> Breaker<S, C> {
         Breaker {
-            shared: Arc::new(Shared {
+            circuit: Arc::new(Circuit {
                 store,
                 clock: self.clock,
                 threshold: self.threshold,
@@ -199,12 +201,12 @@ impl<C> BreakerBuilder<C> {
 impl<S, C> Breaker<S, C> {
     /// The store it guards.
     pub fn get_ref(&self) -> &S {
-        &self.shared.store
+        &self.circuit.store
     }
 
     /// Closed, open, or probing.
     pub fn state(&self) -> BreakerState {
-        let s = &self.shared;
+        let s = &self.circuit;
         if !s.open.load(Ordering::Acquire) {
             BreakerState::Closed
         } else if s.probing.load(Ordering::Acquire) > 0 {
@@ -216,12 +218,12 @@ impl<S, C> Breaker<S, C> {
 
     /// Calls waiting on the store now.
     pub fn in_flight(&self) -> usize {
-        self.shared.in_flight.load(Ordering::Acquire)
+        self.circuit.in_flight.load(Ordering::Acquire)
     }
 
     /// Counters since the breaker was built.
     pub fn stats(&self) -> BreakerStats {
-        let s = &self.shared;
+        let s = &self.circuit;
         BreakerStats {
             opened: s.opened.load(Ordering::Relaxed),
             failed_fast: s.failed_fast.load(Ordering::Relaxed),
@@ -231,8 +233,8 @@ impl<S, C> Breaker<S, C> {
     }
 }
 
-/// How a store's answer bears on its health.
-enum Outcome {
+/// What a call's result says of the store's health.
+enum Evidence {
     /// The store answered (a decision, or an error it replied with).
     Alive,
     /// The store timed out or could not be reached.
@@ -241,16 +243,16 @@ enum Outcome {
     Neutral,
 }
 
-fn outcome<T>(result: &Result<T, Error>) -> Outcome {
+fn evidence<T>(result: &Result<T, Error>) -> Evidence {
     match result {
-        Ok(_) => Outcome::Alive,
-        Err(e) if e.is_timeout() || e.is_unavailable() => Outcome::Failed,
-        Err(Error::Backend { .. }) => Outcome::Alive,
-        Err(_) => Outcome::Neutral,
+        Ok(_) => Evidence::Alive,
+        Err(e) if e.is_timeout() || e.is_unavailable() => Evidence::Failed,
+        Err(Error::Backend { .. }) => Evidence::Alive,
+        Err(_) => Evidence::Neutral,
     }
 }
 
-impl<S, C: Clock> Shared<S, C> {
+impl<S, C: Clock> Circuit<S, C> {
     /// The error of a call an open breaker fails fast, counted; `next` is when it probes.
     fn refusal(&self, now: u64, next: u64) -> Error {
         self.failed_fast.fetch_add(1, Ordering::Relaxed);
@@ -273,7 +275,7 @@ impl<S, C: Clock> Shared<S, C> {
             return Err(Error::Overloaded { max_in_flight: max });
         }
         let mut permit = Permit {
-            shared: self,
+            circuit: self,
             probe: false,
             finished: false,
         };
@@ -304,9 +306,9 @@ impl<S, C: Clock> Shared<S, C> {
     }
 
     /// Records what a call found.
-    fn record(&self, outcome: Outcome, probe: bool) {
-        match outcome {
-            Outcome::Alive => {
+    fn record(&self, evidence: Evidence, probe: bool) {
+        match evidence {
+            Evidence::Alive => {
                 if self.failures.load(Ordering::Relaxed) != 0 {
                     self.failures.store(0, Ordering::Relaxed);
                 }
@@ -317,7 +319,7 @@ impl<S, C: Clock> Shared<S, C> {
                     );
                 }
             }
-            Outcome::Failed => {
+            Evidence::Failed => {
                 if self.open.load(Ordering::Acquire) {
                     if probe {
                         tracing::debug!(
@@ -347,11 +349,11 @@ impl<S, C: Clock> Shared<S, C> {
                 }
             }
             // A probe that proved nothing lets the next caller probe at once.
-            Outcome::Neutral if probe => {
+            Evidence::Neutral if probe => {
                 self.next_probe
                     .fetch_min(self.clock.now_micros(), Ordering::AcqRel);
             }
-            Outcome::Neutral => {}
+            Evidence::Neutral => {}
         }
     }
 }
@@ -359,7 +361,7 @@ impl<S, C: Clock> Shared<S, C> {
 /// One admitted call: releases its in-flight slot when dropped, and a probe dropped before
 /// it finished (its request was cancelled) lets the next caller probe at once.
 struct Permit<'a, S, C: Clock> {
-    shared: &'a Shared<S, C>,
+    circuit: &'a Circuit<S, C>,
     probe: bool,
     finished: bool,
 }
@@ -367,17 +369,17 @@ struct Permit<'a, S, C: Clock> {
 impl<S, C: Clock> Permit<'_, S, C> {
     fn finish<T>(mut self, result: &Result<T, Error>) {
         self.finished = true;
-        self.shared.record(outcome(result), self.probe);
+        self.circuit.record(evidence(result), self.probe);
     }
 }
 
 impl<S, C: Clock> Drop for Permit<'_, S, C> {
     fn drop(&mut self) {
-        self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.circuit.in_flight.fetch_sub(1, Ordering::AcqRel);
         if self.probe {
-            self.shared.probing.fetch_sub(1, Ordering::AcqRel);
+            self.circuit.probing.fetch_sub(1, Ordering::AcqRel);
             if !self.finished {
-                self.shared.record(Outcome::Neutral, true);
+                self.circuit.record(Evidence::Neutral, true);
             }
         }
     }
@@ -386,15 +388,15 @@ impl<S, C: Clock> Drop for Permit<'_, S, C> {
 impl<S: Store, C: Clock> Store for Breaker<S, C> {
     async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
         policy.check_cost(cost)?;
-        let permit = self.shared.admit()?;
-        let result = self.shared.store.check(key, policy, cost).await;
+        let permit = self.circuit.admit()?;
+        let result = self.circuit.store.check(key, policy, cost).await;
         permit.finish(&result);
         result
     }
 
     async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        let permit = self.shared.admit()?;
-        let result = self.shared.store.reset(key, policy).await;
+        let permit = self.circuit.admit()?;
+        let result = self.circuit.store.reset(key, policy).await;
         permit.finish(&result);
         result
     }
@@ -402,7 +404,7 @@ impl<S: Store, C: Clock> Store for Breaker<S, C> {
     /// Fails fast while open; forwards to the store's own `check_now` while closed (a
     /// memory store answers there); leaves a due probe to [`check`](Store::check).
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        let s = &self.shared;
+        let s = &self.circuit;
         if let Err(e) = policy.check_cost(cost) {
             return Some(Err(e));
         }
@@ -412,7 +414,7 @@ impl<S: Store, C: Clock> Store for Breaker<S, C> {
             return (now < next).then(|| Err(s.refusal(now, next)));
         }
         let result = s.store.check_now(key, policy, cost)?;
-        s.record(outcome(&result), false);
+        s.record(evidence(&result), false);
         Some(result)
     }
 }
@@ -420,7 +422,7 @@ impl<S: Store, C: Clock> Store for Breaker<S, C> {
 impl<S, C> Clone for Breaker<S, C> {
     fn clone(&self) -> Self {
         Self {
-            shared: Arc::clone(&self.shared),
+            circuit: Arc::clone(&self.circuit),
         }
     }
 }
@@ -428,14 +430,14 @@ impl<S, C> Clone for Breaker<S, C> {
 impl<S: fmt::Debug, C> fmt::Debug for Breaker<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Breaker")
-            .field("store", &self.shared.store)
+            .field("store", &self.circuit.store)
             .field("state", &self.state())
-            .field("threshold", &self.shared.threshold)
+            .field("threshold", &self.circuit.threshold)
             .field(
                 "probe_interval",
-                &Duration::from_micros(self.shared.probe_interval_us),
+                &Duration::from_micros(self.circuit.probe_interval_us),
             )
-            .field("max_in_flight", &self.shared.max_in_flight)
+            .field("max_in_flight", &self.circuit.max_in_flight)
             .finish()
     }
 }

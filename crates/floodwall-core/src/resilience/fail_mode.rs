@@ -18,8 +18,8 @@ pub enum FailMode {
     Closed,
     /// Decide in this process's memory with each policy's
     /// [`share`](crate::Policy::share) for `nodes` servers: the fleet stays limited,
-    /// roughly, with no coordination. Seed 004's "degrade to local limiting". Its answers
-    /// have [`fallback`](crate::Decision::fallback) set.
+    /// roughly, with no coordination ("degrade to local limiting"). Its answers have
+    /// [`fallback`](crate::Decision::fallback) set.
     Local {
         /// How many servers share the quota (at least 1); each enforces `1 / nodes` of it.
         nodes: u32,

@@ -52,10 +52,12 @@ const MAX_CACHED_SHARES: usize = 1024;
 /// # let _ = store;
 /// ```
 pub struct Fallback<S, C = SystemClock> {
-    shared: Arc<Shared<S, C>>,
+    backstop: Arc<Backstop<S, C>>,
 }
 
-struct Shared<S, C> {
+/// The store and what answers in its stead when it fails (the mode, the local store and
+/// the shares it decides with), with the counters: shared by a fallback's clones.
+struct Backstop<S, C> {
     store: S,
     mode: FailMode,
     local: MemoryStore<C>,
@@ -111,7 +113,7 @@ impl<S, C> Fallback<S, C> {
             other => other,
         };
         Self {
-            shared: Arc::new(Shared {
+            backstop: Arc::new(Backstop {
                 store,
                 mode,
                 local,
@@ -128,27 +130,27 @@ impl<S, C> Fallback<S, C> {
 
     /// The store it falls back from.
     pub fn get_ref(&self) -> &S {
-        &self.shared.store
+        &self.backstop.store
     }
 
     /// The mode.
     pub fn mode(&self) -> FailMode {
-        self.shared.mode
+        self.backstop.mode
     }
 
     /// The local store (used by [`FailMode::Local`]), e.g. to read its size.
     pub fn local_store(&self) -> &MemoryStore<C> {
-        &self.shared.local
+        &self.backstop.local
     }
 
     /// Whether the last answer came from the fallback rather than the store.
     pub fn is_engaged(&self) -> bool {
-        self.shared.engaged.load(Ordering::Acquire)
+        self.backstop.engaged.load(Ordering::Acquire)
     }
 
     /// Counters since it was built.
     pub fn stats(&self) -> FallbackStats {
-        let s = &self.shared;
+        let s = &self.backstop;
         FallbackStats {
             failed_open: s.failed_open.load(Ordering::Relaxed),
             failed_closed: s.failed_closed.load(Ordering::Relaxed),
@@ -157,7 +159,7 @@ impl<S, C> Fallback<S, C> {
     }
 }
 
-impl<S, C: Clock> Shared<S, C> {
+impl<S, C: Clock> Backstop<S, C> {
     /// The store's answer, or the fallback's in its place.
     fn settle(
         &self,
@@ -244,14 +246,14 @@ impl<S, C: Clock> Shared<S, C> {
 
 impl<S: Store, C: Clock> Store for Fallback<S, C> {
     async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        let result = self.shared.store.check(key, policy, cost).await;
-        self.shared.settle(key, policy, cost, result)
+        let result = self.backstop.store.check(key, policy, cost).await;
+        self.backstop.settle(key, policy, cost, result)
     }
 
     /// Resets the store; a local mode also forgets the key's local state. The store's
     /// error, if any, is returned: a reset that did not happen is not papered over.
     async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        let s = &self.shared;
+        let s = &self.backstop;
         if let FailMode::Local { nodes } = s.mode {
             s.with_share(policy, nodes, |share| s.local.reset_sync(key, share));
         }
@@ -259,15 +261,15 @@ impl<S: Store, C: Clock> Store for Fallback<S, C> {
     }
 
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        let result = self.shared.store.check_now(key, policy, cost)?;
-        Some(self.shared.settle(key, policy, cost, result))
+        let result = self.backstop.store.check_now(key, policy, cost)?;
+        Some(self.backstop.settle(key, policy, cost, result))
     }
 }
 
 impl<S, C> Clone for Fallback<S, C> {
     fn clone(&self) -> Self {
         Self {
-            shared: Arc::clone(&self.shared),
+            backstop: Arc::clone(&self.backstop),
         }
     }
 }
@@ -275,8 +277,8 @@ impl<S, C> Clone for Fallback<S, C> {
 impl<S: fmt::Debug, C> fmt::Debug for Fallback<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Fallback")
-            .field("store", &self.shared.store)
-            .field("mode", &self.shared.mode)
+            .field("store", &self.backstop.store)
+            .field("mode", &self.backstop.mode)
             .field("engaged", &self.is_engaged())
             .finish()
     }

@@ -7,14 +7,14 @@ use std::sync::{Arc, Mutex};
 use super::evict::{Cap, evict_soonest};
 use super::key::{KeyBuf, KeyRef, MapKey};
 use super::{Store, lock};
-use crate::algorithm::gcra::{Gcra, Verdict};
+use crate::algorithm::gcra::{Gcra, Judgement};
 use crate::algorithm::{Raw, clamp_now};
 use crate::{Clock, Decision, Error, Policy, State, SystemClock};
 
-/// Marks a GCRA slot that was evicted: whoever holds it looks the key up again.
+/// Marks a GCRA key state that was evicted: whoever holds it looks the key up again.
 const DEAD: u64 = u64::MAX;
 
-type Map = papaya::HashMap<MapKey, Slot, ahash::RandomState>;
+type Map = papaya::HashMap<MapKey, KeyState, ahash::RandomState>;
 
 /// Rate-limit state in this process's memory: the default store, for a single server or as
 /// the local fallback of a shared one.
@@ -69,18 +69,18 @@ struct Inner<C> {
     evicted: AtomicU64,
 }
 
-/// What one key holds.
-enum Slot {
+/// What one key holds: its algorithm state, in the form its algorithm updates it.
+enum KeyState {
     /// GCRA's (or the funnel's) theoretical arrival time (0 for none), updated by
     /// compare-and-swap.
     Gcra(AtomicU64),
-    /// Any other algorithm's state behind its own lock (boxed: GCRA slots stay small).
+    /// Any other algorithm's state behind its own lock (boxed: a GCRA key's state stays small).
     Locked(Box<Locked>),
 }
 
 struct Locked {
     /// When the state becomes equal to no state (µs since the epoch): the latest
-    /// `now + reset` of the decisions on it, never moved earlier (see `Slot::decide`).
+    /// `now + reset` of the decisions on it, never moved earlier (see `KeyState::decide`).
     expires: AtomicU64,
     /// `None` once evicted.
     state: Mutex<Option<State>>,
@@ -168,20 +168,20 @@ impl<C> std::fmt::Debug for MemoryStore<C> {
 
 impl<C: Clock> MemoryStore<C> {
     /// [`Store::check`] without the future: the memory store never waits.
-    // Inlined into callers, GCRA's path (about 20 ns) keeps its values in registers: as a
-    // call it cost a fifth more, spilling registers and its result right before the
-    // map's unpinning, a full barrier that waits for those stores.
+    // Inlined into callers, GCRA's path keeps its values in registers: as a call it spilled
+    // registers and its result right before the map's unpinning, a full barrier that waits
+    // for those stores (BENCHMARKS.md §1 measures it).
     #[inline(always)]
     pub fn check_sync(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
         let (raw, limit) = match policy.engine().gcra() {
             Some(gcra) => {
                 // First: reading the counter is the slowest step, and the lookup overlaps it.
                 let now = clamp_now(self.inner.clock.now_micros());
-                let verdict = match KeyRef::short(policy.namespace(), key) {
+                let judgement = match KeyRef::short(policy.namespace(), key) {
                     Some(key) => self.check_gcra(key, gcra, cost, now)?,
                     None => self.check_gcra_long(key, policy.namespace(), gcra, cost, now)?,
                 };
-                (gcra.raw(verdict), gcra.burst)
+                (gcra.raw(judgement), gcra.burst)
             }
             None => (self.check_locked(key, policy, cost)?, policy.limit()),
         };
@@ -198,7 +198,7 @@ impl<C: Clock> MemoryStore<C> {
         gcra: &Gcra,
         cost: u64,
         now: u64,
-    ) -> Result<Verdict, Error> {
+    ) -> Result<Judgement, Error> {
         let buf = KeyBuf::new(key);
         self.check_gcra(buf.as_ref(ns), gcra, cost, now)
     }
@@ -211,19 +211,19 @@ impl<C: Clock> MemoryStore<C> {
         gcra: &Gcra,
         cost: u64,
         now: u64,
-    ) -> Result<Verdict, Error> {
+    ) -> Result<Judgement, Error> {
         gcra.check_cost(cost)?;
         // The guard is dropped before the decision is built: unpinning is a full barrier,
         // which would otherwise wait for that arithmetic too.
         let map = self.inner.map.pin();
         loop {
-            let slot = match map.get(&key) {
-                Some(slot) => slot,
+            let entry = match map.get(&key) {
+                Some(entry) => entry,
                 // A peek on an unknown key must not create one.
                 None if cost == 0 => return Ok(gcra.judge(0, now, 0).0),
-                None => self.insert(&map, key, Slot::Gcra(AtomicU64::new(0)), now),
+                None => self.insert(&map, key, KeyState::Gcra(AtomicU64::new(0)), now),
             };
-            let Slot::Gcra(tat) = slot else {
+            let KeyState::Gcra(tat) = entry else {
                 return Err(Error::StateMismatch);
             };
             match decide_gcra(tat, gcra, now, cost) {
@@ -246,13 +246,13 @@ impl<C: Clock> MemoryStore<C> {
         let key = buf.as_ref(policy.namespace());
         let map = self.inner.map.pin();
         loop {
-            let slot = match map.get(&key) {
-                Some(slot) => slot,
+            let entry = match map.get(&key) {
+                Some(entry) => entry,
                 // A peek on an unknown key must not create one.
                 None if cost == 0 => return policy.engine().decide(&mut State::new(), now, 0),
-                None => self.insert(&map, key, Slot::locked(), now),
+                None => self.insert(&map, key, KeyState::locked(), now),
             };
-            match slot.decide(policy, now, cost) {
+            match entry.decide(policy, now, cost) {
                 Some(result) => return result,
                 // Evicted under our feet: help remove it, then look again.
                 None => {
@@ -262,20 +262,26 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// Inserts `slot` under `key` (making room first), or returns the slot another thread
+    /// Inserts `entry` under `key` (making room first), or returns the entry another thread
     /// inserted meanwhile.
     #[cold]
     #[inline(never)]
     fn insert<'g>(
         &self,
-        map: &'g papaya::HashMapRef<'_, MapKey, Slot, ahash::RandomState, papaya::LocalGuard<'_>>,
+        map: &'g papaya::HashMapRef<
+            '_,
+            MapKey,
+            KeyState,
+            ahash::RandomState,
+            papaya::LocalGuard<'_>,
+        >,
         key: KeyRef<'_>,
-        slot: Slot,
+        entry: KeyState,
         now: u64,
-    ) -> &'g Slot {
+    ) -> &'g KeyState {
         self.make_room(now);
-        match map.try_insert(key.to_owned(), slot) {
-            Ok(slot) => slot,
+        match map.try_insert(key.to_owned(), entry) {
+            Ok(entry) => entry,
             Err(occupied) => occupied.current,
         }
     }
@@ -285,8 +291,8 @@ impl<C: Clock> MemoryStore<C> {
         let buf = KeyBuf::new(key);
         let key = buf.as_ref(policy.namespace());
         let map = self.inner.map.pin();
-        if let Some(slot) = map.get(&key) {
-            slot.kill(u64::MAX);
+        if let Some(entry) = map.get(&key) {
+            entry.kill(u64::MAX);
             let _ = map.remove_if(&key, |_, s| s.is_dead());
         }
     }
@@ -301,7 +307,7 @@ impl<C: Clock> MemoryStore<C> {
     fn drop_expired(&self, now: u64) -> usize {
         let map = self.inner.map.pin();
         let before = map.len();
-        map.retain(|_, slot| !(slot.expires_at() <= now && slot.kill(now)));
+        map.retain(|_, entry| !(entry.expires_at() <= now && entry.kill(now)));
         before.saturating_sub(map.len())
     }
 
@@ -313,7 +319,13 @@ impl<C: Clock> MemoryStore<C> {
             |target| {
                 self.drop_expired(now);
                 let seed = now ^ inner.evicted.load(Ordering::Relaxed);
-                let evicted = evict_soonest(&inner.map, target, seed, Slot::expires_at, Slot::kill);
+                let evicted = evict_soonest(
+                    &inner.map,
+                    target,
+                    seed,
+                    KeyState::expires_at,
+                    KeyState::kill,
+                );
                 inner.evicted.fetch_add(evicted as u64, Ordering::Relaxed);
             },
         );
@@ -348,8 +360,8 @@ impl<C> MemoryStore<C> {
     }
 }
 
-impl Slot {
-    /// A fresh slot for an algorithm that is not GCRA underneath (`check_gcra` makes its
+impl KeyState {
+    /// A fresh entry for an algorithm that is not GCRA underneath (`check_gcra` makes its
     /// own).
     fn locked() -> Self {
         Self::Locked(Box::new(Locked {
@@ -358,7 +370,7 @@ impl Slot {
         }))
     }
 
-    /// Decides for a policy of any algorithm but GCRA. `None` when the slot was evicted and
+    /// Decides for a policy of any algorithm but GCRA. `None` when the entry was evicted and
     /// the caller must look the key up again.
     #[inline]
     fn decide(&self, policy: &Policy, now: u64, cost: u64) -> Option<Result<Raw, Error>> {
@@ -397,8 +409,8 @@ impl Slot {
         }
     }
 
-    /// Marks the slot dead if it still expires by `by`; true if it is dead now. Atomic with
-    /// respect to `decide`, so no decision is ever written into an evicted slot.
+    /// Marks the entry dead if it still expires by `by`; true if it is dead now. Atomic with
+    /// respect to `decide`, so no decision is ever written into an evicted entry.
     fn kill(&self, by: u64) -> bool {
         match self {
             Self::Gcra(tat) => tat
@@ -417,20 +429,20 @@ impl Slot {
     }
 }
 
-/// GCRA on a slot's TAT by compare-and-swap; `None` when the slot was evicted.
+/// GCRA on an entry's TAT by compare-and-swap; `None` when the entry was evicted.
 #[inline]
-fn decide_gcra(tat: &AtomicU64, gcra: &Gcra, now: u64, cost: u64) -> Option<Verdict> {
+fn decide_gcra(tat: &AtomicU64, gcra: &Gcra, now: u64, cost: u64) -> Option<Judgement> {
     let mut current = tat.load(Ordering::Acquire);
     loop {
         if current == DEAD {
             return None;
         }
-        let (verdict, next) = gcra.judge(current, now, cost);
+        let (judgement, next) = gcra.judge(current, now, cost);
         let Some(next) = next else {
-            return Some(verdict);
+            return Some(judgement);
         };
         match tat.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return Some(verdict),
+            Ok(_) => return Some(judgement),
             Err(seen) => current = seen,
         }
     }

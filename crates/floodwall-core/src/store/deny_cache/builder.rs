@@ -1,0 +1,76 @@
+//! [`DenyCacheBuilder`]: a [`DenyCache`]'s cap, wait bound and clock.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use super::{Cache, DenyCache};
+use crate::store::evict::Cap;
+use crate::store::{Store, micros};
+use crate::{Clock, SystemClock};
+
+/// Sets a [`DenyCache`]'s cap or clock before wrapping a store.
+#[derive(Debug, Clone)]
+pub struct DenyCacheBuilder<C = SystemClock> {
+    pub(super) max_keys: usize,
+    pub(super) max_wait: Duration,
+    pub(super) clock: C,
+}
+
+impl<S: Store> DenyCache<S, SystemClock> {
+    /// Wraps `store` with the default cap and the system clock.
+    pub fn new(store: S) -> Self {
+        DenyCache::builder().build(store)
+    }
+}
+
+impl<C: Clock> DenyCacheBuilder<C> {
+    /// The most keys remembered (at least 1). At the cap, lapsed entries are dropped
+    /// first, then those lapsing soonest (saving the fewest round trips) down to 90% of
+    /// it; dropping one never changes a decision, it only sends the next check to the
+    /// store.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// The longest a check waits for another check of its key in flight to the store
+    /// (see [`DenyCache`]) before it goes to the store itself; default
+    /// [`DenyCache::DEFAULT_MAX_WAIT`]. Keep it at least the inner store's own timeout, or
+    /// checks stop waiting for leaders that are merely slow (exact still, but they cost a
+    /// store call each). Zero turns waiting off.
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// The clock local windows are measured with: a [`ManualClock`](crate::ManualClock)
+    /// in tests. It must advance at the store's rate (see [`DenyCache`]).
+    pub fn clock<C2: Clock>(self, clock: C2) -> DenyCacheBuilder<C2> {
+        DenyCacheBuilder {
+            max_keys: self.max_keys,
+            max_wait: self.max_wait,
+            clock,
+        }
+    }
+
+    /// Wraps `store`.
+    pub fn build<S: Store>(self, store: S) -> DenyCache<S, C> {
+        DenyCache {
+            store,
+            cache: Arc::new(Cache {
+                map: papaya::HashMap::builder()
+                    .hasher(ahash::RandomState::new())
+                    .build(),
+                cap: Cap::new(self.max_keys),
+                clock: self.clock,
+                max_wait: micros(self.max_wait),
+                resets: AtomicU64::new(0),
+                store_calls: AtomicU64::new(0),
+                denied_locally: AtomicU64::new(0),
+                waited: AtomicU64::new(0),
+                gave_up: AtomicU64::new(0),
+            }),
+        }
+    }
+}

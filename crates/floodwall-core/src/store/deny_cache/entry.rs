@@ -1,0 +1,155 @@
+//! What the cache knows of a key: the refusal learnt from the store's answer ([`Entry`]),
+//! how it is recorded, read back as a local refusal, forgotten, and evicted at the cap.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::DenyCache;
+use super::flight::Flight;
+use crate::store::evict::evict_soonest;
+use crate::store::key::{KeyBuf, MapKey};
+use crate::store::micros;
+use crate::{Clock, Decision, Parameters, Policy};
+
+pub(super) type Map = papaya::HashMap<MapKey, Entry, ahash::RandomState>;
+
+/// A fact learnt from the store: any cost `>= cost` is refused until `until` (local µs).
+#[derive(Debug, Clone)]
+pub(super) struct Entry {
+    pub(super) until: u64,
+    pub(super) cost: u64,
+    /// When the store said the key would be back to full, as a lower bound.
+    pub(super) reset_at: u64,
+    /// Once the fact has lapsed: the one check of the key in flight to the store, whose
+    /// answer checks of a cost `>=` its own wait for.
+    pub(super) flight: Option<Arc<Flight>>,
+}
+
+impl Entry {
+    /// The same fact (a flight set on it since does not count).
+    fn same_fact(&self, other: &Entry) -> bool {
+        (self.until, self.cost, self.reset_at) == (other.until, other.cost, other.reset_at)
+    }
+
+    pub(super) fn led_by(&self, flight: &Arc<Flight>) -> bool {
+        self.flight.as_ref().is_some_and(|f| Arc::ptr_eq(f, flight))
+    }
+}
+
+impl<S, C: Clock> DenyCache<S, C> {
+    /// Learns from the store's answer to a check of `cost` sent at `sent`.
+    pub(super) fn record(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+        sent: u64,
+        epoch: u64,
+        d: &Decision,
+    ) {
+        // A fallback's answer (a node's share of the quota, fail-open) is no fact about the
+        // shared state: remembered, it would outlast the outage, read with the policy's
+        // numbers rather than the share's.
+        let fact = if d.fallback {
+            None
+        } else if d.allowed {
+            exhausted(policy, d)
+        } else {
+            d.retry_after.map(|r| (cost, micros(r)))
+        };
+        let Some((cost, wait)) = fact else { return };
+        let cache = &self.cache;
+        let now = cache.clock.now_micros();
+        let until = sent.saturating_add(wait);
+        if until <= now || cache.resets.load(Ordering::SeqCst) != epoch {
+            return;
+        }
+        let entry = Entry {
+            until,
+            cost,
+            reset_at: sent.saturating_add(micros(d.reset_after)),
+            flight: None,
+        };
+        let buf = KeyBuf::new(key);
+        let map_key = buf.as_ref(policy.namespace());
+        let map = cache.map.pin();
+        if map.get(&map_key).is_none() {
+            self.make_room(now);
+        }
+        map.insert(map_key.to_owned(), entry.clone());
+        // A reset that ran between the epoch check and the insert must not be undone.
+        if cache.resets.load(Ordering::SeqCst) != epoch {
+            let _ = map.remove_if(&map_key, |_, e| e.same_fact(&entry));
+        }
+    }
+
+    /// Forgets the key, and refuses to record answers to checks sent before now.
+    pub(super) fn forget(&self, key: &[u8], policy: &Policy) {
+        let cache = &self.cache;
+        cache.resets.fetch_add(1, Ordering::SeqCst);
+        let buf = KeyBuf::new(key);
+        let _ = cache.map.pin().remove(&buf.as_ref(policy.namespace()));
+    }
+
+    /// Called before a new key goes in: at the cap, drops lapsed entries, then the ones
+    /// lapsing soonest down to 90% of the cap.
+    fn make_room(&self, now: u64) {
+        let cache = &self.cache;
+        cache.cap.make_room(
+            || cache.map.len(),
+            |target| {
+                cache.map.pin().retain(|_, e| e.until > now);
+                evict_soonest(&cache.map, target, now, |e: &Entry| e.until, |_, _| true);
+            },
+        );
+    }
+}
+
+/// A refusal answered locally at `now` from a fact lasting until `until`.
+pub(super) fn refusal(policy: &Policy, now: u64, until: u64, reset_at: u64) -> Decision {
+    let retry = until - now;
+    let reset = reset_at.saturating_sub(now).max(retry);
+    Decision::new(
+        false,
+        policy.limit(),
+        0,
+        Duration::from_micros(retry),
+        Duration::from_micros(reset),
+    )
+}
+
+/// After an admission: the smallest cost now refused, and for how long after the check
+/// was sent, worked out from the answer (`docs/deny-cache.md`, "Admissions tell too").
+/// `None` when the algorithm keeps too little in a decision to tell.
+fn exhausted(policy: &Policy, d: &Decision) -> Option<(u64, u64)> {
+    let next = d.remaining.checked_add(1)?;
+    if next > policy.limit() {
+        return None;
+    }
+    let reset = micros(d.reset_after);
+    // GCRA and the funnel, which is GCRA underneath: refused while
+    // `tat + next × interval - now > tolerance`, and `reset` is `tat - now`.
+    let wait = if let Some(g) = policy.engine().gcra() {
+        reset
+            .checked_add(next.checked_mul(g.interval)?)?
+            .checked_sub(g.tolerance)?
+    } else {
+        match policy.parameters() {
+            // Refused until the next tick adds a token; `reset` is when the bucket is full.
+            Parameters::TokenBucket {
+                capacity,
+                tick,
+                quantum,
+            } => {
+                let to_full = (capacity - d.remaining).div_ceil(quantum);
+                let to_next = (next - d.remaining).div_ceil(quantum);
+                reset.checked_sub((to_full - to_next).checked_mul(tick)?)?
+            }
+            // Refused until the window ends, which is `reset` once anything was counted.
+            Parameters::FixedWindow { .. } => reset,
+            _ => return None,
+        }
+    };
+    (wait > 0).then_some((next, wait))
+}

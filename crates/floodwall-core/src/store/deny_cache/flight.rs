@@ -1,0 +1,180 @@
+//! One check in flight after a cached refusal lapsed: the [`Flight`] the checks of that key
+//! wait for, how a waiting check is woken ([`Wait`]), and how the leading check lands its
+//! flight whichever way it ends ([`Leading`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+#[cfg(feature = "tokio")]
+use std::time::Duration;
+
+use super::Cache;
+use crate::Clock;
+use crate::store::key::MapKey;
+use crate::store::lock;
+
+/// A check of a key whose cached refusal lapsed, in flight to the inner store: the
+/// checks of that key arriving meanwhile with a cost `>= cost` wait for how it ends, until
+/// `deadline` at the latest.
+#[derive(Debug)]
+pub(super) struct Flight {
+    pub(super) cost: u64,
+    /// Local µs from which the leader is deemed stuck (see
+    /// [`DenyCacheBuilder::max_wait`](crate::DenyCacheBuilder::max_wait)).
+    pub(super) deadline: u64,
+    landing: Mutex<Landing>,
+}
+
+#[derive(Debug, Default)]
+struct Landing {
+    end: Option<FlightEnd>,
+    /// One slot per waiting check, emptied when it stops waiting.
+    waiters: Vec<Option<Waker>>,
+}
+
+/// How a [`Flight`] ended, for the checks waiting for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FlightEnd {
+    /// The store refused: any cost `>=` the flight's is refused until `until`, as for an
+    /// entry (local µs, from the flight's send).
+    Refused { until: u64, reset_at: u64 },
+    /// Admitted, failed, cancelled or reset meanwhile: each waiting check decides again.
+    Open,
+}
+
+impl Flight {
+    pub(super) fn new(cost: u64, deadline: u64) -> Self {
+        Self {
+            cost,
+            deadline,
+            landing: Mutex::new(Landing::default()),
+        }
+    }
+
+    /// Whether the leader has been out so long it may never be polled again: nobody waits
+    /// for it any more, and the next check of the key leads a flight of its own.
+    pub(super) fn stuck(&self, now: u64) -> bool {
+        now >= self.deadline
+    }
+
+    /// Sets how it ended (the first end set stays) and wakes every waiting check.
+    pub(super) fn land(&self, end: FlightEnd) {
+        let waiters = {
+            let mut l = lock(&self.landing);
+            if l.end.is_some() {
+                return;
+            }
+            l.end = Some(end);
+            std::mem::take(&mut l.waiters)
+        };
+        for waker in waiters.into_iter().flatten() {
+            waker.wake();
+        }
+    }
+}
+
+/// A check waiting for a [`Flight`] to land: `Some` end, or `None` once the flight's
+/// deadline has passed (on the cache's clock, or on tokio's timer where there is one).
+pub(super) struct Wait<'a, C> {
+    flight: Arc<Flight>,
+    slot: Option<usize>,
+    clock: &'a C,
+    /// Wakes this check at the deadline, should neither the leader nor anything else.
+    #[cfg(feature = "tokio")]
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<'a, C: Clock> Wait<'a, C> {
+    pub(super) fn new(flight: Arc<Flight>, clock: &'a C) -> Self {
+        Self {
+            flight,
+            slot: None,
+            clock,
+            #[cfg(feature = "tokio")]
+            timer: None,
+        }
+    }
+
+    /// Whether tokio's timer says the deadline has passed; arms it on the first call, when
+    /// in a tokio runtime (its timer enabled, as the Redis store's timeout needs too).
+    #[cfg(feature = "tokio")]
+    fn timed_out(&mut self, now: u64, cx: &mut Context<'_>) -> bool {
+        if self.timer.is_none() && tokio::runtime::Handle::try_current().is_ok() {
+            let left = Duration::from_micros(self.flight.deadline.saturating_sub(now));
+            self.timer = Some(Box::pin(tokio::time::sleep(left)));
+        }
+        self.timer
+            .as_mut()
+            .is_some_and(|t| t.as_mut().poll(cx).is_ready())
+    }
+
+    /// Without a timer, the deadline is seen when this check is polled again, or when
+    /// another check of the key arrives after it and takes the flight over.
+    #[cfg(not(feature = "tokio"))]
+    fn timed_out(&mut self, _now: u64, _cx: &mut Context<'_>) -> bool {
+        false
+    }
+}
+
+impl<C: Clock> Future for Wait<'_, C> {
+    type Output = Option<FlightEnd>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<FlightEnd>> {
+        let this = self.get_mut();
+        let flight = Arc::clone(&this.flight);
+        let mut l = lock(&flight.landing);
+        if let Some(end) = l.end {
+            this.slot = None;
+            return Poll::Ready(Some(end));
+        }
+        let now = this.clock.now_micros();
+        if flight.stuck(now) || this.timed_out(now, cx) {
+            // `Drop` empties the slot.
+            return Poll::Ready(None);
+        }
+        match this.slot {
+            Some(i) => match &mut l.waiters[i] {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                w => *w = Some(cx.waker().clone()),
+            },
+            None => {
+                this.slot = Some(l.waiters.len());
+                l.waiters.push(Some(cx.waker().clone()));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl<C> Drop for Wait<'_, C> {
+    fn drop(&mut self) {
+        if let Some(i) = self.slot
+            && let Some(w) = lock(&self.flight.landing).waiters.get_mut(i)
+        {
+            *w = None;
+        }
+    }
+}
+
+/// Held by the check that leads a [`Flight`]: lands it however that check ends (answered,
+/// failed, or dropped while in flight), so no waiting check is left behind.
+pub(super) struct Leading<'a, C> {
+    pub(super) cache: &'a Cache<C>,
+    pub(super) key: MapKey,
+    pub(super) flight: Arc<Flight>,
+    /// How the flight lands; [`FlightEnd::Open`] until the store's answer says otherwise.
+    pub(super) end: FlightEnd,
+}
+
+impl<C> Drop for Leading<'_, C> {
+    fn drop(&mut self) {
+        // The lapsed entry carrying the flight goes, unless an answer replaced it.
+        let _ = self
+            .cache
+            .map
+            .pin()
+            .remove_if(&self.key, |_, e| e.led_by(&self.flight));
+        self.flight.land(self.end);
+    }
+}

@@ -1,0 +1,276 @@
+//! [`DenyCache`]: answers a key's repeated denials locally, without asking the store.
+//!
+//! `entry.rs` holds what is learnt per key, `route.rs` where a check goes, `flight.rs` the
+//! one check in flight after a refusal lapses; `docs/deny-cache.md` says why it is exact.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::Store;
+use super::evict::Cap;
+use crate::{Clock, Decision, Error, Parameters, Policy, Rounding, SystemClock};
+
+mod builder;
+mod entry;
+mod flight;
+mod route;
+
+pub use builder::DenyCacheBuilder;
+use entry::Map;
+use flight::Wait;
+use route::{Mode, Route};
+
+/// A store combinator that answers repeated denials locally until they lapse: a client
+/// hammering a shared store (Redis) past its quota then costs no round trip per request.
+///
+/// Once the inner store refuses a cost for a key, the same or a larger cost is refused
+/// here until the refusal's `retry_after` has passed, counted from when the check was
+/// sent. The cache never answers "yes", and refuses only what the store would refuse too,
+/// for all six algorithms, provided the store's clock runs at the rate of this one's and
+/// nobody resets the key elsewhere (a reset through another node, a `DEL`, an evicted key:
+/// this cache keeps refusing until its window ends). Why that holds is in
+/// `docs/deny-cache.md` in the floodwall repository.
+///
+/// Wraps any [`Store`]; the wrapper is a `Store` again. Clones share the cache (and clone
+/// the inner store), so one cache serves every clone of a tower layer.
+///
+/// ```
+/// use floodwall_core::{DenyCache, ManualClock, MemoryStore, Policy, Store};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new(1_700_000_000_000_000);
+/// // Any store works; in production the inner store is the shared one (Redis).
+/// let shared = MemoryStore::builder().clock(clock.clone()).build();
+/// let store = DenyCache::builder().clock(clock.clone()).build(shared);
+/// let policy = Policy::gcra("login", "2/s burst 1".parse()?)?;
+///
+/// assert!(store.check_now(b"mallory", &policy, 1).unwrap()?.allowed);
+/// // That admission used the burst up: until the next slot (500 ms later) mallory's
+/// // checks are refused without reaching the inner store.
+/// for _ in 0..100 {
+///     let denied = store.check_now(b"mallory", &policy, 1).unwrap()?;
+///     assert!(!denied.allowed);
+/// }
+/// clock.advance(Duration::from_millis(500));
+/// assert!(store.check_now(b"mallory", &policy, 1).unwrap()?.allowed);
+/// let stats = store.stats();
+/// assert_eq!((stats.store_calls, stats.denied_locally), (2, 100));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// - An admission that leaves no room for the next request is remembered too (GCRA, the
+///   buckets and the fixed window), so a flood costs one store call per admitted request.
+/// - When a refusal lapses, one check of the key goes to the store and the checks arriving
+///   meanwhile wait for its answer, at most [`max_wait`](DenyCacheBuilder::max_wait)
+///   ([`DenyCacheStats::waited`], [`DenyCacheStats::gave_up`]).
+/// - Always passed to the store: peeks (cost 0), costs below the one refused, policies
+///   rounded to whole seconds (see [`caches`](DenyCache::caches)), and answers a
+///   [`Fallback`](crate::resilience::Fallback) gave in the store's stead
+///   ([`Decision::fallback`]), which are never remembered.
+/// - A local refusal reports `remaining` 0, `retry_after` until the local window ends (the
+///   store's own could be later, never earlier) and the `reset_after` the store gave.
+/// - At most [`max_keys`](DenyCacheBuilder::max_keys) keys are remembered.
+pub struct DenyCache<S, C: Clock = SystemClock> {
+    store: S,
+    cache: Arc<Cache<C>>,
+}
+
+/// The remembered refusals with their bounds and counters, shared by a cache's clones.
+struct Cache<C> {
+    map: Map,
+    cap: Cap,
+    clock: C,
+    /// How long a check waits for another's answer, in µs.
+    max_wait: u64,
+    /// Bumped by every reset: an answer to a check sent before a reset is not recorded.
+    resets: AtomicU64,
+    store_calls: AtomicU64,
+    denied_locally: AtomicU64,
+    waited: AtomicU64,
+    gave_up: AtomicU64,
+}
+
+/// How much work the [`DenyCache`] saved: read it to see whether caching pays for a
+/// workload (a flood of one key should be nearly all `denied_locally`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DenyCacheStats {
+    /// Checks passed to the inner store (each one a round trip for a remote store).
+    pub store_calls: u64,
+    /// Checks refused from the cache, without calling the inner store (including those
+    /// refused by the answer they waited for).
+    pub denied_locally: u64,
+    /// Checks that waited for another check of their key in flight to the inner store
+    /// after a cached refusal lapsed: those refused by its answer are in `denied_locally`
+    /// too, the others went on as usual.
+    pub waited: u64,
+    /// Of those that `waited`, the checks that stopped at the bound
+    /// ([`max_wait`](DenyCacheBuilder::max_wait)) and went to the store themselves: a
+    /// leader was out that long. Not 0 means a check of the cache was left unpolled
+    /// midway (or the inner store's calls outlast the bound).
+    pub gave_up: u64,
+}
+
+impl DenyCache<(), SystemClock> {
+    /// The default cap on cached keys: at ~100 bytes an entry, about 10 MB.
+    pub const DEFAULT_MAX_KEYS: usize = 100_000;
+
+    /// The default bound on a wait for another check's answer: 1 s, the Redis store's
+    /// default timeout (and `resilience::Timeout`'s), so a leader that is polled answers
+    /// or fails before it.
+    pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
+
+    /// A builder with the default cap and bound, and the system clock.
+    pub fn builder() -> DenyCacheBuilder {
+        DenyCacheBuilder {
+            max_keys: Self::DEFAULT_MAX_KEYS,
+            max_wait: Self::DEFAULT_MAX_WAIT,
+            clock: SystemClock,
+        }
+    }
+
+    /// Whether a policy's answers may be cached: exact microseconds only (a `retry_after`
+    /// rounded up could outlast the store's window), and the algorithms whose refusals are
+    /// shown to stay true (all of this crate's).
+    pub fn caches(policy: &Policy) -> bool {
+        matches!(policy.rounding(), Rounding::Micros)
+            // No wildcard: a new algorithm must be shown to keep its refusals true
+            // (tests/deny_cache.rs) before it is cached, so adding one stops the build here.
+            && match policy.parameters() {
+                Parameters::Gcra { .. }
+                | Parameters::TokenBucket { .. }
+                | Parameters::LeakyBucket { .. }
+                | Parameters::FixedWindow { .. }
+                | Parameters::SlidingWindow { .. }
+                | Parameters::SlidingLog { .. } => true,
+            }
+    }
+}
+
+impl<S, C: Clock> DenyCache<S, C> {
+    /// The wrapped store.
+    pub fn get_ref(&self) -> &S {
+        &self.store
+    }
+
+    /// Counters since the cache was built (shared by clones).
+    pub fn stats(&self) -> DenyCacheStats {
+        DenyCacheStats {
+            store_calls: self.cache.store_calls.load(Ordering::Relaxed),
+            denied_locally: self.cache.denied_locally.load(Ordering::Relaxed),
+            waited: self.cache.waited.load(Ordering::Relaxed),
+            gave_up: self.cache.gave_up.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Keys remembered now, lapsed entries not yet dropped included.
+    pub fn len(&self) -> usize {
+        self.cache.map.len()
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The cap on keys.
+    pub fn max_keys(&self) -> usize {
+        self.cache.cap.max_keys()
+    }
+
+    /// The bound on a wait for another check's answer.
+    pub fn max_wait(&self) -> Duration {
+        Duration::from_micros(self.cache.max_wait)
+    }
+}
+
+impl<S: Clone, C: Clock> Clone for DenyCache<S, C> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            cache: Arc::clone(&self.cache),
+        }
+    }
+}
+
+impl<S: std::fmt::Debug, C: Clock> std::fmt::Debug for DenyCache<S, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DenyCache")
+            .field("store", &self.store)
+            .field("keys", &self.len())
+            .field("max_keys", &self.cache.cap.max_keys())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl<S: Store, C: Clock> Store for DenyCache<S, C> {
+    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        let mut route = self.route(key, policy, cost, Mode::Check)?;
+        if let Route::Wait(flight) = route {
+            let cache = &self.cache;
+            cache.waited.fetch_add(1, Ordering::Relaxed);
+            match Wait::new(flight, &cache.clock).await {
+                Some(end) => {
+                    if let Some(d) = self.landed(policy, end) {
+                        return Ok(d);
+                    }
+                }
+                None => {
+                    cache.gave_up.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            route = self.route(key, policy, cost, Mode::Retry)?;
+        }
+        let (sent, epoch, mut lead) = match route {
+            Route::Local(d) => return Ok(d),
+            Route::Store { sent, epoch, lead } => (sent, epoch, lead),
+            Route::Wait(_) | Route::Through => {
+                self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
+                return self.store.check(key, policy, cost).await;
+            }
+        };
+        self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
+        // Dropping `lead` (here or if this future is dropped) lands its flight.
+        let result = self.store.check(key, policy, cost).await;
+        if let Ok(d) = &result {
+            self.record(key, policy, cost, sent, epoch, d);
+            if let Some(lead) = &mut lead {
+                lead.end = self.flight_end(sent, epoch, d);
+            }
+        }
+        drop(lead);
+        result
+    }
+
+    /// Resets the inner store's key and forgets what the cache knew about it.
+    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        self.forget(key, policy);
+        let result = self.store.reset(key, policy).await;
+        // A check sent while the reset was in flight may have been answered from the old
+        // state: forget again, and refuse to record answers to checks sent before now.
+        self.forget(key, policy);
+        result
+    }
+
+    /// Answers cached refusals here; anything else is whatever the inner store's
+    /// `check_now` answers (recorded as `check` would). `None` too while another check of
+    /// the key is in flight after a lapse: `check` waits for it.
+    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+        // `Mode::Now` never leads a flight: no `Leading` to carry along.
+        let sent = match self.route(key, policy, cost, Mode::Now) {
+            Ok(Route::Local(d)) => return Some(Ok(d)),
+            Ok(Route::Wait(_)) => return None,
+            Ok(Route::Store { sent, epoch, .. }) => Some((sent, epoch)),
+            Ok(Route::Through) => None,
+            Err(e) => return Some(Err(e)),
+        };
+        let result = self.store.check_now(key, policy, cost)?;
+        self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
+        if let (Some((sent, epoch)), Ok(d)) = (sent, &result) {
+            self.record(key, policy, cost, sent, epoch, d);
+        }
+        Some(result)
+    }
+}
