@@ -18,22 +18,14 @@
 //! Fallback::local(Breaker::new(redis), 3)     // the common case, one line
 //! ```
 //!
-//! - The [`Breaker`] counts consecutive timeouts and connection failures. After
-//!   [`DEFAULT_FAILURE_THRESHOLD`] of them it opens: calls fail fast with
-//!   [`Error::CircuitOpen`](crate::Error::CircuitOpen) instead of waiting for a timeout
-//!   each, and once per [`DEFAULT_PROBE_INTERVAL`] one call goes through as a probe; the
-//!   first success closes it. A dead store then costs one timeout per probe interval, not
-//!   one per request, and decisions return to the store on their own within a probe
-//!   interval of it answering again. It also bounds the calls in flight
-//!   ([`DEFAULT_MAX_IN_FLIGHT`]), so a stalled store cannot make requests pile up.
+//! - The [`Breaker`] makes a dead store cost one timeout per probe interval, not one per
+//!   request, and bounds the calls in flight so a stalled store cannot pile requests up.
 //! - The [`Fallback`] turns every store failure (timeout, unreachable, backend error, open
-//!   breaker, overload) into its [`FailMode`]'s answer, and counts them
-//!   ([`Fallback::stats`]).
+//!   breaker, overload) into its [`FailMode`]'s answer, and counts them.
 //! - Timeouts: a store that does I/O must bound its own calls, as
-//!   `floodwall_redis::RedisStore` does (1 s by default, its `timeout` builder method).
-//!   For any other store, the `tokio` feature adds `Timeout` (default
-//!   `Timeout::DEFAULT`, 1 s). Without a bound, a hung store holds requests until the
-//!   breaker's in-flight bound sheds the rest.
+//!   `floodwall_redis::RedisStore` does (1 s by default). For any other store, the `tokio`
+//!   feature adds `Timeout` (1 s by default). Without a bound, a hung store holds requests
+//!   until the breaker's in-flight bound sheds the rest.
 //!
 //! Breakers and fallbacks read time from a [`Clock`](crate::Clock) and start no task or
 //! timer: core stays runtime-free, and tests drive them with a

@@ -64,10 +64,10 @@ use route::{Mode, Route};
 /// - When a refusal lapses, one check of the key goes to the store and the checks arriving
 ///   meanwhile wait for its answer, at most [`max_wait`](DenyCacheBuilder::max_wait)
 ///   ([`DenyCacheStats::waited`], [`DenyCacheStats::gave_up`]).
-/// - Always passed to the store: peeks (cost 0), costs below the one refused, policies
-///   rounded to whole seconds (see [`caches`](DenyCache::caches)), and answers a
+/// - Always sent to the store: peeks (cost 0), costs below the one refused, and policies
+///   rounded to whole seconds (see [`caches`](DenyCache::caches)). Answers a
 ///   [`Fallback`](crate::resilience::Fallback) gave in the store's stead
-///   ([`Decision::fallback`]), which are never remembered.
+///   ([`Decision::fallback`]) are passed on and never remembered.
 /// - A local refusal reports `remaining` 0, `retry_after` until the local window ends (the
 ///   store's own could be later, never earlier) and the `reset_after` the store gave.
 /// - At most [`max_keys`](DenyCacheBuilder::max_keys) keys are remembered.

@@ -1,0 +1,386 @@
+//! One check in flight after a lapse: the others wait for its answer, and a leader that
+//! fails, is dropped or is stuck strands no one.
+
+use super::*;
+
+/// A shared store one round trip away: answers after `RTT` of tokio's (paused) time,
+/// deciding at the manual clock's instant; counts its calls; fails while `failing`.
+/// `check_now` answers at once (as if the store were in process), for the tests of
+/// `DenyCache::check_now`.
+#[derive(Clone)]
+struct Remote {
+    inner: MemoryStore<ManualClock>,
+    calls: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+const RTT: Duration = Duration::from_millis(10);
+
+impl Remote {
+    fn calls(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Store for Remote {
+    async fn check(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<Decision, floodwall_core::Error> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(RTT).await;
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(floodwall_core::Error::Timeout);
+        }
+        self.inner.check_sync(key, policy, cost)
+    }
+
+    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), floodwall_core::Error> {
+        self.inner.reset_sync(key, policy);
+        Ok(())
+    }
+
+    fn check_now(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> Option<Result<Decision, floodwall_core::Error>> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(self.inner.check_sync(key, policy, cost))
+    }
+}
+
+type Remoted = std::sync::Arc<DenyCache<Remote, ManualClock>>;
+
+fn remote_cache() -> (ManualClock, Remote, Remoted) {
+    let clock = ManualClock::new(T0);
+    let remote = Remote {
+        inner: MemoryStore::builder().clock(clock.clone()).build(),
+        calls: Default::default(),
+        failing: Default::default(),
+    };
+    let cache = DenyCache::builder()
+        .clock(clock.clone())
+        .build(remote.clone());
+    (clock, remote, std::sync::Arc::new(cache))
+}
+
+/// Starts one check of key `k` per cost, in this order, as concurrent tasks.
+fn spawn_checks(
+    cache: &Remoted,
+    policy: &Policy,
+    costs: &[u64],
+) -> Vec<tokio::task::JoinHandle<Result<Decision, floodwall_core::Error>>> {
+    costs
+        .iter()
+        .map(|&cost| {
+            let (cache, policy) = (cache.clone(), policy.clone());
+            tokio::spawn(async move { cache.check(b"k", &policy, cost).await })
+        })
+        .collect()
+}
+
+/// Runs one check per cost concurrently; a check left waiting fails the test (the paused
+/// clock jumps to the timeout as soon as nothing else can run).
+async fn together(
+    cache: &Remoted,
+    policy: &Policy,
+    costs: &[u64],
+) -> Vec<Result<Decision, floodwall_core::Error>> {
+    let mut out = Vec::new();
+    for task in spawn_checks(cache, policy, costs) {
+        let joined = tokio::time::timeout(Duration::from_secs(60), task).await;
+        out.push(joined.expect("a check was left waiting").expect("task"));
+    }
+    out
+}
+
+fn allowed(results: &[Result<Decision, floodwall_core::Error>]) -> Vec<bool> {
+    results
+        .iter()
+        .map(|r| r.as_ref().unwrap().allowed)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_lapse_one_refusal_answers_every_check_in_flight() {
+    let (clock, remote, cache) = remote_cache();
+    // One unit per 100 ms.
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert_eq!(remote.calls(), 1);
+    // The admission's fact ("refused until the next slot") lapses; meanwhile another node
+    // took that slot, so the store still refuses.
+    clock.advance(Duration::from_millis(100));
+    assert!(remote.inner.check_sync(b"k", &policy, 1).unwrap().allowed);
+    let results = together(&cache, &policy, &[1; 8]).await;
+    assert_eq!(allowed(&results), [false; 8]);
+    // One call for the eight (each went to the store before).
+    assert_eq!(remote.calls(), 2, "store calls");
+    for r in &results {
+        let d = r.as_ref().unwrap();
+        assert!(d.retry_after.unwrap() > Duration::ZERO);
+        assert!(d.retry_after.unwrap() <= Duration::from_millis(100));
+    }
+    let stats = cache.stats();
+    assert_eq!((stats.waited, stats.denied_locally), (7, 7));
+    // The leader's refusal is cached as usual.
+    assert!(!cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert_eq!(remote.calls(), 2);
+    // Past it, the store is asked again and admits.
+    clock.advance(Duration::from_millis(100));
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert_eq!(remote.calls(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_lapse_an_admission_that_uses_the_budget_answers_the_others() {
+    let (clock, remote, cache) = remote_cache();
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    // The first is admitted; what its answer records refuses the seven that waited.
+    let results = together(&cache, &policy, &[1; 8]).await;
+    let mut expected = [false; 8];
+    expected[0] = true;
+    assert_eq!(allowed(&results), expected);
+    assert_eq!(remote.calls(), 2, "store calls");
+    assert_eq!(cache.stats().waited, 7);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_lapse_checks_an_admission_does_not_cover_go_to_the_store() {
+    let (clock, remote, cache) = remote_cache();
+    let policy = Policy::gcra("lapse", "10/s burst 5".parse().unwrap()).unwrap();
+    // The burst at once: cost 1 is refused for the next 100 ms.
+    assert!(cache.check(b"k", &policy, 5).await.unwrap().allowed);
+    assert!(!cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert_eq!(remote.calls(), 1);
+    // Full again: the leader (cost 2) is admitted with 3 left, which refuses only costs
+    // of 4 or more, so the check of cost 2 that waited goes to the store, and is admitted.
+    // The cheaper check (cost 1) never waited.
+    clock.advance(Duration::from_secs(1));
+    let results = together(&cache, &policy, &[2, 2, 1]).await;
+    assert_eq!(allowed(&results), [true; 3]);
+    assert_eq!(remote.calls(), 4, "store calls");
+    assert_eq!(cache.stats().waited, 1);
+    assert_eq!(
+        remote.inner.check_sync(b"k", &policy, 0).unwrap().remaining,
+        0
+    );
+    // Four of cost 1 after the next lapse: the leader leaves 4, refusing nothing they
+    // ask; the three that waited each go to the store.
+    clock.advance(Duration::from_secs(1));
+    let results = together(&cache, &policy, &[1; 4]).await;
+    assert_eq!(allowed(&results), [true; 4]);
+    assert_eq!(remote.calls(), 8, "store calls");
+    assert_eq!(cache.stats().waited, 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_leader_sends_the_others_to_the_store() {
+    let (clock, remote, cache) = remote_cache();
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    remote
+        .failing
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    // An error refuses no one: each check that waited tries the store itself.
+    let results = together(&cache, &policy, &[1; 4]).await;
+    assert!(results.iter().all(|r| r.as_ref().unwrap_err().is_timeout()));
+    assert_eq!(remote.calls(), 5, "store calls");
+    assert_eq!(cache.stats().waited, 3);
+    assert_eq!(cache.stats().denied_locally, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_leader_strands_no_one() {
+    let (clock, remote, cache) = remote_cache();
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    let mut tasks = spawn_checks(&cache, &policy, &[1; 4]);
+    // Every check has started: the first is in flight, three wait for it.
+    tokio::time::sleep(RTT / 2).await;
+    assert_eq!((remote.calls(), cache.stats().waited), (2, 3));
+    // The leader is cancelled (a timeout around the cache, a client gone) before the
+    // store answered: the others go on to the store.
+    let leader = tasks.remove(0);
+    leader.abort();
+    assert!(leader.await.unwrap_err().is_cancelled());
+    let mut admitted = 0;
+    for task in tasks {
+        let joined = tokio::time::timeout(Duration::from_secs(60), task).await;
+        let d = joined.expect("a check was left waiting").unwrap().unwrap();
+        admitted += u64::from(d.allowed);
+    }
+    // Each goes to the store, as without the cache: one is admitted.
+    assert_eq!(admitted, 1);
+    assert_eq!(remote.calls(), 5, "store calls");
+    assert_eq!(cache.stats().denied_locally, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn check_now_does_not_wait_for_a_check_in_flight() {
+    let (clock, remote, cache) = remote_cache();
+    let policy = Policy::gcra("lapse", "10/s burst 2".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 2).await.unwrap().allowed);
+    assert!(!cache.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    clock.advance(Duration::from_millis(200));
+    let tasks = spawn_checks(&cache, &policy, &[2]);
+    tokio::time::sleep(RTT / 2).await;
+    assert_eq!(remote.calls(), 2);
+    // A check the answer in flight would cover: `check_now` would have to wait.
+    assert!(cache.check_now(b"k", &policy, 2).is_none());
+    // A cheaper one is the store's to answer, at once.
+    assert!(cache.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    assert_eq!(remote.calls(), 3);
+    for task in tasks {
+        assert!(!task.await.unwrap().unwrap().allowed);
+    }
+    assert_eq!(cache.stats().waited, 0);
+}
+
+// -- A leader that stops being polled holds no one past the bound.
+
+/// Polls `f` once, with a waker that does nothing: a future polled once and never again.
+fn poll_once<F: Future>(f: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> {
+    f.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_dropped_mid_flight_releases_its_followers_at_once() {
+    let (clock, remote, cache) = remote_cache();
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    // The leader, polled once: in flight to the store.
+    let mut leader = Box::pin(cache.check(b"k", &policy, 1));
+    assert!(poll_once(leader.as_mut()).is_pending());
+    let follower = spawn_checks(&cache, &policy, &[1]).remove(0);
+    tokio::time::sleep(RTT / 2).await;
+    assert_eq!((remote.calls(), cache.stats().waited), (2, 1));
+    // Dropped before the store answered (never decided there): the follower goes to the
+    // store itself, at once rather than at any bound.
+    let started = tokio::time::Instant::now();
+    drop(leader);
+    let d = tokio::time::timeout(Duration::from_secs(60), follower)
+        .await
+        .expect("the follower was left waiting")
+        .unwrap()
+        .unwrap();
+    assert!(d.allowed);
+    assert_eq!(started.elapsed(), RTT, "one round trip of its own");
+    assert_eq!(remote.calls(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_never_polled_again_holds_its_followers_no_longer_than_the_bound() {
+    let (clock, remote, cache) = remote_cache();
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    // The leader is polled once, so it is in flight, then never again (a `select!` that
+    // moved on, a task stuck elsewhere) and not dropped either.
+    let mut leader = Box::pin(cache.check(b"k", &policy, 1));
+    assert!(poll_once(leader.as_mut()).is_pending());
+    assert_eq!(remote.calls(), 2);
+    let started = tokio::time::Instant::now();
+    let followers = spawn_checks(&cache, &policy, &[1, 1]);
+    let mut admitted = 0;
+    for follower in followers {
+        let d = tokio::time::timeout(Duration::from_secs(60), follower)
+            .await
+            .expect("a follower was left waiting")
+            .unwrap()
+            .unwrap();
+        admitted += u64::from(d.allowed);
+    }
+    // At the bound each goes to the store, as without the cache: the leader never
+    // decided there, so exactly one of the two is admitted.
+    assert_eq!(admitted, 1);
+    assert_eq!(remote.calls(), 4, "store calls");
+    assert_eq!(started.elapsed(), DenyCache::DEFAULT_MAX_WAIT + RTT);
+    let stats = cache.stats();
+    assert_eq!(
+        (stats.waited, stats.gave_up, stats.denied_locally),
+        (2, 2, 0)
+    );
+    // The leader, dropped at last, lands nothing anyone still waits for.
+    drop(leader);
+    assert!(!cache.check(b"k", &policy, 1).await.unwrap().allowed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_check_arriving_after_the_bound_does_not_wait_for_a_stuck_leader() {
+    let (clock, remote, cache) = remote_cache();
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    let mut leader = Box::pin(cache.check(b"k", &policy, 1));
+    assert!(poll_once(leader.as_mut()).is_pending());
+    // The cache's clock passes the bound (tokio's timer has not moved): the next check
+    // takes the flight over and asks the store at once, a round trip and no more.
+    clock.advance(DenyCache::DEFAULT_MAX_WAIT);
+    let started = tokio::time::Instant::now();
+    let d = tokio::time::timeout(Duration::from_secs(60), cache.check(b"k", &policy, 1))
+        .await
+        .expect("the check waited for a leader past the bound");
+    assert!(d.unwrap().allowed);
+    assert_eq!(started.elapsed(), RTT);
+    assert_eq!(remote.calls(), 3);
+    assert_eq!(cache.stats().waited, 0);
+    drop(leader);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_check_polled_past_the_bound_goes_to_the_store() {
+    let (clock, remote, cache) = remote_cache();
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    let mut leader = Box::pin(cache.check(b"k", &policy, 1));
+    assert!(poll_once(leader.as_mut()).is_pending());
+    let mut follower = Box::pin(cache.check(b"k", &policy, 1));
+    assert!(poll_once(follower.as_mut()).is_pending());
+    assert_eq!(cache.stats().waited, 1);
+    // The cache's clock passes the bound before tokio's timer does: the next poll of the
+    // waiting check sees it, and the check asks the store, a round trip and no more.
+    clock.advance(DenyCache::DEFAULT_MAX_WAIT);
+    let started = tokio::time::Instant::now();
+    let d = tokio::time::timeout(Duration::from_secs(60), follower)
+        .await
+        .expect("the check kept waiting past the bound");
+    assert!(d.unwrap().allowed);
+    assert_eq!(started.elapsed(), RTT);
+    assert_eq!((remote.calls(), cache.stats().gave_up), (3, 1));
+    drop(leader);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_bound_turns_waiting_off() {
+    let clock = ManualClock::new(T0);
+    let remote = Remote {
+        inner: MemoryStore::builder().clock(clock.clone()).build(),
+        calls: Default::default(),
+        failing: Default::default(),
+    };
+    let cache = DenyCache::builder()
+        .max_wait(Duration::ZERO)
+        .clock(clock.clone())
+        .build(remote.clone());
+    assert_eq!(cache.max_wait(), Duration::ZERO);
+    let cache = std::sync::Arc::new(cache);
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    // Each goes to the store, as without the cache: one is admitted.
+    let results = together(&cache, &policy, &[1; 4]).await;
+    assert_eq!(allowed(&results).iter().filter(|&&a| a).count(), 1);
+    assert_eq!(remote.calls(), 5, "store calls");
+    assert_eq!(cache.stats().waited, 0);
+}
