@@ -9,7 +9,12 @@
 //! that must not grow without bound, governor runs its own eviction (`retain_recent`) each
 //! time its map would pass floodwall's default cap. The ratios are read only from criterion
 //! estimates this invocation wrote: a filtered run prints only the rows it ran.
+//!
+//! `MEMORY_INSTRUCTIONS=1` counts instructions per check instead (`memory/instructions.rs`,
+//! needs valgrind): the same rows at one thread, steady whatever the machine is doing.
 
+#[path = "memory/instructions.rs"]
+mod instructions;
 mod support;
 
 use std::hint::black_box;
@@ -221,6 +226,14 @@ fn print_ratios() {
 }
 
 fn main() {
+    // A counting child of `MEMORY_INSTRUCTIONS=1` (before criterion reads the arguments).
+    if instructions::as_child().is_some() {
+        return;
+    }
+    if std::env::var_os("MEMORY_INSTRUCTIONS").is_some() {
+        instructions::report();
+        return;
+    }
     support::mark_run_start();
     bytes_per_key();
     let mut c = Criterion::default()
