@@ -1,70 +1,23 @@
 //! Coalescing: concurrent checks of one key from this process share one script call.
 //!
-//! When a key is hot, every check pays a round trip and a script for the same few bytes of
-//! state. With [`RedisStoreBuilder::coalesce`](crate::RedisStoreBuilder::coalesce) (on by
+//! With [`RedisStoreBuilder::coalesce`](crate::RedisStoreBuilder::coalesce) (on by
 //! default), a check of a key with no call in flight is sent at once, alone, by its own
-//! caller (no task, no channel: an uncontended key costs what it costs without
-//! coalescing); checks of the same key that arrive while a call is in flight queue up and
-//! go together as the next *batch*, sent by a driver task. A batch is one EVALSHA of a
-//! batch script (the algorithm's file driven by `src/lua/batch.lua`) carrying the checks'
-//! costs in arrival order; the script runs the algorithm's per-check logic once per cost,
-//! at one instant (one `TIME`), carrying the state between them in Lua and writing it
-//! once, and answers each check's four integers, which are shared out in arrival order.
+//! caller; checks of the same key that arrive while a call is in flight queue up here and
+//! go together as the next *batch*, sent by a driver task (`flight.rs`). A batch is one
+//! EVALSHA of the kind's batch script (its file driven by `src/lua/batch.lua`), which
+//! decides the costs in arrival order at one instant, exactly as single calls one after
+//! another at that instant would; the answers are shared out in arrival order. The
+//! sliding window and log are never coalesced.
 //!
-//! # Exactness
+//! A check whose caller is gone (its answer dropped, or its deadline passed) is never
+//! sent, and the checks queued behind a call that timed out fail unsent, so a Redis stall
+//! does not charge requests it refused. The queues are bounded ([`MAX_QUEUED_PER_KEY`],
+//! [`MAX_QUEUED`]); past a bound a check fails with [`Error::Overloaded`].
 //!
-//! A batch answers exactly what the same checks, sent one after another at the batch's
-//! instant, would get from the single scripts: both paste the same `@step` section of the
-//! algorithm's file (see `src/script.rs`), once or in a loop, and the state the loop
-//! carries is the state the single script would have written and read back.
-//! `tests/coalesce.rs` checks this against
-//! [`Policy::decide`](floodwall_core::Policy::decide) on random states and batches, on a
-//! real `redis-server`. That holds for GCRA, the token and leaky buckets and the fixed
-//! window. What differs from uncoalesced calls is only *when* each check is decided: a
-//! check that joins a batch is decided when the batch runs (at most one round trip later
-//! than it would have been), with the batch's clock reading.
-//!
-//! The sliding window and the sliding log are **not coalesced**: their state is a hash or
-//! a sorted set rewritten by several commands, and a batch script for them is not written.
-//! Their checks go straight to their single scripts, as without coalescing.
-//!
-//! # Cost
-//!
-//! A check that joins a batch waits for the call in flight before its own is sent, so under
-//! contention a check can take two round trips instead of one. In exchange a hot key costs
-//! Redis one script call per round trip instead of one per check. A key with nothing in
-//! flight costs nearly what it would without coalescing: its check goes out inline, after
-//! a lookup in the process-wide table of keys in flight (a mutex, taken again when the
-//! call ends, and the key hashed and copied); BENCHMARKS.md §2 measures 0.98–1.00× the
-//! decisions per second on keys that are not shared. That is why
-//! coalescing is on by default. [`RedisStats`](crate::RedisStats) counts the calls made and
-//! the ones saved.
-//!
-//! # Callers that give up, and stalls
-//!
-//! A queued check belongs to a caller who may leave: its request dropped (the receiver of
-//! its answer is closed), or its store timeout passed (each queued check carries the
-//! deadline its caller waits until). **A check whose caller is gone is never sent**: the
-//! driver drops such checks when it takes a batch, so they cost neither Redis work nor
-//! quota. And when a call for the key times out (Redis did not answer within a whole
-//! timeout), the checks queued behind it are answered [`Error::Timeout`] unsent: sent into
-//! a stalled server, they would run when it resumes, spending the quota of requests that
-//! were already refused. So, per key, a stall charges the call in flight when it began and
-//! then one lone check per timeout while requests keep coming (a leader whose caller drops
-//! it before its timeout still hands its queue on, as the callers there still wait); after
-//! it, the quota is there for the requests that come next.
-//!
-//! A check already *in a batch in flight* when its caller gives up is another matter: it
-//! was sent while someone waited, and Redis decides it (and charges it, if admitted)
-//! whenever the call reaches it, as with any timeout on a command already sent. A batch's
-//! call waits no longer than the last of its callers does.
-//!
-//! The queues are bounded: at most [`MAX_QUEUED_PER_KEY`] checks wait behind one key's
-//! call in flight, and [`MAX_QUEUED`] over all keys of a store. Past either bound a check
-//! is refused with [`Error::Overloaded`] (the checks of gone callers first leave the
-//! key's queue to make room), which the tower layer answers as any store failure: 503, or
-//! its fail mode. A gone caller's check may hold its place until its key's queue is next
-//! looked at: at the latest when the call in flight ends, within the timeout.
+//! Why batches are exact, what coalescing costs, and how callers that give up are handled
+//! during a stall: see docs/redis.md in the repository.
+
+mod flight;
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -73,7 +26,7 @@ use floodwall_core::Error;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::reply::Raw;
+use crate::reply::ScriptAnswer;
 
 /// The most checks one batch carries; later arrivals wait for the next batch.
 pub(crate) const MAX_BATCH: usize = 256;
@@ -91,14 +44,14 @@ pub(crate) const MAX_QUEUED: usize = 16 * 1024;
 pub(crate) type BatchKey = (Vec<u8>, Option<u64>);
 
 /// What a check queued behind a call in flight waits on.
-pub(crate) type Answer = oneshot::Receiver<Result<Raw, Error>>;
+pub(crate) type Pending = oneshot::Receiver<Result<ScriptAnswer, Error>>;
 
 /// A check waiting for its batch.
 pub(crate) struct Waiter {
     pub(crate) cost: u64,
     /// When its caller stops waiting (the store's timeout from when it queued).
     pub(crate) deadline: Instant,
-    pub(crate) reply: oneshot::Sender<Result<Raw, Error>>,
+    pub(crate) reply: oneshot::Sender<Result<ScriptAnswer, Error>>,
 }
 
 impl Waiter {
@@ -152,7 +105,7 @@ impl Coalescer {
         cost: u64,
         deadline: Instant,
         now: Instant,
-    ) -> Result<Option<Answer>, Error> {
+    ) -> Result<Option<Pending>, Error> {
         let mut queues = self.lock();
         let Queues { by_key, queued } = &mut *queues;
         let Some(queue) = by_key.get_mut(key) else {
@@ -236,13 +189,13 @@ fn drop_gone(queue: &mut Vec<Waiter>, now: Instant) -> usize {
 }
 
 /// Hands a batch's answers out in arrival order, or its error to every check in it.
-pub(crate) fn share_out(batch: Vec<Waiter>, result: Result<Vec<Raw>, Error>) {
+pub(crate) fn share_out(batch: Vec<Waiter>, result: Result<Vec<ScriptAnswer>, Error>) {
     match result {
-        Ok(raws) => {
-            for (w, raw) in batch.into_iter().zip(raws) {
+        Ok(answers) => {
+            for (w, answer) in batch.into_iter().zip(answers) {
                 // A check whose caller gave up while its batch was in flight was still
                 // decided (and charged, if admitted): it was sent while someone waited.
-                let _ = w.reply.send(Ok(raw));
+                let _ = w.reply.send(Ok(answer));
             }
         }
         Err(e) => {
@@ -277,13 +230,13 @@ mod tests {
     }
 
     /// Queues a check that waits until `deadline`.
-    fn queue(c: &Coalescer, k: &BatchKey, deadline: Instant, now: Instant) -> Answer {
+    fn queue(c: &Coalescer, k: &BatchKey, deadline: Instant, now: Instant) -> Pending {
         c.join(k, 1, deadline, now)
             .unwrap()
             .expect("a call is in flight")
     }
 
-    fn timed_out(answer: &mut Answer) -> bool {
+    fn timed_out(answer: &mut Pending) -> bool {
         matches!(answer.try_recv(), Ok(Err(Error::Timeout)))
     }
 

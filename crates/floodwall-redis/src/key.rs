@@ -17,21 +17,17 @@
 //!   cheaper than one on every check. Anything longer is stored as `#{` + 64 hex digits of
 //!   its SHA-256 + `}`. Raw keys always follow `:{`, hex ones `:x{`, hashed ones `:#{`, so
 //!   no two forms can meet.
-//! - The fingerprint (FNV-1a of the algorithm's integer parameters, 8 hex digits) keeps
-//!   states of different shapes apart: changing a policy's quota starts its keys afresh, as
-//!   the memory store does, instead of reading a window of 250 ms buckets as one of 100 ms.
-//!   It also covers the version of the algorithm's stored format: a release that changes
-//!   what a state looks like in Redis (the token bucket's and the leaky bucket's became
-//!   one integer in format 2; the sliding log became a member per unit of cost, with a `~`
-//!   marker scored −1 − the newest time, in format 3, and a `^` marker scored −1 − the
-//!   latest cell of its TTL grid in format 4; the fixed window became one integer in
-//!   format 2) starts those keys afresh, once, instead of refusing them as unreadable until
-//!   they expire.
+//! - The fingerprint (FNV-1a of the algorithm's integer parameters and its stored format's
+//!   version, 8 hex digits) keeps states of different shapes apart: changing a policy's
+//!   quota, or a release changing what a script stores, starts its keys afresh, as the
+//!   memory store does, instead of misreading old state (docs/redis.md lists the formats).
 
 use std::fmt::Write as _;
 
 use floodwall_core::{Parameters, Policy};
 use sha2::{Digest, Sha256};
+
+use crate::kind::Layout;
 
 /// User keys longer than this (bytes) are stored as their SHA-256, as in the memory store.
 pub const MAX_RAW_KEY_LEN: usize = 128;
@@ -60,29 +56,16 @@ fn raw_ok(key: &[u8]) -> Option<&str> {
     ok.then_some(s)
 }
 
-/// A short tag per algorithm, readable in `redis-cli --scan` output, the version of the
-/// format its scripts store (raise it whenever a script stores something older scripts
-/// would misread), and its integer parameters.
+/// The tag, the stored format's version and the integer parameters (as the policy states
+/// them) that name `params`' keys (see [`Spec`](crate::kind::Spec)); a placeholder for an
+/// algorithm without a script, whose checks fail before any key is read.
 fn tag_and_numbers(params: Parameters) -> (&'static str, u8, [u64; 3]) {
-    match params {
-        Parameters::Gcra {
-            interval,
-            tolerance,
-        } => ("gcra", 1, [interval, tolerance, 0]),
-        Parameters::TokenBucket {
-            capacity,
-            tick,
-            quantum,
-        } => ("tb", 2, [capacity, tick, quantum]),
-        Parameters::LeakyBucket { capacity, interval } => ("lb", 2, [capacity, interval, 0]),
-        Parameters::FixedWindow { limit, period } => ("fw", 2, [limit, period, 0]),
-        Parameters::SlidingWindow {
-            limit,
-            precision,
-            buckets,
-        } => ("sw", 1, [limit, precision, buckets]),
-        Parameters::SlidingLog { limit, period } => ("sl", 4, [limit, period, 0]),
-        _ => ("x", 1, [0; 3]),
+    match Layout::of(params) {
+        Some(layout) => {
+            let spec = layout.kind.spec();
+            (spec.tag, spec.format, layout.stated)
+        }
+        None => ("x", 1, [0; 3]),
     }
 }
 
@@ -204,6 +187,28 @@ mod tests {
         let new = format!("{:08x}", fnv1a(tag, format, &numbers));
         let old = format!("{:08x}", fnv1a(tag, 1, &numbers));
         assert!(key.contains(&new) && !key.contains(&old), "{key}");
+    }
+
+    #[test]
+    fn keys_stay_where_they_are() {
+        // A release that moved keys would lose every state: the crate docs' example, and
+        // one key per algorithm.
+        let p = Policy::gcra("per-ip", "100/min".parse().unwrap()).unwrap();
+        let k = redis_key("floodwall:", &p, b"203.0.113.7");
+        assert_eq!(k, b"floodwall:per-ip:gcra.b54436b1:{203.0.113.7}");
+        let expected = [
+            "p:gcra.550aca34:{k}",
+            "p:tb.9ef70e07:{k}",
+            "p:lb.98ec22fe:{k}",
+            "p:fw.75d7be1b:{k}",
+            "p:sw.03b0c420:{k}",
+            "p:sl.b55bcae1:{k}",
+        ];
+        for (a, expected) in floodwall_core::Algorithm::all().into_iter().zip(expected) {
+            let p = Policy::new("p", a, "10/s".parse().unwrap()).unwrap();
+            let k = String::from_utf8(redis_key("", &p, b"k")).unwrap();
+            assert_eq!(k, expected, "{a}");
+        }
     }
 
     #[test]

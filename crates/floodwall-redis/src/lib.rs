@@ -52,15 +52,22 @@
 //! UTF-8, printable, free of `{`, `}` and whitespace and at most
 //! [`MAX_RAW_KEY_LEN`] bytes; otherwise its hex when it is at most [`MAX_HEX_KEY_LEN`] bytes
 //! (the tower extractors' binary IP keys and API-key digests), else its SHA-256. Each key
-//! expires soon after its state is back to fresh; how soon is set by the TTL grid described
-//! under [Cost per decision](#cost-per-decision).
+//! expires soon after its state is back to fresh: at most a quarter of the algorithm's
+//! longest span later, + 1 ms.
 //!
 //! # Cost per decision
 //!
+//! A check is one `EVALSHA` round trip (the pool adds a PING per checkout); with
+//! [coalescing](RedisStoreBuilder::coalesce), a check of a key with a call in flight waits
+//! for that call, then for the batch it joined: up to two. A check of cost 1 on the
+//! server's clock sends no argument: the policy's parameters are written into a script of
+//! its own ([`written_scripts`](RedisStoreBuilder::written_scripts)).
+//!
 //! `MEMORY USAGE` on Redis 7.0 (jemalloc, 64-bit) for a policy `per-ip` of `100/min` and the
 //! user key `203.0.113.7`, e.g. `floodwall:per-ip:gcra.b54436b1:{203.0.113.7}` (44 bytes; a
-//! longer key costs its extra bytes), measured by `tests/server.rs`. Commands are those the
-//! script runs; `TIME` is added unless the time is explicit. A denial or a peek only reads.
+//! longer key costs its extra bytes), as `tests/server.rs` prints it. Commands are those the
+//! script runs; `TIME` is added unless the time is explicit. A denial or a peek only reads;
+//! bracketed commands run only when needed.
 //!
 //! | algorithm | Redis type | memory per key | commands when admitted | when denied |
 //! |---|---|---|---|---|
@@ -71,29 +78,9 @@
 //! | sliding window | hash, a field per used bucket | 104 B + ~9 B per bucket (184 B for 10) | TIME HGETALL \[HDEL\] HINCRBY \[PEXPIRE\] | TIME HGETALL |
 //! | sliding log | sorted set, a member per admitted unit + a TTL-grid marker | 152 B + ~36 B per unit (3,672 B for 100) | TIME ZCOUNT \[ZSCORE EXISTS\] ZADD \[PEXPIRE ZREMRANGEBYSCORE\] | TIME ZCOUNT ZRANGEBYSCORE \[ZRANGE\] |
 //!
-//! Bracketed commands run only when needed. A write renews the key's TTL only when the
-//! state's expiry moves to a new cell of a grid a quarter of its longest span wide (the
-//! fixed window and the sliding window: a new window or bucket); within a cell a `SET` keeps
-//! the TTL (`KEEPTTL` costs Redis a third less than `PX`). So a key outlives its state by at
-//! most a quarter of that span, + 1 ms. A sliding log keeps a member per admitted unit of
-//! cost and a marker member holding the latest cell of its TTL grid. A check counts the
-//! units in its window (`ZCOUNT`, an integer), never reads the entries themselves, and an
-//! admission adds its units and the marker in one `ZADD .. LT CH`, whose answer says
-//! whether the marker moved: only then is the TTL renewed and the units that left the
-//! window dropped (`ZREMRANGEBYSCORE`), so a log holds at most twice its limit. A refusal
-//! reads the one unit whose leaving makes room and the newest. When no unit is in the
-//! window, an admission first checks for the marker: a sorted set without one is someone
-//! else's and refused (`ZSCORE`, and `EXISTS` for a new log).
-//! A check of cost 1 on the server's clock is `EVALSHA <sha> 1 <key>` and nothing more: the
-//! policy's parameters are written into a script of its own
-//! ([`written_scripts`](RedisStoreBuilder::written_scripts)), since every argument costs
-//! Redis a string to build and the script a `tonumber` to read it. A fixed window packs its
-//! window and count into one integer, so an admission in the same window is an `INCRBY` of
-//! the cost (windows of more than about two units per µs keep a `'<window> <used>'` string:
-//! their integer would pass 2^53).
-//! A check is one `EVALSHA` round trip (the pool adds a PING per checkout), except that with
-//! [coalescing](RedisStoreBuilder::coalesce) a check of a key with a call in flight waits for
-//! that call, then for the batch it joined: up to two round trips.
+//! Why the scripts are shaped so (TTLs renewed on a grid, answers packed into one integer,
+//! the sliding log's marker), the key formats' history, and why coalesced batches decide
+//! exactly as single calls: see docs/redis.md in the repository.
 //!
 //! # Differences from the memory store
 //!
@@ -103,18 +90,24 @@
 //! dropped: Redis is stricter there, never looser. The sliding log drops entries on the
 //! same grid in both, so it decides alike even then (`tests/model.rs` steps its clock back).
 
+mod builder;
+mod call;
 mod coalesce;
 mod connection;
 mod error;
 mod key;
+mod kind;
 mod reply;
 mod script;
+mod stats;
 mod store;
 
+pub use builder::RedisStoreBuilder;
 pub use error::BuildError;
 pub use key::{MAX_HEX_KEY_LEN, MAX_RAW_KEY_LEN};
 pub use script::script_for;
-pub use store::{RedisStats, RedisStore, RedisStoreBuilder};
+pub use stats::RedisStats;
+pub use store::RedisStore;
 
 /// The redis-rs crate this store is built on, to configure a connection for
 /// [`RedisStoreBuilder::from_connection_manager`] or

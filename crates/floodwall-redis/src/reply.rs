@@ -1,59 +1,34 @@
 //! Reading a script's answer.
 //!
-//! A Lua table costs Redis about a third of an empty script call to turn into a reply, and
-//! `string.format` of four numbers a quarter, more than the arithmetic of a decision
-//! (`BENCHMARKS.md`, section 1). So a single check answers with one integer: the two
-//! numbers that determine the decision, packed (GCRA needs one), negated (`-1 - x`) when
-//! refused; this module works out the rest from the policy's parameters and the cost, with
-//! the same arithmetic as the algorithms in `floodwall-core` (`tests/model.rs` compares the
-//! two on random histories). The sliding log packs its admissions only. When the numbers do
-//! not pack below 2^53 (a clock behind the state, huge parameters), and for the sliding
-//! log's refusals, the answer is one string of four integers. Batches
-//! (`crate::coalesce`) answer with a table of four integers per
-//! check: one table for many decisions.
+//! A single check answers with one integer, because a Lua table or a formatted string
+//! costs Redis more to turn into a reply than the decision's arithmetic (BENCHMARKS.md §2
+//! measures it): the two numbers that determine the decision, packed (GCRA needs one),
+//! negated (`-1 - x`) when refused. This module works out the rest from the policy's
+//! parameters and the cost, with the same arithmetic as the algorithms in
+//! `floodwall-core` (`tests/model.rs` compares the two on random histories). The sliding
+//! log packs its admissions only. When the numbers do not pack below 2^53 (a clock behind
+//! the state, huge parameters), and for the sliding log's refusals, the answer is one
+//! string of four integers. Batches (`crate::coalesce`) answer with a table of four
+//! integers per check: one table for many decisions.
 
 use floodwall_core::Error;
 use redis::Value;
 
 use crate::error::UnexpectedReply;
+use crate::kind::Layout;
 
-/// A script's answer to one check: allowed (0/1), remaining, retry µs, reset µs.
-pub(crate) type Raw = [u64; 4];
-
-/// How to read a single check's integer answer, which depends on the algorithm; every
-/// algorithm may also answer with the four-integer string.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum ReplyKind {
-    /// `reset_after` (µs): the TAT's lead over now.
-    Gcra { interval: u64, tolerance: u64 },
-    /// `tokens × tick + (now − tick start)`.
-    TokenBucket {
-        capacity: u64,
-        tick: u64,
-        quantum: u64,
-    },
-    /// `used × (period + 1) + µs to the window's end`.
-    FixedWindow { limit: u64, period: u64 },
-    /// Admissions only: `remaining × (period + 1) + reset_after`; refusals are strings.
-    Sliding { limit: u64, period: u64 },
-    /// Admissions as [`Sliding`](Self::Sliding); a refusal packs what remains and which
-    /// buckets its retry and reset wait for, counted back from the current one:
-    /// `((remaining × n + newest back) × n + retry's back) × (precision + 1) + µs to the
-    /// current bucket's end`. A bucket `k` back leaves the window `n − 1 − k` buckets after
-    /// the current one ends.
-    SlidingWindow {
-        limit: u64,
-        precision: u64,
-        buckets: u64,
-    },
-}
+/// A script's answer to one check, as it came: allowed (0/1), remaining, retry µs, reset
+/// µs. The store checks it before it becomes a decision.
+pub(crate) type ScriptAnswer = [u64; 4];
 
 fn unexpected(reply: &Value) -> Error {
     Error::backend(UnexpectedReply(format!("{reply:?}")))
 }
 
-/// `{allowed, remaining, retry_after_us, reset_after_us}` of a single check of `cost`.
-pub(crate) fn single(kind: ReplyKind, cost: u64, reply: &Value) -> Result<Raw, Error> {
+/// `{allowed, remaining, retry_after_us, reset_after_us}` of a single check of `cost`
+/// under `layout`: its integer answer read by the kind's
+/// [`unpack`](crate::kind::Spec::unpack), or the four-integer string any kind may answer.
+pub(crate) fn single(layout: Layout, cost: u64, reply: &Value) -> Result<ScriptAnswer, Error> {
     match reply {
         Value::Int(v) => {
             let (allowed, x) = match u64::try_from(*v) {
@@ -63,101 +38,124 @@ pub(crate) fn single(kind: ReplyKind, cost: u64, reply: &Value) -> Result<Raw, E
                     u64::try_from(-(v + 1)).map_err(|_| unexpected(reply))?,
                 ),
             };
-            unpack(kind, cost, allowed, x).ok_or_else(|| unexpected(reply))
+            (layout.kind.spec().unpack)(layout.args, cost, allowed, x)
+                .ok_or_else(|| unexpected(reply))
         }
         Value::BulkString(bytes) => four(bytes).ok_or_else(|| unexpected(reply)),
         _ => Err(unexpected(reply)),
     }
 }
 
-/// The decision an integer answer stands for; `None` if it cannot be one.
-fn unpack(kind: ReplyKind, cost: u64, allowed: bool, x: u64) -> Option<Raw> {
-    match kind {
-        ReplyKind::Gcra {
-            interval,
-            tolerance,
-        } => {
-            let left = |ttl: u64| (tolerance - ttl.min(tolerance)) / interval.max(1);
-            if allowed {
-                return Some([1, left(x), 0, x]);
-            }
-            let retry = x
-                .checked_add(cost.checked_mul(interval)?)?
-                .checked_sub(tolerance)
-                .filter(|&r| r > 0)?;
-            Some([0, left(x), retry, x])
-        }
-        ReplyKind::TokenBucket {
-            capacity,
-            tick,
-            quantum,
-        } => {
-            let (tokens, off) = (x / tick.max(1), x % tick.max(1));
-            // When `missing` more tokens will have been added.
-            let wait = |missing: u64| match missing {
-                0 => Some(0),
-                m => m
-                    .div_ceil(quantum.max(1))
-                    .checked_mul(tick)?
-                    .checked_sub(off),
-            };
-            let reset = wait(capacity.checked_sub(tokens)?)?;
-            if allowed {
-                return Some([1, tokens, 0, reset]);
-            }
-            Some([
-                0,
-                tokens,
-                wait(cost.checked_sub(tokens).filter(|&m| m > 0)?)?,
-                reset,
-            ])
-        }
-        ReplyKind::FixedWindow { limit, period } => {
-            let span = period.checked_add(1)?;
-            let (used, until) = (x / span, x % span);
-            let remaining = limit.checked_sub(used)?;
-            if until == 0 {
-                return None;
-            }
-            if allowed {
-                return Some([1, remaining, 0, if used == 0 { 0 } else { until }]);
-            }
-            Some([0, remaining, until, until])
-        }
-        ReplyKind::Sliding { limit, period } => sliding(limit, period, allowed, x),
-        ReplyKind::SlidingWindow {
-            limit,
-            precision,
-            buckets: n,
-        } => {
-            if allowed {
-                return sliding(limit, precision.checked_mul(n)?, allowed, x);
-            }
-            let span = precision.checked_add(1)?;
-            let (rest, end) = (x / span, x % span);
-            let (rest, retry_back) = (rest / n.max(1), rest % n.max(1));
-            let (remaining, reset_back) = (rest / n.max(1), rest % n.max(1));
-            let leaves =
-                |back: u64| end.checked_add(n.checked_sub(back + 1)?.checked_mul(precision)?);
-            (end > 0 && remaining <= limit).then_some([
-                0,
-                remaining,
-                leaves(retry_back)?,
-                leaves(reset_back)?,
-            ])
-        }
+/// GCRA's (and so the leaky bucket's) answer, `[interval, tolerance]`: `reset_after` (µs),
+/// the TAT's lead over now.
+pub(crate) fn gcra(
+    [interval, tolerance, _]: [u64; 3],
+    cost: u64,
+    allowed: bool,
+    x: u64,
+) -> Option<ScriptAnswer> {
+    let left = |ttl: u64| (tolerance - ttl.min(tolerance)) / interval.max(1);
+    if allowed {
+        return Some([1, left(x), 0, x]);
     }
+    let retry = x
+        .checked_add(cost.checked_mul(interval)?)?
+        .checked_sub(tolerance)
+        .filter(|&r| r > 0)?;
+    Some([0, left(x), retry, x])
 }
 
-/// A sliding algorithm's packed admission: `remaining × (period + 1) + reset_after`.
-fn sliding(limit: u64, period: u64, allowed: bool, x: u64) -> Option<Raw> {
+/// The token bucket's answer, `[capacity, tick, quantum]`: `tokens × tick + (now − tick
+/// start)`.
+pub(crate) fn token_bucket(
+    [capacity, tick, quantum]: [u64; 3],
+    cost: u64,
+    allowed: bool,
+    x: u64,
+) -> Option<ScriptAnswer> {
+    let (tokens, off) = (x / tick.max(1), x % tick.max(1));
+    // When `missing` more tokens will have been added.
+    let wait = |missing: u64| match missing {
+        0 => Some(0),
+        m => m
+            .div_ceil(quantum.max(1))
+            .checked_mul(tick)?
+            .checked_sub(off),
+    };
+    let reset = wait(capacity.checked_sub(tokens)?)?;
+    if allowed {
+        return Some([1, tokens, 0, reset]);
+    }
+    Some([
+        0,
+        tokens,
+        wait(cost.checked_sub(tokens).filter(|&m| m > 0)?)?,
+        reset,
+    ])
+}
+
+/// The fixed window's answer, `[limit, period]`: `used × (period + 1) + µs to the window's
+/// end`.
+pub(crate) fn fixed_window(
+    [limit, period, _]: [u64; 3],
+    _cost: u64,
+    allowed: bool,
+    x: u64,
+) -> Option<ScriptAnswer> {
+    let span = period.checked_add(1)?;
+    let (used, until) = (x / span, x % span);
+    let remaining = limit.checked_sub(used)?;
+    if until == 0 {
+        return None;
+    }
+    if allowed {
+        return Some([1, remaining, 0, if used == 0 { 0 } else { until }]);
+    }
+    Some([0, remaining, until, until])
+}
+
+/// The sliding window's answer, `[limit, precision, buckets]`: admissions as
+/// [`sliding_log`]'s over the whole period; a refusal packs what remains and which buckets
+/// its retry and reset wait for, counted back from the current one: `((remaining × n +
+/// newest back) × n + retry's back) × (precision + 1) + µs to the current bucket's end`. A
+/// bucket `k` back leaves the window `n − 1 − k` buckets after the current one ends.
+pub(crate) fn sliding_window(
+    [limit, precision, n]: [u64; 3],
+    cost: u64,
+    allowed: bool,
+    x: u64,
+) -> Option<ScriptAnswer> {
+    if allowed {
+        return sliding_log([limit, precision.checked_mul(n)?, 0], cost, allowed, x);
+    }
+    let span = precision.checked_add(1)?;
+    let (rest, end) = (x / span, x % span);
+    let (rest, retry_back) = (rest / n.max(1), rest % n.max(1));
+    let (remaining, reset_back) = (rest / n.max(1), rest % n.max(1));
+    let leaves = |back: u64| end.checked_add(n.checked_sub(back + 1)?.checked_mul(precision)?);
+    (end > 0 && remaining <= limit).then_some([
+        0,
+        remaining,
+        leaves(retry_back)?,
+        leaves(reset_back)?,
+    ])
+}
+
+/// The sliding log's answer, `[limit, period]`, admissions only (its refusals are
+/// strings): `remaining × (period + 1) + reset_after`.
+pub(crate) fn sliding_log(
+    [limit, period, _]: [u64; 3],
+    _cost: u64,
+    allowed: bool,
+    x: u64,
+) -> Option<ScriptAnswer> {
     let span = period.checked_add(1)?;
     let (remaining, reset) = (x / span, x % span);
     (allowed && remaining <= limit).then_some([1, remaining, 0, reset])
 }
 
 /// 'allowed remaining retry_after reset_after'.
-fn four(bytes: &[u8]) -> Option<Raw> {
+fn four(bytes: &[u8]) -> Option<ScriptAnswer> {
     let mut out = [0u64; 4];
     let mut fields = bytes.split(|&b| b == b' ');
     for slot in &mut out {
@@ -167,7 +165,7 @@ fn four(bytes: &[u8]) -> Option<Raw> {
 }
 
 /// `n` checks' answers from a batch's table.
-pub(crate) fn batch(reply: &Value, n: usize) -> Result<Vec<Raw>, Error> {
+pub(crate) fn batch(reply: &Value, n: usize) -> Result<Vec<ScriptAnswer>, Error> {
     let Value::Array(items) = reply else {
         return Err(unexpected(reply));
     };
@@ -190,10 +188,21 @@ pub(crate) fn batch(reply: &Value, n: usize) -> Result<Vec<Raw>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kind::ScriptKind;
 
-    const G: ReplyKind = ReplyKind::Gcra {
-        interval: 100,
-        tolerance: 300,
+    fn layout(kind: ScriptKind, args: [u64; 3]) -> Layout {
+        Layout {
+            kind,
+            args,
+            stated: args,
+        }
+    }
+
+    /// 1 per 100 µs, burst 3.
+    const G: Layout = Layout {
+        kind: ScriptKind::Gcra,
+        args: [100, 300, 0],
+        stated: [100, 300, 0],
     };
 
     #[test]
@@ -209,19 +218,13 @@ mod tests {
 
     #[test]
     fn packed_pairs_give_what_the_algorithms_give() {
-        let tb = ReplyKind::TokenBucket {
-            capacity: 3,
-            tick: 100,
-            quantum: 1,
-        };
+        // Capacity 3, a token per 100 µs.
+        let tb = layout(ScriptKind::TokenBucket, [3, 100, 1]);
         // 2 tokens left, 30 µs into the tick: the next token in 70 µs.
         assert_eq!(single(tb, 1, &Value::Int(230)).unwrap(), [1, 2, 0, 70]);
         // 1 token, cost 2: one more in 70 µs, full in 170.
         assert_eq!(single(tb, 2, &Value::Int(-131)).unwrap(), [0, 1, 70, 170]);
-        let fw = ReplyKind::FixedWindow {
-            limit: 5,
-            period: 1000,
-        };
+        let fw = layout(ScriptKind::FixedWindow, [5, 1000, 0]);
         assert_eq!(
             single(fw, 1, &Value::Int(3 * 1001 + 400)).unwrap(),
             [1, 2, 0, 400]
@@ -236,10 +239,7 @@ mod tests {
         assert!(single(tb, 1, &Value::Int(430)).is_err());
         assert!(single(fw, 1, &Value::Int(1001)).is_err());
         assert!(single(tb, 1, &Value::Int(-131)).is_err());
-        let sliding = ReplyKind::Sliding {
-            limit: 10,
-            period: 1000,
-        };
+        let sliding = layout(ScriptKind::SlidingLog, [10, 1000, 0]);
         assert_eq!(
             single(sliding, 1, &Value::Int(7 * 1001 + 250)).unwrap(),
             [1, 7, 0, 250]
@@ -249,11 +249,7 @@ mod tests {
         // 10 per 4 buckets of 100 µs, 30 µs left in the current bucket; 2 remaining,
         // the newest count 1 bucket back (leaves in 2 more: 230 µs), the retry's 3 back
         // (the oldest: leaves when the current one ends, 30 µs).
-        let window = ReplyKind::SlidingWindow {
-            limit: 10,
-            precision: 100,
-            buckets: 4,
-        };
+        let window = layout(ScriptKind::SlidingWindow, [10, 100, 4]);
         let x = ((2 * 4 + 1) * 4 + 3) * 101 + 30;
         assert_eq!(
             single(window, 3, &Value::Int(-1 - x)).unwrap(),

@@ -1,0 +1,221 @@
+//! [`RedisStoreBuilder`]: a store's options, and the connection it is built on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::RedisStore;
+use crate::call::Scripts;
+use crate::connection::Connection;
+use crate::error::BuildError;
+use crate::key;
+use crate::stats::Counters;
+use crate::store::Inner;
+
+/// Configures a [`RedisStore`] (key prefix, timeout, pool size), then connects it.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), floodwall_redis::BuildError> {
+/// use std::time::Duration;
+/// use floodwall_redis::RedisStore;
+///
+/// let store = RedisStore::builder()
+///     .prefix("myapp:rl:")
+///     .timeout(Duration::from_millis(200))
+///     .multiplexed("redis://127.0.0.1:6379/")
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedisStoreBuilder {
+    prefix: String,
+    timeout: Duration,
+    pool_size: u32,
+    coalesce: bool,
+    written_scripts: usize,
+}
+
+impl RedisStoreBuilder {
+    /// The defaults (see [`RedisStore::builder`]).
+    pub(crate) fn new() -> Self {
+        Self {
+            prefix: RedisStore::DEFAULT_PREFIX.to_owned(),
+            timeout: RedisStore::DEFAULT_TIMEOUT,
+            pool_size: RedisStore::DEFAULT_POOL_SIZE,
+            coalesce: true,
+            written_scripts: RedisStore::DEFAULT_WRITTEN_SCRIPTS,
+        }
+    }
+
+    /// Every key starts with this (default `floodwall:`), so several applications can
+    /// share one Redis. At most 64 printable characters, without `{`, `}` or whitespace.
+    ///
+    /// ```
+    /// let b = floodwall_redis::RedisStore::builder().prefix("shop:limits:");
+    /// ```
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The most one check may take, connecting and waiting for a pooled connection
+    /// included (default 1 s); past it the check answers
+    /// [`Error::Timeout`](floodwall_core::Error::Timeout).
+    ///
+    /// ```
+    /// let b = floodwall_redis::RedisStore::builder().timeout(std::time::Duration::from_millis(50));
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The most connections a [`pool`](Self::pool) opens (default 8, at least 1).
+    ///
+    /// ```
+    /// let b = floodwall_redis::RedisStore::builder().pool_size(4);
+    /// ```
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+
+    /// Connects through redis-rs's multiplexed `ConnectionManager`: one connection that
+    /// pipelines concurrent checks and reconnects by itself after a failure. The usual
+    /// choice for a single node: no pool to size, and a check costs one round trip.
+    ///
+    /// `url` is `redis://[user:password@]host[:port][/db]`, `redis+unix:///path/to.sock`,
+    /// or `rediss://` (which needs redis-rs's TLS support, not enabled by this crate).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), floodwall_redis::BuildError> {
+    /// let store = floodwall_redis::RedisStore::builder().multiplexed("redis://127.0.0.1/").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn multiplexed(self, url: &str) -> Result<RedisStore, BuildError> {
+        self.check_prefix()?;
+        let conn = Connection::manager(url, self.timeout).await?;
+        Ok(self.finish(conn))
+    }
+
+    /// Connects through a `bb8-redis` pool of up to [`pool_size`](Self::pool_size)
+    /// multiplexed connections. Each checkout is tested with a PING (bb8's default), so a
+    /// check costs two round trips, and a connection broken by a restart is replaced.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), floodwall_redis::BuildError> {
+    /// let store = floodwall_redis::RedisStore::builder().pool("redis://127.0.0.1/").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn pool(self, url: &str) -> Result<RedisStore, BuildError> {
+        self.check_prefix()?;
+        let conn = Connection::pool(url, self.pool_size, self.timeout).await?;
+        Ok(self.finish(conn))
+    }
+
+    /// Connects to a Redis Cluster through any of `urls` (its initial nodes). Each check runs on
+    /// the master owning its key's slot; MOVED and ASK redirects are followed.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), floodwall_redis::BuildError> {
+    /// let store = floodwall_redis::RedisStore::builder()
+    ///     .cluster(["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"])
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn cluster<I, S>(self, urls: I) -> Result<RedisStore, BuildError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.check_prefix()?;
+        let urls: Vec<String> = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
+        let conn = Connection::cluster(&urls, self.timeout).await?;
+        Ok(self.finish(conn))
+    }
+
+    /// Uses a `ConnectionManager` configured by the caller (TLS, credentials, retries).
+    pub fn from_connection_manager(
+        self,
+        manager: redis::aio::ConnectionManager,
+    ) -> Result<RedisStore, BuildError> {
+        self.check_prefix()?;
+        Ok(self.finish(Connection::Manager(manager)))
+    }
+
+    /// Uses a cluster connection configured by the caller.
+    pub fn from_cluster(
+        self,
+        conn: redis::cluster_async::ClusterConnection,
+    ) -> Result<RedisStore, BuildError> {
+        self.check_prefix()?;
+        Ok(self.finish(Connection::Cluster(conn)))
+    }
+
+    /// Merges the checks of one key that arrive while a call for it is in flight into one
+    /// script call (default on), so a hot key costs Redis one call per round trip instead
+    /// of one per check. Exact for GCRA, the buckets and the fixed window, which it applies
+    /// to; the sliding window and log are never coalesced. A check of a key with nothing in
+    /// flight is sent at once, as without coalescing, so a workload without hot keys pays
+    /// next to nothing for it; under contention a check waits for the call in flight
+    /// before its batch is sent (up to two round trips). BENCHMARKS.md §2 measures both.
+    /// `coalesce(false)` sends every check alone.
+    ///
+    /// A queued check whose caller is gone (request dropped, or [timeout](Self::timeout)
+    /// passed) is never sent, and the checks queued behind a call that timed out fail with
+    /// [`Error::Timeout`](floodwall_core::Error::Timeout) unsent, so a stalled Redis does
+    /// not later charge requests it refused; a check already in a batch in flight when its
+    /// caller gives up may still be charged, as any command already sent. At most
+    /// [`MAX_QUEUED_PER_KEY`](RedisStore::MAX_QUEUED_PER_KEY) checks wait per key and
+    /// [`MAX_QUEUED`](RedisStore::MAX_QUEUED) in all; past them a check fails with
+    /// [`Error::Overloaded`](floodwall_core::Error::Overloaded).
+    ///
+    /// ```
+    /// let b = floodwall_redis::RedisStore::builder().coalesce(true);
+    /// ```
+    pub fn coalesce(mut self, on: bool) -> Self {
+        self.coalesce = on;
+        self
+    }
+
+    /// For how many parameter sets (distinct quotas per algorithm; default
+    /// [`DEFAULT_WRITTEN_SCRIPTS`](RedisStore::DEFAULT_WRITTEN_SCRIPTS)) the store loads a
+    /// script of their own, with the parameters written in: a check of cost 1 then sends
+    /// no argument, which saves Redis the work of reading them (BENCHMARKS.md §2 measures
+    /// it). Checks under further parameter sets send them
+    /// as arguments to one generic script per algorithm. Each script stays in Redis's
+    /// script cache (a few KB) until `SCRIPT FLUSH` or a restart, so policies made on the
+    /// fly, a quota per tenant say, are what this bound is for; 0 always sends arguments.
+    ///
+    /// ```
+    /// // At most 16 parameter sets get a script of their own; checks under more send
+    /// // their parameters to the algorithm's generic script.
+    /// let b = floodwall_redis::RedisStore::builder().written_scripts(16);
+    /// ```
+    pub fn written_scripts(mut self, n: usize) -> Self {
+        self.written_scripts = n;
+        self
+    }
+
+    fn check_prefix(&self) -> Result<(), BuildError> {
+        if key::valid_prefix(&self.prefix) {
+            Ok(())
+        } else {
+            Err(BuildError::InvalidPrefix {
+                prefix: self.prefix.clone(),
+            })
+        }
+    }
+
+    fn finish(self, conn: Connection) -> RedisStore {
+        RedisStore {
+            inner: Arc::new(Inner {
+                conn,
+                prefix: self.prefix,
+                timeout: self.timeout,
+                coalescer: self.coalesce.then(Arc::default),
+                counters: Counters::default(),
+                scripts: Scripts::new(self.written_scripts),
+            }),
+        }
+    }
+}
