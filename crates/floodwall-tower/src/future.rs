@@ -112,7 +112,7 @@ where
     fn poll_decided<ResB, E>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<Result<Response<ResB>, E>, M::Refusal>>
+    ) -> Poll<Decided<ResB, E, M::Refusal>>
     where
         S: Service<Request<B>, Response = Response<ResB>, Error = E>,
     {
@@ -137,6 +137,9 @@ where
         }
     }
 }
+
+/// Where a request ends up: the inner service's answer (`Ok`), or the mode's refusal.
+type Decided<ResB, E, R> = Result<Result<Response<ResB>, E>, R>;
 
 /// Adds the admitted request's rate-limit headers, if any, to its response.
 #[inline]
