@@ -73,7 +73,7 @@ impl Connection {
         Ok(Self::Manager(manager))
     }
 
-    /// An async cluster connection from any reachable seed nodes.
+    /// An async cluster connection from any reachable one of its initial nodes.
     pub(crate) async fn cluster(urls: &[String], timeout: Duration) -> Result<Self, BuildError> {
         let client = ClusterClient::builder(urls.iter().map(String::as_str))
             .connection_timeout(timeout)

@@ -9,7 +9,7 @@
 -- about 2^51). Integers are written with string.format('%d'): tostring would use '%.14g',
 -- and a number handed to redis.call is formatted with '%.17g', which costs more.
 -- No closure is built and no table returned on a single check's path: each costs Redis
--- more than the arithmetic (BENCHMARKS.md, section 1).
+-- more than the arithmetic (BENCHMARKS.md §2 measures it).
 -- Every argument costs Redis a string to build and Lua a `tonumber` (a strtod): a check of
 -- cost 1 on the server's clock sends none. `cost_arg` is the cost as text, for a command.
 local cost, cost_arg = 1, '1'
@@ -25,8 +25,8 @@ else
 end
 -- A key's TTL is renewed only when the time its state must live until moves to a later
 -- cell of a grid of a quarter of the longest such span (whole milliseconds, at least 1): an
--- admission that stays in the cell writes with KEEPTTL, which costs Redis a third less than
--- PX. The cell is worked out from the state read, so nothing more is stored; a key lives at
+-- admission that stays in the cell writes with KEEPTTL, which costs Redis less than PX.
+-- The cell is worked out from the state read, so nothing more is stored; a key lives at
 -- most a cell (+ 1 ms for the server's millisecond clock) longer than its state needs.
 local BAD = 'FLOODWALL unreadable rate-limit state; delete the key or reset it'
 -- 2^53: integers up to it are exact in Lua's doubles; a packed answer must stay below it.
