@@ -1,134 +1,81 @@
-//! A gRPC server behind the rate limiter, and a client in the same program that calls it
-//! until the limit answers `RESOURCE_EXHAUSTED`.
+//! A gRPC server behind the rate limiter: the standard `grpc.health.v1.Health` service
+//! (tonic-health's generated code), 3 calls per minute per client IP. A refused call is
+//! `RESOURCE_EXHAUSTED`, with `retry-after` (seconds) and `grpc-retry-pushback-ms` in its
+//! trailers.
 //!
 //! ```text
-//! cargo run --example tonic
+//! LISTEN=127.0.0.1:50051 cargo run --example tonic --features tonic   # serves until stopped
+//! cargo run --example tonic --features tonic                          # calls itself until refused
 //! ```
 //!
-//! No `protoc` is needed: the messages are written by hand with `#[derive(prost::Message)]`
-//! and the service with tonic's generic `tonic::server::Grpc`, as generated code would be.
+//! Any gRPC client can call the standalone server: `grpcurl -plaintext 127.0.0.1:50051
+//! grpc.health.v1.Health/Check`, or Python's `grpcio` as `tests/grpc/health_client.py` does.
 
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use std::time::Duration;
+use std::net::SocketAddr;
 
 use floodwall::tower::RateLimitLayer;
 use floodwall::tower::respond::{Grpc, GrpcUnavailable};
 use floodwall::{MemoryStore, Policy};
-use tonic::body::Body;
+use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
-use tonic::transport::{Endpoint, Server};
-use tonic::{Request, Response, Status};
-use tonic_prost::ProstCodec;
-
-/// `message HelloRequest { string name = 1; }`
-#[derive(Clone, PartialEq, prost::Message)]
-struct HelloRequest {
-    #[prost(string, tag = "1")]
-    name: String,
-}
-
-/// `message HelloReply { string message = 1; }`
-#[derive(Clone, PartialEq, prost::Message)]
-struct HelloReply {
-    #[prost(string, tag = "1")]
-    message: String,
-}
-
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// `service Greeter { rpc SayHello(HelloRequest) returns (HelloReply); }`
-#[derive(Clone)]
-struct Greeter;
-
-impl tonic::server::NamedService for Greeter {
-    const NAME: &'static str = "hello.Greeter";
-}
-
-struct SayHello;
-
-impl tonic::server::UnaryService<HelloRequest> for SayHello {
-    type Response = HelloReply;
-    type Future = BoxFuture<Result<Response<HelloReply>, Status>>;
-
-    fn call(&mut self, req: Request<HelloRequest>) -> Self::Future {
-        let message = format!("hello, {}", req.into_inner().name);
-        Box::pin(async move { Ok(Response::new(HelloReply { message })) })
-    }
-}
-
-impl tower::Service<http::Request<Body>> for Greeter {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Result<Self::Response, Infallible>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        if req.uri().path() != "/hello.Greeter/SayHello" {
-            return Box::pin(async { Ok(Status::unimplemented("no such method").into_http()) });
-        }
-        Box::pin(async move {
-            let mut grpc = tonic::server::Grpc::new(ProstCodec::default());
-            Ok(grpc.unary(SayHello, req).await)
-        })
-    }
-}
+use tonic::transport::{Channel, Server};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // 3 calls per minute per client IP (tonic's TcpConnectInfo gives the peer).
+    // The limit: 3 calls per minute per client IP (the `tonic` feature reads the peer's
+    // address from tonic's `TcpConnectInfo`). Refusals and store failures answer as gRPC
+    // statuses rather than HTTP 429 / 503.
     let policy = Policy::gcra("rpc", "3/min".parse()?)?;
-    let layer = RateLimitLayer::new(MemoryStore::new(), policy)
+    let limit = RateLimitLayer::new(MemoryStore::new(), policy)
         .on_reject(Grpc)
         .on_store_failure(GrpcUnavailable);
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let server = tokio::spawn(
-        Server::builder()
-            .layer(layer)
-            .add_service(Greeter)
-            .serve_with_incoming(TcpIncoming::from(listener)),
-    );
-    println!("gRPC server on {addr}, limited to 3 calls per minute per client");
+    // The service: any tonic service works the same; this one reports the server as SERVING.
+    let (_reporter, health) = tonic_health::server::health_reporter();
+    let server = Server::builder().layer(limit).add_service(health);
 
-    let channel = Endpoint::from_shared(format!("http://{addr}"))?
-        .connect_timeout(Duration::from_secs(5))
+    let listen: Option<SocketAddr> = match std::env::var("LISTEN") {
+        Ok(text) if !text.trim().is_empty() => Some(text.trim().parse()?),
+        _ => None,
+    };
+    let listener = TcpListener::bind(listen.unwrap_or(([127, 0, 0, 1], 0).into())).await?;
+    let addr = listener.local_addr()?;
+    // The first line says where it listens (LISTEN may end in port 0): tests read it.
+    println!("gRPC health service on {addr}, limited to 3 calls per minute per client IP");
+    let incoming = TcpIncoming::from(listener);
+
+    if listen.is_some() {
+        server
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await?;
+        return Ok(());
+    }
+
+    // No LISTEN: serve in the background and call it until the limit refuses.
+    let running = tokio::spawn(server.serve_with_incoming(incoming));
+    let channel = Channel::from_shared(format!("http://{addr}"))?
         .connect()
         .await?;
-    let mut client = tonic::client::Grpc::new(channel);
+    let mut client = HealthClient::new(channel);
     for i in 1..=5 {
-        client.ready().await?;
-        let reply: Result<Response<HelloReply>, Status> = client
-            .unary(
-                Request::new(HelloRequest {
-                    name: format!("call {i}"),
-                }),
-                http::uri::PathAndQuery::from_static("/hello.Greeter/SayHello"),
-                ProstCodec::default(),
-            )
-            .await;
-        match reply {
-            Ok(reply) => println!("call {i}: OK {:?}", reply.into_inner().message),
+        match client.check(HealthCheckRequest::default()).await {
+            Ok(reply) => println!("call {i}: {:?}", reply.into_inner().status()),
             Err(status) => {
-                let retry = status
-                    .metadata()
-                    .get("retry-after")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("?");
+                let trailer = |name| status.metadata().get(name).and_then(|v| v.to_str().ok());
                 println!(
-                    "call {i}: {:?} {:?} (retry-after: {retry}s)",
+                    "call {i}: {:?} {:?} (retry-after: {}s, grpc-retry-pushback-ms: {})",
                     status.code(),
-                    status.message()
+                    status.message(),
+                    trailer("retry-after").unwrap_or("?"),
+                    trailer("grpc-retry-pushback-ms").unwrap_or("?"),
                 );
             }
         }
     }
-    server.abort();
+    running.abort();
     Ok(())
 }
