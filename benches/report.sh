@@ -3,7 +3,7 @@
 # the machine's cores), and keeps each one's output in target/bench-report/<bench>.txt.
 # The Redis benches start their own redis-server processes (never port 6379) and need
 # `redis-server`, `redis-cli` and `redis-benchmark` (Debian: redis-server, redis-tools).
-# About 14 minutes on a 2-core VM, builds excluded.
+# About 15 minutes on a 2-core VM, builds excluded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=target/bench-report
@@ -17,6 +17,9 @@ for bench in memory scripts redis http http_instructions attack verdicts; do
   echo "== cargo bench --bench $bench ${features[*]}"
   cargo bench --bench "$bench" "${features[@]}" 2>&1 | tee "$out/$bench.txt"
 done
+# Instructions per check of the memory rows (callgrind; needs valgrind): BENCHMARKS.md §1.
+echo "== MEMORY_INSTRUCTIONS=1 cargo bench --bench memory"
+MEMORY_INSTRUCTIONS=1 cargo bench --bench memory 2>&1 | tee "$out/memory-instructions.txt"
 # The scripts' instructions per call (callgrind; needs valgrind): BENCHMARKS.md §2.
 echo "== SCRIPTS_INSTRUCTIONS=1 cargo bench --bench scripts --features redis"
 SCRIPTS_INSTRUCTIONS=1 cargo bench --bench scripts --features redis 2>&1 \
