@@ -19,11 +19,11 @@
 //! reference** of the case, the bare commands of a decision done the way floodwall's scripts
 //! do them, with no decision logic: allowed, `TIME` + `GET` + `SET` of a `%d`-formatted
 //! integer with `KEEPTTL` (`PX` only when the key is new) and one integer back; denied,
-//! `TIME` + `GET` and one integer back (a refusal writes nothing). `xref` is a script's cost
-//! over that reference's: under 1 means the script's own logic costs less than the calls
-//! any such script makes cost more than floodwall's. The first report's reference (`SET ..
-//! PX` every call and a five-integer table back, costs floodwall's scripts avoid) is kept
-//! as a row, for comparison with earlier reports only. These VMs drift within seconds, so
+//! `TIME` + `GET` of an existing key and one integer back (a refusal writes nothing).
+//! `xref` is a script's cost over that reference's: what its decision logic adds to the
+//! commands it cannot do without (1.0: nothing). The first report's reference (`SET .. PX`
+//! on every call and a five-integer table back, costs floodwall's scripts avoid) is kept as
+//! a row, for comparison with earlier reports only. These VMs drift within seconds, so
 //! a script is measured in [`CHUNKS`] chunks of [`N`] calls, each between two chunks of
 //! E1: a chunk's ratio is its usec over the mean of its two neighbours', and the script's
 //! ratio the median of its chunks'. The whole set runs [`RUNS`] times so the noise is
