@@ -27,6 +27,9 @@ pub(crate) struct MapKey {
 
 /// The user key of a [`MapKey`]. Which variant holds a key depends only on its form and
 /// length, so the derived equality is the equality of keys.
+// Hand-written rather than a `SmallVec<[u8; INLINE]>`: that is 32 bytes on its own (a
+// length and a capacity besides the bytes), so every key in the map would take 40 bytes,
+// not 32, whatever its inline size (`short_keys_add_nothing_to_an_entry`).
 #[derive(Debug, PartialEq, Eq)]
 enum Stored {
     /// A user key of at most [`INLINE`] bytes, as given; the rest of `bytes` is zeros.

@@ -189,8 +189,6 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// [`check_gcra`](Self::check_gcra) for a key stored as its digest.
-    #[cold]
-    #[inline(never)]
     fn check_gcra_long(
         &self,
         key: &[u8],
@@ -236,9 +234,7 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// Every other algorithm: the key's state behind its own lock. Kept out of line so that
-    /// GCRA's path, inlined into callers, stays small.
-    #[inline(never)]
+    /// Every other algorithm: the key's state behind its own lock.
     fn check_locked(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Raw, Error> {
         policy.check_cost(cost)?;
         let now = clamp_now(self.inner.clock.now_micros());
@@ -264,8 +260,6 @@ impl<C: Clock> MemoryStore<C> {
 
     /// Inserts `entry` under `key` (making room first), or returns the entry another thread
     /// inserted meanwhile.
-    #[cold]
-    #[inline(never)]
     fn insert<'g>(
         &self,
         map: &'g papaya::HashMapRef<
