@@ -60,7 +60,6 @@ where
         })
     }
 
-    #[inline(always)]
     pub(crate) fn calling(future: S::Future, report: Option<Fields>) -> Self {
         Self {
             state: State::Calling { future },
@@ -69,14 +68,12 @@ where
         }
     }
 
-    #[inline(never)]
     pub(crate) fn refused(refusal: M::Refusal) -> Self {
         Self::new(State::Refused {
             refusal: Some(refusal),
         })
     }
 
-    #[inline(always)]
     fn new(state: State<S::Future, S, B, M::Refusal>) -> Self {
         Self {
             state,
@@ -87,7 +84,6 @@ where
 
     /// Waits for the store's decision: the inner service's future if it admits the request
     /// (its headers are in `report` now), else the refusal.
-    #[inline(never)]
     fn poll_check(
         check: &mut CheckFuture<M::Refusal>,
         inner: &mut Option<(S, Request<B>)>,
@@ -108,7 +104,6 @@ where
 
     /// Drives the future to the inner service's response or to the refusal, whichever the
     /// decision leads to: the part both modes share.
-    #[inline(always)]
     fn poll_decided<ResB, E>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -151,7 +146,6 @@ fn add_headers<ResB>(report: &mut Option<Fields>, res: &mut Response<ResB>) {
 
 /// Polls the inner service's future: where every admitted request ends, its response as
 /// it comes with the headers added in place.
-#[inline(always)]
 fn poll_calling<F, ResB, E>(
     future: Pin<&mut F>,
     report: &mut Option<Fields>,
