@@ -227,14 +227,15 @@ mod tests {
     }
 
     #[test]
-    fn an_ip_appended_near_the_inline_limit() {
+    fn extend_from_prefix_near_the_inline_limit() {
         let ip: [u8; 16] = std::array::from_fn(|i| 0xc0 + i as u8);
-        // From room for the whole address, through room for a prefix only, to none.
-        for start in 40..=INLINE + 2 {
-            for len in [0, 1, 4, 15, 16] {
+        // An empty key (its fast path), then from room for the whole array, through room
+        // for the prefix only, to none.
+        for start in std::iter::once(0).chain(40..=INLINE + 2) {
+            for len in [0, 1, 4, 15, 16, 40] {
                 let (mut key, mut model) = filled(start);
-                key.extend_from_slice(&ip[..len]);
-                model.extend_from_slice(&ip[..len]);
+                key.extend_from_prefix(&ip, len);
+                model.extend_from_slice(&ip[..len.min(16)]);
                 same(&key, &model);
                 assert_eq!(on_heap(&key), model.len() > INLINE, "{start} + {len}");
                 // What follows lands right after the prefix, not after the whole array.
@@ -243,6 +244,11 @@ mod tests {
                 same(&key, &model);
             }
         }
+        // A key emptied after spilling takes the fast path too.
+        let (mut key, _) = filled(100);
+        key.truncate(0);
+        key.extend_from_prefix(&ip, 5);
+        same(&key, &ip[..5]);
     }
 
     #[test]
@@ -299,7 +305,7 @@ mod tests {
                     2 => {
                         let bytes: [u8; 16] = std::array::from_fn(|_| next(256) as u8);
                         let len = next(20);
-                        key.extend_from_slice(&bytes[..len.min(16)]);
+                        key.extend_from_prefix(&bytes, len);
                         model.extend_from_slice(&bytes[..len.min(16)]);
                     }
                     3 => {
