@@ -1,16 +1,32 @@
 //! floodwall: rate limiting for tower services (axum, tonic, hyper), in memory or shared
 //! through Redis.
 //!
-//! This crate re-exports the family, so one `use floodwall::...` is enough: the algorithms,
-//! quotas, policies and stores of [`floodwall_core`] at the root, the Redis store under
-//! `floodwall::redis` (feature `redis`) and the tower layer under `floodwall::tower`
-//! (feature `tower`, on by default).
+//! One `use floodwall::...` is enough: quotas, policies and the stores at the root, the
+//! Redis store under `floodwall::redis` (feature `redis`) and the tower layer under
+//! `floodwall::tower` (feature `tower`, on by default).
 //!
 //! Features: `axum` / `tonic` let the layer read the peer address (and axum's matched
 //! route) from those servers' connection info — enable the one you serve with; `redis`
 //! adds the Redis store; `tokio` adds `resilience::Timeout` for any store.
+//!
+//! # Writing a store of your own
+//!
+//! [`Store`] is here; what implementing one takes beyond it (an algorithm's
+//! [`State`](core::State) and [`Parameters`](core::Parameters), [`BoxError`](core::BoxError))
+//! is in [`core`], which is all of `floodwall-core`.
 
-pub use floodwall_core::*;
+pub use floodwall_core::resilience;
+pub use floodwall_core::{Algorithm, Decision, MAX_SPAN, Policy, Quota, Rounding};
+pub use floodwall_core::{Clock, ManualClock, SystemClock};
+pub use floodwall_core::{ConfigError, Error};
+pub use floodwall_core::{DenyCache, DenyCacheBuilder, DenyCacheStats};
+pub use floodwall_core::{DynStore, MemoryStore, MemoryStoreBuilder, Store};
+pub use floodwall_core::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};
+
+/// Everything of `floodwall-core`, for what the root leaves out: writing a store of your
+/// own, or deciding with an algorithm directly ([`Policy::decide`] on a
+/// [`State`](core::State)).
+pub use floodwall_core as core;
 
 #[cfg(feature = "redis")]
 pub use floodwall_redis as redis;

@@ -112,4 +112,9 @@ pub use store::RedisStore;
 /// The redis-rs crate this store is built on, to configure a connection for
 /// [`RedisStoreBuilder::from_connection_manager`] or
 /// [`RedisStoreBuilder::from_cluster`].
+///
+/// Using it ties your code to the redis-rs major version floodwall-redis depends on (1.x):
+/// a floodwall release that moves to redis-rs 2 is a breaking release for you too. The
+/// URL-based builders ([`RedisStoreBuilder::multiplexed`], [`pool`](RedisStoreBuilder::pool),
+/// [`cluster`](RedisStoreBuilder::cluster)) need none of it.
 pub use redis;

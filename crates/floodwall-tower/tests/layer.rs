@@ -1,7 +1,6 @@
 //! The service, driven with `tower::ServiceExt::oneshot`: decisions, headers, responders,
 //! policies, costs, shadow mode, store failures, missing keys and the error mode.
 
-mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +13,7 @@ use floodwall_tower::respond::{Denial, Grpc, Json, ProblemJson};
 use floodwall_tower::{HeaderStyle, RateLimitLayer, RateLimited};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
-use support::*;
+use floodwall_test_support::*;
 use tower::{Layer, ServiceExt};
 
 #[tokio::test]
@@ -75,7 +74,7 @@ async fn github_and_no_headers() {
     assert!(res.headers().contains_key("x-ratelimit-reset"));
     assert!(!res.headers().contains_key("ratelimit"));
 
-    let (store2, _clock) = support::store();
+    let (store2, _clock) = floodwall_test_support::store();
     let layer = RateLimitLayer::new(store2, gcra("p", "1/s")).headers(HeaderStyle::None);
     let svc = layer.layer(hello());
     let res = svc.clone().oneshot(from("192.0.2.1")).await.unwrap();

@@ -1,13 +1,12 @@
 //! A store outage is logged once when it starts and once when it ends, not per request.
 
-mod support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use floodwall_core::{Decision, Error, MemoryStore, Policy, Store};
 use floodwall_tower::RateLimitLayer;
-use support::*;
+use floodwall_test_support::*;
 use tower::{Layer, ServiceExt};
 
 /// A memory store that can be switched off.

@@ -1,13 +1,12 @@
 //! The trusted-proxy extractor against forged headers, over real HTTP: the test client
 //! connects from 127.0.0.1, which plays the proxy when trusted and the client when not.
 
-mod support;
 
 use axum::Router;
 use axum::routing::get;
 use floodwall_tower::RateLimitLayer;
 use floodwall_tower::extract::{ClientIp, ForwardedHeader, parse_cidrs};
-use support::*;
+use floodwall_test_support::*;
 
 async fn server(client_ip: ClientIp) -> std::net::SocketAddr {
     let (store, _clock) = store();

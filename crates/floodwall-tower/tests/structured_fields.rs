@@ -3,7 +3,6 @@
 //! strict parser would otherwise drop the whole header. The largest quotas a policy takes
 //! carry counts of 16 digits, past the 15 an sf-integer may have.
 
-mod support;
 
 use axum::body::Body;
 use floodwall_core::{Algorithm, Policy, Quota};
@@ -12,7 +11,7 @@ use floodwall_tower::choose::Choice;
 use http::request::Parts;
 use http::{Response, StatusCode};
 use sfv::{BareItem, List, ListEntry, Parser};
-use support::*;
+use floodwall_test_support::*;
 use tower::{Layer, ServiceExt};
 
 /// The largest integer a structured field may carry.

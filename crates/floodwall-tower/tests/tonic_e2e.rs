@@ -1,7 +1,6 @@
 //! End to end with tonic: a real gRPC server behind the layer, a real tonic client, and
 //! `RESOURCE_EXHAUSTED` reaching it with its retry metadata.
 
-mod support;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -11,7 +10,7 @@ use std::task::{Context, Poll};
 use floodwall_tower::RateLimitLayer;
 use floodwall_tower::respond::{Grpc, GrpcUnavailable};
 use http::uri::PathAndQuery;
-use support::*;
+use floodwall_test_support::*;
 use tonic::body::Body;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;

@@ -35,8 +35,7 @@
 //! drift with the machine.
 
 mod instructions;
-#[path = "../support/mod.rs"]
-mod support;
+use floodwall_bench as support;
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};

@@ -22,7 +22,7 @@
 //! the cache. The floor is one script call per admitted request (1/100 at 100×), since an
 //! admission must be recorded in Redis.
 
-mod support;
+use floodwall_bench as support;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,7 +1,6 @@
-//! Shared helpers for the floodwall-tower tests: stores, requests, services, and a tiny
-//! HTTP/1.1 client that talks to real servers over loopback.
-
-#![allow(dead_code, unreachable_pub)]
+//! What floodwall's tests share: a memory store on a manual clock, policies, requests from
+//! an address, services that answer, a store that is down, and a tiny HTTP/1.1 client that
+//! talks to real servers over loopback. Not published.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -18,6 +17,7 @@ pub fn store() -> (MemoryStore<ManualClock>, ManualClock) {
     (MemoryStore::builder().clock(clock.clone()).build(), clock)
 }
 
+/// A GCRA policy from its name and quota text (`"10/s burst 20"`); panics on bad input.
 pub fn gcra(name: &str, quota: &str) -> Policy {
     Policy::gcra(name, quota.parse().unwrap()).unwrap()
 }
@@ -78,8 +78,11 @@ impl Store for Down {
 /// A response read off the wire.
 #[derive(Debug)]
 pub struct Wire {
+    /// The status code.
     pub status: u16,
+    /// The headers, in order, names as sent.
     pub headers: Vec<(String, String)>,
+    /// The body, whole.
     pub body: String,
 }
 
@@ -90,6 +93,7 @@ impl Wire {
             .unwrap_or_else(|| panic!("no {name} header in {self:#?}"))
     }
 
+    /// The value of header `name` (case-insensitive), if any.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()

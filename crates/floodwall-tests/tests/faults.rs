@@ -8,8 +8,6 @@
 //! answer, seconds for a recovery), so a loaded machine does not make them flaky.
 
 // The tower crate's HTTP test helpers (a tiny HTTP/1.1 client, `serve`).
-#[path = "../crates/floodwall-tower/tests/support/mod.rs"]
-mod tower_support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,7 +21,7 @@ use floodwall::resilience::{Breaker, BreakerState, Fallback};
 use floodwall::tower::RateLimitLayer;
 use floodwall::{Policy, Store};
 use redis_harness::{RedisCluster, RedisServer, query};
-use tower_support::{http_get, serve};
+use floodwall_test_support::{http_get, serve};
 
 /// Each store's own bound on a call.
 const TIMEOUT: Duration = Duration::from_millis(500);

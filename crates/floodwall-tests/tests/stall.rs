@@ -5,8 +5,6 @@
 //! charged: those are counted and subtracted, never guessed.
 
 // The tower crate's test helpers (requests from a peer IP, a 200 "hello" service).
-#[path = "../crates/floodwall-tower/tests/support/mod.rs"]
-mod tower_support;
 
 use std::future::poll_fn;
 use std::time::Duration;
@@ -16,7 +14,7 @@ use floodwall::redis::RedisStore;
 use floodwall::tower::RateLimitLayer;
 use redis_harness::RedisServer;
 use tower::{Layer, Service};
-use tower_support::{from, hello};
+use floodwall_test_support::{from, hello};
 
 /// The store's bound on a check: requests of the burst give up after it.
 const TIMEOUT: Duration = Duration::from_millis(250);

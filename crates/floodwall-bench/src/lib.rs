@@ -3,7 +3,6 @@
 //! number formats, and starting `redis-server` (or finding `redis-benchmark`, valgrind or
 //! another tool). Each bench uses some of them.
 
-#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,14 +26,14 @@ fn criterion_dir() -> PathBuf {
 static RUN_START: std::sync::OnceLock<std::time::SystemTime> = std::sync::OnceLock::new();
 
 /// Marks the start of this run; call first in `main` of a bench that reads [`estimate_ns`].
-pub(crate) fn mark_run_start() {
+pub fn mark_run_start() {
     RUN_START.get_or_init(std::time::SystemTime::now);
 }
 
 /// Criterion's `stat` estimate (`"mean"` or `"median"`) of the ns per iteration of one
 /// benchmark, from its `new/estimates.json`; `None` unless this run wrote it (after
 /// [`mark_run_start`]): a filtered run leaves the other benchmarks' files from earlier runs.
-pub(crate) fn estimate_ns(group: &str, id: &str, stat: &str) -> Option<f64> {
+pub fn estimate_ns(group: &str, id: &str, stat: &str) -> Option<f64> {
     let path = criterion_dir()
         .join(group)
         .join(id)
@@ -50,13 +49,13 @@ pub(crate) fn estimate_ns(group: &str, id: &str, stat: &str) -> Option<f64> {
 }
 
 /// The first field of a `schedstat` file: nanoseconds the task has run on a CPU.
-pub(crate) fn schedstat_ns(path: &Path) -> Option<u64> {
+pub fn schedstat_ns(path: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(path).ok()?;
     text.split_whitespace().next()?.parse().ok()
 }
 
 /// Resident memory of this process, in bytes (0 where `/proc` has none).
-pub(crate) fn rss_bytes() -> u64 {
+pub fn rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
@@ -67,7 +66,7 @@ pub(crate) fn rss_bytes() -> u64 {
 
 /// `cmdstat_evalsha:calls=1,usec=2,...` lines of `INFO commandstats` as
 /// command -> field -> value.
-pub(crate) fn commandstats(text: &str) -> HashMap<String, HashMap<String, String>> {
+pub fn commandstats(text: &str) -> HashMap<String, HashMap<String, String>> {
     text.lines()
         .filter_map(|l| l.trim().strip_prefix("cmdstat_"))
         .filter_map(|l| l.split_once(':'))
@@ -83,7 +82,7 @@ pub(crate) fn commandstats(text: &str) -> HashMap<String, HashMap<String, String
 }
 
 /// `name` from the environment, parsed; `default` when unset or unparsable (with a note).
-pub(crate) fn env_or<T: std::str::FromStr + std::fmt::Display>(name: &str, default: T) -> T {
+pub fn env_or<T: std::str::FromStr + std::fmt::Display>(name: &str, default: T) -> T {
     match std::env::var(name) {
         Ok(v) => v.trim().parse().unwrap_or_else(|_| {
             println!("note: {name}={v:?} is not a valid value; using {default}");
@@ -94,7 +93,7 @@ pub(crate) fn env_or<T: std::str::FromStr + std::fmt::Display>(name: &str, defau
 }
 
 /// The `q` quantile (0 ≤ q ≤ 1, nearest rank) of `xs`, which it sorts; `None` if empty.
-pub(crate) fn quantile(xs: &mut [f64], q: f64) -> Option<f64> {
+pub fn quantile(xs: &mut [f64], q: f64) -> Option<f64> {
     if xs.is_empty() {
         return None;
     }
@@ -105,7 +104,7 @@ pub(crate) fn quantile(xs: &mut [f64], q: f64) -> Option<f64> {
 
 /// Median, minimum and maximum of `xs` (which it sorts); `None` if empty. The median of an
 /// even count is the mean of the two middle values.
-pub(crate) fn median_min_max(xs: &mut [f64]) -> Option<(f64, f64, f64)> {
+pub fn median_min_max(xs: &mut [f64]) -> Option<(f64, f64, f64)> {
     if xs.is_empty() {
         return None;
     }
@@ -123,7 +122,7 @@ pub(crate) fn median_min_max(xs: &mut [f64]) -> Option<(f64, f64, f64)> {
 /// measurement: forward, reversed, then rotated by one and forward, reversed, and so on, so
 /// that over the rounds each runs early and late, and after each of the others, and a drift
 /// in the machine's speed weighs on all of them alike.
-pub(crate) fn round_order(n: usize, round: usize) -> Vec<usize> {
+pub fn round_order(n: usize, round: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
     if n > 0 {
         order.rotate_left((round / 2) % n);
@@ -136,12 +135,12 @@ pub(crate) fn round_order(n: usize, round: usize) -> Vec<usize> {
 
 /// The median of `xs` (which it sorts; the mean of the two middle values of an even count);
 /// `None` if empty.
-pub(crate) fn median(xs: &mut [f64]) -> Option<f64> {
+pub fn median(xs: &mut [f64]) -> Option<f64> {
     median_min_max(xs).map(|(median, _, _)| median)
 }
 
 /// `x` right-aligned in `width` with `precision` decimals, or "n/a".
-pub(crate) fn opt(x: Option<f64>, width: usize, precision: usize) -> String {
+pub fn opt(x: Option<f64>, width: usize, precision: usize) -> String {
     x.map_or_else(
         || format!("{:>width$}", "n/a"),
         |x| format!("{x:>width$.precision$}"),
@@ -149,7 +148,7 @@ pub(crate) fn opt(x: Option<f64>, width: usize, precision: usize) -> String {
 }
 
 /// "median (min–max)" of `xs`, the median right-aligned in `width`, or "n/a".
-pub(crate) fn mmm(mut xs: Vec<f64>, width: usize, precision: usize) -> String {
+pub fn mmm(mut xs: Vec<f64>, width: usize, precision: usize) -> String {
     match median_min_max(&mut xs) {
         Some((med, min, max)) => {
             format!("{med:>width$.precision$} ({min:.precision$}–{max:.precision$})")
@@ -159,7 +158,7 @@ pub(crate) fn mmm(mut xs: Vec<f64>, width: usize, precision: usize) -> String {
 }
 
 /// Whether `tool --version` runs here and succeeds (its output discarded).
-pub(crate) fn have(tool: &str) -> bool {
+pub fn have(tool: &str) -> bool {
     Command::new(tool)
         .arg("--version")
         .stdout(Stdio::null())
@@ -169,13 +168,13 @@ pub(crate) fn have(tool: &str) -> bool {
 }
 
 /// Whether `redis-benchmark` (Debian's `redis-tools`) runs here.
-pub(crate) fn have_redis_benchmark() -> bool {
+pub fn have_redis_benchmark() -> bool {
     have("redis-benchmark")
 }
 
 /// A `redis-server` of its own on a free loopback port (redis-harness; dropping it stops
-/// the server), or `None` after printing "note: no redis-server (<error>); `then`".
-pub(crate) fn redis_or_note(then: &str) -> Option<RedisServer> {
+/// the server), or `None` after printing `"note: no redis-server (<error>); <then>"`.
+pub fn redis_or_note(then: &str) -> Option<RedisServer> {
     match RedisServer::try_start_with(&[]) {
         Ok(server) => Some(server),
         Err(e) => {

@@ -24,14 +24,15 @@
 //!   room), then the units Redis admitted (the sum of the costs its scripts accepted)
 //!   against the units the nodes admitted, and a peek of the key.
 
-mod support;
+use floodwall_bench as support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use floodwall::redis::RedisStore;
-use floodwall::{Decision, DynStore, Error, LocalVerdicts, Parameters, Policy, Store};
+use floodwall::core::Parameters;
+use floodwall::{Decision, DynStore, Error, LocalVerdicts, Policy, Store};
 use redis_harness::RedisServer;
 use tokio::time::{MissedTickBehavior, interval};
 

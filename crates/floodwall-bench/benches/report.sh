@@ -5,23 +5,18 @@
 # `redis-server`, `redis-cli` and `redis-benchmark` (Debian: redis-server, redis-tools).
 # About 15 minutes on a 2-core VM, builds excluded.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 out=target/bench-report
 mkdir -p "$out"
 for bench in memory scripts redis http http_instructions attack verdicts; do
-  case "$bench" in
-    memory) features=() ;;
-    http_instructions) features=(--features tower) ;;
-    *) features=(--features redis) ;;
-  esac
-  echo "== cargo bench --bench $bench ${features[*]}"
-  cargo bench --bench "$bench" "${features[@]}" 2>&1 | tee "$out/$bench.txt"
+  echo "== cargo bench -p floodwall-bench --bench $bench"
+  cargo bench -p floodwall-bench --bench "$bench" 2>&1 | tee "$out/$bench.txt"
 done
 # Instructions per check of the memory rows (callgrind; needs valgrind): BENCHMARKS.md §1.
-echo "== MEMORY_INSTRUCTIONS=1 cargo bench --bench memory"
-MEMORY_INSTRUCTIONS=1 cargo bench --bench memory 2>&1 | tee "$out/memory-instructions.txt"
+echo "== MEMORY_INSTRUCTIONS=1 cargo bench -p floodwall-bench --bench memory"
+MEMORY_INSTRUCTIONS=1 cargo bench -p floodwall-bench --bench memory 2>&1 | tee "$out/memory-instructions.txt"
 # The scripts' instructions per call (callgrind; needs valgrind): BENCHMARKS.md §2.
-echo "== SCRIPTS_INSTRUCTIONS=1 cargo bench --bench scripts --features redis"
-SCRIPTS_INSTRUCTIONS=1 cargo bench --bench scripts --features redis 2>&1 \
+echo "== SCRIPTS_INSTRUCTIONS=1 cargo bench -p floodwall-bench --bench scripts"
+SCRIPTS_INSTRUCTIONS=1 cargo bench -p floodwall-bench --bench scripts 2>&1 \
   | tee "$out/scripts-instructions.txt"
 echo "outputs in $out/"

@@ -14,7 +14,7 @@
 //! headers, and refusing (429 with headers, every counted request: its 1/h quota admits
 //! only the first warm-up one); tower_governor with the same quota.
 
-mod support;
+use floodwall_bench as support;
 
 use std::future::Future;
 use std::hint::black_box;

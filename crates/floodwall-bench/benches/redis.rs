@@ -41,7 +41,7 @@
 //! Without `redis-server` nothing runs; without `redis-benchmark` (Debian's `redis-tools`)
 //! the ceiling and E1 rows are skipped with a note.
 
-mod support;
+use floodwall_bench as support;
 
 use std::io::Read;
 use std::path::PathBuf;

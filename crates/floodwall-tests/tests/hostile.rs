@@ -5,9 +5,6 @@
 //! times at the edges of u64. Nothing may panic, grow without bound, leave a key without a
 //! TTL, or let one client's key reach another's state.
 
-// The tower crate's HTTP test helpers (`serve`).
-#[path = "../crates/floodwall-tower/tests/support/mod.rs"]
-mod tower_support;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -24,7 +21,7 @@ use floodwall::{
 use http::request::Parts;
 use redis_harness::{RedisServer, key_slot};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tower_support::serve;
+use floodwall_test_support::serve;
 
 const T0: u64 = 1_700_006_400_000_000;
 

@@ -2,8 +2,6 @@
 //! real HTTP on the wire, a real `redis-server` shared by two "nodes" of a fleet.
 
 // The tower crate's HTTP test helpers (a tiny HTTP/1.1 client, `serve`).
-#[path = "../crates/floodwall-tower/tests/support/mod.rs"]
-mod tower_support;
 
 use axum::Router;
 use axum::routing::get;
@@ -11,7 +9,7 @@ use floodwall::Policy;
 use floodwall::redis::RedisStore;
 use floodwall::tower::RateLimitLayer;
 use redis_harness::RedisServer;
-use tower_support::{http_get, serve};
+use floodwall_test_support::{http_get, serve};
 
 fn app(store: RedisStore, policy: &Policy) -> Router {
     Router::new()

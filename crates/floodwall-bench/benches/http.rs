@@ -34,7 +34,7 @@
 //! The Redis row needs `redis-server` on the `PATH` (started on a free port by
 //! `redis-harness`); without it the row is skipped with a note.
 
-mod support;
+use floodwall_bench as support;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -15,7 +15,7 @@
 
 #[path = "memory/instructions.rs"]
 mod instructions;
-mod support;
+use floodwall_bench as support;
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
