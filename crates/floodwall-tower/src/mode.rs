@@ -77,7 +77,7 @@ impl sealed::Refuse for RejectWithResponse {
     fn missing_key(error: KeyError, status: StatusCode) -> Self::Refusal {
         Box::new(crate::respond::response_with(
             status,
-            "text/plain; charset=utf-8",
+            crate::respond::TEXT_PLAIN,
             format!("{error}\n"),
         ))
     }

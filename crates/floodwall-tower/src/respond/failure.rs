@@ -5,7 +5,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 
-use super::{OnStoreFailure, response_with as response};
+use super::{OnStoreFailure, TEXT_PLAIN, response_with as response};
 
 /// `503 Service Unavailable` with `Retry-After` (the default when the store cannot decide):
 /// the configured delay, or, when a [`Breaker`](floodwall_core::resilience::Breaker) is
@@ -44,7 +44,7 @@ impl OnStoreFailure for ServiceUnavailable {
         };
         let mut res = response(
             StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain; charset=utf-8",
+            TEXT_PLAIN,
             "Service Unavailable: the rate limiter cannot decide right now\n",
         );
         res.headers_mut().insert(

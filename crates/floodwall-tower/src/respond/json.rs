@@ -3,9 +3,12 @@
 use std::fmt::Write;
 
 use bytes::Bytes;
-use http::{Response, StatusCode};
+use http::{HeaderValue, Response, StatusCode};
 
 use super::{Denial, OnReject, response_with as response};
+
+const APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
+const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
 
 /// `429` with an `application/json` body:
 ///
@@ -26,7 +29,7 @@ impl OnReject for Json {
         body.push_str(r#","violated_policies":"#);
         push_names(&mut body, denial);
         body.push('}');
-        response(StatusCode::TOO_MANY_REQUESTS, "application/json", body)
+        response(StatusCode::TOO_MANY_REQUESTS, APPLICATION_JSON, body)
     }
 }
 
@@ -53,11 +56,7 @@ impl OnReject for ProblemJson {
         body.push_str(r#","retry-after":"#);
         push_retry_after(&mut body, denial);
         body.push('}');
-        response(
-            StatusCode::TOO_MANY_REQUESTS,
-            "application/problem+json",
-            body,
-        )
+        response(StatusCode::TOO_MANY_REQUESTS, PROBLEM_JSON, body)
     }
 }
 

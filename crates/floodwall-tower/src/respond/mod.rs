@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use floodwall_core::{Decision, Policy};
-use http::Response;
+use http::{HeaderValue, Response};
 use smallvec::SmallVec;
 
 mod failure;
@@ -145,17 +145,24 @@ where
     }
 }
 
+/// `Content-Type` of the plain-text refusals.
+pub(crate) const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
+
 /// A response with a status, a content type and a body.
+///
+/// The content type comes as a `HeaderValue` built by the caller, not a `&'static str`:
+/// `HeaderValue::from_static` checks every byte, and on a parameter (this function is not
+/// always inlined) it did so for every refusal, ~280 instructions (the refusing row of
+/// crates/floodwall-bench/benches/http_instructions.rs); the callers' constants are
+/// checked at compile time.
 pub(crate) fn response_with(
     status: http::StatusCode,
-    content_type: &'static str,
+    content_type: HeaderValue,
     body: impl Into<Bytes>,
 ) -> Response<Bytes> {
     let mut res = Response::new(body.into());
     *res.status_mut() = status;
-    res.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static(content_type),
-    );
+    res.headers_mut()
+        .insert(http::header::CONTENT_TYPE, content_type);
     res
 }

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 
-use super::{Denial, OnReject, response_with as response};
+use super::{Denial, OnReject, TEXT_PLAIN, response_with as response};
 
 /// `429 Too Many Requests` with a one-line plain-text body and `Retry-After` (the default).
 ///
@@ -29,10 +29,6 @@ impl OnReject for TooManyRequests {
             }
             (None, None) => body.push_str("Too Many Requests\n"),
         }
-        response(
-            StatusCode::TOO_MANY_REQUESTS,
-            "text/plain; charset=utf-8",
-            body,
-        )
+        response(StatusCode::TOO_MANY_REQUESTS, TEXT_PLAIN, body)
     }
 }
