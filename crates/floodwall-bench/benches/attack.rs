@@ -2,7 +2,7 @@
 //! with and without a `DenyCache` in front; Redis commands per request from
 //! `INFO commandstats`.
 //!
-//! Run: `cargo bench --bench attack --features redis` (about 10 s). It starts its own
+//! Run: `cargo bench -p floodwall-bench --bench attack` (about 10 s). It starts its own
 //! `redis-server` on a free loopback port (redis-harness). The schedule, paced by tokio's
 //! timer on a 2-worker runtime:
 //!

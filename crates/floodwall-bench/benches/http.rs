@@ -2,7 +2,7 @@
 //! floodwall in memory (with and without the `RateLimit` headers), tower_governor with the
 //! same quota, and floodwall on Redis.
 //!
-//! Run: `cargo bench --bench http` (`HTTP_ROUNDS=n` and `HTTP_REQUESTS=n` change the rounds,
+//! Run: `cargo bench -p floodwall-bench --bench http` (`HTTP_ROUNDS=n` and `HTTP_REQUESTS=n` change the rounds,
 //! default 10, and the requests per run, default 40,000). Each variant is a real axum server
 //! (`GET /` → "hello", served with `into_make_service_with_connect_info::<SocketAddr>()`)
 //! on a free loopback port, on its own single-threaded tokio runtime in this process. A bare

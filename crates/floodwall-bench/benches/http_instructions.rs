@@ -3,7 +3,7 @@
 //! (BENCHMARKS.md §3 reads the time figures from `benches/http.rs`; this says where they
 //! come from).
 //!
-//! Run: `cargo bench --bench http_instructions --features tower` (needs valgrind; ~15 s).
+//! Run: `cargo bench -p floodwall-bench --bench http_instructions` (needs valgrind; ~15 s).
 //! Each variant runs in a child process of this bench under `valgrind --tool=callgrind`,
 //! counting only inside [`run`]: [`REQUESTS`] requests sent by `oneshot` to the router (no
 //! sockets: hyper's I/O is the same for every variant and is left out), after [`WARM`]

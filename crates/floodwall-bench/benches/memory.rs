@@ -1,6 +1,6 @@
 //! MemoryStore (GCRA) against governor's keyed limiter, same quota, same keys, same run.
 //!
-//! Run: `cargo bench --bench memory`. Rows: one hot key, 100,000 keys in random order,
+//! Run: `cargo bench -p floodwall-bench --bench memory`. Rows: one hot key, 100,000 keys in random order,
 //! a fresh key every call; each allowed and denied where it matters; one and two threads.
 //! At the end it prints ns per check for both, their ratio, and resident bytes per key.
 //!

@@ -2,7 +2,7 @@
 //! the same GCRA script driven by `redis-benchmark` (EVALSHA) at the same concurrency; then
 //! what coalescing gains and costs, at 1 and 64 tasks.
 //!
-//! Run: `cargo bench --bench redis --features redis`. It starts its own `redis-server` on a
+//! Run: `cargo bench -p floodwall-bench --bench redis`. It starts its own `redis-server` on a
 //! free loopback port (redis-harness; never 6379). Workloads: one hot key (allowed), 10,000
 //! keys (allowed; key `i % 10000`, 12 digits as redis-benchmark's `__rand_int__` writes
 //! them) and one hot key denied. For each:

@@ -1,7 +1,7 @@
 //! The async verdict mode (`LocalVerdicts`) over real Redis: script calls per request and
 //! over-admission, against the exact mode (`RedisStore` alone) under the same traffic.
 //!
-//! Run: `cargo bench --bench verdicts --features redis` (about 30 s). It starts its own
+//! Run: `cargo bench -p floodwall-bench --bench verdicts` (about 30 s). It starts its own
 //! `redis-server` on a free loopback port (redis-harness). Four simulated nodes, each its
 //! own store over its own multiplexed connection, all on one 2-worker tokio runtime and the
 //! system clock. One hot key under GCRA `100/s burst 20`; each node receives
@@ -30,8 +30,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use floodwall::redis::RedisStore;
 use floodwall::core::Parameters;
+use floodwall::redis::RedisStore;
 use floodwall::{Decision, DynStore, Error, LocalVerdicts, Policy, Store};
 use redis_harness::RedisServer;
 use tokio::time::{MissedTickBehavior, interval};

@@ -3,7 +3,6 @@
 //! number formats, and starting `redis-server` (or finding `redis-benchmark`, valgrind or
 //! another tool). Each bench uses some of them.
 
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

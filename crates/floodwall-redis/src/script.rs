@@ -82,7 +82,7 @@ pub(crate) fn batch(kind: ScriptKind) -> Option<String> {
 }
 
 /// The script with `params` written in, as a store loads it for the first parameter sets
-/// it meets: for measuring a script's cost in Redis directly (`benches/scripts/main.rs`)
+/// it meets: for measuring a script's cost in Redis directly (`crates/floodwall-bench/benches/scripts/main.rs`)
 /// or reviewing it. A check of cost 1 on the server's clock is `EVALSHA <sha> 1 <key>`, of
 /// cost `c` `EVALSHA <sha> 1 <key> <c>` (an explicit time, in µs, would follow the cost).
 /// `None` for an algorithm this crate has no script for.

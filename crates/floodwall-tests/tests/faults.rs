@@ -20,8 +20,8 @@ use floodwall::redis::RedisStore;
 use floodwall::resilience::{Breaker, BreakerState, Fallback};
 use floodwall::tower::RateLimitLayer;
 use floodwall::{Policy, Store};
-use redis_harness::{RedisCluster, RedisServer, query};
 use floodwall_test_support::{http_get, serve};
+use redis_harness::{RedisCluster, RedisServer, query};
 
 /// Each store's own bound on a call.
 const TIMEOUT: Duration = Duration::from_millis(500);

@@ -5,7 +5,6 @@
 //! times at the edges of u64. Nothing may panic, grow without bound, leave a key without a
 //! TTL, or let one client's key reach another's state.
 
-
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -18,10 +17,10 @@ use floodwall::tower::extract::{ClientIp, HeaderKey, parse_cidrs};
 use floodwall::{
     Algorithm, ConfigError, Error, MAX_SPAN, ManualClock, MemoryStore, Policy, Quota, Store,
 };
+use floodwall_test_support::serve;
 use http::request::Parts;
 use redis_harness::{RedisServer, key_slot};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use floodwall_test_support::serve;
 
 const T0: u64 = 1_700_006_400_000_000;
 

@@ -8,8 +8,8 @@ use axum::routing::get;
 use floodwall::Policy;
 use floodwall::redis::RedisStore;
 use floodwall::tower::RateLimitLayer;
-use redis_harness::RedisServer;
 use floodwall_test_support::{http_get, serve};
+use redis_harness::RedisServer;
 
 fn app(store: RedisStore, policy: &Policy) -> Router {
     Router::new()

@@ -12,9 +12,9 @@ use std::time::Duration;
 use floodwall::Policy;
 use floodwall::redis::RedisStore;
 use floodwall::tower::RateLimitLayer;
+use floodwall_test_support::{from, hello};
 use redis_harness::RedisServer;
 use tower::{Layer, Service};
-use floodwall_test_support::{from, hello};
 
 /// The store's bound on a check: requests of the burst give up after it.
 const TIMEOUT: Duration = Duration::from_millis(250);

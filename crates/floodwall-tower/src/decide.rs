@@ -110,7 +110,7 @@ impl<St: Store, K> Config<St, K> {
     /// Every policy is checked even after one denies, and nothing is refunded: see
     /// [`RateLimitLayer::and_policy`](crate::RateLimitLayer::and_policy).
     // Forced inline: as a call it costs instructions on every request (measured by
-    // benches/http_instructions.rs), most without headers.
+    // crates/floodwall-bench/benches/http_instructions.rs), most without headers.
     #[inline(always)]
     pub(crate) fn decide_now<M: Refuse>(
         &self,

@@ -44,7 +44,7 @@ impl Key {
 
     /// Appends the first `len` bytes of `bytes` (at most `N`): an IP address, usually the
     /// whole key, so an empty key takes it as one fixed-size copy.
-    // Per request, measured by benches/http_instructions.rs: appending with SmallVec's
+    // Per request, measured by crates/floodwall-bench/benches/http_instructions.rs: appending with SmallVec's
     // `extend_from_slice` (a call, then `memmove` and `memcpy`) costs 52 instructions more
     // than this path forced inline; this path as a call, 26 more.
     #[inline(always)]

@@ -127,7 +127,7 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
     /// Checks `key` against the chosen policies (never [`Choice::Skip`]) and calls the inner
     /// service if they admit the request.
     // Forced inline into `start`: as a call it costs instructions on every request
-    // (measured by benches/http_instructions.rs).
+    // (measured by crates/floodwall-bench/benches/http_instructions.rs).
     #[inline(always)]
     fn check<B>(
         &mut self,

@@ -1,12 +1,11 @@
 //! End to end: a real axum server on a loopback port, real HTTP/1.1 on the wire.
 
-
 use axum::Router;
 use axum::routing::get;
+use floodwall_test_support::*;
 use floodwall_tower::extract::{ExtractKey, MethodRoute, PeerIp};
 use floodwall_tower::respond::ProblemJson;
 use floodwall_tower::{HeaderStyle, RateLimitLayer};
-use floodwall_test_support::*;
 
 fn app() -> Router {
     Router::new()

@@ -1,19 +1,18 @@
 //! The service, driven with `tower::ServiceExt::oneshot`: decisions, headers, responders,
 //! policies, costs, shadow mode, store failures, missing keys and the error mode.
 
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use floodwall_core::{Algorithm, Policy};
+use floodwall_test_support::*;
 use floodwall_tower::choose::{Choice, PolicyMap};
 use floodwall_tower::extract::{ExtractKey, Global, HeaderKey, OnMissingKey};
 use floodwall_tower::respond::{Denial, Grpc, Json, ProblemJson};
 use floodwall_tower::{HeaderStyle, RateLimitLayer, RateLimited};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
-use floodwall_test_support::*;
 use tower::{Layer, ServiceExt};
 
 #[tokio::test]

@@ -1,12 +1,11 @@
 //! A store outage is logged once when it starts and once when it ends, not per request.
 
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use floodwall_core::{Decision, Error, MemoryStore, Policy, Store};
-use floodwall_tower::RateLimitLayer;
 use floodwall_test_support::*;
+use floodwall_tower::RateLimitLayer;
 use tower::{Layer, ServiceExt};
 
 /// A memory store that can be switched off.

@@ -1,12 +1,11 @@
 //! The trusted-proxy extractor against forged headers, over real HTTP: the test client
 //! connects from 127.0.0.1, which plays the proxy when trusted and the client when not.
 
-
 use axum::Router;
 use axum::routing::get;
+use floodwall_test_support::*;
 use floodwall_tower::RateLimitLayer;
 use floodwall_tower::extract::{ClientIp, ForwardedHeader, parse_cidrs};
-use floodwall_test_support::*;
 
 async fn server(client_ip: ClientIp) -> std::net::SocketAddr {
     let (store, _clock) = store();

@@ -3,15 +3,14 @@
 //! strict parser would otherwise drop the whole header. The largest quotas a policy takes
 //! carry counts of 16 digits, past the 15 an sf-integer may have.
 
-
 use axum::body::Body;
 use floodwall_core::{Algorithm, Policy, Quota};
+use floodwall_test_support::*;
 use floodwall_tower::RateLimitLayer;
 use floodwall_tower::choose::Choice;
 use http::request::Parts;
 use http::{Response, StatusCode};
 use sfv::{BareItem, List, ListEntry, Parser};
-use floodwall_test_support::*;
 use tower::{Layer, ServiceExt};
 
 /// The largest integer a structured field may carry.

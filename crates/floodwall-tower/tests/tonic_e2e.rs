@@ -1,16 +1,15 @@
 //! End to end with tonic: a real gRPC server behind the layer, a real tonic client, and
 //! `RESOURCE_EXHAUSTED` reaching it with its retry metadata.
 
-
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use floodwall_test_support::*;
 use floodwall_tower::RateLimitLayer;
 use floodwall_tower::respond::{Grpc, GrpcUnavailable};
 use http::uri::PathAndQuery;
-use floodwall_test_support::*;
 use tonic::body::Body;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;

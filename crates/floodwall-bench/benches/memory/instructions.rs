@@ -1,6 +1,6 @@
 //! Instructions per check, counted by callgrind: the memory bench's rows (one thread) with a
 //! figure that does not move with the machine's load
-//! (`MEMORY_INSTRUCTIONS=1 cargo bench --bench memory`; needs valgrind).
+//! (`MEMORY_INSTRUCTIONS=1 cargo bench -p floodwall-bench --bench memory`; needs valgrind).
 //!
 //! Each (row, limiter) runs in a child process of this bench under
 //! `valgrind --tool=callgrind`, counting only inside `run_floodwall` / `run_governor`:

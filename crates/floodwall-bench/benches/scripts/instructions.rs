@@ -1,5 +1,5 @@
 //! Instructions per script call, counted by callgrind: the steady measure of what a script
-//! costs Redis (`SCRIPTS_INSTRUCTIONS=1 cargo bench --bench scripts --features redis`).
+//! costs Redis (`SCRIPTS_INSTRUCTIONS=1 cargo bench -p floodwall-bench --bench scripts`).
 //!
 //! Timings on these VMs drift by a third within minutes (BENCHMARKS.md §2); the
 //! instructions a `redis-server` executes per call do not (about 1 % between runs). The

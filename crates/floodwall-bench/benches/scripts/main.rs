@@ -1,6 +1,6 @@
 //! Redis CPU per decision of each algorithm's Lua script, against E1 measured in the same run.
 //!
-//! Run: `cargo bench --bench scripts --features redis`. It starts its own `redis-server` on a
+//! Run: `cargo bench -p floodwall-bench --bench scripts`. It starts its own `redis-server` on a
 //! free loopback port (redis-harness; never 6379) and needs `redis-benchmark` (Debian's
 //! `redis-tools`). The method (BENCHMARKS.md §2): `CONFIG RESETSTAT`,
 //! a fixed number of calls with `redis-benchmark -c 50 -P 16 -r 10000 -n N EVALSHA ...`

@@ -122,7 +122,7 @@ pub(crate) fn peer_ip(req: &impl Head) -> Option<IpAddr> {
 
 /// Writes `ip` masked to its prefix: a family tag, then only the prefix's bytes.
 // Forced inline: as a call it costs instructions on every request (measured by
-// benches/http_instructions.rs).
+// crates/floodwall-bench/benches/http_instructions.rs).
 #[inline(always)]
 pub(crate) fn write_ip(ip: IpAddr, v4_prefix: u8, v6_prefix: u8, key: &mut Key) {
     // Built in a fixed buffer and appended at once: this runs for every request.

@@ -44,7 +44,7 @@ pub(super) const MAX_INTERNED: usize = 1024;
 /// Why `'static`: a header value that lives as long as the process is put on a response by
 /// copying a pointer, while a value built at run time is reference-counted, and counting
 /// it up and down for every response is two atomic operations on one cache line that every
-/// thread serving the layer shares (measured by benches/http_instructions.rs: values built
+/// thread serving the layer shares (measured by crates/floodwall-bench/benches/http_instructions.rs: values built
 /// per layer and shared by reference count cost 35 more instructions per response with
 /// these headers, four of them atomic). So each distinct list of policies is formatted
 /// once and kept (about a hundred bytes), deduplicated by value: layers built again with the same
