@@ -40,8 +40,7 @@ fn every_path_architecture_md_names_exists() {
     let mut missing = Vec::new();
     for (i, quoted) in text.split('`').enumerate() {
         // Odd pieces are inside backquotes.
-        if i % 2 == 0 || !looks_like_path(quoted) || quoted.contains('<') || quoted.contains(' ')
-        {
+        if i % 2 == 0 || !looks_like_path(quoted) || quoted.contains('<') || quoted.contains(' ') {
             continue;
         }
         checked += 1;
@@ -54,6 +53,12 @@ fn every_path_architecture_md_names_exists() {
             missing.push(quoted.to_owned());
         }
     }
-    assert!(checked > 50, "only {checked} paths found: is the parser broken?");
-    assert!(missing.is_empty(), "ARCHITECTURE.md names what is gone: {missing:?}");
+    assert!(
+        checked > 50,
+        "only {checked} paths found: is the parser broken?"
+    );
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names what is gone: {missing:?}"
+    );
 }
