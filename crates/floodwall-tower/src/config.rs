@@ -15,10 +15,12 @@ pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
 
 /// Everything a [`RateLimitLayer`](crate::RateLimitLayer) was configured with. Services
 /// hold it behind one `Arc`, so cloning a service costs two reference counts.
-#[derive(Clone)]
+///
+/// The key extractor, the chooser and the responders are held once, behind `Arc`s, so
+/// none of them needs to be `Clone`; the store is a handle, cloned with the configuration.
 pub(crate) struct Config<St, K> {
     pub(crate) store: St,
-    pub(crate) key: K,
+    pub(crate) key: Arc<K>,
     pub(crate) policies: Arc<[Policy]>,
     pub(crate) chooser: Option<Arc<dyn ChoosePolicy>>,
     pub(crate) cost: Option<Arc<CostFn>>,
@@ -37,11 +39,31 @@ pub(crate) struct Config<St, K> {
     pub(crate) store_down: Arc<AtomicBool>,
 }
 
+impl<St: Clone, K> Clone for Config<St, K> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            key: Arc::clone(&self.key),
+            policies: Arc::clone(&self.policies),
+            chooser: self.chooser.clone(),
+            cost: self.cost.clone(),
+            on_reject: Arc::clone(&self.on_reject),
+            on_failure: Arc::clone(&self.on_failure),
+            on_missing: self.on_missing,
+            headers: self.headers,
+            shadow: self.shadow,
+            fail_open: self.fail_open,
+            ietf_consts: self.ietf_consts.clone(),
+            store_down: Arc::clone(&self.store_down),
+        }
+    }
+}
+
 impl<St, K> Config<St, K> {
     pub(crate) fn new(store: St, key: K, policy: Policy) -> Self {
         Self {
             store,
-            key,
+            key: Arc::new(key),
             policies: Arc::from([policy]),
             chooser: None,
             cost: None,
@@ -58,7 +80,7 @@ impl<St, K> Config<St, K> {
 
     /// The same configuration with another key extractor.
     pub(crate) fn with_key<K2>(self, key: K2) -> Config<St, K2> {
-        self.rebuild(|store| store, |_| key)
+        self.rebuild(|store| store, |_| Arc::new(key))
     }
 
     /// The same configuration with the store wrapped or replaced.
@@ -69,7 +91,7 @@ impl<St, K> Config<St, K> {
     fn rebuild<St2, K2>(
         self,
         store: impl FnOnce(St) -> St2,
-        key: impl FnOnce(K) -> K2,
+        key: impl FnOnce(Arc<K>) -> Arc<K2>,
     ) -> Config<St2, K2> {
         Config {
             store: store(self.store),

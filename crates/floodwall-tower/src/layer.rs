@@ -39,8 +39,13 @@ pub struct RateLimitLayer<St, K = PeerIp, M = RejectWithResponse> {
     _mode: PhantomData<fn() -> M>,
 }
 
-impl<St: Store> RateLimitLayer<St> {
+impl<St: Store + Clone> RateLimitLayer<St> {
     /// Limits each client (by peer IP) to `policy`, with state in `store`.
+    ///
+    /// A store is a handle that every service the layer builds clones (the memory store
+    /// and the Redis store are an `Arc` inside); a store of your own that is not `Clone`
+    /// goes in an `Arc`: `RateLimitLayer::new(Arc::new(my_store), policy)`. Key
+    /// extractors, choosers and responders need no `Clone`: the layer holds each once.
     ///
     /// ```
     /// use floodwall_core::{MemoryStore, Policy};
@@ -215,7 +220,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     }
 }
 
-impl<S, St: Clone, K: Clone, M> Layer<S> for RateLimitLayer<St, K, M> {
+impl<S, St: Clone, K, M> Layer<S> for RateLimitLayer<St, K, M> {
     type Service = RateLimit<S, St, K, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
@@ -223,7 +228,7 @@ impl<S, St: Clone, K: Clone, M> Layer<S> for RateLimitLayer<St, K, M> {
     }
 }
 
-impl<St: Clone, K: Clone, M> Clone for RateLimitLayer<St, K, M> {
+impl<St: Clone, K, M> Clone for RateLimitLayer<St, K, M> {
     fn clone(&self) -> Self {
         Self {
             config: self.config.clone(),

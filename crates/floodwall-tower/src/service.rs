@@ -35,7 +35,7 @@ pub struct RateLimit<S, St = MemoryStore, K = PeerIp, M = RejectWithResponse> {
     _mode: PhantomData<fn() -> M>,
 }
 
-impl<S, St: Store> RateLimit<S, St> {
+impl<S, St: Store + Clone> RateLimit<S, St> {
     /// Limits `inner` by `policy`, keyed by peer IP; see [`RateLimitLayer`] for the rest.
     pub fn new(inner: S, store: St, policy: Policy) -> Self {
         Self::from_config(inner, Arc::new(Config::new(store, PeerIp::new(), policy)))

@@ -61,6 +61,9 @@ pub use route::{MethodRoute, normalize_path};
 /// Implemented for every `Fn(&Parts) -> Option<T>` where `T: AsRef<[u8]>`; `None` is a
 /// [`KeyError`] with status 500.
 ///
+/// An extractor need not be `Clone`: the layer holds it once, behind an `Arc`, and every
+/// service it builds shares it.
+///
 /// ```
 /// use floodwall_tower::extract::ExtractKey;
 /// use http::request::Parts;
