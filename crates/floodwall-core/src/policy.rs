@@ -71,8 +71,58 @@ impl Policy {
     }
 
     /// A GCRA policy, the default algorithm.
+    ///
+    /// Each algorithm has a constructor of its own, for the limit written once in code;
+    /// [`new`](Self::new) takes the [`Algorithm`] as a value, for one read from configuration.
+    /// The token bucket and the sliding window take their defaults here (one token per
+    /// `period / count`, ten buckets per period), which fit the quotas people write; a
+    /// tick or a precision of its own is the rarer case (a bandwidth limit refilled every
+    /// millisecond, finer buckets), so it passes [`Algorithm::TokenBucket`] or
+    /// [`Algorithm::SlidingWindow`] to [`new`](Self::new) rather than widen every call.
+    ///
+    /// ```
+    /// use floodwall_core::{Algorithm, Policy};
+    ///
+    /// let login = Policy::gcra("login", "5/min burst 10".parse()?)?;
+    /// let uploads = Policy::token_bucket("uploads", "100/s burst 200".parse()?)?;
+    /// let daily = Policy::fixed_window("daily", "1000/day".parse()?)?;
+    /// let search = Policy::sliding_window("search", "600/min".parse()?)?;
+    /// assert_eq!(daily.algorithm(), Algorithm::FixedWindow);
+    /// assert_eq!(search, Policy::new("search", Algorithm::SLIDING_WINDOW, "600/min".parse()?)?);
+    ///
+    /// // A window algorithm has no burst: the error says so at construction.
+    /// assert!(Policy::sliding_log("exact", "10/s burst 20".parse()?).is_err());
+    /// # let _ = (login, uploads);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn gcra(name: impl Into<String>, quota: Quota) -> Result<Self, ConfigError> {
         Self::new(name, Algorithm::Gcra, quota)
+    }
+
+    /// A token bucket adding one token per `period / count`.
+    pub fn token_bucket(name: impl Into<String>, quota: Quota) -> Result<Self, ConfigError> {
+        Self::new(name, Algorithm::TOKEN_BUCKET, quota)
+    }
+
+    /// A leaky bucket (the funnel): capacity the burst, leaking one unit per `period / count`.
+    pub fn leaky_bucket(name: impl Into<String>, quota: Quota) -> Result<Self, ConfigError> {
+        Self::new(name, Algorithm::LeakyBucket, quota)
+    }
+
+    /// A fixed window: the cheapest state, at the price of `2 × count` across a window edge.
+    pub fn fixed_window(name: impl Into<String>, quota: Quota) -> Result<Self, ConfigError> {
+        Self::new(name, Algorithm::FixedWindow, quota)
+    }
+
+    /// A sliding window of ten buckets per period, bounding the fixed window's edge burst.
+    pub fn sliding_window(name: impl Into<String>, quota: Quota) -> Result<Self, ConfigError> {
+        Self::new(name, Algorithm::SLIDING_WINDOW, quota)
+    }
+
+    /// A sliding log: exact over any window, for counts up to
+    /// [`SLIDING_LOG_MAX_ENTRIES`](Algorithm::SLIDING_LOG_MAX_ENTRIES).
+    pub fn sliding_log(name: impl Into<String>, quota: Quota) -> Result<Self, ConfigError> {
+        Self::new(name, Algorithm::SlidingLog, quota)
     }
 
     /// GCRA with redis-cell's `CL.THROTTLE key max_burst count period` arguments and its
@@ -306,6 +356,33 @@ impl fmt::Debug for Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_constructor_is_new_with_its_algorithm() {
+        type Constructor = fn(&'static str, Quota) -> Result<Policy, ConfigError>;
+        let constructors: [(Constructor, Algorithm); 6] = [
+            (|n, q| Policy::gcra(n, q), Algorithm::Gcra),
+            (|n, q| Policy::token_bucket(n, q), Algorithm::TOKEN_BUCKET),
+            (|n, q| Policy::leaky_bucket(n, q), Algorithm::LeakyBucket),
+            (|n, q| Policy::fixed_window(n, q), Algorithm::FixedWindow),
+            (
+                |n, q| Policy::sliding_window(n, q),
+                Algorithm::SLIDING_WINDOW,
+            ),
+            (|n, q| Policy::sliding_log(n, q), Algorithm::SlidingLog),
+        ];
+        assert_eq!(
+            constructors.map(|(_, alg)| alg),
+            Algorithm::all(),
+            "one constructor per algorithm"
+        );
+        let q: Quota = "100/min".parse().unwrap();
+        for (construct, alg) in constructors {
+            let made = construct("p", q).unwrap();
+            assert_eq!(made, Policy::new("p", alg, q).unwrap(), "{alg}");
+            assert_eq!(made.algorithm(), alg);
+        }
+    }
 
     #[test]
     fn names_are_checked() {
