@@ -33,3 +33,9 @@ pub use floodwall_redis as redis;
 
 #[cfg(feature = "tower")]
 pub use floodwall_tower as tower;
+
+/// The README's Rust blocks, compiled as doc-tests so they cannot drift from the API. They
+/// use the axum layer and the Redis store, hence the features.
+#[cfg(all(doctest, feature = "axum", feature = "redis"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
