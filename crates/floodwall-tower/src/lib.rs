@@ -61,12 +61,15 @@
 //!
 //! With axum: `Router::new().route(..).layer(RateLimitLayer::new(store, policy))`, served
 //! with `into_make_service_with_connect_info::<SocketAddr>()` so the peer address is
-//! known (feature `axum`). With tonic: `Server::builder().layer(layer.on_reject(Grpc))`
-//! (feature `tonic`). The workspace's `examples/` show both.
+//! known (feature `axum`); a responder that answers as an axum handler does, with
+//! `impl IntoResponse`, goes in `respond::Axum`. With tonic:
+//! `Server::builder().layer(layer.on_reject(Grpc))` (feature `tonic`). The workspace's
+//! `examples/` show both.
 //!
 //! # Features
 //!
-//! - `axum`: read the peer from axum's `ConnectInfo` and the route from `MatchedPath`.
+//! - `axum`: read the peer from axum's `ConnectInfo` and the route from `MatchedPath`;
+//!   responders returning axum's `impl IntoResponse` (`respond::Axum`).
 //! - `tonic`: read the peer from tonic's `TcpConnectInfo`.
 
 mod body;

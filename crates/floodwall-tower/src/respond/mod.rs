@@ -11,8 +11,17 @@
 //! | [`ProblemJson`] | JSON APIs | 429, `application/problem+json` (RFC 9457, the draft's `quota-exceeded` type) |
 //! | [`Grpc`] | tonic | 200 trailers-only, `grpc-status: 8` (`RESOURCE_EXHAUSTED`) |
 //! | any `Fn(&Denial) -> Response<T>` | anything else | what it returns |
+#![cfg_attr(
+    feature = "axum",
+    doc = "| [`Axum`] around any `Fn(&Denial) -> impl IntoResponse` | axum (feature `axum`) | what it returns |"
+)]
 //! | [`ServiceUnavailable`] (default) | store failures | 503, `Retry-After` |
 //! | [`GrpcUnavailable`] | store failures, tonic | 200 trailers-only, `grpc-status: 14` (`UNAVAILABLE`); an open breaker's next probe as `retry-after` and `grpc-retry-pushback-ms` |
+//! | any `Fn(&floodwall_core::Error) -> Response<T>` | store failures | what it returns |
+#![cfg_attr(
+    feature = "axum",
+    doc = "| [`Axum`] around any `Fn(&floodwall_core::Error) -> impl IntoResponse` | store failures, axum (feature `axum`) | what it returns |"
+)]
 //!
 //! Whatever the responder, the layer then adds `Retry-After` to a denial when the
 //! responder did not set it, and the rate-limit headers of the chosen
@@ -39,11 +48,15 @@ use floodwall_core::{Decision, Policy};
 use http::{HeaderValue, Response};
 use smallvec::SmallVec;
 
+#[cfg(feature = "axum")]
+mod axum;
 mod failure;
 mod grpc;
 mod json;
 mod plain;
 
+#[cfg(feature = "axum")]
+pub use self::axum::Axum;
 pub use failure::ServiceUnavailable;
 pub use grpc::{Grpc, GrpcUnavailable};
 pub use json::{Json, ProblemJson};
@@ -110,6 +123,10 @@ impl Denial {
 ///
 /// Implemented for every `Fn(&Denial) -> Response<T>` with `T: Into<Bytes>` (`String`,
 /// `&'static str`, `Vec<u8>`, `Bytes`): rejections are small, fixed bodies.
+#[cfg_attr(
+    feature = "axum",
+    doc = "A closure returning axum's `impl IntoResponse` goes in [`Axum`]."
+)]
 pub trait OnReject: Send + Sync + 'static {
     /// The response for this denial.
     fn respond(&self, denial: &Denial) -> Response<Bytes>;
@@ -130,6 +147,10 @@ where
 /// Implemented for every `Fn(&floodwall_core::Error) -> Response<T>` with `T: Into<Bytes>`.
 /// The error is for logging and choosing a status; do not send its text to clients, it may
 /// name internal hosts.
+#[cfg_attr(
+    feature = "axum",
+    doc = "A closure returning axum's `impl IntoResponse` goes in [`Axum`]."
+)]
 pub trait OnStoreFailure: Send + Sync + 'static {
     /// The response for this failure.
     fn respond(&self, error: &floodwall_core::Error) -> Response<Bytes>;
