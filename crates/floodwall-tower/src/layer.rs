@@ -162,13 +162,17 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
 
     /// Builds denials with this responder: [`Json`](crate::respond::Json),
     /// [`ProblemJson`](crate::respond::ProblemJson), [`Grpc`](crate::respond::Grpc) for
-    /// tonic, or a `|denial: &Denial| -> Response<_>` closure.
+    /// tonic, or a `|denial: &Denial| -> Response<_>` closure. With the `axum` feature, a
+    /// closure answering axum's `impl IntoResponse` goes in `respond::Axum(..)`; a named
+    /// `fn` for it returns `axum::response::Response` (`.into_response()`), since a
+    /// returned `impl IntoResponse` would borrow the denial.
     pub fn on_reject(self, responder: impl OnReject) -> Self {
         self.map(|s| s.on_reject = Arc::new(responder))
     }
 
     /// Builds store-failure responses with this responder (default: 503 with
-    /// `Retry-After`; [`GrpcUnavailable`](crate::respond::GrpcUnavailable) for tonic).
+    /// `Retry-After`; [`GrpcUnavailable`](crate::respond::GrpcUnavailable) for tonic; with
+    /// the `axum` feature, `respond::Axum(|error: &Error| ..)` for axum's responses).
     pub fn on_store_failure(self, responder: impl OnStoreFailure) -> Self {
         self.map(|s| s.on_failure = Arc::new(responder))
     }
