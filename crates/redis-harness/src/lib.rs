@@ -9,6 +9,8 @@
 //!   own temp directory, which can be killed, restarted on the same port,
 //!   paused, and sent commands;
 //! - [`RedisCluster`]: N masters joined into a Redis Cluster;
+//! - [`RedisSentinel`]: a primary, its replicas and Redis Sentinels watching them,
+//!   whose primary can be killed to watch a failover;
 //! - [`key_slot`]: the cluster hash slot of a key, computed locally;
 //! - [`query`] and [`Reply`]: a minimal blocking RESP2 client.
 //!
@@ -30,10 +32,12 @@
 
 mod cluster;
 mod resp;
+mod sentinel;
 mod server;
 mod slot;
 
 pub use cluster::RedisCluster;
 pub use resp::{Reply, query};
+pub use sentinel::RedisSentinel;
 pub use server::RedisServer;
 pub use slot::{SLOT_COUNT, key_slot};

@@ -181,6 +181,16 @@ fn not_ready_error(
     ))
 }
 
+/// What kind of process [`RedisServer::start_in`] starts.
+enum Mode<'a> {
+    /// A standalone data node.
+    Plain,
+    /// A cluster node, with a bus port.
+    Cluster,
+    /// A Redis Sentinel with this config file.
+    Sentinel(&'a str),
+}
+
 /// A real `redis-server` process, owned by a test, on `127.0.0.1:port()`.
 ///
 /// Tests of Redis-backed rate limiting need a real server (Lua scripts,
@@ -239,41 +249,69 @@ impl RedisServer {
     /// Start a server; with `cluster`, as a cluster node with its own bus
     /// port. Retries with fresh ports if the chosen one was taken.
     pub(crate) fn try_start_inner(extra: &[&str], cluster: bool) -> io::Result<RedisServer> {
+        let mode = if cluster { Mode::Cluster } else { Mode::Plain };
+        Self::try_start_mode(extra, &mode)
+    }
+
+    /// Start a Redis Sentinel (`redis-server <dir>/sentinel.conf --sentinel`) whose
+    /// config file holds `config` (the `sentinel monitor ...` lines). Sentinel rewrites
+    /// that file as it learns the topology, so it lives in the server's own directory.
+    pub(crate) fn try_start_sentinel(config: &str, extra: &[&str]) -> io::Result<RedisServer> {
+        Self::try_start_mode(extra, &Mode::Sentinel(config))
+    }
+
+    fn try_start_mode(extra: &[&str], mode: &Mode<'_>) -> io::Result<RedisServer> {
         let dir = unique_dir()?;
-        let result = Self::start_in(&dir, extra, cluster);
+        let result = Self::start_in(&dir, extra, mode);
         if result.is_err() {
             let _ = fs::remove_dir_all(&dir);
         }
         result
     }
 
-    fn start_in(dir: &Path, extra: &[&str], cluster: bool) -> io::Result<RedisServer> {
+    fn start_in(dir: &Path, extra: &[&str], mode: &Mode<'_>) -> io::Result<RedisServer> {
         let log = dir.join("redis.log");
         let mut last_error = String::new();
         for _ in 0..START_ATTEMPTS {
-            let ports = free_ports(if cluster { 2 } else { 1 })?;
+            let ports = free_ports(if matches!(mode, Mode::Cluster) { 2 } else { 1 })?;
             let port = ports[0];
             let bus_port = ports.get(1).copied();
-            let mut args: Vec<String> = [
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-                "--dir",
-                &dir.display().to_string(),
-                "--logfile",
-                &log.display().to_string(),
-                "--enable-debug-command",
-                "local",
-            ]
-            .map(String::from)
-            .to_vec();
+            let mut args: Vec<String> = Vec::new();
+            if let Mode::Sentinel(config) = mode {
+                // A sentinel needs a writable config file, named first.
+                let conf = dir.join("sentinel.conf");
+                fs::write(&conf, config)?;
+                args.extend([conf.display().to_string(), "--sentinel".to_owned()]);
+            }
+            args.extend(
+                [
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--daemonize",
+                    "no",
+                    "--dir",
+                    &dir.display().to_string(),
+                    "--logfile",
+                    &log.display().to_string(),
+                ]
+                .map(String::from),
+            );
+            if !matches!(mode, Mode::Sentinel(_)) {
+                // A data node's settings: no persistence, DEBUG for local clients.
+                args.extend(
+                    [
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--enable-debug-command",
+                        "local",
+                    ]
+                    .map(String::from),
+                );
+            }
             if let Some(bus) = bus_port {
                 args.extend(
                     [

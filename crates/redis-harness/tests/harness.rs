@@ -5,7 +5,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use redis_harness::{RedisCluster, RedisServer, Reply, key_slot, query};
+use redis_harness::{RedisCluster, RedisSentinel, RedisServer, Reply, key_slot, query};
 
 #[test]
 fn server_ping_kill_restart_same_port() {
@@ -229,4 +229,28 @@ fn restart_waits_while_the_port_is_briefly_taken() {
     release.join().unwrap();
     assert_eq!(server.port(), port);
     assert_eq!(server.cmd(&["PING"]), "PONG");
+}
+
+#[test]
+fn sentinel_promotes_the_replica_when_the_primary_is_killed() {
+    let mut deployment = RedisSentinel::start(1, 1);
+    assert_eq!(deployment.nodes().len(), 2);
+    assert_eq!(deployment.sentinel_urls().len(), 1);
+    let old = deployment.primary_port();
+    assert_eq!(old, deployment.nodes()[0].port());
+    assert!(deployment.primary().cmd(&["ROLE"]).starts_with("master"));
+    assert!(deployment.nodes()[1].cmd(&["ROLE"]).starts_with("slave"));
+    assert_eq!(deployment.primary().cmd(&["SET", "k", "v"]), "OK");
+    assert_eq!(deployment.wait_replicated(Duration::from_secs(2)), 1);
+    assert_eq!(deployment.nodes()[1].cmd(&["GET", "k"]), "v");
+
+    assert_eq!(deployment.kill_primary(), 0);
+    let bound = deployment.down_after() + deployment.failover_timeout() * 2;
+    let new = deployment.wait_for_failover(old, bound);
+    assert_eq!(new, deployment.nodes()[1].port());
+    let primary = deployment.primary();
+    assert!(primary.cmd(&["ROLE"]).starts_with("master"));
+    // Replicated before the kill, so it survived the failover.
+    assert_eq!(primary.cmd(&["GET", "k"]), "v");
+    assert_eq!(primary.cmd(&["SET", "k2", "v2"]), "OK");
 }
