@@ -8,6 +8,7 @@ use crate::call::Scripts;
 use crate::connection::Connection;
 use crate::error::BuildError;
 use crate::key;
+use crate::sentinel::SentinelConnection;
 use crate::stats::Counters;
 use crate::store::Inner;
 
@@ -131,6 +132,109 @@ impl RedisStoreBuilder {
         let urls: Vec<String> = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
         let conn = Connection::cluster(&urls, self.timeout).await?;
         Ok(self.finish(conn))
+    }
+
+    /// Connects to the primary that Redis Sentinel names for `service_name` (the name in
+    /// the sentinels' `sentinel monitor <name> ...`), asking the sentinels at
+    /// `sentinel_urls` (`redis://host:26379/`; the first that answers will do), over one
+    /// multiplexed connection, as [`multiplexed`](Self::multiplexed). The sentinels' answer
+    /// is checked with `ROLE` on the node itself.
+    ///
+    /// # Failover
+    ///
+    /// When the primary dies its connection fails: the check in flight answers
+    /// [`Error::Unavailable`](floodwall_core::Error::Unavailable) or
+    /// [`Error::Timeout`](floodwall_core::Error::Timeout) (it may have been applied, so it
+    /// is not retried), and the next check asks the sentinels for the primary again. Until
+    /// they have promoted a replica, checks answer `Unavailable` at once (the sentinels
+    /// still name the dead primary, which refuses connections, or report it down), which
+    /// a fail mode (`Fallback`, or the tower layer's) answers instead; one lookup runs at a
+    /// time, and the checks that waited for a failed one share its answer. A check
+    /// that times out or meets `READONLY` (a demoted primary) also makes the next one ask.
+    ///
+    /// Decisions are made on the new primary again at most
+    ///
+    /// ```text
+    /// down-after-milliseconds + failover-timeout + timeout
+    /// ```
+    ///
+    /// after the primary died, when sentinel's first failover attempt succeeds: sentinel
+    /// deems the primary down once it has been silent for `down-after-milliseconds` (the
+    /// earliest a failover starts), promotes a replica and names it within its
+    /// `failover-timeout` (or aborts, and tries again after twice that), and the first
+    /// check after that finds the new primary and is decided on it within this store's
+    /// [`timeout`](Self::timeout). The two sentinel settings are those of
+    /// `sentinel down-after-milliseconds <name> <ms>` and
+    /// `sentinel failover-timeout <name> <ms>` (defaults 30 s and 180 s: tune them down
+    /// for a short gap). Replication is asynchronous: writes the promoted replica had not
+    /// received are lost, so those keys count from an earlier state (a little more
+    /// lenient, once), never an error.
+    ///
+    /// For credentials, TLS or a database other than 0 on the data nodes, build a
+    /// `SentinelClient` and use [`from_sentinel_client`](Self::from_sentinel_client).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), floodwall_redis::BuildError> {
+    /// use floodwall_core::resilience::Fallback;
+    ///
+    /// let store = floodwall_redis::RedisStore::builder()
+    ///     .timeout(std::time::Duration::from_millis(200))
+    ///     .sentinel(
+    ///         ["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/", "redis://10.0.0.3:26379/"],
+    ///         "mymaster",
+    ///     )
+    ///     .await?;
+    /// // During a failover, each node decides alone with a third of each quota.
+    /// let store = Fallback::local(store, 3);
+    /// # Ok(()) }
+    /// ```
+    pub async fn sentinel<I, S>(
+        self,
+        sentinel_urls: I,
+        service_name: &str,
+    ) -> Result<RedisStore, BuildError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.check_prefix()?;
+        let urls: Vec<String> = sentinel_urls
+            .into_iter()
+            .map(|u| u.as_ref().to_owned())
+            .collect();
+        let conn = Connection::sentinel(&urls, service_name, self.timeout).await?;
+        Ok(self.finish(conn))
+    }
+
+    /// Uses a `SentinelClient` configured by the caller (credentials, TLS, database of the
+    /// data nodes), which must be built for `SentinelServerType::Master`. It connects on
+    /// the first check, and fails over as [`sentinel`](Self::sentinel) does.
+    ///
+    /// ```no_run
+    /// # fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// use floodwall_redis::redis::RedisConnectionInfo;
+    /// use floodwall_redis::redis::sentinel::{
+    ///     SentinelClient, SentinelNodeConnectionInfo, SentinelServerType,
+    /// };
+    ///
+    /// let data_nodes = SentinelNodeConnectionInfo::default()
+    ///     .set_redis_connection_info(RedisConnectionInfo::default().set_password("secret"));
+    /// let client = SentinelClient::build(
+    ///     vec!["redis://10.0.0.1:26379/"],
+    ///     "mymaster".to_owned(),
+    ///     Some(data_nodes),
+    ///     SentinelServerType::Master,
+    /// )?;
+    /// let store = floodwall_redis::RedisStore::builder().from_sentinel_client(client)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn from_sentinel_client(
+        self,
+        client: redis::sentinel::SentinelClient,
+    ) -> Result<RedisStore, BuildError> {
+        self.check_prefix()?;
+        let conn = SentinelConnection::new(client, self.timeout);
+        Ok(self.finish(Connection::Sentinel(Arc::new(conn))))
     }
 
     /// Uses a `ConnectionManager` configured by the caller (TLS, credentials, retries).

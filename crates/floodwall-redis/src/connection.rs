@@ -1,4 +1,4 @@
-//! The three connection kinds behind one store type, and how each is opened.
+//! The four connection kinds behind one store type, and how each is opened.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -8,9 +8,11 @@ use floodwall_core::Error;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{Cmd, FromRedisValue, RedisError, RedisResult, ScriptInvocation};
 
 use crate::error::{BuildError, build_error, to_core};
+use crate::sentinel::SentinelConnection;
 
 /// How the store reaches Redis.
 #[derive(Clone)]
@@ -26,6 +28,8 @@ pub(crate) enum Connection {
     Manager(ConnectionManager),
     /// Redis Cluster: routes each call to the master of its key's slot, follows redirects.
     Cluster(ClusterConnection),
+    /// The primary Redis Sentinel names, looked up again after its connection fails.
+    Sentinel(Arc<SentinelConnection>),
 }
 
 /// What one call sends.
@@ -34,7 +38,10 @@ pub(crate) enum Op<'a> {
     Cmd(&'a Cmd),
 }
 
-async fn exec<C: ConnectionLike, T: FromRedisValue>(con: &mut C, op: Op<'_>) -> RedisResult<T> {
+pub(crate) async fn exec<C: ConnectionLike, T: FromRedisValue>(
+    con: &mut C,
+    op: Op<'_>,
+) -> RedisResult<T> {
     match op {
         Op::Script(inv) => inv.invoke_async(con).await,
         Op::Cmd(cmd) => cmd.query_async(con).await,
@@ -85,6 +92,25 @@ impl Connection {
         Ok(Self::Cluster(conn))
     }
 
+    /// The primary of `service` as the sentinels at `urls` name it; connects before
+    /// returning.
+    pub(crate) async fn sentinel(
+        urls: &[String],
+        service: &str,
+        timeout: Duration,
+    ) -> Result<Self, BuildError> {
+        let client = SentinelClient::build(
+            urls.iter().map(String::as_str).collect(),
+            service.to_owned(),
+            None,
+            SentinelServerType::Master,
+        )
+        .map_err(build_error)?;
+        let conn = Self::Sentinel(Arc::new(SentinelConnection::new(client, timeout)));
+        conn.ping().await?;
+        Ok(conn)
+    }
+
     /// Fails unless the server answers PING.
     async fn ping(&self) -> Result<(), BuildError> {
         self.query::<String>(Op::Cmd(&redis::cmd("PING")))
@@ -107,6 +133,7 @@ impl Connection {
             }
             Self::Manager(m) => exec(&mut m.clone(), op).await,
             Self::Cluster(c) => exec(&mut c.clone(), op).await,
+            Self::Sentinel(s) => return s.query(op).await,
         };
         result.map_err(to_core)
     }
@@ -117,6 +144,7 @@ impl Connection {
             Self::Pool { .. } => "bb8 pool",
             Self::Manager(_) => "connection manager",
             Self::Cluster(_) => "cluster",
+            Self::Sentinel(_) => "sentinel",
         }
     }
 }

@@ -11,8 +11,9 @@
 //! - **One key per decision**, whose hash tag is the user key: every script runs on Redis
 //!   Cluster, and users spread over its slots. Every key expires when its state is
 //!   worthless; nothing calls `KEYS` or `SCAN`.
-//! - **Three connection kinds** behind one [`RedisStore`]: redis-rs's multiplexed
-//!   `ConnectionManager`, a `bb8-redis` pool, and the async cluster connection.
+//! - **Four connection kinds** behind one [`RedisStore`]: redis-rs's multiplexed
+//!   `ConnectionManager`, a `bb8-redis` pool, the async cluster connection, and the
+//!   primary Redis Sentinel names, looked up again after a failover.
 //! - **Failures** map onto [`floodwall_core::Error`]: timeouts, an unreachable server and
 //!   errors Redis answered (a key of the wrong type) are told apart, never a panic, never a
 //!   silent allow. The tower layer answers a store failure with 503 by default, or lets
@@ -99,6 +100,7 @@ mod key;
 mod kind;
 mod reply;
 mod script;
+mod sentinel;
 mod stats;
 mod store;
 

@@ -23,11 +23,13 @@ use crate::stats::{Counters, RedisStats};
 /// of servers with skewed clocks enforces one limit exactly. Cloning is cheap (an `Arc`):
 /// clones share the connection.
 ///
-/// Built by [`RedisStore::builder`] on one of three connection kinds:
+/// Built by [`RedisStore::builder`] on one of four connection kinds:
 /// [`multiplexed`](RedisStoreBuilder::multiplexed) (redis-rs's `ConnectionManager`: one
 /// connection that pipelines concurrent calls and reconnects by itself; the leanest),
-/// [`pool`](RedisStoreBuilder::pool) (a `bb8-redis` pool) or
-/// [`cluster`](RedisStoreBuilder::cluster) (Redis Cluster).
+/// [`pool`](RedisStoreBuilder::pool) (a `bb8-redis` pool),
+/// [`cluster`](RedisStoreBuilder::cluster) (Redis Cluster) or
+/// [`sentinel`](RedisStoreBuilder::sentinel) (the primary Redis Sentinel names, followed
+/// through failovers).
 ///
 /// # Failures
 ///
@@ -35,7 +37,8 @@ use crate::stats::{Counters, RedisStats};
 /// - [`Error::CostTooHigh`] before any Redis call when the cost can never pass;
 /// - [`Error::Timeout`] when no reply came within the [timeout](RedisStoreBuilder::timeout);
 /// - [`Error::Unavailable`] when Redis refuses or drops connections (server down or
-///   restarting, cluster down); the connection recovers by itself once Redis is back;
+///   restarting, cluster down, a Sentinel failover under way); the connection recovers by
+///   itself once Redis is back;
 /// - [`Error::Backend`] when Redis answered with an error: a key of the wrong type written
 ///   by someone else (`WRONGTYPE`), a value the script cannot read, any other script error;
 /// - [`Error::Overloaded`] when, with coalescing, too many checks already wait behind calls
