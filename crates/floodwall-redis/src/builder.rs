@@ -152,6 +152,14 @@ impl RedisStoreBuilder {
     /// time, and the checks that waited for a failed one share its answer. A check
     /// that times out or meets `READONLY` (a demoted primary) also makes the next one ask.
     ///
+    /// While the connection works, the sentinels are still asked every
+    /// [`SENTINEL_REFRESH`](RedisStore::SENTINEL_REFRESH) (1 s), in the background: a
+    /// primary replaced while it still answers (`SENTINEL FAILOVER`, a partition that
+    /// healed) stays a primary for seconds before sentinel demotes it, and what it accepts
+    /// meanwhile is discarded. Checks move to the new primary within
+    /// `SENTINEL_REFRESH + timeout` of the sentinels naming it. Each refresh costs a
+    /// `SENTINEL MASTERS` and a new connection to the primary for its `ROLE`.
+    ///
     /// Decisions are made on the new primary again at most
     ///
     /// ```text

@@ -4,24 +4,38 @@
 //! redis-rs's `ConnectionManager` reconnects to the address it was given, which after a
 //! failover is the old primary (dead, or back as a read-only replica), and its
 //! `SentinelClient` finds the primary only when asked for a new connection. So this kind
-//! keeps the connection it got from the sentinels and asks them again when that connection
-//! fails: an I/O error, a dropped or refused connection, a timeout (a call whose caller
-//! gave up counts too), or `READONLY` (the node was demoted). The call that failed answers
-//! its error (it may have been applied, so it is not retried); the next call looks the
-//! primary up. Lookups are one at a time; calls that waited for a lookup that failed share
-//! its error rather than ask again.
+//! keeps the connection it got from the sentinels and asks them again:
+//!
+//! - when that connection fails: an I/O error, a dropped or refused connection, a timeout
+//!   (a call dropped by the store's timeout counts too), or `READONLY` (the node was
+//!   demoted). The call that failed answers its error (it may have been applied, so it is
+//!   not retried); the next call looks the primary up. Calls that waited for a lookup that
+//!   failed share its error rather than ask again.
+//! - every [`REFRESH`], in a background task started by a call, while the connection
+//!   works: a primary that still answers may have been replaced (`SENTINEL FAILOVER`, or a
+//!   partition that healed), and sentinel turns it into a replica only seconds later,
+//!   discarding what it accepted meanwhile. When the sentinels name another primary, calls
+//!   move to it.
+//!
+//! Lookups run one at a time.
 
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use floodwall_core::Error;
 use redis::aio::MultiplexedConnection;
 use redis::sentinel::SentinelClient;
-use redis::{AsyncConnectionConfig, ErrorKind, FromRedisValue, RedisError, ServerErrorKind};
+use redis::{
+    AsyncConnectionConfig, ConnectionAddr, ErrorKind, FromRedisValue, RedisError, ServerErrorKind,
+};
 
 use crate::connection::{Op, exec};
 use crate::error::to_core;
+
+/// How often the sentinels are asked whether the primary moved while its connection works.
+pub(crate) const REFRESH: Duration = Duration::from_secs(1);
 
 /// The primary of a service monitored by Redis Sentinel, found again after each failover.
 pub(crate) struct SentinelConnection {
@@ -31,12 +45,18 @@ pub(crate) struct SentinelConnection {
     current: Mutex<Option<Primary>>,
     /// How the primary's connection is opened (connection and response timeouts).
     config: AsyncConnectionConfig,
+    /// The store's bound on a call.
+    timeout: Duration,
+    /// When the next background refresh is due, in ms since `born`.
+    next_refresh_ms: AtomicU64,
+    born: Instant,
 }
 
 /// One connection to one primary; `generation` tells a replaced one from its successor.
 #[derive(Clone)]
 struct Primary {
     generation: u64,
+    addr: ConnectionAddr,
     conn: MultiplexedConnection,
 }
 
@@ -44,7 +64,7 @@ struct Lookup {
     client: SentinelClient,
     /// Generations handed out so far.
     generations: u64,
-    /// When the last lookup ended, and why it failed if it did.
+    /// When the last lookup for a missing connection ended, and why it failed if it did.
     last: Option<(Instant, Option<String>)>,
 }
 
@@ -62,6 +82,9 @@ impl SentinelConnection {
             config: AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(timeout))
                 .set_response_timeout(Some(timeout)),
+            timeout,
+            next_refresh_ms: AtomicU64::new(0),
+            born: Instant::now(),
         }
     }
 
@@ -81,7 +104,42 @@ impl SentinelConnection {
         }
     }
 
-    /// Asks the sentinels for the primary and connects to it, unless another call did so
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Asks the sentinels for the primary and makes a connection to it the current one,
+    /// unless it is `keep`'s node, which is kept.
+    async fn look_up(
+        &self,
+        lookup: &mut Lookup,
+        keep: Option<&Primary>,
+    ) -> Result<Primary, RedisError> {
+        let client = lookup.client.async_get_client().await?;
+        let addr = client.get_connection_info().addr().clone();
+        self.next_refresh_ms.store(
+            self.now_ms() + REFRESH.as_millis() as u64,
+            Ordering::Relaxed,
+        );
+        if let Some(keep) = keep
+            && keep.addr == addr
+        {
+            return Ok(keep.clone());
+        }
+        let conn = client
+            .get_multiplexed_async_connection_with_config(&self.config)
+            .await?;
+        lookup.generations += 1;
+        let primary = Primary {
+            generation: lookup.generations,
+            addr,
+            conn,
+        };
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(primary.clone());
+        Ok(primary)
+    }
+
+    /// Looks the primary up for a call that has no connection, unless another call did so
     /// (or failed to) while this one waited for its turn.
     async fn connect(&self) -> Result<Primary, Error> {
         let asked = Instant::now();
@@ -94,24 +152,9 @@ impl SentinelConnection {
         {
             return Err(Error::unavailable(why.clone()));
         }
-        let found = match lookup.client.async_get_client().await {
-            Ok(client) => {
-                client
-                    .get_multiplexed_async_connection_with_config(&self.config)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
-        match found {
-            Ok(conn) => {
-                lookup.generations += 1;
+        match self.look_up(&mut lookup, None).await {
+            Ok(primary) => {
                 lookup.last = Some((Instant::now(), None));
-                let primary = Primary {
-                    generation: lookup.generations,
-                    conn,
-                };
-                *self.current.lock().unwrap_or_else(PoisonError::into_inner) =
-                    Some(primary.clone());
                 Ok(primary)
             }
             Err(e) => {
@@ -124,18 +167,53 @@ impl SentinelConnection {
         }
     }
 
+    /// Starts a background refresh when one is due (at most one per [`REFRESH`]).
+    fn refresh_if_due(self: &Arc<Self>) {
+        let now = self.now_ms();
+        let due = self.next_refresh_ms.load(Ordering::Relaxed);
+        let next = now + REFRESH.as_millis() as u64;
+        if now < due
+            || self
+                .next_refresh_ms
+                .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(Arc::clone(self).refresh());
+        }
+    }
+
+    /// Asks the sentinels whether the primary moved, and moves the connection if it did.
+    /// A failed lookup changes nothing: the connection in use still works.
+    async fn refresh(self: Arc<Self>) {
+        let Some(current) = self.current() else {
+            return;
+        };
+        let mut lookup = self.lookup.lock().await;
+        if self.current().map(|p| p.generation) != Some(current.generation) {
+            return;
+        }
+        let _ = tokio::time::timeout(self.timeout, self.look_up(&mut lookup, Some(&current))).await;
+    }
+
     /// Runs `op` on the current primary, looking it up first if need be.
-    pub(crate) async fn query<T: FromRedisValue>(&self, op: Op<'_>) -> Result<T, Error> {
+    pub(crate) async fn query<T: FromRedisValue>(self: &Arc<Self>, op: Op<'_>) -> Result<T, Error> {
         let primary = match self.current() {
-            Some(primary) => primary,
+            Some(primary) => {
+                self.refresh_if_due();
+                primary
+            }
             // Boxed: the lookup's future (redis-rs's, deep) would otherwise be laid out
             // inside every check's, which runs into rustc's query depth limit in callers.
             None => Box::pin(self.connect()).await?,
         };
-        // Forgets the connection if the caller gives up before the reply (its timeout).
+        // Forgets the connection if the caller's timeout passes before the reply.
         let mut in_flight = InFlight {
             conn: self,
             generation: primary.generation,
+            sent: Instant::now(),
             done: false,
         };
         let result = exec(&mut primary.conn.clone(), op).await;
@@ -158,17 +236,21 @@ fn moved_or_gone(e: &RedisError) -> bool {
     e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
 }
 
-/// A call on the primary's connection; dropped before its reply, it forgets that
-/// connection: a primary that does not answer in time may be cut off from a failover.
+/// A call on the primary's connection. Dropped before its reply after waiting for it at
+/// least half the store's timeout (the rest may have gone to the lookup), the caller timed
+/// out: it forgets that connection, since a primary that does not answer in time may have
+/// been cut off and replaced. A caller that went away sooner (a request cancelled) leaves
+/// it alone.
 struct InFlight<'a> {
     conn: &'a SentinelConnection,
     generation: u64,
+    sent: Instant,
     done: bool,
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        if !self.done {
+        if !self.done && self.sent.elapsed() >= self.conn.timeout / 2 {
             self.conn.forget(self.generation);
         }
     }

@@ -107,6 +107,10 @@ impl RedisStore {
     /// The bound on one check unless [`RedisStoreBuilder::timeout`] says otherwise.
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
 
+    /// How often a [`sentinel`](RedisStoreBuilder::sentinel) store asks the sentinels, in
+    /// the background, whether the primary moved while its connection still works.
+    pub const SENTINEL_REFRESH: Duration = crate::sentinel::REFRESH;
+
     /// The pool size unless [`RedisStoreBuilder::pool_size`] says otherwise.
     pub const DEFAULT_POOL_SIZE: u32 = 8;
 

@@ -159,6 +159,59 @@ async fn decisions_reach_the_new_primary_within_the_documented_bound() {
 }
 
 #[tokio::test]
+async fn a_manual_failover_moves_decisions_to_the_promoted_replica() {
+    let deployment = RedisSentinel::start(1, 1);
+    // No failure to detect: sentinel promotes and names the replica within its
+    // failover-timeout, and the store's next background refresh (one a SENTINEL_REFRESH)
+    // moves its checks there within its timeout, as RedisStoreBuilder::sentinel documents.
+    let bound = deployment.failover_timeout() + RedisStore::SENTINEL_REFRESH + TIMEOUT;
+    let store = RedisStore::builder()
+        .timeout(TIMEOUT)
+        .sentinel(deployment.sentinel_urls(), RedisSentinel::SERVICE)
+        .await
+        .unwrap();
+    // 10 an hour: a key written stays for minutes, long enough to look for it.
+    let policy = Policy::gcra("manual", "10/hour".parse().unwrap()).unwrap();
+    store.check(b"before", &policy, 1).await.unwrap();
+    assert!(exists(
+        &deployment.nodes()[0],
+        &store.redis_key(b"before", &policy)
+    ));
+
+    // The old primary stays up, and a primary, for seconds (sentinel demotes it later):
+    // the store must not keep writing to it, since what it accepts then is discarded.
+    deployment.failover();
+    let started = Instant::now();
+    for attempt in 0u32.. {
+        // A key of its own per attempt, sent once node 1 is a primary: if node 1 then
+        // holds it, node 1 decided it (a primary receives no replication).
+        let promoted = deployment.nodes()[1].cmd(&["ROLE"]).starts_with("master");
+        let key = format!("after-{attempt}");
+        let on_node_1 = || {
+            exists(
+                &deployment.nodes()[1],
+                &store.redis_key(key.as_bytes(), &policy),
+            )
+        };
+        match store.check(key.as_bytes(), &policy, 1).await {
+            Ok(_) if promoted && on_node_1() => break,
+            Ok(_) => {}
+            Err(e) => assert_failover_error(&e),
+        }
+        assert!(
+            started.elapsed() < bound,
+            "decisions not on the promoted replica {bound:?} after SENTINEL FAILOVER"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+    eprintln!(
+        "manual failover: decisions on the new primary after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(deployment.primary_port(), deployment.nodes()[1].port());
+}
+
+#[tokio::test]
 async fn an_unknown_service_or_a_bad_url_is_a_typed_build_error() {
     let deployment = RedisSentinel::start(1, 1);
     let built = RedisStore::builder()

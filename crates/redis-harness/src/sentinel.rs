@@ -354,6 +354,20 @@ impl RedisSentinel {
         i
     }
 
+    /// Ask the first sentinel for a failover without a failure (`SENTINEL FAILOVER`): it
+    /// promotes a replica and turns the old primary, still running, into its replica.
+    ///
+    /// # Panics
+    ///
+    /// If the sentinel refuses (a failover already under way, no replica fit).
+    pub fn failover(&self) {
+        let reply = self.sentinels[0].cmd(&["SENTINEL", "FAILOVER", Self::SERVICE]);
+        assert_eq!(
+            reply, "OK",
+            "redis-harness: SENTINEL FAILOVER answered {reply}"
+        );
+    }
+
     /// Waits until the sentinels name a primary other than `old_port`, and returns its
     /// port.
     ///
