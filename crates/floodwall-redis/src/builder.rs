@@ -178,8 +178,9 @@ impl RedisStoreBuilder {
     /// received are lost, so those keys count from an earlier state (a little more
     /// lenient, once), never an error.
     ///
-    /// For credentials, TLS or a database other than 0 on the data nodes, build a
-    /// `SentinelClient` and use [`from_sentinel_client`](Self::from_sentinel_client).
+    /// For credentials or a database other than 0 on the data nodes (or TLS, with
+    /// redis-rs's TLS support enabled), build a `SentinelClient` and use
+    /// [`from_sentinel_client`](Self::from_sentinel_client).
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), floodwall_redis::BuildError> {
@@ -214,8 +215,8 @@ impl RedisStoreBuilder {
         Ok(self.finish(conn))
     }
 
-    /// Uses a `SentinelClient` configured by the caller (credentials, TLS, database of the
-    /// data nodes), which must be built for `SentinelServerType::Master`. It connects on
+    /// Uses a `SentinelClient` configured by the caller (credentials, database or TLS of
+    /// the data nodes), which must be built for `SentinelServerType::Master`. It connects on
     /// the first check, and fails over as [`sentinel`](Self::sentinel) does.
     ///
     /// ```no_run
