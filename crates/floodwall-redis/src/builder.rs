@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use floodwall_core::DenyCache;
+
 use crate::RedisStore;
 use crate::call::Scripts;
 use crate::connection::Connection;
@@ -10,9 +12,10 @@ use crate::error::BuildError;
 use crate::key;
 use crate::sentinel::SentinelConnection;
 use crate::stats::Counters;
-use crate::store::Inner;
+use crate::store::{Direct, Inner};
 
-/// Configures a [`RedisStore`] (key prefix, timeout, pool size), then connects it.
+/// Configures a [`RedisStore`] (key prefix, timeout, pool size, coalescing, deny cache),
+/// then connects it.
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), floodwall_redis::BuildError> {
@@ -32,6 +35,7 @@ pub struct RedisStoreBuilder {
     timeout: Duration,
     pool_size: u32,
     coalesce: bool,
+    deny_cache: bool,
     written_scripts: usize,
 }
 
@@ -43,6 +47,7 @@ impl RedisStoreBuilder {
             timeout: RedisStore::DEFAULT_TIMEOUT,
             pool_size: RedisStore::DEFAULT_POOL_SIZE,
             coalesce: true,
+            deny_cache: true,
             written_scripts: RedisStore::DEFAULT_WRITTEN_SCRIPTS,
         }
     }
@@ -290,6 +295,40 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Refuses locally, without a script call, what Redis is known to refuse (default on):
+    /// once Redis refuses a cost for a key, the same or a larger cost is refused here until
+    /// the refusal's `retry_after` has passed, counted from when the check was sent; an
+    /// admission that leaves no room for the next request is remembered the same way. A
+    /// client flooding one key past its quota then costs about one script call per
+    /// admitted request instead of one per request. It is a
+    /// [`DenyCache`](floodwall_core::DenyCache) over this store's direct path, with its
+    /// default cap ([`DenyCache::DEFAULT_MAX_KEYS`](floodwall_core::DenyCache::DEFAULT_MAX_KEYS)
+    /// keys) and a wait bound of at least the [timeout](Self::timeout);
+    /// [`RedisStore::deny_cache_stats`] reads its counters, and
+    /// [`RedisStats::denied_locally`](crate::RedisStats::denied_locally) the calls it saved.
+    ///
+    /// It is exact: it never answers "yes", and refuses only what Redis would refuse too
+    /// (docs/deny-cache.md in the repository says why), on one assumption of each kind:
+    ///
+    /// - **Redis's clock runs at the local rate.** Windows are measured on this process's
+    ///   monotonic clock; a Redis clock that runs fast or is stepped forward can make the
+    ///   cache refuse longer than Redis would, by as much as that clock gained meanwhile.
+    /// - **No resets elsewhere.** [`reset`](floodwall_core::Store::reset) through this
+    ///   store (or a clone) forgets the key's entry; a reset through another process or
+    ///   node, a `DEL` or a key evicted by Redis is not seen, and the cache keeps refusing
+    ///   the key until its window ends.
+    ///
+    /// [`RedisStore::check_at`] (an explicit time) always bypasses it. `deny_cache(false)`
+    /// sends every check to Redis.
+    ///
+    /// ```
+    /// let b = floodwall_redis::RedisStore::builder().deny_cache(false);
+    /// ```
+    pub fn deny_cache(mut self, on: bool) -> Self {
+        self.deny_cache = on;
+        self
+    }
+
     /// For how many parameter sets (distinct quotas per algorithm; default
     /// [`DEFAULT_WRITTEN_SCRIPTS`](RedisStore::DEFAULT_WRITTEN_SCRIPTS)) the store loads a
     /// script of their own, with the parameters written in: a check of cost 1 then sends
@@ -320,7 +359,7 @@ impl RedisStoreBuilder {
     }
 
     fn finish(self, conn: Connection) -> RedisStore {
-        RedisStore {
+        let direct = RedisStore {
             inner: Arc::new(Inner {
                 conn,
                 prefix: self.prefix,
@@ -329,6 +368,16 @@ impl RedisStoreBuilder {
                 counters: Counters::default(),
                 scripts: Scripts::new(self.written_scripts),
             }),
-        }
+            deny: None,
+        };
+        // A check waits for another's answer at most as long as a check may take.
+        let deny = self.deny_cache.then(|| {
+            Arc::new(
+                DenyCache::builder()
+                    .max_wait(self.timeout.max(DenyCache::DEFAULT_MAX_WAIT))
+                    .build(Direct(direct.clone())),
+            )
+        });
+        RedisStore { deny, ..direct }
     }
 }

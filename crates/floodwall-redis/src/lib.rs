@@ -62,7 +62,9 @@
 //! [coalescing](RedisStoreBuilder::coalesce), a check of a key with a call in flight waits
 //! for that call, then for the batch it joined: up to two. A check of cost 1 on the
 //! server's clock sends no argument: the policy's parameters are written into a script of
-//! its own ([`written_scripts`](RedisStoreBuilder::written_scripts)).
+//! its own ([`written_scripts`](RedisStoreBuilder::written_scripts)). A check the
+//! [deny cache](RedisStoreBuilder::deny_cache) (on by default) knows Redis would refuse
+//! costs no round trip at all.
 //!
 //! `MEMORY USAGE` on Redis 7.0 (jemalloc, 64-bit) for a policy `per-ip` of `100/min` and the
 //! user key `203.0.113.7`, e.g. `floodwall:per-ip:gcra.b54436b1:{203.0.113.7}` (44 bytes; a

@@ -1,9 +1,10 @@
-//! [`RedisStats`]: what a store sent to Redis and what coalescing saved.
+//! [`RedisStats`]: what a store sent to Redis, and what coalescing and the deny cache saved.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Work a [`RedisStore`](crate::RedisStore) sent to Redis, and work coalescing saved: read
-/// it to see whether [`coalesce`](crate::RedisStoreBuilder::coalesce) pays for a workload.
+/// Work a [`RedisStore`](crate::RedisStore) sent to Redis, and work coalescing and the deny
+/// cache saved: read it to see whether [`coalesce`](crate::RedisStoreBuilder::coalesce) or
+/// [`deny_cache`](crate::RedisStoreBuilder::deny_cache) pays for a workload.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RedisStats {
@@ -11,6 +12,10 @@ pub struct RedisStats {
     pub script_calls: u64,
     /// Checks answered by another check's call, which they joined: calls saved.
     pub coalesced: u64,
+    /// Checks refused by the [deny cache](crate::RedisStoreBuilder::deny_cache) without a
+    /// script call: calls saved (0 when it is off; its other counters are in
+    /// [`RedisStore::deny_cache_stats`](crate::RedisStore::deny_cache_stats)).
+    pub denied_locally: u64,
 }
 
 /// The counters behind [`RedisStats`], shared by a store's clones.
@@ -37,6 +42,7 @@ impl Counters {
         RedisStats {
             script_calls: self.script_calls.load(Ordering::Relaxed),
             coalesced: self.coalesced.load(Ordering::Relaxed),
+            denied_locally: 0,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use floodwall_core::{Decision, Error, Policy, Store};
+use floodwall_core::{Decision, DenyCache, DenyCacheStats, Error, Policy, Store};
 use redis::Value;
 
 use crate::builder::RedisStoreBuilder;
@@ -79,9 +79,47 @@ use crate::stats::{Counters, RedisStats};
 /// println!("{:?}", store.stats());
 /// # Ok(()) }
 /// ```
+///
+/// # Deny cache
+///
+/// With [`RedisStoreBuilder::deny_cache`] (on by default), what Redis refused is refused
+/// again locally, with no script call, until the refusal lapses: a client flooding a key
+/// past its quota costs about one call per request admitted. It is exact (it refuses only
+/// what Redis would), provided Redis's clock runs at the local rate and nobody resets the
+/// key but through this store; the builder method says more.
+/// [`stats`](Self::stats) counts the calls it saved
+/// ([`RedisStats::denied_locally`]), [`deny_cache_stats`](Self::deny_cache_stats) the rest.
 #[derive(Clone)]
 pub struct RedisStore {
     pub(crate) inner: Arc<Inner>,
+    /// `Some` when the [deny cache](RedisStoreBuilder::deny_cache) is on: checks and resets
+    /// go through it, to the direct path of this store (the same connection, no cache).
+    pub(crate) deny: Option<Arc<DenyCache<Direct>>>,
+}
+
+/// A [`RedisStore`] without its deny cache: what the cache wraps, and where its misses go.
+#[derive(Clone)]
+pub(crate) struct Direct(pub(crate) RedisStore);
+
+impl Store for Direct {
+    fn check(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        self.0.decide(key, policy, cost, None)
+    }
+
+    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
+        self.0.delete(key, policy)
+    }
+}
+
+impl fmt::Debug for Direct {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RedisStore")
+    }
 }
 
 /// What a store's clones share.
@@ -125,7 +163,7 @@ impl RedisStore {
     pub const MAX_QUEUED: usize = coalesce::MAX_QUEUED;
 
     /// A builder with the defaults: prefix `floodwall:`, 1 s timeout, pools of 8,
-    /// coalescing on.
+    /// coalescing on, deny cache on.
     pub fn builder() -> RedisStoreBuilder {
         RedisStoreBuilder::new()
     }
@@ -137,6 +175,9 @@ impl RedisStore {
     }
 
     /// Decides at `now_us` (microseconds since the Unix epoch) instead of the server's clock.
+    ///
+    /// It never goes through the [deny cache](RedisStoreBuilder::deny_cache): every call is
+    /// a script call, decided at `now_us`.
     ///
     /// For tests and simulations only: it makes runs deterministic (the decision vectors
     /// run through it), but a fleet passing its own clocks loses what server time gives.
@@ -168,7 +209,24 @@ impl RedisStore {
 
     /// Counters since the store was built (shared by clones).
     pub fn stats(&self) -> RedisStats {
-        self.inner.counters.snapshot()
+        let mut stats = self.inner.counters.snapshot();
+        if let Some(deny) = &self.deny {
+            stats.denied_locally = deny.stats().denied_locally;
+        }
+        stats
+    }
+
+    /// The [deny cache](RedisStoreBuilder::deny_cache)'s counters since the store was built
+    /// (shared by clones); `None` when it is off.
+    pub fn deny_cache_stats(&self) -> Option<DenyCacheStats> {
+        self.deny.as_deref().map(DenyCache::stats)
+    }
+
+    /// Deletes the key (one `DEL`), bypassing the deny cache.
+    async fn delete(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        let mut del = redis::cmd("DEL");
+        del.arg(self.redis_key(key, policy));
+        self.bounded::<i64>(Op::Cmd(&del)).await.map(drop)
     }
 
     /// One check at `now` (µs; `None` reads the server's clock): coalesced when the store
@@ -244,20 +302,27 @@ pub(crate) fn decision(
 }
 
 impl Store for RedisStore {
-    fn check(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        self.decide(key, policy, cost, None)
+    /// One check on the server's clock: refused here without a call when the deny cache
+    /// knows the key is refused, else one script call (alone or coalesced).
+    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        match &self.deny {
+            Some(deny) => deny.check(key, policy, cost).await,
+            None => self.decide(key, policy, cost, None).await,
+        }
     }
 
-    /// Deletes the key (one `DEL`).
+    /// Deletes the key (one `DEL`), and forgets what the deny cache knew of it.
     async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        let mut del = redis::cmd("DEL");
-        del.arg(self.redis_key(key, policy));
-        self.bounded::<i64>(Op::Cmd(&del)).await.map(drop)
+        match &self.deny {
+            Some(deny) => deny.reset(key, policy).await,
+            None => self.delete(key, policy).await,
+        }
+    }
+
+    /// A refusal the deny cache holds, answered without a future (the tower layer asks
+    /// this first); `None` otherwise: every other check needs Redis.
+    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+        self.deny.as_ref()?.check_now(key, policy, cost)
     }
 }
 
@@ -268,6 +333,7 @@ impl fmt::Debug for RedisStore {
             .field("prefix", &self.inner.prefix)
             .field("timeout", &self.inner.timeout)
             .field("coalesce", &self.inner.coalescer.is_some())
+            .field("deny_cache", &self.deny.is_some())
             .field("stats", &self.stats())
             .finish()
     }
