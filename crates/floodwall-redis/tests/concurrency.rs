@@ -2,6 +2,10 @@
 //! process, all hammering one key, admit exactly the quota, for every algorithm. Each check
 //! is one atomic script, so no interleaving can admit more (or fewer).
 //!
+//! Every store here is built with `deny_cache(false)`, so every check is a script call:
+//! the deny cache would answer most refusals locally and leave fewer calls racing in
+//! Redis than this test means to race.
+//!
 //! The second process is this test binary again, running the same test with
 //! [`CHILD_URL`] set: the test then plays the second process's part ([`hammer_beside`])
 //! instead of its own. No test exists only to be that entry point.
@@ -61,7 +65,11 @@ async fn admitted(handles: Vec<tokio::task::JoinHandle<u64>>) -> u64 {
 /// The second process's side: hammers `url` for each policy when told to on stdin, and
 /// reports each policy's admissions on stdout.
 async fn hammer_beside(url: &str) {
-    let store = RedisStore::connect(url).await.unwrap();
+    let store = RedisStore::builder()
+        .deny_cache(false)
+        .multiplexed(url)
+        .await
+        .unwrap();
     println!("ready");
     for policy in policies() {
         // Start each algorithm when the first process does, so both hammer together.
@@ -100,9 +108,22 @@ async fn many_tasks_and_a_second_process_admit_exactly_the_quota() {
 
     // Four connections: two multiplexed connections and a pool of two.
     let stores = [
-        RedisStore::connect(&url).await.unwrap(),
-        RedisStore::connect(&url).await.unwrap(),
-        RedisStore::builder().pool_size(2).pool(&url).await.unwrap(),
+        RedisStore::builder()
+            .deny_cache(false)
+            .multiplexed(&url)
+            .await
+            .unwrap(),
+        RedisStore::builder()
+            .deny_cache(false)
+            .multiplexed(&url)
+            .await
+            .unwrap(),
+        RedisStore::builder()
+            .deny_cache(false)
+            .pool_size(2)
+            .pool(&url)
+            .await
+            .unwrap(),
     ];
     let tasks = [64, 64, 128];
 

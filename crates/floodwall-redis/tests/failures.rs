@@ -2,6 +2,10 @@
 //! key of the wrong type is a backend error that changes nothing, a server that is down or
 //! paused is unavailable or a timeout (never a panic, never an allow), and bad URLs or
 //! prefixes are typed errors at build time.
+//!
+//! Every store here is built with `deny_cache(false)`: these tests are about what Redis's
+//! failures turn into, and a refusal the deny cache remembers would be answered without
+//! meeting the failure.
 
 mod common;
 
@@ -20,8 +24,16 @@ async fn script_flush_in_the_middle_of_a_run_is_transparent() {
     let server = RedisServer::start();
     let url = server.url();
     let stores = [
-        RedisStore::connect(&url).await.unwrap(),
-        RedisStore::builder().pool(&url).await.unwrap(),
+        RedisStore::builder()
+            .deny_cache(false)
+            .multiplexed(&url)
+            .await
+            .unwrap(),
+        RedisStore::builder()
+            .deny_cache(false)
+            .pool(&url)
+            .await
+            .unwrap(),
     ];
     for (s, store) in stores.iter().enumerate() {
         for policy in every_algorithm(&format!("flush{s}"), "3/s") {
@@ -39,7 +51,11 @@ async fn script_flush_in_the_middle_of_a_run_is_transparent() {
 #[tokio::test]
 async fn a_key_of_the_wrong_type_is_a_backend_error_and_is_left_alone() {
     let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let store = RedisStore::builder()
+        .deny_cache(false)
+        .multiplexed(&server.url())
+        .await
+        .unwrap();
     for policy in every_algorithm("typed", "3/s") {
         let key = String::from_utf8(store.redis_key(b"k", &policy)).unwrap();
         server.cmd(&["RPUSH", &key, "someone else's"]);
@@ -69,11 +85,13 @@ async fn a_server_that_is_down_is_unavailable_until_it_is_back() {
     let url = server.url();
     let timeout = Duration::from_millis(500);
     let manager = RedisStore::builder()
+        .deny_cache(false)
         .timeout(timeout)
         .multiplexed(&url)
         .await
         .unwrap();
     let pool = RedisStore::builder()
+        .deny_cache(false)
         .timeout(timeout)
         .pool(&url)
         .await
@@ -93,10 +111,15 @@ async fn a_server_that_is_down_is_unavailable_until_it_is_back() {
     // Building a store on a dead server fails with a typed error.
     for built in [
         RedisStore::builder()
+            .deny_cache(false)
             .timeout(timeout)
             .multiplexed(&url)
             .await,
-        RedisStore::builder().timeout(timeout).pool(&url).await,
+        RedisStore::builder()
+            .deny_cache(false)
+            .timeout(timeout)
+            .pool(&url)
+            .await,
     ] {
         assert!(
             matches!(built, Err(BuildError::Connect { .. })),
@@ -123,6 +146,7 @@ async fn a_server_that_is_down_is_unavailable_until_it_is_back() {
 async fn a_server_that_does_not_answer_in_time_is_a_timeout() {
     let server = RedisServer::start();
     let store = RedisStore::builder()
+        .deny_cache(false)
         .timeout(Duration::from_millis(100))
         .multiplexed(&server.url())
         .await
@@ -170,7 +194,11 @@ async fn bad_urls_and_prefixes_are_typed_errors() {
 async fn a_unix_socket_url_works() {
     let server = RedisServer::start_with(&["--unixsocket", "redis.sock"]);
     let url = format!("redis+unix://{}", server.dir().join("redis.sock").display());
-    let store = RedisStore::connect(&url).await.unwrap();
+    let store = RedisStore::builder()
+        .deny_cache(false)
+        .multiplexed(&url)
+        .await
+        .unwrap();
     let policy = Policy::gcra("unix", "1/s".parse().unwrap()).unwrap();
     assert!(store.check(b"k", &policy, 1).await.unwrap().allowed);
     assert!(!store.check(b"k", &policy, 1).await.unwrap().allowed);

@@ -3,6 +3,11 @@
 //! type, and a cluster master lost. Every request must be answered per its fail mode
 //! within a bound, nothing may pile up, and decisions must return to Redis on their own.
 //!
+//! Every `RedisStore` here is built with `deny_cache(false)`: these tests are about what
+//! a failing Redis answers, and the deny cache would answer a refused key's checks
+//! without meeting the failure; and `FLUSHALL` or a `DEL` is a reset elsewhere, which the
+//! cache by its documented assumption does not see.
+//!
 //! Timings are printed (`cargo test --test faults -- --nocapture`) for the README's "When
 //! Redis fails"; assertions use only generous bounds (3x the store's timeout for an
 //! answer, seconds for a recovery), so a loaded machine does not make them flaky.
@@ -123,7 +128,7 @@ fn exists(redis: &RedisServer, key: &[u8]) -> bool {
 async fn kill_9_under_load_each_mode_answers_in_time_and_recovers_on_its_own() {
     let mut redis = RedisServer::start();
     let url = redis.url();
-    let builder = || RedisStore::builder().timeout(TIMEOUT);
+    let builder = || RedisStore::builder().deny_cache(false).timeout(TIMEOUT);
     // Three apps of one fleet, one per fail mode, on two connection kinds.
     let local = Fallback::local(Breaker::new(builder().multiplexed(&url).await.unwrap()), 2);
     let open = Fallback::fail_open(Breaker::new(builder().pool(&url).await.unwrap()));
@@ -233,6 +238,7 @@ async fn a_stalled_redis_times_out_into_the_fail_mode_and_in_flight_calls_stay_b
     let redis = RedisServer::start();
     let breaker = Breaker::builder().max_in_flight(8).build(
         RedisStore::builder()
+            .deny_cache(false)
             .timeout(TIMEOUT)
             .multiplexed(&redis.url())
             .await
@@ -308,6 +314,7 @@ async fn a_stalled_redis_times_out_into_the_fail_mode_and_in_flight_calls_stay_b
     let closed = Fallback::fail_closed(
         Breaker::builder().failure_threshold(2).build(
             RedisStore::builder()
+                .deny_cache(false)
                 .timeout(TIMEOUT)
                 .pool(&redis.url())
                 .await
@@ -348,6 +355,7 @@ async fn script_flush_flushall_and_a_wrongly_typed_key_while_serving() {
     let store = Fallback::local(
         Breaker::new(
             RedisStore::builder()
+                .deny_cache(false)
                 .timeout(TIMEOUT)
                 .multiplexed(&redis.url())
                 .await
@@ -411,6 +419,7 @@ async fn a_dead_cluster_master_fails_its_slots_only_and_the_cluster_connection_r
     // master is gone; without it, the other masters keep serving their slots.
     let mut cluster = RedisCluster::start_with(3, &["--cluster-require-full-coverage", "no"]);
     let redis = RedisStore::builder()
+        .deny_cache(false)
         .timeout(TIMEOUT)
         .cluster(cluster.urls())
         .await

@@ -3,6 +3,10 @@
 //! behind the stalled call are never sent, so the quota is whole for the requests that
 //! come after the stall. Only checks already sent when their callers gave up may be
 //! charged: those are counted and subtracted, never guessed.
+//!
+//! The store is built with `deny_cache(false)`: the script calls sent and the checks
+//! queued behind the stalled call are what is counted, and the deny cache would answer
+//! the burst's refusals with no call at all.
 
 // The tower crate's test helpers (requests from a peer IP, a 200 "hello" service).
 
@@ -64,6 +68,7 @@ where
 async fn a_stall_charges_none_of_the_refused_requests_that_never_went_out() {
     let redis = RedisServer::start();
     let store = RedisStore::builder()
+        .deny_cache(false)
         .timeout(TIMEOUT)
         .multiplexed(&redis.url())
         .await
