@@ -123,6 +123,9 @@ fn main() {
     let redis = rt
         .block_on(
             RedisStore::builder()
+                // Without the store's own deny cache (on by default): the no-cache row
+                // measures Redis alone, the cached rows wrap a `DenyCache` of their own.
+                .deny_cache(false)
                 .coalesce(false)
                 .multiplexed(&server.url()),
         )
@@ -148,6 +151,9 @@ fn main() {
     let coalescing = rt
         .block_on(
             RedisStore::builder()
+                // Without the store's own deny cache (on by default): the no-cache row
+                // measures Redis alone, the cached rows wrap a `DenyCache` of their own.
+                .deny_cache(false)
                 .coalesce(true)
                 .multiplexed(&server.url()),
         )

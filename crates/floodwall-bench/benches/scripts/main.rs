@@ -301,6 +301,9 @@ fn main() {
         .expect("client runtime");
     let store: RedisStore = rt.block_on(async {
         RedisStore::builder()
+            // Every check to Redis: the deny cache (on by default) would answer refusals
+            // locally, and these rows measure what Redis does.
+            .deny_cache(false)
             .multiplexed(&server.url())
             .await
             .expect("multiplexed store")
