@@ -7,7 +7,7 @@ use std::time::Duration;
 ///
 /// A denial is a decision, not an error: `allowed` is false and `retry_after` says when the
 /// same request would pass (never zero).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy)]
 #[non_exhaustive]
 pub struct Decision {
     /// Whether the request may go ahead. A denied request consumed nothing.
@@ -26,9 +26,67 @@ pub struct Decision {
     /// a cache in front ([`DenyCache`](crate::DenyCache)) must not remember it. `false` for
     /// every store's own answers.
     pub fallback: bool,
+    /// The exact figures in µs (`retry`, `reset`) behind durations a policy rounded
+    /// ([`Rounding::WholeSeconds`](crate::Rounding::WholeSeconds)), for a
+    /// [`DenyCache`](crate::DenyCache) to read; `None` when the durations are exact or
+    /// nothing better is known. Not part of what a decision says: equality, hashing and
+    /// `Debug` ignore it.
+    pub(crate) exact: Option<(u64, u64)>,
+}
+
+impl PartialEq for Decision {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Decision {}
+
+impl std::hash::Hash for Decision {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl std::fmt::Debug for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decision")
+            .field("allowed", &self.allowed)
+            .field("limit", &self.limit)
+            .field("remaining", &self.remaining)
+            .field("retry_after", &self.retry_after)
+            .field("reset_after", &self.reset_after)
+            .field("fallback", &self.fallback)
+            .finish()
+    }
 }
 
 impl Decision {
+    /// What a decision says, for equality and hashing.
+    #[allow(clippy::type_complexity)]
+    fn key(&self) -> (bool, u64, u64, Option<Duration>, Duration, bool) {
+        (
+            self.allowed,
+            self.limit,
+            self.remaining,
+            self.retry_after,
+            self.reset_after,
+            self.fallback,
+        )
+    }
+
+    /// `retry_after` (when denied) and `reset_after` in exact µs: the figures before a
+    /// policy rounded them when it did, else the durations themselves.
+    pub(crate) fn exact_micros(&self) -> (Option<u64>, u64) {
+        match self.exact {
+            Some((retry, reset)) => (self.retry_after.map(|_| retry), reset),
+            None => (
+                self.retry_after.map(crate::store::micros),
+                crate::store::micros(self.reset_after),
+            ),
+        }
+    }
+
     /// Whether the request may go ahead.
     pub fn is_allowed(&self) -> bool {
         self.allowed
@@ -56,6 +114,7 @@ impl Decision {
             retry_after,
             reset_after,
             fallback: false,
+            exact: None,
         }
     }
 

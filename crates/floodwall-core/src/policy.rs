@@ -15,6 +15,8 @@ pub enum Rounding {
     Micros,
     /// Whole seconds as redis-cell's `CL.THROTTLE` reports them: rounded up when a
     /// millisecond or more remains. A denial's `retry_after` is never rounded to zero.
+    /// Only what is reported is rounded: a [`DenyCache`](crate::DenyCache) reads the
+    /// exact microseconds the policy kept behind them.
     WholeSeconds,
 }
 
@@ -298,16 +300,21 @@ impl Policy {
     /// [`Decision::new`] would, without its `Duration` comparisons: this runs on every check.
     #[inline]
     pub(crate) fn to_decision_with_limit(&self, raw: Raw, limit: u64) -> Decision {
+        let mut exact = None;
         let (retry, reset) = match self.inner.rounding {
             // At least one microsecond when denied, as `Decision::new` ensures.
             Rounding::Micros => (
                 Duration::from_micros(raw.retry.max(u64::from(!raw.allowed))),
                 Duration::from_micros(raw.reset),
             ),
-            Rounding::WholeSeconds => (
-                Duration::from_secs(cell_seconds(raw.retry).max(u64::from(!raw.allowed))),
-                Duration::from_secs(cell_seconds(raw.reset)),
-            ),
+            // The exact figures are kept beside the rounded ones, for a `DenyCache`.
+            Rounding::WholeSeconds => {
+                exact = Some((raw.retry.max(u64::from(!raw.allowed)), raw.reset));
+                (
+                    Duration::from_secs(cell_seconds(raw.retry).max(u64::from(!raw.allowed))),
+                    Duration::from_secs(cell_seconds(raw.reset)),
+                )
+            }
         };
         Decision {
             allowed: raw.allowed,
@@ -316,6 +323,7 @@ impl Policy {
             retry_after: (!raw.allowed).then_some(retry),
             reset_after: reset,
             fallback: false,
+            exact,
         }
     }
 

@@ -3,14 +3,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use super::DenyCache;
 use super::flight::Flight;
 use crate::store::evict::evict_soonest;
 use crate::store::key::{KeyBuf, MapKey};
-use crate::store::micros;
-use crate::{Clock, Decision, Parameters, Policy};
+use crate::{Clock, Decision, Parameters, Policy, Rounding};
 
 pub(super) type Map = papaya::HashMap<MapKey, Entry, ahash::RandomState>;
 
@@ -51,12 +49,13 @@ impl<S, C: Clock> DenyCache<S, C> {
         // A fallback's answer (a node's share of the quota, fail-open) is no fact about the
         // shared state: remembered, it would outlast the outage, read with the policy's
         // numbers rather than the share's.
-        let fact = if d.fallback {
-            None
-        } else if d.allowed {
-            exhausted(policy, d)
+        let Some((retry, reset)) = exact(policy, d) else {
+            return;
+        };
+        let fact = if d.allowed {
+            exhausted(policy, d.remaining, reset)
         } else {
-            d.retry_after.map(|r| (cost, micros(r)))
+            retry.map(|r| (cost, r))
         };
         let Some((cost, wait)) = fact else { return };
         let cache = &self.cache;
@@ -68,7 +67,7 @@ impl<S, C: Clock> DenyCache<S, C> {
         let entry = Entry {
             until,
             cost,
-            reset_at: sent.saturating_add(micros(d.reset_after)),
+            reset_at: sent.saturating_add(reset),
             flight: None,
         };
         let buf = KeyBuf::new(key);
@@ -106,28 +105,35 @@ impl<S, C: Clock> DenyCache<S, C> {
     }
 }
 
-/// A refusal answered locally at `now` from a fact lasting until `until`.
+/// The exact `retry_after` (when denied) and `reset_after` in µs behind a store's answer,
+/// or `None` when there is nothing to learn from it: a fallback's answer (a node's share
+/// of the quota, fail-open: no fact about the shared state; remembered, it would outlast
+/// the outage), or durations a policy rounded with no exact figures kept beside them (a
+/// store that built its decision by hand): a window from rounded-up figures could outlast
+/// the store's.
+pub(super) fn exact(policy: &Policy, d: &Decision) -> Option<(Option<u64>, u64)> {
+    if d.fallback || (policy.rounding() != Rounding::Micros && d.exact.is_none()) {
+        return None;
+    }
+    Some(d.exact_micros())
+}
+
+/// A refusal answered locally at `now` from a fact lasting until `until`, rounded as the
+/// policy reports its durations.
 pub(super) fn refusal(policy: &Policy, now: u64, until: u64, reset_at: u64) -> Decision {
     let retry = until - now;
     let reset = reset_at.saturating_sub(now).max(retry);
-    Decision::new(
-        false,
-        policy.limit(),
-        0,
-        Duration::from_micros(retry),
-        Duration::from_micros(reset),
-    )
+    policy.decision_from_micros(false, 0, retry, reset)
 }
 
 /// After an admission: the smallest cost now refused, and for how long after the check
 /// was sent, worked out from the answer (`docs/deny-cache.md`, "Admissions tell too").
 /// `None` when the algorithm keeps too little in a decision to tell.
-fn exhausted(policy: &Policy, d: &Decision) -> Option<(u64, u64)> {
-    let next = d.remaining.checked_add(1)?;
+fn exhausted(policy: &Policy, remaining: u64, reset: u64) -> Option<(u64, u64)> {
+    let next = remaining.checked_add(1)?;
     if next > policy.limit() {
         return None;
     }
-    let reset = micros(d.reset_after);
     // GCRA and the funnel, which is GCRA underneath: refused while
     // `tat + next × interval - now > tolerance`, and `reset` is `tat - now`.
     let wait = if let Some(g) = policy.engine().gcra() {
@@ -142,8 +148,8 @@ fn exhausted(policy: &Policy, d: &Decision) -> Option<(u64, u64)> {
                 tick,
                 quantum,
             } => {
-                let to_full = (capacity - d.remaining).div_ceil(quantum);
-                let to_next = (next - d.remaining).div_ceil(quantum);
+                let to_full = (capacity - remaining).div_ceil(quantum);
+                let to_next = (next - remaining).div_ceil(quantum);
                 reset.checked_sub((to_full - to_next).checked_mul(tick)?)?
             }
             // Refused until the window ends, which is `reset` once anything was counted.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::Store;
 use super::evict::Cap;
-use crate::{Clock, Decision, Error, Parameters, Policy, Rounding, SystemClock};
+use crate::{Clock, Decision, Error, Parameters, Policy, SystemClock};
 
 mod builder;
 mod entry;
@@ -64,8 +64,10 @@ use route::{Mode, Route};
 /// - When a refusal lapses, one check of the key goes to the store and the checks arriving
 ///   meanwhile wait for its answer, at most [`max_wait`](DenyCacheBuilder::max_wait)
 ///   ([`DenyCacheStats::waited`], [`DenyCacheStats::gave_up`]).
-/// - Always sent to the store: peeks (cost 0), costs below the one refused, and policies
-///   rounded to whole seconds (see [`caches`](DenyCache::caches)). Answers a
+/// - Always sent to the store: peeks (cost 0) and costs below the one refused. A policy
+///   rounded to whole seconds is cached from the exact figures behind its decisions (see
+///   [`caches`](DenyCache::caches)), and its local refusals are rounded as it reports
+///   them. Answers a
 ///   [`Fallback`](crate::resilience::Fallback) gave in the store's stead
 ///   ([`Decision::fallback`]) are passed on and never remembered.
 /// - A local refusal reports `remaining` 0, `retry_after` until the local window ends (the
@@ -130,21 +132,22 @@ impl DenyCache<(), SystemClock> {
         }
     }
 
-    /// Whether a policy's answers may be cached: exact microseconds only (a `retry_after`
-    /// rounded up could outlast the store's window), and the algorithms whose refusals are
-    /// shown to stay true (all of this crate's).
+    /// Whether a policy's answers may be cached: the algorithms whose refusals are shown
+    /// to stay true (all of this crate's). A policy rounded to whole seconds
+    /// ([`Policy::redis_cell`]) is cached from the exact microseconds its decisions keep
+    /// behind the rounded durations (every store of floodwall's builds them so), never
+    /// from the rounded ones, which could outlast the store's window.
     pub fn caches(policy: &Policy) -> bool {
-        matches!(policy.rounding(), Rounding::Micros)
-            // No wildcard: a new algorithm must be shown to keep its refusals true
-            // (tests/deny_cache.rs) before it is cached, so adding one stops the build here.
-            && match policy.parameters() {
-                Parameters::Gcra { .. }
-                | Parameters::TokenBucket { .. }
-                | Parameters::LeakyBucket { .. }
-                | Parameters::FixedWindow { .. }
-                | Parameters::SlidingWindow { .. }
-                | Parameters::SlidingLog { .. } => true,
-            }
+        // No wildcard: a new algorithm must be shown to keep its refusals true
+        // (tests/deny_cache.rs) before it is cached, so adding one stops the build here.
+        match policy.parameters() {
+            Parameters::Gcra { .. }
+            | Parameters::TokenBucket { .. }
+            | Parameters::LeakyBucket { .. }
+            | Parameters::FixedWindow { .. }
+            | Parameters::SlidingWindow { .. }
+            | Parameters::SlidingLog { .. } => true,
+        }
     }
 }
 
@@ -237,7 +240,7 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
         if let Ok(d) = &result {
             self.record(key, policy, cost, sent, epoch, d);
             if let Some(lead) = &mut lead {
-                lead.end = self.flight_end(sent, epoch, d);
+                lead.end = self.flight_end(policy, sent, epoch, d);
             }
         }
         drop(lead);

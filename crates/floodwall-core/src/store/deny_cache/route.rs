@@ -7,10 +7,9 @@ use std::sync::atomic::Ordering;
 use papaya::{Compute, Operation};
 
 use super::DenyCache;
-use super::entry::{Entry, refusal};
+use super::entry::{Entry, exact, refusal};
 use super::flight::{Flight, FlightEnd, Leading};
 use crate::store::key::KeyBuf;
-use crate::store::micros;
 use crate::{Clock, Decision, Error, Policy};
 
 /// What to do with a check.
@@ -134,16 +133,20 @@ impl<S, C: Clock> DenyCache<S, C> {
     }
 
     /// What a leader's answer tells the checks waiting for it.
-    pub(super) fn flight_end(&self, sent: u64, epoch: u64, d: &Decision) -> FlightEnd {
-        match d.retry_after {
-            Some(r)
-                if !d.allowed
-                    && !d.fallback
-                    && self.cache.resets.load(Ordering::SeqCst) == epoch =>
+    pub(super) fn flight_end(
+        &self,
+        policy: &Policy,
+        sent: u64,
+        epoch: u64,
+        d: &Decision,
+    ) -> FlightEnd {
+        match exact(policy, d) {
+            Some((Some(r), reset))
+                if !d.allowed && self.cache.resets.load(Ordering::SeqCst) == epoch =>
             {
                 FlightEnd::Refused {
-                    until: sent.saturating_add(micros(r)),
-                    reset_at: sent.saturating_add(micros(d.reset_after)),
+                    until: sent.saturating_add(r),
+                    reset_at: sent.saturating_add(reset),
                 }
             }
             _ => FlightEnd::Open,
