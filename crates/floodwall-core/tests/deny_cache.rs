@@ -45,6 +45,22 @@ fn policies() -> impl Strategy<Value = Policy> {
         .prop_map(|(a, c, p, b)| policy(a, c, p, b))
 }
 
+/// [`policies`], and as often a policy rounded to whole seconds (`Policy::redis_cell`:
+/// GCRA reporting whole seconds), which the cache reads the exact figures of.
+fn policies_and_cells() -> impl Strategy<Value = Policy> {
+    prop_oneof![
+        6 => policies(),
+        1 => (
+            1..=5u64,
+            prop::sample::select(vec![10u64, 20, 50]),
+            1..=6u64
+        )
+            .prop_map(|(c, p, b)| {
+                Policy::redis_cell("cell", b - 1, c, Duration::from_millis(p)).unwrap()
+            }),
+    ]
+}
+
 fn us(d: Duration) -> u64 {
     d.as_micros() as u64
 }
@@ -134,7 +150,8 @@ fn a_refusal_stays_true_whatever_others_admit() {
 /// The cache in lockstep with the same store without it: this node's checks go through
 /// the cache, other nodes' straight to the shared store, and every check must be admitted
 /// or refused exactly as it is without the cache. Covers both facts the cache records:
-/// refusals, and what an admission says about the next request.
+/// refusals, and what an admission says about the next request; and policies rounded to
+/// whole seconds, whose local refusals are rounded as the store's are.
 ///
 /// Checks come faster than any policy's quota refills (a step of at most 2 ms against
 /// periods of 10 ms or more), so most cases see the cache refuse locally; the run counts
@@ -143,7 +160,7 @@ fn a_refusal_stays_true_whatever_others_admit() {
 fn the_cache_decides_as_the_store_does() {
     let refusing_cases = std::cell::Cell::new(0u64);
     let strategy = (
-        policies(),
+        policies_and_cells(),
         prop::collection::vec((0..8u8, 0..2u8, 0..=6u64, 0..2_000u64), 1..80),
     );
     run_cases(CASES, strategy, |(policy, ops)| {
@@ -324,18 +341,31 @@ fn reset_forgets_the_cached_refusal() {
 }
 
 #[test]
-fn whole_second_policies_are_never_cached() {
+fn whole_second_policies_are_cached_from_their_exact_figures() {
     let clock = ManualClock::new(T0);
     let store = MemoryStore::builder().clock(clock.clone()).build();
     let cache = DenyCache::builder().clock(clock.clone()).build(store);
+    // One request per 10 s, no burst beyond it: reported in whole seconds.
     let cell = Policy::redis_cell("cell", 0, 1, Duration::from_secs(10)).unwrap();
-    assert!(!DenyCache::caches(&cell));
+    assert!(DenyCache::caches(&cell));
+    assert!(cache.check_now(b"k", &cell, 1).unwrap().unwrap().allowed);
+    // 2.5 s later: the store's exact wait is 7.5 s, reported as 8 s.
+    clock.advance(Duration::from_millis(2_500));
     for _ in 0..5 {
-        cache.check_now(b"k", &cell, 1).unwrap().unwrap();
+        let d = cache.check_now(b"k", &cell, 1).unwrap().unwrap();
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after, Some(Duration::from_secs(8)));
+        assert_eq!(d.reset_after, Duration::from_secs(8));
     }
-    assert_eq!(cache.stats().denied_locally, 0);
-    assert_eq!(cache.stats().store_calls, 5);
-    assert!(cache.is_empty());
+    // The admission left no room: every refusal came from the cache.
+    assert_eq!(cache.stats().denied_locally, 5);
+    assert_eq!(cache.stats().store_calls, 1);
+    // The exact window, not the rounded one: at 10 s the store admits, and so does the
+    // cache (a window from a rounded-up figure would still refuse).
+    clock.advance(Duration::from_millis(7_499));
+    assert!(!cache.check_now(b"k", &cell, 1).unwrap().unwrap().allowed);
+    clock.advance(Duration::from_micros(1_000));
+    assert!(cache.check_now(b"k", &cell, 1).unwrap().unwrap().allowed);
 }
 
 #[test]

@@ -106,3 +106,20 @@ async fn every_algorithm_refuses_from_the_cache_only_what_redis_refuses() {
     assert!(stats.denied_locally > 0, "{stats:?}");
     assert_eq!(direct.stats().script_calls, 6 * 50);
 }
+
+#[tokio::test]
+async fn a_redis_cell_policy_is_cached_and_reports_whole_seconds() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let cell = Policy::redis_cell("cell", 4, 5, std::time::Duration::from_secs(60)).unwrap();
+    assert_eq!(flood(&store, b"mallory", &cell, 400).await, 5);
+    let stats = store.stats();
+    assert_eq!(stats.script_calls, 5, "{stats:?}");
+    assert_eq!(stats.denied_locally, 395);
+    // A local refusal is reported in whole seconds, as the script's answer is.
+    let d = store.check(b"mallory", &cell, 1).await.unwrap();
+    let retry = d.retry_after.unwrap();
+    assert_eq!(retry.subsec_nanos(), 0, "{retry:?}");
+    assert!(retry.as_secs() >= 11 && retry.as_secs() <= 12, "{retry:?}");
+    assert_eq!(d.reset_after.subsec_nanos(), 0);
+}
