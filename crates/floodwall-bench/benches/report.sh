@@ -2,13 +2,14 @@
 # Runs every benchmark of BENCHMARKS.md, one after another (never two at once: they share
 # the machine's cores), and keeps each one's output in target/bench-report/<bench>.txt.
 # The Redis benches start their own redis-server processes (never port 6379) and need
-# `redis-server`, `redis-cli` and `redis-benchmark` (Debian: redis-server, redis-tools).
+# `redis-server`, `redis-cli` and `redis-benchmark` (Debian: redis-server, redis-tools);
+# the cell bench builds redis-cell's module with cargo the first time (crates.io).
 # About 15 minutes on a 2-core VM, builds excluded.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 out=target/bench-report
 mkdir -p "$out"
-for bench in memory scripts redis http http_instructions attack verdicts; do
+for bench in memory scripts redis cell http http_instructions attack verdicts; do
   echo "== cargo bench -p floodwall-bench --bench $bench"
   cargo bench -p floodwall-bench --bench "$bench" 2>&1 | tee "$out/$bench.txt"
 done

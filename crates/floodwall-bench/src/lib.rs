@@ -1,5 +1,5 @@
 //! Helpers the benches share: criterion's estimates, Linux CPU and memory counters, Redis's
-//! `INFO commandstats`, settings from the environment, medians and quantiles, the tables'
+//! `INFO commandstats` and `INFO cpu`, settings from the environment, medians and quantiles, the tables'
 //! number formats, and starting `redis-server` (or finding `redis-benchmark`, valgrind or
 //! another tool). Each bench uses some of them.
 
@@ -78,6 +78,29 @@ pub fn commandstats(text: &str) -> HashMap<String, HashMap<String, String>> {
             (cmd.to_owned(), fields)
         })
         .collect()
+}
+
+/// Redis's own CPU time, user plus system, in seconds, from `INFO cpu` (`used_cpu_user` +
+/// `used_cpu_sys`: the whole process, every command and the socket I/O); `None` if absent.
+pub fn used_cpu_s(info_cpu: &str) -> Option<f64> {
+    let field = |name: &str| {
+        info_cpu
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    Some(field("used_cpu_user")? + field("used_cpu_sys")?)
+}
+
+/// CPU time of every thread of this process, in nanoseconds.
+pub fn own_cpu_ns() -> u64 {
+    std::fs::read_dir("/proc/self/task")
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .filter_map(|t| schedstat_ns(&t.path().join("schedstat")))
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// `name` from the environment, parsed; `default` when unset or unparsable (with a note).

@@ -85,11 +85,5 @@ pub(crate) fn server_cpu_ns(server: &RedisServer) -> u64 {
 
 /// CPU time of every thread of this process.
 pub(crate) fn own_cpu_ns() -> u64 {
-    std::fs::read_dir("/proc/self/task")
-        .map(|dir| {
-            dir.filter_map(Result::ok)
-                .filter_map(|t| support::schedstat_ns(&t.path().join("schedstat")))
-                .sum()
-        })
-        .unwrap_or(0)
+    support::own_cpu_ns()
 }
