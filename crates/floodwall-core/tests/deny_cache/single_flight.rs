@@ -55,7 +55,7 @@ impl Store for Remote {
 
 type Remoted = std::sync::Arc<DenyCache<Remote, ManualClock>>;
 
-fn remote_cache() -> (ManualClock, Remote, Remoted) {
+fn remote_cache(max_wait: Duration) -> (ManualClock, Remote, Remoted) {
     let clock = ManualClock::new(T0);
     let remote = Remote {
         inner: MemoryStore::builder().clock(clock.clone()).build(),
@@ -63,9 +63,20 @@ fn remote_cache() -> (ManualClock, Remote, Remoted) {
         failing: Default::default(),
     };
     let cache = DenyCache::builder()
+        .max_wait(max_wait)
         .clock(clock.clone())
         .build(remote.clone());
     (clock, remote, std::sync::Arc::new(cache))
+}
+
+/// A cache whose fact on key `k` has just lapsed: one unit per 100 ms, burst 1, one
+/// admission (one store call), then 100 ms.
+async fn lapsed(max_wait: Duration) -> (ManualClock, Remote, Remoted, Policy) {
+    let (clock, remote, cache) = remote_cache(max_wait);
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    (clock, remote, cache, policy)
 }
 
 /// Starts one check of key `k` per cost, in this order, as concurrent tasks.
@@ -92,10 +103,17 @@ async fn together(
 ) -> Vec<Result<Decision, floodwall_core::Error>> {
     let mut out = Vec::new();
     for task in spawn_checks(cache, policy, costs) {
-        let joined = tokio::time::timeout(Duration::from_secs(60), task).await;
-        out.push(joined.expect("a check was left waiting").expect("task"));
+        out.push(finish(task).await);
     }
     out
+}
+
+/// A spawned check's answer; a check left waiting fails the test.
+async fn finish(
+    task: tokio::task::JoinHandle<Result<Decision, floodwall_core::Error>>,
+) -> Result<Decision, floodwall_core::Error> {
+    let joined = tokio::time::timeout(Duration::from_secs(60), task).await;
+    joined.expect("a check was left waiting").expect("task")
 }
 
 fn allowed(results: &[Result<Decision, floodwall_core::Error>]) -> Vec<bool> {
@@ -107,14 +125,10 @@ fn allowed(results: &[Result<Decision, floodwall_core::Error>]) -> Vec<bool> {
 
 #[tokio::test(start_paused = true)]
 async fn after_a_lapse_one_refusal_answers_every_check_in_flight() {
-    let (clock, remote, cache) = remote_cache();
-    // One unit per 100 ms.
-    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
     assert_eq!(remote.calls(), 1);
-    // The admission's fact ("refused until the next slot") lapses; meanwhile another node
+    // The admission's fact ("refused until the next slot") lapsed; meanwhile another node
     // took that slot, so the store still refuses.
-    clock.advance(Duration::from_millis(100));
     assert!(remote.inner.check_sync(b"k", &policy, 1).unwrap().allowed);
     let results = together(&cache, &policy, &[1; 8]).await;
     assert_eq!(allowed(&results), [false; 8]);
@@ -138,10 +152,7 @@ async fn after_a_lapse_one_refusal_answers_every_check_in_flight() {
 
 #[tokio::test(start_paused = true)]
 async fn after_a_lapse_an_admission_that_uses_the_budget_answers_the_others() {
-    let (clock, remote, cache) = remote_cache();
-    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
-    clock.advance(Duration::from_millis(100));
+    let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
     // The first is admitted; what its answer records refuses the seven that waited.
     let results = together(&cache, &policy, &[1; 8]).await;
     let mut expected = [false; 8];
@@ -153,7 +164,7 @@ async fn after_a_lapse_an_admission_that_uses_the_budget_answers_the_others() {
 
 #[tokio::test(start_paused = true)]
 async fn after_a_lapse_checks_an_admission_does_not_cover_go_to_the_store() {
-    let (clock, remote, cache) = remote_cache();
+    let (clock, remote, cache) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
     let policy = Policy::gcra("lapse", "10/s burst 5".parse().unwrap()).unwrap();
     // The burst at once: cost 1 is refused for the next 100 ms.
     assert!(cache.check(b"k", &policy, 5).await.unwrap().allowed);
@@ -182,10 +193,7 @@ async fn after_a_lapse_checks_an_admission_does_not_cover_go_to_the_store() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_leader_sends_the_others_to_the_store() {
-    let (clock, remote, cache) = remote_cache();
-    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
-    clock.advance(Duration::from_millis(100));
+    let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
     remote
         .failing
         .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -199,10 +207,7 @@ async fn a_failed_leader_sends_the_others_to_the_store() {
 
 #[tokio::test(start_paused = true)]
 async fn a_dropped_leader_strands_no_one() {
-    let (clock, remote, cache) = remote_cache();
-    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
-    clock.advance(Duration::from_millis(100));
+    let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
     let mut tasks = spawn_checks(&cache, &policy, &[1; 4]);
     // Every check has started: the first is in flight, three wait for it.
     tokio::time::sleep(RTT / 2).await;
@@ -214,9 +219,7 @@ async fn a_dropped_leader_strands_no_one() {
     assert!(leader.await.unwrap_err().is_cancelled());
     let mut admitted = 0;
     for task in tasks {
-        let joined = tokio::time::timeout(Duration::from_secs(60), task).await;
-        let d = joined.expect("a check was left waiting").unwrap().unwrap();
-        admitted += u64::from(d.allowed);
+        admitted += u64::from(finish(task).await.unwrap().allowed);
     }
     // Each goes to the store, as without the cache: one is admitted.
     assert_eq!(admitted, 1);
@@ -226,7 +229,7 @@ async fn a_dropped_leader_strands_no_one() {
 
 #[tokio::test(start_paused = true)]
 async fn check_now_does_not_wait_for_a_check_in_flight() {
-    let (clock, remote, cache) = remote_cache();
+    let (clock, remote, cache) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
     let policy = Policy::gcra("lapse", "10/s burst 2".parse().unwrap()).unwrap();
     assert!(cache.check(b"k", &policy, 2).await.unwrap().allowed);
     assert!(!cache.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
@@ -254,10 +257,7 @@ fn poll_once<F: Future>(f: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> 
 
 #[tokio::test(start_paused = true)]
 async fn a_leader_dropped_mid_flight_releases_its_followers_at_once() {
-    let (clock, remote, cache) = remote_cache();
-    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
-    clock.advance(Duration::from_millis(100));
+    let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
     // The leader, polled once: in flight to the store.
     let mut leader = Box::pin(cache.check(b"k", &policy, 1));
     assert!(poll_once(leader.as_mut()).is_pending());
@@ -268,22 +268,14 @@ async fn a_leader_dropped_mid_flight_releases_its_followers_at_once() {
     // store itself, at once rather than at any bound.
     let started = tokio::time::Instant::now();
     drop(leader);
-    let d = tokio::time::timeout(Duration::from_secs(60), follower)
-        .await
-        .expect("the follower was left waiting")
-        .unwrap()
-        .unwrap();
-    assert!(d.allowed);
+    assert!(finish(follower).await.unwrap().allowed);
     assert_eq!(started.elapsed(), RTT, "one round trip of its own");
     assert_eq!(remote.calls(), 3);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_leader_never_polled_again_holds_its_followers_no_longer_than_the_bound() {
-    let (clock, remote, cache) = remote_cache();
-    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
-    clock.advance(Duration::from_millis(100));
+    let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
     // The leader is polled once, so it is in flight, then never again (a `select!` that
     // moved on, a task stuck elsewhere) and not dropped either.
     let mut leader = Box::pin(cache.check(b"k", &policy, 1));
@@ -293,12 +285,7 @@ async fn a_leader_never_polled_again_holds_its_followers_no_longer_than_the_boun
     let followers = spawn_checks(&cache, &policy, &[1, 1]);
     let mut admitted = 0;
     for follower in followers {
-        let d = tokio::time::timeout(Duration::from_secs(60), follower)
-            .await
-            .expect("a follower was left waiting")
-            .unwrap()
-            .unwrap();
-        admitted += u64::from(d.allowed);
+        admitted += u64::from(finish(follower).await.unwrap().allowed);
     }
     // At the bound each goes to the store, as without the cache: the leader never
     // decided there, so exactly one of the two is admitted.
@@ -317,10 +304,7 @@ async fn a_leader_never_polled_again_holds_its_followers_no_longer_than_the_boun
 
 #[tokio::test(start_paused = true)]
 async fn a_check_arriving_after_the_bound_does_not_wait_for_a_stuck_leader() {
-    let (clock, remote, cache) = remote_cache();
-    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
-    clock.advance(Duration::from_millis(100));
+    let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
     let mut leader = Box::pin(cache.check(b"k", &policy, 1));
     assert!(poll_once(leader.as_mut()).is_pending());
     // The cache's clock passes the bound (tokio's timer has not moved): the next check
@@ -339,10 +323,7 @@ async fn a_check_arriving_after_the_bound_does_not_wait_for_a_stuck_leader() {
 
 #[tokio::test(start_paused = true)]
 async fn a_waiting_check_polled_past_the_bound_goes_to_the_store() {
-    let (clock, remote, cache) = remote_cache();
-    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
-    clock.advance(Duration::from_millis(100));
+    let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
     let mut leader = Box::pin(cache.check(b"k", &policy, 1));
     assert!(poll_once(leader.as_mut()).is_pending());
     let mut follower = Box::pin(cache.check(b"k", &policy, 1));
@@ -363,21 +344,8 @@ async fn a_waiting_check_polled_past_the_bound_goes_to_the_store() {
 
 #[tokio::test(start_paused = true)]
 async fn a_zero_bound_turns_waiting_off() {
-    let clock = ManualClock::new(T0);
-    let remote = Remote {
-        inner: MemoryStore::builder().clock(clock.clone()).build(),
-        calls: Default::default(),
-        failing: Default::default(),
-    };
-    let cache = DenyCache::builder()
-        .max_wait(Duration::ZERO)
-        .clock(clock.clone())
-        .build(remote.clone());
+    let (_clock, remote, cache, policy) = lapsed(Duration::ZERO).await;
     assert_eq!(cache.max_wait(), Duration::ZERO);
-    let cache = std::sync::Arc::new(cache);
-    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
-    clock.advance(Duration::from_millis(100));
     // Each goes to the store, as without the cache: one is admitted.
     let results = together(&cache, &policy, &[1; 4]).await;
     assert_eq!(allowed(&results).iter().filter(|&&a| a).count(), 1);

@@ -83,22 +83,15 @@ fn each_transition_is_logged_once_not_per_request() {
             .filter(|(l, m)| *l == level && m.contains(text))
             .count()
     };
-    assert_eq!(count(tracing::Level::WARN, "circuit open"), 1, "{events:?}");
-    assert_eq!(
-        count(tracing::Level::WARN, "fallback engaged"),
-        1,
-        "{events:?}"
-    );
-    assert_eq!(
-        count(tracing::Level::INFO, "circuit closed"),
-        1,
-        "{events:?}"
-    );
-    assert_eq!(
-        count(tracing::Level::INFO, "fallback disengaged"),
-        1,
-        "{events:?}"
-    );
+    // Each transition once.
+    for (level, text) in [
+        (tracing::Level::WARN, "circuit open"),
+        (tracing::Level::WARN, "fallback engaged"),
+        (tracing::Level::INFO, "circuit closed"),
+        (tracing::Level::INFO, "fallback disengaged"),
+    ] {
+        assert_eq!(count(level, text), 1, "{text}: {events:?}");
+    }
     assert_eq!(
         count(tracing::Level::DEBUG, "half-open"),
         4,
