@@ -152,7 +152,7 @@ async fn after_a_lapse_one_refusal_answers_every_check_in_flight() {
 
 #[tokio::test(start_paused = true)]
 async fn after_a_lapse_an_admission_that_uses_the_budget_answers_the_others() {
-    let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
+    let (_, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
     // The first is admitted; what its answer records refuses the seven that waited.
     let results = together(&cache, &policy, &[1; 8]).await;
     let mut expected = [false; 8];
@@ -193,7 +193,7 @@ async fn after_a_lapse_checks_an_admission_does_not_cover_go_to_the_store() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_leader_sends_the_others_to_the_store() {
-    let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
+    let (_, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
     remote
         .failing
         .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -207,7 +207,7 @@ async fn a_failed_leader_sends_the_others_to_the_store() {
 
 #[tokio::test(start_paused = true)]
 async fn a_dropped_leader_strands_no_one() {
-    let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
+    let (_, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
     let mut tasks = spawn_checks(&cache, &policy, &[1; 4]);
     // Every check has started: the first is in flight, three wait for it.
     tokio::time::sleep(RTT / 2).await;
@@ -257,7 +257,7 @@ fn poll_once<F: Future>(f: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> 
 
 #[tokio::test(start_paused = true)]
 async fn a_leader_dropped_mid_flight_releases_its_followers_at_once() {
-    let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
+    let (_, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
     // The leader, polled once: in flight to the store.
     let mut leader = Box::pin(cache.check(b"k", &policy, 1));
     assert!(poll_once(leader.as_mut()).is_pending());
@@ -275,7 +275,7 @@ async fn a_leader_dropped_mid_flight_releases_its_followers_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn a_leader_never_polled_again_holds_its_followers_no_longer_than_the_bound() {
-    let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
+    let (_, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
     // The leader is polled once, so it is in flight, then never again (a `select!` that
     // moved on, a task stuck elsewhere) and not dropped either.
     let mut leader = Box::pin(cache.check(b"k", &policy, 1));
@@ -344,7 +344,7 @@ async fn a_waiting_check_polled_past_the_bound_goes_to_the_store() {
 
 #[tokio::test(start_paused = true)]
 async fn a_zero_bound_turns_waiting_off() {
-    let (_clock, remote, cache, policy) = lapsed(Duration::ZERO).await;
+    let (_, remote, cache, policy) = lapsed(Duration::ZERO).await;
     assert_eq!(cache.max_wait(), Duration::ZERO);
     // Each goes to the store, as without the cache: one is admitted.
     let results = together(&cache, &policy, &[1; 4]).await;
