@@ -46,9 +46,6 @@ impl<S, C: Clock> DenyCache<S, C> {
         epoch: u64,
         d: &Decision,
     ) {
-        // A fallback's answer (a node's share of the quota, fail-open) is no fact about the
-        // shared state: remembered, it would outlast the outage, read with the policy's
-        // numbers rather than the share's.
         let Some((retry, reset)) = exact(policy, d) else {
             return;
         };
@@ -106,11 +103,9 @@ impl<S, C: Clock> DenyCache<S, C> {
 }
 
 /// The exact `retry_after` (when denied) and `reset_after` in µs behind a store's answer,
-/// or `None` when there is nothing to learn from it: a fallback's answer (a node's share
-/// of the quota, fail-open: no fact about the shared state; remembered, it would outlast
-/// the outage), or durations a policy rounded with no exact figures kept beside them (a
-/// store that built its decision by hand): a window from rounded-up figures could outlast
-/// the store's.
+/// or `None` when there is nothing to learn from it: a fallback's answer (no fact about
+/// the shared state), or rounded durations without the exact figures behind them (a
+/// decision built by hand), from which a window could outlast the store's.
 pub(super) fn exact(policy: &Policy, d: &Decision) -> Option<(Option<u64>, u64)> {
     if d.fallback || (policy.rounding() != Rounding::Micros && d.exact.is_none()) {
         return None;

@@ -65,11 +65,10 @@ use route::{Mode, Route};
 ///   meanwhile wait for its answer, at most [`max_wait`](DenyCacheBuilder::max_wait)
 ///   ([`DenyCacheStats::waited`], [`DenyCacheStats::gave_up`]).
 /// - Always sent to the store: peeks (cost 0) and costs below the one refused. A policy
-///   rounded to whole seconds is cached from the exact figures behind its decisions (see
-///   [`caches`](DenyCache::caches)), and its local refusals are rounded as it reports
-///   them. Answers a
-///   [`Fallback`](crate::resilience::Fallback) gave in the store's stead
-///   ([`Decision::fallback`]) are passed on and never remembered.
+///   rounded to whole seconds ([`Policy::redis_cell`]) is cached from the exact figures
+///   its decisions keep behind the rounded ones, and its local refusals are rounded as it
+///   reports them. Answers a [`Fallback`](crate::resilience::Fallback) gave in the
+///   store's stead ([`Decision::fallback`]) are passed on and never remembered.
 /// - A local refusal reports `remaining` 0, `retry_after` until the local window ends (the
 ///   store's own could be later, never earlier) and the `reset_after` the store gave.
 /// - At most [`max_keys`](DenyCacheBuilder::max_keys) keys are remembered.
@@ -133,10 +132,7 @@ impl DenyCache<(), SystemClock> {
     }
 
     /// Whether a policy's answers may be cached: the algorithms whose refusals are shown
-    /// to stay true (all of this crate's). A policy rounded to whole seconds
-    /// ([`Policy::redis_cell`]) is cached from the exact microseconds its decisions keep
-    /// behind the rounded durations (every store of floodwall's builds them so), never
-    /// from the rounded ones, which could outlast the store's window.
+    /// to stay true (all of this crate's), whatever the policy's [`Rounding`](crate::Rounding).
     pub fn caches(policy: &Policy) -> bool {
         // No wildcard: a new algorithm must be shown to keep its refusals true
         // (tests/deny_cache.rs) before it is cached, so adding one stops the build here.
