@@ -41,8 +41,9 @@ pub(crate) const REFRESH: Duration = Duration::from_secs(1);
 pub(crate) struct SentinelConnection {
     /// Asks the sentinels (it needs `&mut`, so one lookup at a time).
     lookup: tokio::sync::Mutex<Lookup>,
-    /// The connection to the primary the last lookup found, until it fails.
-    current: Mutex<Option<Primary>>,
+    /// The connection to the primary the last lookup found, until it fails (shared, so a
+    /// call takes it without copying its address).
+    current: Mutex<Option<Arc<Primary>>>,
     /// How the primary's connection is opened (connection and response timeouts).
     config: AsyncConnectionConfig,
     /// The store's bound on a call.
@@ -53,7 +54,6 @@ pub(crate) struct SentinelConnection {
 }
 
 /// One connection to one primary; `generation` tells a replaced one from its successor.
-#[derive(Clone)]
 struct Primary {
     generation: u64,
     addr: ConnectionAddr,
@@ -88,7 +88,7 @@ impl SentinelConnection {
         }
     }
 
-    fn current(&self) -> Option<Primary> {
+    fn current(&self) -> Option<Arc<Primary>> {
         self.current
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -113,8 +113,8 @@ impl SentinelConnection {
     async fn look_up(
         &self,
         lookup: &mut Lookup,
-        keep: Option<&Primary>,
-    ) -> Result<Primary, RedisError> {
+        keep: Option<&Arc<Primary>>,
+    ) -> Result<Arc<Primary>, RedisError> {
         let client = lookup.client.async_get_client().await?;
         let addr = client.get_connection_info().addr().clone();
         self.next_refresh_ms.store(
@@ -124,24 +124,24 @@ impl SentinelConnection {
         if let Some(keep) = keep
             && keep.addr == addr
         {
-            return Ok(keep.clone());
+            return Ok(Arc::clone(keep));
         }
         let conn = client
             .get_multiplexed_async_connection_with_config(&self.config)
             .await?;
         lookup.generations += 1;
-        let primary = Primary {
+        let primary = Arc::new(Primary {
             generation: lookup.generations,
             addr,
             conn,
-        };
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(primary.clone());
+        });
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&primary));
         Ok(primary)
     }
 
     /// Looks the primary up for a call that has no connection, unless another call did so
     /// (or failed to) while this one waited for its turn.
-    async fn connect(&self) -> Result<Primary, Error> {
+    async fn connect(&self) -> Result<Arc<Primary>, Error> {
         let asked = Instant::now();
         let mut lookup = self.lookup.lock().await;
         if let Some(primary) = self.current() {
