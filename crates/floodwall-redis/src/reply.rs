@@ -73,7 +73,7 @@ pub(crate) fn token_bucket(
     allowed: bool,
     x: u64,
 ) -> Option<ScriptAnswer> {
-    let (tokens, off) = (x / tick.max(1), x % tick.max(1));
+    let (tokens, off) = split(x, tick);
     // When `missing` more tokens will have been added.
     let wait = |missing: u64| match missing {
         0 => Some(0),
@@ -102,8 +102,7 @@ pub(crate) fn fixed_window(
     allowed: bool,
     x: u64,
 ) -> Option<ScriptAnswer> {
-    let span = period.checked_add(1)?;
-    let (used, until) = (x / span, x % span);
+    let (used, until) = split(x, period.checked_add(1)?);
     let remaining = limit.checked_sub(used)?;
     if until == 0 {
         return None;
@@ -128,10 +127,9 @@ pub(crate) fn sliding_window(
     if allowed {
         return sliding_log([limit, precision.checked_mul(n)?, 0], cost, allowed, x);
     }
-    let span = precision.checked_add(1)?;
-    let (rest, end) = (x / span, x % span);
-    let (rest, retry_back) = (rest / n.max(1), rest % n.max(1));
-    let (remaining, reset_back) = (rest / n.max(1), rest % n.max(1));
+    let (rest, end) = split(x, precision.checked_add(1)?);
+    let (rest, retry_back) = split(rest, n);
+    let (remaining, reset_back) = split(rest, n);
     let leaves = |back: u64| end.checked_add(n.checked_sub(back + 1)?.checked_mul(precision)?);
     (end > 0 && remaining <= limit).then_some([
         0,
@@ -149,9 +147,15 @@ pub(crate) fn sliding_log(
     allowed: bool,
     x: u64,
 ) -> Option<ScriptAnswer> {
-    let span = period.checked_add(1)?;
-    let (remaining, reset) = (x / span, x % span);
+    let (remaining, reset) = split(x, period.checked_add(1)?);
     (allowed && remaining <= limit).then_some([1, remaining, 0, reset])
+}
+
+/// `x` read as `high × base + low` (a `base` of 0 reads as 1), as the scripts pack two
+/// numbers into one.
+fn split(x: u64, base: u64) -> (u64, u64) {
+    let base = base.max(1);
+    (x / base, x % base)
 }
 
 /// 'allowed remaining retry_after reset_after'.
