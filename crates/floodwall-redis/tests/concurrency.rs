@@ -65,11 +65,7 @@ async fn admitted(handles: Vec<tokio::task::JoinHandle<u64>>) -> u64 {
 /// The second process's side: hammers `url` for each policy when told to on stdin, and
 /// reports each policy's admissions on stdout.
 async fn hammer_beside(url: &str) {
-    let store = RedisStore::builder()
-        .deny_cache(false)
-        .multiplexed(url)
-        .await
-        .unwrap();
+    let store = common::uncached_store(url).await;
     println!("ready");
     for policy in policies() {
         // Start each algorithm when the first process does, so both hammer together.
@@ -108,16 +104,8 @@ async fn many_tasks_and_a_second_process_admit_exactly_the_quota() {
 
     // Four connections: two multiplexed connections and a pool of two.
     let stores = [
-        RedisStore::builder()
-            .deny_cache(false)
-            .multiplexed(&url)
-            .await
-            .unwrap(),
-        RedisStore::builder()
-            .deny_cache(false)
-            .multiplexed(&url)
-            .await
-            .unwrap(),
+        common::uncached_store(&url).await,
+        common::uncached_store(&url).await,
         RedisStore::builder()
             .deny_cache(false)
             .pool_size(2)

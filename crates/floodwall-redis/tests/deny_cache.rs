@@ -77,11 +77,7 @@ async fn check_at_and_a_store_without_the_cache_send_every_check() {
     assert_eq!(store.stats().script_calls, 10);
     assert_eq!(store.stats().denied_locally, 0);
 
-    let direct = RedisStore::builder()
-        .deny_cache(false)
-        .multiplexed(&server.url())
-        .await
-        .unwrap();
+    let direct = common::uncached_store(&server.url()).await;
     assert_eq!(direct.deny_cache_stats(), None);
     assert_eq!(flood(&direct, b"k2", &policy, 10).await, 1);
     assert_eq!(direct.stats().script_calls, 10);
@@ -92,11 +88,7 @@ async fn check_at_and_a_store_without_the_cache_send_every_check() {
 async fn every_algorithm_refuses_from_the_cache_only_what_redis_refuses() {
     let server = RedisServer::start();
     let store = RedisStore::connect(&server.url()).await.unwrap();
-    let direct = RedisStore::builder()
-        .deny_cache(false)
-        .multiplexed(&server.url())
-        .await
-        .unwrap();
+    let direct = common::uncached_store(&server.url()).await;
     for policy in common::every_algorithm("every", "3/min") {
         // The cached store admits exactly the quota, as the direct one does.
         assert_eq!(flood(&store, b"a", &policy, 50).await, 3, "{policy:?}");

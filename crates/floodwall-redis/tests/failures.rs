@@ -24,11 +24,7 @@ async fn script_flush_in_the_middle_of_a_run_is_transparent() {
     let server = RedisServer::start();
     let url = server.url();
     let stores = [
-        RedisStore::builder()
-            .deny_cache(false)
-            .multiplexed(&url)
-            .await
-            .unwrap(),
+        common::uncached_store(&url).await,
         RedisStore::builder()
             .deny_cache(false)
             .pool(&url)
@@ -51,11 +47,7 @@ async fn script_flush_in_the_middle_of_a_run_is_transparent() {
 #[tokio::test]
 async fn a_key_of_the_wrong_type_is_a_backend_error_and_is_left_alone() {
     let server = RedisServer::start();
-    let store = RedisStore::builder()
-        .deny_cache(false)
-        .multiplexed(&server.url())
-        .await
-        .unwrap();
+    let store = common::uncached_store(&server.url()).await;
     for policy in every_algorithm("typed", "3/s") {
         let key = String::from_utf8(store.redis_key(b"k", &policy)).unwrap();
         server.cmd(&["RPUSH", &key, "someone else's"]);
@@ -194,11 +186,7 @@ async fn bad_urls_and_prefixes_are_typed_errors() {
 async fn a_unix_socket_url_works() {
     let server = RedisServer::start_with(&["--unixsocket", "redis.sock"]);
     let url = format!("redis+unix://{}", server.dir().join("redis.sock").display());
-    let store = RedisStore::builder()
-        .deny_cache(false)
-        .multiplexed(&url)
-        .await
-        .unwrap();
+    let store = common::uncached_store(&url).await;
     let policy = Policy::gcra("unix", "1/s".parse().unwrap()).unwrap();
     assert!(store.check(b"k", &policy, 1).await.unwrap().allowed);
     assert!(!store.check(b"k", &policy, 1).await.unwrap().allowed);

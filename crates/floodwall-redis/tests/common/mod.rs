@@ -1,10 +1,12 @@
-//! Shared by the integration tests: a policy per algorithm and the server's clock.
+//! Shared by the integration tests: a policy per algorithm, a store without the deny
+//! cache, and the server's clock.
 
 #![allow(dead_code, unreachable_pub)]
 
 use std::time::Duration;
 
 use floodwall_core::{Algorithm, Policy, Quota};
+use floodwall_redis::RedisStore;
 use redis_harness::{RedisServer, Reply};
 
 /// One policy per algorithm, all on `quota` (no burst, so every algorithm accepts it).
@@ -29,6 +31,15 @@ pub fn small_policy(
         quota = quota.with_burst(burst).unwrap();
     }
     Policy::new(name, algorithm, quota).unwrap()
+}
+
+/// A default multiplexed store without the deny cache: every check is a script call.
+pub async fn uncached_store(url: &str) -> RedisStore {
+    RedisStore::builder()
+        .deny_cache(false)
+        .multiplexed(url)
+        .await
+        .unwrap()
 }
 
 /// The server's `TIME`, in µs since the epoch.
