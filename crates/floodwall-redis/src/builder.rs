@@ -158,30 +158,15 @@ impl RedisStoreBuilder {
     /// that times out or meets `READONLY` (a demoted primary) also makes the next one ask.
     ///
     /// While the connection works, the sentinels are still asked every
-    /// [`SENTINEL_REFRESH`](RedisStore::SENTINEL_REFRESH) (1 s), in the background: a
-    /// primary replaced while it still answers (`SENTINEL FAILOVER`, a partition that
-    /// healed) stays a primary for seconds before sentinel demotes it, and what it accepts
-    /// meanwhile is discarded. Checks move to the new primary within
-    /// `SENTINEL_REFRESH + timeout` of the sentinels naming it. Each refresh costs a
-    /// `SENTINEL MASTERS` and a new connection to the primary for its `ROLE`.
+    /// [`SENTINEL_REFRESH`](RedisStore::SENTINEL_REFRESH) (1 s), in the background (a
+    /// `SENTINEL MASTERS` and a new connection for the primary's `ROLE`): a primary replaced
+    /// while it still answers (`SENTINEL FAILOVER`, a healed partition) discards what it
+    /// accepts until sentinel demotes it, so checks move to the new primary within
+    /// `SENTINEL_REFRESH + timeout` of the sentinels naming it.
     ///
-    /// Decisions are made on the new primary again at most
-    ///
-    /// ```text
-    /// down-after-milliseconds + failover-timeout + timeout
-    /// ```
-    ///
-    /// after the primary died, when sentinel's first failover attempt succeeds: sentinel
-    /// deems the primary down once it has been silent for `down-after-milliseconds` (the
-    /// earliest a failover starts), promotes a replica and names it within its
-    /// `failover-timeout` (or aborts, and tries again after twice that), and the first
-    /// check after that finds the new primary and is decided on it within this store's
-    /// [`timeout`](Self::timeout). The two sentinel settings are those of
-    /// `sentinel down-after-milliseconds <name> <ms>` and
-    /// `sentinel failover-timeout <name> <ms>` (defaults 30 s and 180 s: tune them down
-    /// for a short gap). Replication is asynchronous: writes the promoted replica had not
-    /// received are lost, so those keys count from an earlier state (a little more
-    /// lenient, once), never an error.
+    /// How long a failover leaves checks undecided (sentinel's `down-after-milliseconds`
+    /// plus its `failover-timeout` plus this store's [`timeout`](Self::timeout)), and what
+    /// asynchronous replication loses: docs/redis.md in the repository.
     ///
     /// For credentials or a database other than 0 on the data nodes (or TLS, with
     /// redis-rs's TLS support enabled), build a `SentinelClient` and use
