@@ -5,7 +5,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::resp::Reply;
-use crate::server::RedisServer;
+use crate::server::{Mode, RedisServer};
 use crate::slot::{SLOT_COUNT, key_slot};
 
 /// How long a new or repaired cluster gets to report `cluster_state:ok`.
@@ -77,7 +77,7 @@ impl RedisCluster {
             ));
         }
         let nodes = (0..masters)
-            .map(|_| RedisServer::try_start_inner(args, true))
+            .map(|_| RedisServer::try_start_inner(args, &Mode::Cluster))
             .collect::<io::Result<Vec<_>>>()?;
         let cluster = RedisCluster { nodes };
 

@@ -6,7 +6,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::resp::Reply;
-use crate::server::RedisServer;
+use crate::server::{Mode, RedisServer};
 
 /// How long a new deployment gets until every sentinel knows every replica (and, with
 /// several sentinels, each other: they announce themselves every 2 s).
@@ -145,7 +145,7 @@ impl RedisSentinel {
             failover = failover_timeout.as_millis(),
         );
         for _ in 0..sentinels {
-            let sentinel = RedisServer::try_start_sentinel(&config, &[])?;
+            let sentinel = RedisServer::try_start_inner(&[], &Mode::Sentinel(&config))?;
             deployment.sentinels.push(sentinel);
         }
         deployment.wait_until(READY_TIMEOUT, |d| d.sentinels_not_ready())?;

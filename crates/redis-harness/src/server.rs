@@ -181,13 +181,15 @@ fn not_ready_error(
     ))
 }
 
-/// What kind of process [`RedisServer::start_in`] starts.
-enum Mode<'a> {
+/// What kind of process [`RedisServer::try_start_inner`] starts.
+pub(crate) enum Mode<'a> {
     /// A standalone data node.
     Plain,
     /// A cluster node, with a bus port.
     Cluster,
-    /// A Redis Sentinel with this config file.
+    /// A Redis Sentinel (`redis-server <dir>/sentinel.conf --sentinel`) whose config file
+    /// holds this (the `sentinel monitor ...` lines). Sentinel rewrites that file as it
+    /// learns the topology, so it lives in the server's own directory.
     Sentinel(&'a str),
 }
 
@@ -243,24 +245,12 @@ impl RedisServer {
     /// Like [`start_with`](Self::start_with), but returns an error instead
     /// of panicking, for suites that want to skip when Redis is missing.
     pub fn try_start_with(args: &[&str]) -> io::Result<RedisServer> {
-        Self::try_start_inner(args, false)
+        Self::try_start_inner(args, &Mode::Plain)
     }
 
-    /// Start a server; with `cluster`, as a cluster node with its own bus
-    /// port. Retries with fresh ports if the chosen one was taken.
-    pub(crate) fn try_start_inner(extra: &[&str], cluster: bool) -> io::Result<RedisServer> {
-        let mode = if cluster { Mode::Cluster } else { Mode::Plain };
-        Self::try_start_mode(extra, &mode)
-    }
-
-    /// Start a Redis Sentinel (`redis-server <dir>/sentinel.conf --sentinel`) whose
-    /// config file holds `config` (the `sentinel monitor ...` lines). Sentinel rewrites
-    /// that file as it learns the topology, so it lives in the server's own directory.
-    pub(crate) fn try_start_sentinel(config: &str, extra: &[&str]) -> io::Result<RedisServer> {
-        Self::try_start_mode(extra, &Mode::Sentinel(config))
-    }
-
-    fn try_start_mode(extra: &[&str], mode: &Mode<'_>) -> io::Result<RedisServer> {
+    /// Start a process of `mode` (a data node, a cluster node with its own bus port, or a
+    /// sentinel). Retries with fresh ports if the chosen one was taken.
+    pub(crate) fn try_start_inner(extra: &[&str], mode: &Mode<'_>) -> io::Result<RedisServer> {
         let dir = unique_dir()?;
         let result = Self::start_in(&dir, extra, mode);
         if result.is_err() {
