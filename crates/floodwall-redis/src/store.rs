@@ -54,11 +54,8 @@ use crate::stats::{Counters, RedisStats};
 /// at once, alone; concurrent checks of that key arriving meanwhile share the next script
 /// call, which decides them all, in arrival order, exactly as sequential calls at one
 /// instant would (GCRA, buckets, fixed window; the sliding window and log are never
-/// coalesced). [`stats`](Self::stats) counts the calls made and saved. A queued check whose
-/// caller gave up (dropped the request, or its timeout passed) is never sent, and when a
-/// call times out the checks queued behind it fail unsent: a Redis stall costs no quota
-/// for requests it refused, except the checks already in flight when their callers gave
-/// up, which Redis decides when it resumes.
+/// coalesced). [`stats`](Self::stats) counts the calls made and saved; the builder method
+/// says what becomes of checks whose callers give up, and of those queued during a stall.
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
