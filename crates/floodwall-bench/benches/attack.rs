@@ -115,11 +115,7 @@ fn main() {
     let Some(server) = support::redis_or_note("nothing to measure") else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = support::runtime(2);
     let redis = rt
         .block_on(
             RedisStore::builder()

@@ -1,11 +1,16 @@
 //! Helpers the benches share: criterion's estimates, Linux CPU and memory counters, Redis's
 //! `INFO commandstats` and `INFO cpu`, settings from the environment, medians and quantiles, the tables'
-//! number formats, and starting `redis-server` (or finding `redis-benchmark`, valgrind or
-//! another tool). Each bench uses some of them.
+//! number formats, starting `redis-server` (or finding `redis-benchmark`, valgrind or
+//! another tool), and the tokio runtime and tasks the client side runs on. Each bench uses
+//! some of them.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Runtime;
+use tokio::task::JoinSet;
 
 use redis_harness::RedisServer;
 
@@ -204,4 +209,46 @@ pub fn redis_or_note(then: &str) -> Option<RedisServer> {
             None
         }
     }
+}
+
+/// A multi-threaded tokio runtime of `workers` threads for a bench's client side.
+pub fn runtime(workers: usize) -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("client runtime")
+}
+
+/// Runs `iters` calls split over `tasks` tokio tasks on `rt`, task `t` (from 0) spawned as
+/// `task(t, count)` with its share `count` (the first `iters % tasks` tasks one more), and
+/// waits for all of them. Returns the wall time and each task's result (in the order they
+/// finished); a task's panic resumes here.
+pub fn split_over_tasks<R, F>(
+    rt: &Runtime,
+    tasks: usize,
+    iters: u64,
+    task: impl Fn(u64, u64) -> F,
+) -> (Duration, Vec<R>)
+where
+    F: Future<Output = R> + Send + 'static,
+    R: Send + 'static,
+{
+    let n = tasks as u64;
+    rt.block_on(async {
+        let began = Instant::now();
+        let mut set = JoinSet::new();
+        for t in 0..n {
+            set.spawn(task(t, iters / n + u64::from(t < iters % n)));
+        }
+        let mut results = Vec::with_capacity(tasks);
+        while let Some(done) = set.join_next().await {
+            match done {
+                Ok(r) => results.push(r),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => panic!("check task failed: {e}"),
+            }
+        }
+        (began.elapsed(), results)
+    })
 }

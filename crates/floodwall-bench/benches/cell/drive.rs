@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use floodwall::redis::RedisStore;
 use floodwall::redis::redis::{self, aio::ConnectionManager};
 use floodwall::{Policy, Store};
+use floodwall_bench as support;
 use tokio::runtime::Runtime;
-use tokio::task::JoinSet;
 
 /// `CL.THROTTLE <key> max_burst count period` (quantity 1).
 #[derive(Debug, Clone, Copy)]
@@ -236,49 +236,40 @@ pub(crate) fn drive(
     timed: bool,
 ) -> Outcome {
     let n = tasks as u64;
-    rt.block_on(async {
-        let began = Instant::now();
-        let mut set = JoinSet::new();
-        for t in 0..n {
-            let count = iters / n + u64::from(t < iters % n);
-            let mut target = target.clone();
-            set.spawn(async move {
-                let mut out = Outcome::default();
-                if timed {
-                    out.times.reserve(count as usize);
-                }
-                let len = target.keys.len() as u64;
-                for j in 0..count {
-                    let i = ((start + t + j * n) % len) as usize;
-                    let call = timed.then(Instant::now);
-                    let allowed = target.check(i).await[0] == 0;
-                    if let Some(call) = call {
-                        out.times
-                            .push(u32::try_from(call.elapsed().as_nanos()).unwrap_or(u32::MAX));
-                    }
-                    out.allowed += u64::from(allowed);
-                    if target.attacker[i] {
-                        out.attacker_checks += 1;
-                        out.attacker_allowed += u64::from(allowed);
-                    }
-                }
-                out
-            });
-        }
-        let mut total = Outcome::default();
-        while let Some(done) = set.join_next().await {
-            match done {
-                Ok(out) => {
-                    total.allowed += out.allowed;
-                    total.attacker_checks += out.attacker_checks;
-                    total.attacker_allowed += out.attacker_allowed;
-                    total.times.extend(out.times);
-                }
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                Err(e) => panic!("check task failed: {e}"),
+    let (wall, outs) = support::split_over_tasks(rt, tasks, iters, |t, count| {
+        let mut target = target.clone();
+        async move {
+            let mut out = Outcome::default();
+            if timed {
+                out.times.reserve(count as usize);
             }
+            let len = target.keys.len() as u64;
+            for j in 0..count {
+                let i = ((start + t + j * n) % len) as usize;
+                let call = timed.then(Instant::now);
+                let allowed = target.check(i).await[0] == 0;
+                if let Some(call) = call {
+                    out.times
+                        .push(u32::try_from(call.elapsed().as_nanos()).unwrap_or(u32::MAX));
+                }
+                out.allowed += u64::from(allowed);
+                if target.attacker[i] {
+                    out.attacker_checks += 1;
+                    out.attacker_allowed += u64::from(allowed);
+                }
+            }
+            out
         }
-        total.wall = began.elapsed();
-        total
-    })
+    });
+    let mut total = Outcome {
+        wall,
+        ..Outcome::default()
+    };
+    for out in outs {
+        total.allowed += out.allowed;
+        total.attacker_checks += out.attacker_checks;
+        total.attacker_allowed += out.attacker_allowed;
+        total.times.extend(out.times);
+    }
+    total
 }

@@ -218,11 +218,7 @@ fn main() {
     let Some((server, missing)) = start_server() else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKERS)
-        .enable_all()
-        .build()
-        .expect("client runtime");
+    let rt = support::runtime(WORKERS);
     let url = server.url();
     let (cell_conn, floodwall, no_deny) = rt.block_on(async {
         let client = redis::Client::open(url.as_str()).expect("a Redis URL");

@@ -185,11 +185,7 @@ fn main() {
              rows are skipped"
         );
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKERS)
-        .enable_all()
-        .build()
-        .expect("client runtime");
+    let rt = support::runtime(WORKERS);
     let url = server.url();
     let stores = rt.block_on(async {
         // Each check alone: the rows compare connection kinds, not coalescing.

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use floodwall::redis::RedisStore;
 use floodwall::{Policy, Quota, Store};
+use floodwall_bench as support;
 use tokio::runtime::Runtime;
-use tokio::task::JoinSet;
 
 use crate::{ALLOWED, DENIED, HOT_KEY, KEYS, TASKS};
 
@@ -102,43 +102,32 @@ pub(crate) fn drive_tasks(
     timed: bool,
 ) -> (Duration, u64, Vec<u32>) {
     let n = tasks as u64;
-    rt.block_on(async {
-        let began = Instant::now();
-        let mut set = JoinSet::new();
-        for t in 0..n {
-            let count = iters / n + u64::from(t < iters % n);
-            let (store, policy, keys) = (store.clone(), w.policy.clone(), w.keys.clone());
-            set.spawn(async move {
-                let mut allowed = 0;
-                let mut times = Vec::with_capacity(if timed { count as usize } else { 0 });
-                for j in 0..count {
-                    let i = start + t + j * n;
-                    let key = &keys[(i % keys.len() as u64) as usize];
-                    let call = timed.then(Instant::now);
-                    let d = store
-                        .check(key, &policy, 1)
-                        .await
-                        .unwrap_or_else(|e| panic!("check failed: {e}"));
-                    if let Some(call) = call {
-                        times.push(u32::try_from(call.elapsed().as_nanos()).unwrap_or(u32::MAX));
-                    }
-                    allowed += u64::from(d.allowed);
+    let (wall, outs) = support::split_over_tasks(rt, tasks, iters, |t, count| {
+        let (store, policy, keys) = (store.clone(), w.policy.clone(), w.keys.clone());
+        async move {
+            let mut allowed = 0;
+            let mut times = Vec::with_capacity(if timed { count as usize } else { 0 });
+            for j in 0..count {
+                let i = start + t + j * n;
+                let key = &keys[(i % keys.len() as u64) as usize];
+                let call = timed.then(Instant::now);
+                let d = store
+                    .check(key, &policy, 1)
+                    .await
+                    .unwrap_or_else(|e| panic!("check failed: {e}"));
+                if let Some(call) = call {
+                    times.push(u32::try_from(call.elapsed().as_nanos()).unwrap_or(u32::MAX));
                 }
-                (allowed, times)
-            });
-        }
-        let mut allowed = 0;
-        let mut times = Vec::new();
-        while let Some(done) = set.join_next().await {
-            match done {
-                Ok((n, t)) => {
-                    allowed += n;
-                    times.extend(t);
-                }
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                Err(e) => panic!("check task failed: {e}"),
+                allowed += u64::from(d.allowed);
             }
+            (allowed, times)
         }
-        (began.elapsed(), allowed, times)
-    })
+    });
+    let mut allowed = 0;
+    let mut times = Vec::new();
+    for (n, t) in outs {
+        allowed += n;
+        times.extend(t);
+    }
+    (wall, allowed, times)
 }
