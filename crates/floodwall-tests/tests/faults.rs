@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::routing::get;
-use floodwall::redis::RedisStore;
+use floodwall::redis::{RedisStore, RedisStoreBuilder};
 use floodwall::resilience::{Breaker, BreakerState, Fallback};
 use floodwall::tower::RateLimitLayer;
 use floodwall::{Policy, Store};
@@ -36,6 +36,12 @@ const ANSWER_BOUND: Duration = Duration::from_millis(2500);
 /// How long a recovery may take before the test gives up (the goal is 2 s; see the
 /// printed figure).
 const RECOVERY_DEADLINE: Duration = Duration::from_secs(10);
+
+/// A store as every test here configures it: each call bounded by [`TIMEOUT`], and every
+/// check sent to Redis (no deny cache answering refusals locally).
+fn builder() -> RedisStoreBuilder {
+    RedisStore::builder().deny_cache(false).timeout(TIMEOUT)
+}
 
 /// A limit no test load reaches, whose key lives for the rest of its hour in Redis: a
 /// restarted (empty) Redis holds it again once it decides again.
@@ -128,7 +134,6 @@ fn exists(redis: &RedisServer, key: &[u8]) -> bool {
 async fn kill_9_under_load_each_mode_answers_in_time_and_recovers_on_its_own() {
     let mut redis = RedisServer::start();
     let url = redis.url();
-    let builder = || RedisStore::builder().deny_cache(false).timeout(TIMEOUT);
     // Three apps of one fleet, one per fail mode, on two connection kinds.
     let local = Fallback::local(Breaker::new(builder().multiplexed(&url).await.unwrap()), 2);
     let open = Fallback::fail_open(Breaker::new(builder().pool(&url).await.unwrap()));
@@ -236,14 +241,9 @@ async fn kill_9_under_load_each_mode_answers_in_time_and_recovers_on_its_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_redis_times_out_into_the_fail_mode_and_in_flight_calls_stay_bounded() {
     let redis = RedisServer::start();
-    let breaker = Breaker::builder().max_in_flight(8).build(
-        RedisStore::builder()
-            .deny_cache(false)
-            .timeout(TIMEOUT)
-            .multiplexed(&redis.url())
-            .await
-            .unwrap(),
-    );
+    let breaker = Breaker::builder()
+        .max_in_flight(8)
+        .build(builder().multiplexed(&redis.url()).await.unwrap());
     let store = Fallback::local(breaker.clone(), 2);
     let p = policy("stall");
     assert!(store.check(b"warm", &p, 1).await.unwrap().allowed);
@@ -312,14 +312,9 @@ async fn a_stalled_redis_times_out_into_the_fail_mode_and_in_flight_calls_stay_b
     // CLIENT PAUSE on a pool, failing closed: two timeouts open the breaker, then every
     // check fails fast (the pool reports its stalled checkouts as "no pooled connection").
     let closed = Fallback::fail_closed(
-        Breaker::builder().failure_threshold(2).build(
-            RedisStore::builder()
-                .deny_cache(false)
-                .timeout(TIMEOUT)
-                .pool(&redis.url())
-                .await
-                .unwrap(),
-        ),
+        Breaker::builder()
+            .failure_threshold(2)
+            .build(builder().pool(&redis.url()).await.unwrap()),
     );
     assert!(closed.check(b"k", &p, 1).await.unwrap().allowed);
     redis.pause(2_000);
@@ -353,14 +348,7 @@ async fn a_stalled_redis_times_out_into_the_fail_mode_and_in_flight_calls_stay_b
 async fn script_flush_flushall_and_a_wrongly_typed_key_while_serving() {
     let redis = RedisServer::start();
     let store = Fallback::local(
-        Breaker::new(
-            RedisStore::builder()
-                .deny_cache(false)
-                .timeout(TIMEOUT)
-                .multiplexed(&redis.url())
-                .await
-                .unwrap(),
-        ),
+        Breaker::new(builder().multiplexed(&redis.url()).await.unwrap()),
         2,
     );
     let p = Policy::gcra("serving", "5/min".parse().unwrap()).unwrap();
@@ -418,12 +406,7 @@ async fn a_dead_cluster_master_fails_its_slots_only_and_the_cluster_connection_r
     // With Redis's default full coverage, the whole cluster refuses writes once it notices a
     // master is gone; without it, the other masters keep serving their slots.
     let mut cluster = RedisCluster::start_with(3, &["--cluster-require-full-coverage", "no"]);
-    let redis = RedisStore::builder()
-        .deny_cache(false)
-        .timeout(TIMEOUT)
-        .cluster(cluster.urls())
-        .await
-        .unwrap();
+    let redis = builder().cluster(cluster.urls()).await.unwrap();
     // No breaker: one store for three masters, and two of them are healthy.
     let store = Fallback::fail_closed(redis.clone());
     let p = policy("cluster");
