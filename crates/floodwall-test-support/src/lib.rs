@@ -1,6 +1,7 @@
 //! What floodwall's tests share: a memory store on a manual clock, policies, requests from
-//! an address, services that answer, a store that is down, and a tiny HTTP/1.1 client that
-//! talks to real servers over loopback. Not published.
+//! an address, services that answer, a store that is down, a body that stalls or fails, a
+//! subscriber that records what is logged, and a tiny HTTP/1.1 client that talks to real
+//! servers over loopback. Not published.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -153,4 +154,102 @@ pub async fn serve(router: axum::Router) -> SocketAddr {
         .unwrap();
     });
     addr
+}
+
+/// An event a test captured: its level, target and message.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    /// The event's level.
+    pub level: tracing::Level,
+    /// The event's target (`"floodwall"` for the layer's own).
+    pub target: String,
+    /// The event's message, formatted.
+    pub message: String,
+}
+
+/// A tracing subscriber that records every event at info level and above, for tests that
+/// check what is logged. Install it with `tracing::subscriber::set_default(logs.clone())`.
+#[derive(Clone, Default)]
+pub struct Logs(std::sync::Arc<std::sync::Mutex<Vec<Logged>>>);
+
+impl Logs {
+    /// The events recorded so far, in order.
+    pub fn recorded(&self) -> Vec<Logged> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// Reads an event's `message` field.
+struct Message<'a>(&'a mut String);
+
+impl tracing::field::Visit for Message<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            *self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl tracing::Subscriber for Logs {
+    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
+        *meta.level() <= tracing::Level::INFO
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut message = String::new();
+        event.record(&mut Message(&mut message));
+        self.0.lock().unwrap().push(Logged {
+            level: *event.metadata().level(),
+            target: event.metadata().target().to_owned(),
+            message,
+        });
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// A body whose first chunk is ready at once and whose next frame either never comes (a
+/// stream still waiting for its source) or is an error (`"source gone"`).
+pub struct Partial {
+    first: Option<bytes::Bytes>,
+    fails: bool,
+}
+
+impl Partial {
+    /// `first`, then nothing ever again.
+    pub fn stalls(first: &'static [u8]) -> Self {
+        Self {
+            first: Some(bytes::Bytes::from_static(first)),
+            fails: false,
+        }
+    }
+
+    /// `first`, then an error.
+    pub fn fails(first: &'static [u8]) -> Self {
+        Self {
+            first: Some(bytes::Bytes::from_static(first)),
+            fails: true,
+        }
+    }
+}
+
+impl http_body::Body for Partial {
+    type Data = bytes::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        use std::task::Poll;
+        match self.first.take() {
+            Some(chunk) => Poll::Ready(Some(Ok(http_body::Frame::data(chunk)))),
+            None if self.fails => Poll::Ready(Some(Err(std::io::Error::other("source gone")))),
+            None => Poll::Pending,
+        }
+    }
 }

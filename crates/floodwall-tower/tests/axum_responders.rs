@@ -2,12 +2,8 @@
 //! refusal with its status, headers and body, and the layer's headers are added; a body
 //! that is not complete at once is cut where it stops, with a warning.
 
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
-
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
@@ -96,64 +92,10 @@ async fn a_store_failure_answers_what_the_closure_returns() {
     assert_eq!(res.body, "<p>back soon</p>");
 }
 
-/// A body whose first chunk is ready and whose second never comes, as a stream still
-/// waiting for its source.
-struct Stalls {
-    sent: bool,
-}
-
-impl http_body::Body for Stalls {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
-        if std::mem::replace(&mut self.sent, true) {
-            return Poll::Pending;
-        }
-        let chunk = Bytes::from_static(b"Too Many Requests");
-        Poll::Ready(Some(Ok(http_body::Frame::data(chunk))))
-    }
-}
-
-/// Records the messages of `floodwall`'s warnings.
-#[derive(Clone, Default)]
-struct Warnings(Arc<Mutex<Vec<String>>>);
-
-struct Message<'a>(&'a mut String);
-
-impl tracing::field::Visit for Message<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            *self.0 = format!("{value:?}");
-        }
-    }
-}
-
-impl tracing::Subscriber for Warnings {
-    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
-        *meta.level() == tracing::Level::WARN && meta.target() == "floodwall"
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut message = String::new();
-        event.record(&mut Message(&mut message));
-        self.0.lock().unwrap().push(message);
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn a_streaming_body_is_cut_where_it_stops_and_warned_about() {
-    let warnings = Warnings::default();
-    let _guard = tracing::subscriber::set_default(warnings.clone());
+    let logs = Logs::default();
+    let _guard = tracing::subscriber::set_default(logs.clone());
     let (store, _clock) = store();
     let svc = RateLimitLayer::new(store, gcra("per-ip", "1/s"))
         .on_reject(Axum(|_: &Denial| {
@@ -161,7 +103,7 @@ async fn a_streaming_body_is_cut_where_it_stops_and_warned_about() {
                 StatusCode::TOO_MANY_REQUESTS,
                 // Wrong once the body is cut: dropped.
                 [(header::CONTENT_LENGTH, "1000")],
-                Body::new(Stalls { sent: false }),
+                Body::new(Partial::stalls(b"Too Many Requests")),
             )
         }))
         .layer(hello());
@@ -173,7 +115,12 @@ async fn a_streaming_body_is_cut_where_it_stops_and_warned_about() {
         assert_eq!(refused.headers()["retry-after"], "1");
         assert_eq!(text(refused).await, "Too Many Requests");
     }
-    let warnings = warnings.0.lock().unwrap();
+    let warnings: Vec<_> = logs
+        .recorded()
+        .into_iter()
+        .filter(|e| e.level == tracing::Level::WARN && e.target == "floodwall")
+        .map(|e| e.message)
+        .collect();
     assert_eq!(warnings.len(), 2, "one per refusal: {warnings:?}");
     assert!(
         warnings[0].contains("refusal body cut short: the body was not ready"),

@@ -1,7 +1,7 @@
 //! A store outage is logged once when it starts and once when it ends, not per request.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use floodwall_core::{Decision, Error, MemoryStore, Policy, Store};
 use floodwall_test_support::*;
@@ -28,44 +28,9 @@ impl Store for Switch {
     }
 }
 
-/// Records events at info level and above.
-#[derive(Clone, Default)]
-struct Events(Arc<Mutex<Vec<(tracing::Level, String)>>>);
-
-struct Message<'a>(&'a mut String);
-
-impl tracing::field::Visit for Message<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            *self.0 = format!("{value:?}");
-        }
-    }
-}
-
-impl tracing::Subscriber for Events {
-    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
-        *meta.level() <= tracing::Level::INFO
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut message = String::new();
-        event.record(&mut Message(&mut message));
-        self.0
-            .lock()
-            .unwrap()
-            .push((*event.metadata().level(), message));
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn an_outage_is_logged_once_each_way() {
-    let events = Events::default();
+    let events = Logs::default();
     let _guard = tracing::subscriber::set_default(events.clone());
     let store = Switch::default();
     let svc = RateLimitLayer::new(store.clone(), gcra("p", "1000/s")).layer(hello());
@@ -94,23 +59,27 @@ async fn an_outage_is_logged_once_each_way() {
             200
         );
     }
-    let events = events.0.lock().unwrap();
+    let events = events.recorded();
     let errors: Vec<_> = events
         .iter()
-        .filter(|(l, _)| *l == tracing::Level::ERROR)
+        .filter(|e| e.level == tracing::Level::ERROR)
         .collect();
     assert_eq!(errors.len(), 1, "{events:?}");
-    assert!(errors[0].1.contains("refusing requests (fail closed)"));
+    assert!(
+        errors[0]
+            .message
+            .contains("refusing requests (fail closed)")
+    );
     let back = events
         .iter()
-        .filter(|(l, m)| *l == tracing::Level::INFO && m.contains("answers again"))
+        .filter(|e| e.level == tracing::Level::INFO && e.message.contains("answers again"))
         .count();
     assert_eq!(back, 1, "{events:?}");
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn the_services_of_one_layer_log_an_outage_once() {
-    let events = Events::default();
+    let events = Logs::default();
     let _guard = tracing::subscriber::set_default(events.clone());
     let store = Switch::default();
     let layer = RateLimitLayer::new(store.clone(), gcra("p", "1000/s"));
@@ -129,15 +98,15 @@ async fn the_services_of_one_layer_log_an_outage_once() {
         let res = svc.clone().oneshot(from("10.0.0.1")).await.unwrap();
         assert_eq!(res.status(), 200);
     }
-    let events = events.0.lock().unwrap();
+    let events = events.recorded();
     let errors = events
         .iter()
-        .filter(|(l, _)| *l == tracing::Level::ERROR)
+        .filter(|e| e.level == tracing::Level::ERROR)
         .count();
     assert_eq!(errors, 1, "{events:?}");
     let back = events
         .iter()
-        .filter(|(l, m)| *l == tracing::Level::INFO && m.contains("answers again"))
+        .filter(|e| e.level == tracing::Level::INFO && e.message.contains("answers again"))
         .count();
     assert_eq!(back, 1, "{events:?}");
 }

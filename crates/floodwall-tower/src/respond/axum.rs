@@ -145,27 +145,7 @@ fn read_ready(mut body: axum::body::Body) -> (Bytes, Option<Incomplete>) {
 mod tests {
     use super::*;
     use axum::body::Body;
-
-    /// A body whose first chunk is ready and whose second never comes.
-    struct Stalls(bool);
-
-    impl http_body::Body for Stalls {
-        type Data = Bytes;
-        type Error = std::convert::Infallible;
-
-        fn poll_frame(
-            mut self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-        ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
-            if std::mem::replace(&mut self.0, true) {
-                Poll::Pending
-            } else {
-                Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from_static(
-                    b"part",
-                )))))
-            }
-        }
-    }
+    use floodwall_test_support::Partial;
 
     /// A body that is always ready with one more byte.
     struct Endless;
@@ -182,27 +162,6 @@ mod tests {
         }
     }
 
-    /// A body that fails after its first chunk.
-    struct Fails(bool);
-
-    impl http_body::Body for Fails {
-        type Data = Bytes;
-        type Error = std::io::Error;
-
-        fn poll_frame(
-            mut self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-        ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
-            if std::mem::replace(&mut self.0, true) {
-                Poll::Ready(Some(Err(std::io::Error::other("source gone"))))
-            } else {
-                Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from_static(
-                    b"part",
-                )))))
-            }
-        }
-    }
-
     #[test]
     fn complete_bodies_are_read_whole() {
         let (data, incomplete) = read_ready(Body::from("slow down"));
@@ -214,10 +173,10 @@ mod tests {
 
     #[test]
     fn a_body_not_ready_failing_or_endless_is_cut_where_it_stops() {
-        let (data, incomplete) = read_ready(Body::new(Stalls(false)));
+        let (data, incomplete) = read_ready(Body::new(Partial::stalls(b"part")));
         assert_eq!(data, "part");
         assert!(matches!(incomplete, Some(Incomplete::NotReady)));
-        let (data, incomplete) = read_ready(Body::new(Fails(false)));
+        let (data, incomplete) = read_ready(Body::new(Partial::fails(b"part")));
         assert_eq!(data, "part");
         let why = incomplete.unwrap().to_string();
         assert!(
