@@ -116,16 +116,18 @@ fn main() {
         return;
     };
     let rt = support::runtime(2);
-    let redis = rt
-        .block_on(
+    // Without the store's own deny cache (on by default): the no-cache row measures Redis
+    // alone, the cached rows wrap a `DenyCache` of their own.
+    let connect = |coalesce: bool| {
+        rt.block_on(
             RedisStore::builder()
-                // Without the store's own deny cache (on by default): the no-cache row
-                // measures Redis alone, the cached rows wrap a `DenyCache` of their own.
                 .deny_cache(false)
-                .coalesce(false)
+                .coalesce(coalesce)
                 .multiplexed(&server.url()),
         )
-        .expect("store");
+        .expect("store")
+    };
+    let redis = connect(false);
     let window = |name: &str, store: Arc<dyn DynStore>, attack: bool| {
         // A fresh policy name per window: no state carried over.
         let policy = Arc::new(Policy::gcra(name, QUOTA.parse().expect("quota")).expect("policy"));
@@ -144,16 +146,7 @@ fn main() {
     // The attacker's two checks per tick arrive together: when a cached refusal lapses,
     // the cache sends one to Redis and the other waits for its answer; coalescing would
     // make two calls one, if both went.
-    let coalescing = rt
-        .block_on(
-            RedisStore::builder()
-                // Without the store's own deny cache (on by default): the no-cache row
-                // measures Redis alone, the cached rows wrap a `DenyCache` of their own.
-                .deny_cache(false)
-                .coalesce(true)
-                .multiplexed(&server.url()),
-        )
-        .expect("coalescing store");
+    let coalescing = connect(true);
     let both = window(
         "deny-cache-coalesce",
         Arc::new(DenyCache::new(coalescing.clone())),

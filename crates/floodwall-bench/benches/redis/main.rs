@@ -187,30 +187,24 @@ fn main() {
     }
     let rt = support::runtime(WORKERS);
     let url = server.url();
+    // Every check to Redis: the deny cache (on by default) would answer refusals locally,
+    // and these rows measure what Redis does.
+    let uncached = || RedisStore::builder().deny_cache(false);
     let stores = rt.block_on(async {
         // Each check alone: the rows compare connection kinds, not coalescing.
-        let multiplexed = RedisStore::builder()
-            // Every check to Redis: the deny cache (on by default) would answer refusals
-            // locally, and these rows measure what Redis does.
-            .deny_cache(false)
+        let multiplexed = uncached()
             .coalesce(false)
             .multiplexed(&url)
             .await
             .expect("multiplexed store");
-        let coalescing = RedisStore::builder()
-            // Every check to Redis: the deny cache (on by default) would answer refusals
-            // locally, and these rows measure what Redis does.
-            .deny_cache(false)
+        let coalescing = uncached()
             .coalesce(true)
             .multiplexed(&url)
             .await
             .expect("coalescing store");
         let mut pools = Vec::new();
         for n in POOL_SIZES {
-            let pool = RedisStore::builder()
-                // Every check to Redis: the deny cache (on by default) would answer refusals
-                // locally, and these rows measure what Redis does.
-                .deny_cache(false)
+            let pool = uncached()
                 .coalesce(false)
                 .pool_size(n)
                 .pool(&url)
