@@ -8,14 +8,13 @@
 //! queued behind the stalled call are what is counted, and the deny cache would answer
 //! the burst's refusals with no call at all.
 
-// The tower crate's test helpers (requests from a peer IP, a 200 "hello" service).
-
 use std::future::poll_fn;
 use std::time::Duration;
 
 use floodwall::Policy;
 use floodwall::redis::RedisStore;
 use floodwall::tower::RateLimitLayer;
+// A request from a peer IP, and a service answering 200 "hello".
 use floodwall_test_support::{from, hello};
 use redis_harness::RedisServer;
 use tower::{Layer, Service};
