@@ -114,7 +114,7 @@ where
         let this = self.project();
         let (mut state, report) = (this.state, this.report);
         loop {
-            return Poll::Ready(Err(match state.as_mut().project() {
+            let refusal = match state.as_mut().project() {
                 StateProj::Calling { future } => return poll_calling(future, report, cx).map(Ok),
                 StateProj::Checking { check, inner } => {
                     match ready!(Self::poll_check(check, inner, report, cx)) {
@@ -128,7 +128,8 @@ where
                 StateProj::Refused { refusal } => refusal
                     .take()
                     .expect("ResponseFuture polled after completion"),
-            }));
+            };
+            return Poll::Ready(Err(refusal));
         }
     }
 }

@@ -1,6 +1,5 @@
 //! The client's address behind trusted reverse proxies.
 
-use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -66,7 +65,7 @@ pub enum ForwardedHeader {
 /// # let _ = key;
 /// # Ok::<(), ipnet::AddrParseError>(())
 /// ```
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct ClientIp {
     trusted: Arc<[IpNet]>,
     header: ForwardedHeader,
@@ -145,7 +144,7 @@ impl ClientIp {
         // Several header lines are one list, in order.
         let lines = headers.get_all(&name).into_iter().rev();
         for entry in lines.flat_map(|line| RevEntries::new(line.as_bytes(), quoted)) {
-            let entry = trim(entry);
+            let entry = entry.trim_ascii();
             if entry.is_empty() {
                 continue;
             }
@@ -173,17 +172,6 @@ impl ExtractKey for ClientIp {
 
     fn extract_request<B>(&self, req: &Request<B>, key: &mut Key) -> Option<Result<(), KeyError>> {
         Some(self.key_of(req, key))
-    }
-}
-
-impl fmt::Debug for ClientIp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientIp")
-            .field("trusted", &self.trusted)
-            .field("header", &self.header)
-            .field("v4_prefix", &self.v4_prefix)
-            .field("v6_prefix", &self.v6_prefix)
-            .finish()
     }
 }
 
@@ -249,16 +237,11 @@ impl<'a> Iterator for RevEntries<'a> {
     }
 }
 
-/// Optional whitespace around an entry or a parameter.
-fn trim(bytes: &[u8]) -> &[u8] {
-    bytes.trim_ascii()
-}
-
 /// The `for=` parameter of one `Forwarded` element, unquoted.
 fn forwarded_for(element: &[u8]) -> Option<&[u8]> {
     element.split(|&b| b == b';').find_map(|pair| {
         let eq = pair.iter().position(|&b| b == b'=')?;
-        let (name, value) = (trim(&pair[..eq]), trim(&pair[eq + 1..]));
+        let (name, value) = (pair[..eq].trim_ascii(), pair[eq + 1..].trim_ascii());
         if !name.eq_ignore_ascii_case(b"for") {
             return None;
         }
@@ -274,7 +257,7 @@ fn forwarded_for(element: &[u8]) -> Option<&[u8]> {
 /// An address as proxies write it: `192.0.2.1`, `192.0.2.1:80`, `2001:db8::1`,
 /// `[2001:db8::1]`, `[2001:db8::1]:443`.
 fn parse_node(node: &[u8]) -> Option<IpAddr> {
-    let node = std::str::from_utf8(trim(node)).ok()?;
+    let node = std::str::from_utf8(node.trim_ascii()).ok()?;
     if let Ok(ip) = node.parse::<IpAddr>() {
         return Some(ip);
     }

@@ -145,11 +145,21 @@ where
         out.extend_from_slice(b"\"");
         out.extend_from_slice(p.name().as_bytes());
         out.extend_from_slice(b"\";r=");
-        put_decimal(&mut out, sf_integer(d.remaining));
+        let (remaining, reset) = ietf_figures(d);
+        put_decimal(&mut out, remaining);
         out.extend_from_slice(b";t=");
-        put_decimal(&mut out, sf_integer(ceil_secs(d.reset_after)));
+        put_decimal(&mut out, reset);
     }
     out.freeze()
+}
+
+/// A decision's `RateLimit` figures, `r` (what remains) and `t` (seconds until the limit is
+/// full again, rounded up), as a structured field may carry them.
+pub(super) fn ietf_figures(d: &Decision) -> (u64, u64) {
+    (
+        sf_integer(d.remaining),
+        sf_integer(ceil_secs(d.reset_after)),
+    )
 }
 
 /// The largest integer a structured field carries (RFC 9651: at most 15 digits).

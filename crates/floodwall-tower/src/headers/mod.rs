@@ -13,7 +13,7 @@ mod ietf;
 
 use decimal::{MAX_DIGITS, decimal_before, decimal_value, pooled};
 pub(crate) use ietf::{IetfConsts, IetfOne, ietf_consts};
-use ietf::{ietf_limit, ietf_policy_value, sf_integer};
+use ietf::{ietf_figures, ietf_limit, ietf_policy_value};
 
 /// Which rate-limit headers go on responses (allowed and refused alike).
 ///
@@ -134,10 +134,11 @@ impl Fields {
                     return Some(Self::IetfBuilt(Box::new((policy, limit))));
                 };
                 if let (Some(one), None) = (&consts.one, rest.next()) {
+                    let (remaining, reset) = ietf_figures(first);
                     return Some(Self::Ietf1 {
                         one,
-                        remaining: sf_integer(first.remaining),
-                        reset: sf_integer(ceil_secs(first.reset_after)),
+                        remaining,
+                        reset,
                     });
                 }
                 Some(Self::Ietf {
@@ -229,7 +230,7 @@ pub(crate) fn write(
 
 #[cfg(test)]
 mod tests {
-    use super::ietf::SF_INTEGER_MAX;
+    use super::ietf::{SF_INTEGER_MAX, sf_integer};
     use super::*;
     use floodwall_core::Algorithm;
 
