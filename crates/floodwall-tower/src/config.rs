@@ -39,6 +39,7 @@ pub(crate) struct Config<St, K> {
     pub(crate) store_down: Arc<AtomicBool>,
 }
 
+// By hand: a derive would ask `K: Clone`, and the key extractor is shared, not cloned.
 impl<St: Clone, K> Clone for Config<St, K> {
     fn clone(&self) -> Self {
         Self {
