@@ -60,10 +60,20 @@ fn exactly_n_in_flight_among_256_threads_on_one_key() {
         .count();
     assert_eq!(peak.load(Ordering::SeqCst), N, "peak in flight");
     assert_eq!(granted as u64, N, "every other thread was refused");
-    assert_eq!(store.in_flight_keys(), 0, "the key left with its last permit");
+    assert_eq!(
+        store.in_flight_keys(),
+        0,
+        "the key left with its last permit"
+    );
     // And the slots are all free again.
     let again: Vec<Permit> = (0..N)
-        .map(|_| store.acquire_sync(b"hot", &limit).unwrap().permit().unwrap())
+        .map(|_| {
+            store
+                .acquire_sync(b"hot", &limit)
+                .unwrap()
+                .permit()
+                .unwrap()
+        })
         .collect();
     assert_eq!(again.last().unwrap().in_flight(), N);
 }
@@ -142,22 +152,52 @@ async fn a_breaker_opens_on_a_failing_concurrency_store() {
         .clock(clock.clone())
         .build(Down);
     let limit = ConcurrencyLimit::new("br", 1).unwrap();
-    assert!(breaker.acquire(b"k", &limit).await.unwrap_err().is_timeout());
-    assert!(breaker.acquire(b"k", &limit).await.unwrap_err().is_timeout());
+    assert!(
+        breaker
+            .acquire(b"k", &limit)
+            .await
+            .unwrap_err()
+            .is_timeout()
+    );
+    assert!(
+        breaker
+            .acquire(b"k", &limit)
+            .await
+            .unwrap_err()
+            .is_timeout()
+    );
     // Open: failing fast, with no call, until the next probe.
     let err = breaker.acquire(b"k", &limit).await.unwrap_err();
     assert!(err.is_circuit_open(), "{err}");
-    assert!(breaker.acquire_now(b"k", &limit).unwrap().unwrap_err().is_circuit_open());
+    assert!(
+        breaker
+            .acquire_now(b"k", &limit)
+            .unwrap()
+            .unwrap_err()
+            .is_circuit_open()
+    );
     clock.advance(Duration::from_secs(1));
     // Due: the probe goes to the store (which is still down).
-    assert!(breaker.acquire(b"k", &limit).await.unwrap_err().is_timeout());
+    assert!(
+        breaker
+            .acquire(b"k", &limit)
+            .await
+            .unwrap_err()
+            .is_timeout()
+    );
     assert_eq!(breaker.stats().probes, 1);
 
     // Closed over the memory store, it answers without waiting, as the store does.
     let healthy = Breaker::new(MemoryStore::new());
     let held = healthy.acquire_now(b"k", &limit).unwrap().unwrap();
     assert!(held.is_granted());
-    assert!(!healthy.acquire_now(b"k", &limit).unwrap().unwrap().is_granted());
+    assert!(
+        !healthy
+            .acquire_now(b"k", &limit)
+            .unwrap()
+            .unwrap()
+            .is_granted()
+    );
 }
 
 /// Polls a future that is ready at once (the fallback's answers need no waiting).

@@ -244,6 +244,9 @@ mod tests {
         // Different maxima under one name count the same requests.
         let other = ConcurrencyLimit::new("x", 4).unwrap();
         assert_eq!(other.namespace(), l.namespace());
-        assert_ne!(ConcurrencyLimit::new("y", 10).unwrap().namespace(), l.namespace());
+        assert_ne!(
+            ConcurrencyLimit::new("y", 10).unwrap().namespace(),
+            l.namespace()
+        );
     }
 }

@@ -12,8 +12,8 @@ use super::memory::Slot;
 ///
 /// Dropping never blocks: the memory store decrements a counter; a store that does I/O
 /// (Redis) hands the release to its runtime and returns. A permit leaked with
-/// [`std::mem::forget`] keeps its slot for good in memory, and until its lease expires in
-/// Redis.
+/// [`std::mem::forget`] keeps its slot as long as its process lives (a Redis store keeps
+/// renewing its lease): never forget one.
 ///
 /// Built by stores ([`new`](Self::new)); a [`Fallback`](crate::resilience::Fallback) that
 /// lets a request through while the store fails gives an [`unheld`](Self::unheld) one.
@@ -39,11 +39,7 @@ impl Permit {
     /// A permit whose slot `release` gives back when it drops, for a store of your own:
     /// `in_flight` holders of `limit` counting this one, as the store saw them when it
     /// granted the slot. `release` must not block (spawn the I/O if it needs any).
-    pub fn new(
-        in_flight: u64,
-        limit: u64,
-        release: impl FnOnce() + Send + Sync + 'static,
-    ) -> Self {
+    pub fn new(in_flight: u64, limit: u64, release: impl FnOnce() + Send + Sync + 'static) -> Self {
         Self::holding(in_flight, limit, Hold::Store(Box::new(release)))
     }
 
