@@ -177,7 +177,10 @@ async fn a_panicking_handler_gives_its_slot_back() {
 
 /// A response body fed by the test, chunk by chunk.
 #[derive(Clone, Default)]
-struct Drip(Arc<Mutex<(VecDeque<Bytes>, bool, Option<Waker>)>>);
+struct Drip(Arc<Mutex<Feed>>);
+
+/// The chunks not yet read, whether the body has ended, and who waits for more.
+type Feed = (VecDeque<Bytes>, bool, Option<Waker>);
 
 impl Drip {
     fn send(&self, chunk: &'static str) {

@@ -147,6 +147,9 @@ impl Leases {
     }
 }
 
+/// Leases due for renewal, with their sequence numbers.
+type Due = Vec<(u64, Held)>;
+
 /// Renews the store's leases as they fall due, until it holds none.
 async fn renewer(store: Arc<Inner>) {
     let leases = &store.leases;
@@ -165,7 +168,7 @@ async fn renewer(store: Arc<Inner>) {
 
 /// Sends one renewal per (key, lease time) for `due`, all at once, and reschedules each.
 async fn renew(store: &Arc<Inner>, due: Vec<(u64, Held)>, sent: Instant) {
-    let mut groups: HashMap<(Arc<[u8]>, u64), Vec<(u64, Held)>> = HashMap::new();
+    let mut groups: HashMap<(Arc<[u8]>, u64), Due> = HashMap::new();
     for (seq, held) in due {
         groups
             .entry((Arc::clone(&held.key), held.lease_us))
