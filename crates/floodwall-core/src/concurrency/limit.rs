@@ -32,8 +32,8 @@ use crate::{ConfigError, MAX_SPAN, Policy, Quota};
 /// use floodwall_core::ConcurrencyLimit;
 /// use std::time::Duration;
 ///
-/// let reports = ConcurrencyLimit::new("reports", 4)?.with_lease(Duration::from_secs(5))?;
-/// assert_eq!((reports.max(), reports.renew_every()), (4, Duration::from_millis(1666)));
+/// let reports = ConcurrencyLimit::new("reports", 4)?.with_lease(Duration::from_secs(6))?;
+/// assert_eq!((reports.max(), reports.renew_every()), (4, Duration::from_secs(2)));
 ///
 /// // Nothing could ever run: refused at construction, not at the first request.
 /// assert!(ConcurrencyLimit::new("reports", 0).is_err());
