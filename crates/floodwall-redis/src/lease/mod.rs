@@ -3,8 +3,9 @@
 //! Each key's slots are a sorted set (`crate::key::lease_key`: the user key is its hash
 //! tag, so it runs on Redis Cluster): members are lease ids, unique across processes
 //! (`id.rs`), scored by their expiry in µs on the server's clock. Taking a slot is one
-//! script (`lua/lease_acquire.lua`): drop the expired leases, count the rest, add ours if
-//! below the limit, keep the key alive as long as its latest lease. Giving it back is one
+//! script (`lua/lease_acquire.lua`): count the leases (a full key drops its expired ones
+//! and counts again), add ours if below the limit, keep the key alive as long as its
+//! latest lease. Giving it back is one
 //! `ZREM`, sent by the store's runtime when the permit drops (a drop cannot wait). A
 //! request that runs longer than [`renew_every`](ConcurrencyLimit::renew_every) has its
 //! lease pushed back by the store's renewer (`renew.rs`, `lua/lease_renew.lua`).
@@ -66,12 +67,13 @@ impl RedisStore {
 
 /// Takes a lease per slot on the server's clock.
 ///
-/// - **Cost**: acquiring is one `EVALSHA` (`TIME ZREMRANGEBYSCORE ZCARD ZADD PTTL`, and
-///   `PEXPIRE` when the key's TTL must grow); releasing one `ZREM`; a request running
+/// - **Cost**: acquiring is one `EVALSHA` (`ZCARD TIME ZADD`, then `PEXPIRE` for a new
+///   key or `PTTL` and, if the TTL must grow, `PEXPIRE`; a full key first drops its
+///   expired leases with `ZREMRANGEBYSCORE`); releasing one `ZREM`; a request running
 ///   longer than [`renew_every`](ConcurrencyLimit::renew_every) one renewal per interval,
-///   shared with the other leases of its key renewed in the same wake. A refusal reads
-///   only (`TIME ZREMRANGEBYSCORE ZCARD`). Neither the deny cache nor coalescing applies:
-///   a slot comes free at a time no one can predict.
+///   shared with the other leases of its key renewed in the same wake. A refusal is
+///   `ZCARD TIME ZREMRANGEBYSCORE` (which removes only expired leases). Neither the deny
+///   cache nor coalescing applies: a slot comes free at a time no one can predict.
 /// - **Failures** as for rate checks: [`Error::Timeout`] past the store's timeout,
 ///   [`Error::Unavailable`], [`Error::Backend`] (a key of another type says so plainly).
 ///   An acquisition that timed out may have been applied: its lease is released at once,

@@ -5,20 +5,25 @@
 -- Answers how many are in flight with this lease (>= 1) when granted, else -1 - how many
 -- are in flight: an integer either way, the cheapest reply to send.
 local key = KEYS[1]
+local held = redis.call('ZCARD', key)
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
--- Leases whose holder stopped renewing them (a process killed, a partition) are over.
-redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
-local held = redis.call('ZCARD', key)
 if held >= tonumber(ARGV[2]) then
-  return -1 - held
+  -- Full, unless some leases expired (a process killed, a partition): they are looked for
+  -- only then, so the usual acquisition reads no range. Until the key is full, an expired
+  -- lease still counts in the figure answered (the headers' remaining), never in a refusal.
+  held = held - redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
+  if held >= tonumber(ARGV[2]) then
+    return -1 - held
+  end
 end
 local lease = tonumber(ARGV[3])
 redis.call('ZADD', key, string.format('%d', now + lease), ARGV[1])
--- The key lives as long as its latest lease (+ 1 ms for the millisecond clock): never
--- shortened, since another limit of the same name may hold longer leases in it.
+-- The key lives as long as its latest lease (+ 1 ms for the millisecond clock): a new key
+-- gets its TTL, an existing one's is never shortened, since another limit of the same name
+-- may hold longer leases in it.
 local ms = math.floor(lease / 1000) + 1
-if redis.call('PTTL', key) < ms then
+if held == 0 or redis.call('PTTL', key) < ms then
   redis.call('PEXPIRE', key, ms)
 end
 return held + 1
