@@ -16,6 +16,7 @@
 //! is in [`core`], which is all of `floodwall-core`.
 
 pub use floodwall_core::resilience;
+pub use floodwall_core::{Acquired, ConcurrencyLimit, ConcurrencyStore, Full, Permit};
 pub use floodwall_core::{Algorithm, Decision, MAX_SPAN, Policy, Quota, Rounding};
 pub use floodwall_core::{Clock, ManualClock, SystemClock};
 pub use floodwall_core::{ConfigError, Error};

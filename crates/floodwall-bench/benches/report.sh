@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 out=target/bench-report
 mkdir -p "$out"
-for bench in memory scripts redis cell http http_instructions attack verdicts; do
+for bench in memory scripts redis cell http http_instructions attack verdicts lease; do
   echo "== cargo bench -p floodwall-bench --bench $bench"
   cargo bench -p floodwall-bench --bench "$bench" 2>&1 | tee "$out/$bench.txt"
 done

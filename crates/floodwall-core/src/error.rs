@@ -78,6 +78,21 @@ pub enum ConfigError {
         /// The interval given.
         interval: Duration,
     },
+    /// A [`ConcurrencyLimit`](crate::ConcurrencyLimit) of 0 (nothing could ever run) or
+    /// above [`ConcurrencyLimit::MAX`](crate::ConcurrencyLimit::MAX).
+    BadInFlightLimit {
+        /// The limit given.
+        max: u64,
+    },
+    /// A [`ConcurrencyLimit`](crate::ConcurrencyLimit)'s lease shorter than 1 ms or longer
+    /// than [`MAX_SPAN`](crate::MAX_SPAN), or a renewal interval under 1 ms or not shorter
+    /// than the lease (the lease would lapse between renewals).
+    BadLease {
+        /// The lease time given.
+        lease: Duration,
+        /// The renewal interval given (a third of the lease unless set).
+        renew_every: Duration,
+    },
     /// A policy name was empty, too long, or used characters outside `[A-Za-z0-9_.:-]`.
     InvalidName {
         /// The name given.
@@ -130,6 +145,16 @@ impl fmt::Display for ConfigError {
             Self::BadRefreshInterval { interval } => write!(
                 f,
                 "refresh interval {interval:?} is outside 1 microsecond ..= 1 hour"
+            ),
+            Self::BadInFlightLimit { max } => write!(
+                f,
+                "in-flight limit {max} is outside 1 ..= {}",
+                crate::ConcurrencyLimit::MAX
+            ),
+            Self::BadLease { lease, renew_every } => write!(
+                f,
+                "lease {lease:?} renewed every {renew_every:?}: a lease lasts 1 ms to 100 years \
+                 and is renewed more often than that, at most once a millisecond"
             ),
             Self::InvalidName { name } => write!(
                 f,

@@ -19,6 +19,7 @@
 
 pub mod algorithm;
 mod clock;
+pub mod concurrency;
 mod decision;
 mod error;
 mod policy;
@@ -28,6 +29,7 @@ pub mod store;
 
 pub use algorithm::{Algorithm, Parameters, State};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use concurrency::{Acquired, ConcurrencyLimit, ConcurrencyStore, Full, Permit};
 pub use decision::Decision;
 pub use error::{BoxError, ConfigError, Error};
 pub use policy::{Policy, Rounding};

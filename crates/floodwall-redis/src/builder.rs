@@ -352,6 +352,7 @@ impl RedisStoreBuilder {
                 coalescer: self.coalesce.then(Arc::default),
                 counters: Counters::default(),
                 scripts: Scripts::new(self.written_scripts),
+                leases: Default::default(),
             }),
             deny: None,
         };

@@ -93,6 +93,27 @@ pub(crate) fn redis_key(prefix: &str, policy: &Policy, user_key: &[u8]) -> Vec<u
     out.push_str(prefix);
     out.push_str(policy.name());
     let _ = write!(out, ":{tag}.{:08x}:", fnv1a(tag, format, &numbers));
+    push_tagged(&mut out, user_key);
+    out.into_bytes()
+}
+
+/// The Redis key (a sorted set) holding the leases of `user_key`'s requests in flight
+/// under the in-flight limit `name`: `<prefix><name>:lease:{<user key>}`, the user key
+/// written as for a rate key, so it is the hash tag. `lease` has no `.` where rate keys have
+/// their algorithm's tag and fingerprint, so no rate key can be a lease key. Neither the
+/// limit nor the lease time is in it: processes disagreeing on them (a rolling deploy)
+/// still count the same requests.
+pub(crate) fn lease_key(prefix: &str, name: &str, user_key: &[u8]) -> Vec<u8> {
+    let mut out = String::with_capacity(prefix.len() + name.len() + 7 + 68);
+    out.push_str(prefix);
+    out.push_str(name);
+    out.push_str(":lease:");
+    push_tagged(&mut out, user_key);
+    out.into_bytes()
+}
+
+/// `{<user key>}`, `x{<hex>}` or `#{<sha-256 hex>}` (see the module docs).
+fn push_tagged(out: &mut String, user_key: &[u8]) {
     match raw_ok(user_key) {
         Some(raw) => {
             out.push('{');
@@ -100,15 +121,14 @@ pub(crate) fn redis_key(prefix: &str, policy: &Policy, user_key: &[u8]) -> Vec<u
         }
         None if user_key.len() <= MAX_HEX_KEY_LEN => {
             out.push_str("x{");
-            push_hex(&mut out, user_key);
+            push_hex(out, user_key);
         }
         None => {
             out.push_str("#{");
-            push_hex(&mut out, &Sha256::digest(user_key));
+            push_hex(out, &Sha256::digest(user_key));
         }
     }
     out.push('}');
-    out.into_bytes()
 }
 
 fn push_hex(out: &mut String, bytes: &[u8]) {
@@ -209,6 +229,20 @@ mod tests {
             let k = String::from_utf8(redis_key("", &p, b"k")).unwrap();
             assert_eq!(k, expected, "{a}");
         }
+    }
+
+    #[test]
+    fn lease_keys_share_the_user_key_forms_and_never_meet_rate_keys() {
+        let k = String::from_utf8(lease_key("fw:", "uploads", b"203.0.113.7")).unwrap();
+        assert_eq!(k, "fw:uploads:lease:{203.0.113.7}");
+        let hex = String::from_utf8(lease_key("fw:", "u", &[4, 203, 0, 113, 7])).unwrap();
+        assert_eq!(hex, "fw:u:lease:x{04cb007107}");
+        let long = String::from_utf8(lease_key("fw:", "u", &[0xab; 40])).unwrap();
+        assert_eq!(long.split_once(":#{").unwrap().1.len(), 65);
+        let p = Policy::gcra("uploads", "10/s".parse().unwrap()).unwrap();
+        let rate = String::from_utf8(redis_key("fw:", &p, b"203.0.113.7")).unwrap();
+        assert_ne!(rate, k);
+        assert!(!rate.contains(":lease:"));
     }
 
     #[test]

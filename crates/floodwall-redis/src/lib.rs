@@ -100,6 +100,7 @@ mod connection;
 mod error;
 mod key;
 mod kind;
+mod lease;
 mod reply;
 mod script;
 mod sentinel;

@@ -14,6 +14,7 @@ use crate::coalesce::{self, Coalescer};
 use crate::connection::{Connection, Op};
 use crate::error::{BuildError, UnexpectedReply};
 use crate::key;
+use crate::lease::Leases;
 use crate::reply::{self, ScriptAnswer};
 use crate::stats::{Counters, RedisStats};
 
@@ -129,6 +130,8 @@ pub(crate) struct Inner {
     pub(crate) counters: Counters,
     /// Single-check scripts with the parameters of this store's policies written in.
     pub(crate) scripts: Scripts,
+    /// The in-flight leases this store's permits hold, and their renewer (`crate::lease`).
+    pub(crate) leases: Leases,
 }
 
 impl RedisStore {

@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 
 use crate::Key;
 use crate::config::Config;
-use crate::extract::{KeyError, OnMissingKey};
+use crate::extract::KeyError;
 use crate::headers::{self, Fields, HeaderStyle, IetfConsts};
 use crate::mode::sealed::Refuse;
 use crate::respond::{Decisions, Denial};
@@ -303,17 +303,6 @@ impl<St: Store, K> Config<St, K> {
 
     /// What to do with a request whose key is missing; `None` lets it through.
     pub(crate) fn missing_key<M: Refuse>(&self, error: KeyError) -> Option<M::Refusal> {
-        let status = match self.on_missing {
-            _ if self.shadow => None,
-            OnMissingKey::Skip => None,
-            OnMissingKey::Reject => Some(error.status()),
-            OnMissingKey::RejectWith(status) => Some(status),
-        };
-        let Some(status) = status else {
-            tracing::debug!(target: "floodwall", %error, "not rate limited: no key");
-            return None;
-        };
-        tracing::warn!(target: "floodwall", %error, %status, "request refused: no rate-limit key");
-        Some(M::missing_key(error, status))
+        self.on_missing.refusal::<M>(self.shadow, error)
     }
 }

@@ -74,6 +74,7 @@
 
 mod body;
 pub mod choose;
+mod concurrency;
 mod config;
 mod decide;
 mod error;
@@ -87,6 +88,9 @@ pub mod respond;
 mod service;
 
 pub use body::{RejectionBody, ResponseBody};
+pub use concurrency::{
+    ConcurrencyLimitFuture, ConcurrencyLimitLayer, ConcurrencyLimitService, PermitBody,
+};
 pub use error::RateLimited;
 pub use future::ResponseFuture;
 pub use headers::{HeaderStyle, retry_after_secs};

@@ -87,7 +87,7 @@ impl sealed::Refuse for RejectWithError {
     type Refusal = BoxError;
 
     fn denied(denial: &Denial, _: impl FnOnce(&Denial) -> Response<Bytes>) -> Self::Refusal {
-        Box::new(RateLimited::new(denial.retry_after()))
+        Box::new(RateLimited::new(denial))
     }
 
     fn store_failed(error: Error, _: impl FnOnce(&Error) -> Response<Bytes>) -> Self::Refusal {

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use crate::{Clock, Decision, Error, Policy, Store, SystemClock};
 
+mod in_flight;
+
 /// Consecutive failures that open a breaker unless
 /// [`BreakerBuilder::failure_threshold`] says otherwise.
 pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;

@@ -8,6 +8,8 @@ use std::time::Duration;
 use super::FailMode;
 use crate::{Clock, Decision, Error, MemoryStore, Policy, Store, SystemClock};
 
+mod in_flight;
+
 /// The most policies whose local share is remembered; past that (policies made per
 /// request) shares are computed on each fallback decision instead.
 const MAX_CACHED_SHARES: usize = 1024;

@@ -9,6 +9,7 @@ use super::key::{KeyBuf, KeyRef, MapKey};
 use super::{Store, lock};
 use crate::algorithm::gcra::{Gcra, Judgement};
 use crate::algorithm::{Raw, clamp_now};
+use crate::concurrency::memory::Slots;
 use crate::{Clock, Decision, Error, Policy, State, SystemClock};
 
 /// Marks a GCRA key state that was evicted: whoever holds it looks the key up again.
@@ -67,6 +68,8 @@ struct Inner<C> {
     cap: Cap,
     clock: C,
     evicted: AtomicU64,
+    /// Requests in flight per key, for [`ConcurrencyLimit`](crate::ConcurrencyLimit)s.
+    slots: Arc<Slots>,
 }
 
 /// What one key holds: its algorithm state, in the form its algorithm updates it.
@@ -144,6 +147,7 @@ impl<C> MemoryStoreBuilder<C> {
                 cap: Cap::new(self.max_keys),
                 clock: self.clock,
                 evicted: AtomicU64::new(0),
+                slots: Slots::new(self.max_keys),
             }),
         }
     }
@@ -351,6 +355,11 @@ impl<C> MemoryStore<C> {
     /// The clock this store reads.
     pub fn clock(&self) -> &C {
         &self.inner.clock
+    }
+
+    /// The in-flight counts (`crate::concurrency::memory`).
+    pub(crate) fn slots(&self) -> &Arc<Slots> {
+        &self.inner.slots
     }
 }
 

@@ -11,7 +11,7 @@ use crate::{Decision, Error, Policy};
 
 mod deny_cache;
 mod evict;
-mod key;
+pub(crate) mod key;
 mod local_verdicts;
 mod memory;
 

@@ -43,6 +43,7 @@ mod combine;
 mod global;
 mod header;
 mod ip;
+mod missing;
 mod proxy;
 mod route;
 

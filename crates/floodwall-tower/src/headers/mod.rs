@@ -10,10 +10,12 @@ use http::{HeaderMap, HeaderValue};
 
 mod decimal;
 mod ietf;
+mod in_flight;
 
 use decimal::{MAX_DIGITS, decimal_before, decimal_value, pooled};
 pub(crate) use ietf::{IetfConsts, IetfOne, ietf_consts};
 use ietf::{ietf_figures, ietf_limit, ietf_policy_value};
+pub(crate) use in_flight::InFlightHeaders;
 
 /// Which rate-limit headers go on responses (allowed and refused alike).
 ///

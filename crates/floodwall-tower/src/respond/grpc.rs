@@ -33,7 +33,16 @@ impl OnReject for Grpc {
                     crate::headers::retry_after_secs(d)
                 );
             }
-            (None, None) => message.push_str("rate limit exceeded"),
+            (None, None) => match denial.too_many_in_flight() {
+                Some(full) => {
+                    let _ = write!(
+                        message,
+                        "too many requests in flight: {} of {}",
+                        full.in_flight, full.limit
+                    );
+                }
+                None => message.push_str("rate limit exceeded"),
+            },
         }
         let mut res = trailers_only(8, &message);
         if let Some(d) = denial.retry_after() {

@@ -44,6 +44,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use floodwall_core::concurrency::{ConcurrencyLimit, Full};
 use floodwall_core::{Decision, Policy};
 use http::{HeaderValue, Response};
 use smallvec::SmallVec;
@@ -65,11 +66,14 @@ pub use plain::TooManyRequests;
 /// Every policy checked for one request, with its decision, in order.
 pub(crate) type Decisions = SmallVec<[(Policy, Decision); 2]>;
 
-/// Why a request was refused: which policies denied it and when it may retry.
+/// Why a request was refused: which policies denied it and when it may retry, or which
+/// in-flight limit was full ([`too_many_in_flight`](Self::too_many_in_flight)).
 #[derive(Debug, Clone)]
 pub struct Denial {
     decisions: Decisions,
     too_costly: Option<(Policy, u64, u64)>,
+    /// A [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer)'s refusal.
+    in_flight: Option<(ConcurrencyLimit, Full)>,
 }
 
 impl Denial {
@@ -77,12 +81,29 @@ impl Denial {
         Self {
             decisions,
             too_costly,
+            in_flight: None,
         }
+    }
+
+    /// A refusal of an in-flight limit: no policy, no retry time.
+    pub(crate) fn in_flight(limit: ConcurrencyLimit, full: Full) -> Self {
+        Self {
+            decisions: Decisions::new(),
+            too_costly: None,
+            in_flight: Some((limit, full)),
+        }
+    }
+
+    /// When an in-flight limit refused the request: how many of its key's requests were
+    /// in flight, and the limit. Its [`retry_after`](Self::retry_after) is `None`: a slot
+    /// comes free when a running request ends, which no one can tell in advance.
+    pub fn too_many_in_flight(&self) -> Option<Full> {
+        self.in_flight.as_ref().map(|(_, full)| *full)
     }
 
     /// How long until the same request would pass every policy that denied it: the
     /// longest of their `retry_after`s. `None` when it never can (its cost is above a
-    /// policy's limit).
+    /// policy's limit), or when no one can tell (an in-flight limit is full).
     pub fn retry_after(&self) -> Option<Duration> {
         if self.too_costly.is_some() {
             return None;
@@ -104,13 +125,14 @@ impl Denial {
         &self.decisions
     }
 
-    /// The names of the policies that refused the request.
+    /// The names of the policies (or the in-flight limit) that refused the request.
     pub fn violated(&self) -> impl Iterator<Item = &str> {
         self.decisions
             .iter()
             .filter(|(_, d)| !d.allowed)
             .map(|(p, _)| p.name())
             .chain(self.too_costly.iter().map(|(p, _, _)| p.name()))
+            .chain(self.in_flight.iter().map(|(l, _)| l.name()))
     }
 
     /// When the request's cost can never pass: `(cost, the policy's limit)`.

@@ -27,7 +27,16 @@ impl OnReject for TooManyRequests {
             (None, Some(secs)) => {
                 let _ = writeln!(body, "Too Many Requests: retry after {secs}s");
             }
-            (None, None) => body.push_str("Too Many Requests\n"),
+            (None, None) => match denial.too_many_in_flight() {
+                Some(full) => {
+                    let _ = writeln!(
+                        body,
+                        "Too Many Requests: {} in flight, the limit is {}",
+                        full.in_flight, full.limit
+                    );
+                }
+                None => body.push_str("Too Many Requests\n"),
+            },
         }
         response(StatusCode::TOO_MANY_REQUESTS, TEXT_PLAIN, body)
     }

@@ -1,0 +1,185 @@
+//! In-flight limits in Redis: [`ConcurrencyStore`] for [`RedisStore`], a lease per slot.
+//!
+//! Each key's slots are a sorted set (`crate::key::lease_key`: the user key is its hash
+//! tag, so it runs on Redis Cluster): members are lease ids, unique across processes
+//! (`id.rs`), scored by their expiry in µs on the server's clock. Taking a slot is one
+//! script (`lua/lease_acquire.lua`): count the leases (a full key drops its expired ones
+//! and counts again), add ours if below the limit, keep the key alive as long as its
+//! latest lease. Giving it back is one
+//! `ZREM`, sent by the store's runtime when the permit drops (a drop cannot wait). A
+//! request that runs longer than [`renew_every`](ConcurrencyLimit::renew_every) has its
+//! lease pushed back by the store's renewer (`renew.rs`, `lua/lease_renew.lua`).
+//!
+//! A process that dies sends no `ZREM` and no renewal: its leases expire by themselves,
+//! within one [lease time](ConcurrencyLimit::lease).
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use floodwall_core::{Acquired, ConcurrencyLimit, ConcurrencyStore, Error, Full, Permit};
+use redis::Script;
+use tokio::runtime::Handle;
+
+use crate::RedisStore;
+use crate::connection::Op;
+use crate::error::UnexpectedReply;
+use crate::key;
+use crate::store::Inner;
+
+mod id;
+mod renew;
+
+pub(crate) use renew::Leases;
+
+/// Takes a lease (see the module docs).
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/lease_acquire.lua")));
+
+/// Renews a key's leases.
+static RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/lease_renew.lua")));
+
+/// `d` in whole microseconds (a lease is at most `MAX_SPAN`, which fits).
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// One call, bounded by the store's timeout.
+async fn bounded<T: redis::FromRedisValue>(store: &Inner, op: Op<'_>) -> Result<T, Error> {
+    tokio::time::timeout(store.timeout, store.conn.query(op))
+        .await
+        .unwrap_or(Err(Error::Timeout))
+}
+
+impl RedisStore {
+    /// The Redis key (a sorted set of leases) counting `key`'s requests in flight under
+    /// `limit`: `<prefix><name>:lease:{<user key>}`, e.g. to inspect it with `redis-cli`.
+    pub fn lease_key(&self, key: &[u8], limit: &ConcurrencyLimit) -> Vec<u8> {
+        key::lease_key(&self.inner.prefix, limit.name(), key)
+    }
+
+    /// Leases this store (and its clones) holds now and renews: one per permit not yet
+    /// dropped.
+    pub fn leases_held(&self) -> usize {
+        self.inner.leases.len()
+    }
+}
+
+/// Takes a lease per slot on the server's clock.
+///
+/// - **Cost**: acquiring is one `EVALSHA` (`ZCARD TIME ZADD`, then `PEXPIRE` for a new
+///   key or `PTTL` and, if the TTL must grow, `PEXPIRE`; a full key first drops its
+///   expired leases with `ZREMRANGEBYSCORE`); releasing one `ZREM`; a request running
+///   longer than [`renew_every`](ConcurrencyLimit::renew_every) one renewal per interval,
+///   shared with the other leases of its key renewed in the same wake. A refusal is
+///   `ZCARD TIME ZREMRANGEBYSCORE` (which removes only expired leases). Neither the deny
+///   cache nor coalescing applies: a slot comes free at a time no one can predict.
+/// - **Failures** as for rate checks: [`Error::Timeout`] past the store's timeout,
+///   [`Error::Unavailable`], [`Error::Backend`] (a key of another type says so plainly).
+///   An acquisition that timed out may have been applied: its lease is released at once,
+///   in the background, rather than left to expire.
+/// - **A dying process** leaks nothing: its leases expire one lease time after their last
+///   renewal. A permit outliving its store's tokio runtime cannot send its `ZREM`: its
+///   lease expires likewise.
+///
+/// Needs a tokio runtime (to release and renew in the background); without one,
+/// acquiring fails with [`Error::Backend`].
+impl ConcurrencyStore for RedisStore {
+    async fn acquire(&self, key: &[u8], limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
+        let Ok(runtime) = Handle::try_current() else {
+            return Err(Error::backend(
+                "floodwall-redis releases and renews leases on a tokio runtime: none is running",
+            ));
+        };
+        let inner = &self.inner;
+        let redis_key: Arc<[u8]> = self.lease_key(key, limit).into();
+        let id: Arc<str> = id::next().into();
+        let mut inv = ACQUIRE.prepare_invoke();
+        inv.key(&*redis_key)
+            .arg(&*id)
+            .arg(limit.max())
+            .arg(micros(limit.lease()));
+        let in_flight = match bounded::<i64>(inner, Op::Script(&inv)).await {
+            Ok(n) if n >= 1 => n as u64,
+            Ok(n) if n < 0 => {
+                return Ok(Acquired::Full(Full::new((-1 - n) as u64, limit.max())));
+            }
+            Ok(n) => {
+                return Err(Error::backend(UnexpectedReply(format!(
+                    "{n} from the lease script"
+                ))));
+            }
+            Err(e) => {
+                if e.is_timeout() || e.is_unavailable() {
+                    // It may have been applied: give the slot back rather than hold it for
+                    // a lease time.
+                    release(inner, &runtime, redis_key, id);
+                }
+                return Err(explain(e, limit));
+            }
+        };
+        let seq = inner.leases.hold(
+            inner,
+            &runtime,
+            Arc::clone(&redis_key),
+            Arc::clone(&id),
+            limit,
+        );
+        let inner = Arc::clone(inner);
+        Ok(Acquired::Granted(Permit::new(
+            in_flight,
+            limit.max(),
+            move || {
+                inner.leases.forget(seq);
+                release(&inner, &runtime, redis_key, id);
+            },
+        )))
+    }
+}
+
+/// Sends the lease's `ZREM` from `runtime`, in the background: a permit's drop cannot
+/// wait. A release that fails leaves the lease to expire.
+fn release(inner: &Arc<Inner>, runtime: &Handle, key: Arc<[u8]>, id: Arc<str>) {
+    let inner = Arc::clone(inner);
+    runtime.spawn(async move {
+        let mut zrem = redis::cmd("ZREM");
+        zrem.arg(&*key).arg(&*id);
+        if let Err(error) = bounded::<i64>(&inner, Op::Cmd(&zrem)).await {
+            tracing::debug!(
+                target: "floodwall",
+                %error,
+                "an in-flight lease could not be released; it expires by itself"
+            );
+        }
+    });
+}
+
+/// A `WRONGTYPE` from the lease script, told as what it means; any other error as it is.
+fn explain(e: Error, limit: &ConcurrencyLimit) -> Error {
+    if let Error::Backend { source } = &e
+        && source
+            .downcast_ref::<redis::RedisError>()
+            .is_some_and(|r| r.code() == Some("WRONGTYPE"))
+    {
+        return Error::backend(WrongType(limit.name().to_owned()));
+    }
+    e
+}
+
+/// A lease key that holds something other than a sorted set.
+#[derive(Debug)]
+struct WrongType(String);
+
+impl std::fmt::Display for WrongType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "WRONGTYPE: a lease key of the in-flight limit {:?} holds a value of another type, \
+             written by something else; floodwall keeps a sorted set of leases there: delete \
+             the key or give the store another prefix",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for WrongType {}

@@ -1,0 +1,186 @@
+//! The in-flight layer: a cheap, cloneable configuration that wraps services in
+//! [`ConcurrencyLimitService`].
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use floodwall_core::resilience::{Breaker, FailMode, Fallback};
+use floodwall_core::{ConcurrencyLimit, ConcurrencyStore};
+use tower_layer::Layer;
+
+use super::ConcurrencyLimitService;
+use super::config::InFlightConfig;
+use crate::extract::{ExtractKey, OnMissingKey, PeerIp};
+use crate::headers::HeaderStyle;
+use crate::respond::{OnReject, OnStoreFailure};
+use crate::{RejectWithError, RejectWithResponse};
+
+/// Limits how many requests per key run at once:
+/// `.layer(ConcurrencyLimitLayer::new(store, ConcurrencyLimit::new("reports", 2)?))`.
+///
+/// Unlike tower's `ConcurrencyLimitLayer`, which bounds one service's calls in this
+/// process and makes the excess wait, this one is **keyed** (per client, API key, route:
+/// the same [extractors](crate::extract) as [`RateLimitLayer`](crate::RateLimitLayer)),
+/// can be **shared by a fleet** (a Redis store keeps a lease per slot), and **refuses** a
+/// full key at once (429, or gRPC `RESOURCE_EXHAUSTED` through
+/// [`Grpc`](crate::respond::Grpc)) without `Retry-After`, since when a slot comes free is
+/// not known. A slot is held from admission until the response body is done
+/// ([`PermitBody`](crate::PermitBody)), and given back on every other way out: an error,
+/// a panic, a client that disconnects, a dropped future.
+///
+/// # A layer of its own, not an option of `RateLimitLayer`
+///
+/// An in-flight limit holds something across the whole response, where a rate check is
+/// done before the handler runs: its responses must carry a body that holds the slot, so
+/// every [`RateLimitLayer`](crate::RateLimitLayer) would pay for wrapping bodies it does
+/// not need, and its store would have to count both. As a layer of its own, each reads as
+/// what it limits, both can be stacked on one route (`.layer(rate).layer(in_flight)`: the
+/// outer one decides first), and each takes the store it needs.
+///
+/// Defaults, each changed by one builder method: key by peer IP ([`PeerIp`]); refusals
+/// from [`TooManyRequests`](crate::respond::TooManyRequests) ([`on_reject`](Self::on_reject));
+/// store failures 503 and fail closed ([`fail_mode`](Self::fail_mode),
+/// [`fail_open`](Self::fail_open), [`on_store_failure`](Self::on_store_failure)); a missing
+/// key refused ([`on_missing_key`](Self::on_missing_key)); IETF headers
+/// ([`headers`](Self::headers)):
+///
+/// ```text
+/// RateLimit-Policy: "reports";q=2;qu="concurrent-requests"
+/// RateLimit: "reports";r=1
+/// ```
+///
+/// ```
+/// use floodwall_core::{ConcurrencyLimit, MemoryStore};
+/// use floodwall_tower::ConcurrencyLimitLayer;
+///
+/// let layer = ConcurrencyLimitLayer::new(MemoryStore::new(), ConcurrencyLimit::new("reports", 2)?);
+/// # let _ = layer;
+/// # Ok::<(), floodwall_core::ConfigError>(())
+/// ```
+pub struct ConcurrencyLimitLayer<St, K = PeerIp, M = RejectWithResponse> {
+    config: InFlightConfig<St, K>,
+    _mode: PhantomData<fn() -> M>,
+}
+
+impl<St: ConcurrencyStore + Clone> ConcurrencyLimitLayer<St> {
+    /// At most `limit.max()` requests in flight per client (by peer IP), counted in
+    /// `store`: a [`MemoryStore`](floodwall_core::MemoryStore) for one process, a Redis
+    /// store for a fleet, or an `Arc` of a store of your own.
+    pub fn new(store: St, limit: ConcurrencyLimit) -> Self {
+        Self {
+            config: InFlightConfig::new(store, PeerIp::new(), limit),
+            _mode: PhantomData,
+        }
+    }
+}
+
+impl<St: ConcurrencyStore, K, M> ConcurrencyLimitLayer<St, K, M> {
+    /// What to do while the store fails, behind a circuit breaker, as
+    /// [`RateLimitLayer::fail_mode`](crate::RateLimitLayer::fail_mode) does: the store
+    /// becomes `Fallback<Breaker<St>>`. [`FailMode::local(nodes)`](FailMode::local) counts
+    /// in this process against `max / nodes`; [`FailMode::Open`] lets requests through
+    /// uncounted; [`FailMode::Closed`] answers with the store-failure responder.
+    pub fn fail_mode(self, mode: FailMode) -> ConcurrencyLimitLayer<Fallback<Breaker<St>>, K, M> {
+        ConcurrencyLimitLayer {
+            config: self
+                .config
+                .rebuild(|store| Fallback::new(Breaker::new(store), mode), |key| key),
+            _mode: PhantomData,
+        }
+    }
+}
+
+impl<St, K, M> ConcurrencyLimitLayer<St, K, M> {
+    /// Limits by another key: `.key(HeaderKey::bearer())`, `.key(Global)`, or any
+    /// `|req: &Parts| -> Option<impl AsRef<[u8]>>`. See [`extract`](crate::extract).
+    pub fn key<K2: ExtractKey>(self, key: K2) -> ConcurrencyLimitLayer<St, K2, M> {
+        ConcurrencyLimitLayer {
+            config: self.config.rebuild(|store| store, |_| Arc::new(key)),
+            _mode: PhantomData,
+        }
+    }
+
+    /// Builds refusals with this responder, as
+    /// [`RateLimitLayer::on_reject`](crate::RateLimitLayer::on_reject); its
+    /// [`Denial`](crate::respond::Denial) says
+    /// [`too_many_in_flight`](crate::respond::Denial::too_many_in_flight), and has no
+    /// `retry_after`.
+    pub fn on_reject(mut self, responder: impl OnReject) -> Self {
+        self.config.on_reject = Arc::new(responder);
+        self
+    }
+
+    /// Builds store-failure responses with this responder (default: 503 with
+    /// `Retry-After`).
+    pub fn on_store_failure(mut self, responder: impl OnStoreFailure) -> Self {
+        self.config.on_failure = Arc::new(responder);
+        self
+    }
+
+    /// Lets requests through uncounted when the store cannot answer, instead of refusing
+    /// them; logged once per outage.
+    pub fn fail_open(mut self) -> Self {
+        self.config.fail_open = true;
+        self
+    }
+
+    /// What to do when the key extractor finds no key: see [`OnMissingKey`].
+    pub fn on_missing_key(mut self, on_missing: OnMissingKey) -> Self {
+        self.config.on_missing = on_missing;
+        self
+    }
+
+    /// Which headers to send: see [`HeaderStyle`] (GitHub's style has no reset here).
+    pub fn headers(mut self, style: HeaderStyle) -> Self {
+        self.config.set_style(style);
+        self
+    }
+
+    /// Shadow mode: count, log what would have been refused, never refuse.
+    pub fn shadow(mut self, shadow: bool) -> Self {
+        self.config.shadow = shadow;
+        self
+    }
+
+    /// Reports refusals as errors ([`RateLimited`](crate::RateLimited), with
+    /// [`too_many_in_flight`](crate::RateLimited::too_many_in_flight)) instead of responses.
+    pub fn reject_with_error(self) -> ConcurrencyLimitLayer<St, K, RejectWithError> {
+        ConcurrencyLimitLayer {
+            config: self.config,
+            _mode: PhantomData,
+        }
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> &ConcurrencyLimit {
+        &self.config.limit
+    }
+}
+
+impl<S, St: Clone, K, M> Layer<S> for ConcurrencyLimitLayer<St, K, M> {
+    type Service = ConcurrencyLimitService<S, St, K, M>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ConcurrencyLimitService::from_config(inner, Arc::new(self.config.clone()))
+    }
+}
+
+impl<St: Clone, K, M> Clone for ConcurrencyLimitLayer<St, K, M> {
+    fn clone(&self) -> Self {
+        Self {
+            config: self.config.clone(),
+            _mode: PhantomData,
+        }
+    }
+}
+
+impl<St, K, M> fmt::Debug for ConcurrencyLimitLayer<St, K, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConcurrencyLimitLayer")
+            .field("limit", &self.config.limit)
+            .field("headers", &self.config.style)
+            .field("shadow", &self.config.shadow)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,159 @@
+//! The in-flight limiting service.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use floodwall_core::{BoxError, ConcurrencyStore, MemoryStore};
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::config::{Granted, InFlightConfig, Outcome};
+use super::{ConcurrencyLimitFuture, PermitBody};
+use crate::body::RejectionBody;
+use crate::extract::{ExtractKey, PeerIp};
+use crate::mode::RefusalMode;
+use crate::{Key, RejectWithError, RejectWithResponse};
+
+/// Limits the requests in flight to an inner service, per key; built by
+/// [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer).
+///
+/// For each request it extracts a key, takes a slot under the layer's
+/// [`ConcurrencyLimit`](floodwall_core::ConcurrencyLimit), and calls the inner service with
+/// the slot held until the response body is done ([`PermitBody`]); a key already at its
+/// limit is answered at once with the refusal. `poll_ready` is the inner service's: a
+/// full key is refused, never queued, so the layer needs no `BufferLayer`.
+///
+/// Cloning is cheap: the configuration is shared behind one `Arc`.
+pub struct ConcurrencyLimitService<S, St = MemoryStore, K = PeerIp, M = RejectWithResponse> {
+    inner: S,
+    config: Arc<InFlightConfig<St, K>>,
+    _mode: PhantomData<fn() -> M>,
+}
+
+impl<S, St, K, M> ConcurrencyLimitService<S, St, K, M> {
+    pub(crate) fn from_config(inner: S, config: Arc<InFlightConfig<St, K>>) -> Self {
+        Self {
+            inner,
+            config,
+            _mode: PhantomData,
+        }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, St, K, M: RefusalMode> ConcurrencyLimitService<S, St, K, M> {
+    fn start<B>(&mut self, req: Request<B>) -> ConcurrencyLimitFuture<S, B, M>
+    where
+        S: Service<Request<B>> + Clone,
+        St: ConcurrencyStore + 'static,
+        K: ExtractKey,
+    {
+        let config = &*self.config;
+        let mut key = Key::new();
+        // The whole request when the extractor reads it there, else its head.
+        let (req, found) = match config.key.extract_request(&req, &mut key) {
+            Some(found) => (req, found),
+            None => {
+                let (parts, body) = req.into_parts();
+                let found = config.key.extract(&parts, &mut key);
+                (Request::from_parts(parts, body), found)
+            }
+        };
+        if let Err(error) = found {
+            return match config.on_missing.refusal::<M>(config.shadow, error) {
+                Some(refusal) => ConcurrencyLimitFuture::refused(refusal),
+                None => ConcurrencyLimitFuture::calling(self.inner.call(req), Granted::default()),
+            };
+        }
+        if let Some(result) = config.store.acquire_now(key.as_bytes(), &config.limit) {
+            return match config.settle::<M>(result) {
+                Outcome::Admit(granted) => {
+                    ConcurrencyLimitFuture::calling(self.inner.call(req), granted)
+                }
+                Outcome::Refuse(refusal) => ConcurrencyLimitFuture::refused(refusal),
+            };
+        }
+        let config = Arc::clone(&self.config);
+        let acquire = Box::pin(async move {
+            let result = config.store.acquire(key.as_bytes(), &config.limit).await;
+            config.settle::<M>(result)
+        });
+        // Take the ready service for this request and leave a clone to be made ready for
+        // the next one.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        ConcurrencyLimitFuture::acquiring(acquire, inner, req)
+    }
+}
+
+impl<S, St, K, B, ResB> Service<Request<B>>
+    for ConcurrencyLimitService<S, St, K, RejectWithResponse>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    ResB: RejectionBody,
+    St: ConcurrencyStore + 'static,
+    K: ExtractKey,
+{
+    type Response = Response<PermitBody<ResB>>;
+    type Error = S::Error;
+    type Future = ConcurrencyLimitFuture<S, B, RejectWithResponse>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        self.start(req)
+    }
+}
+
+impl<S, St, K, B, ResB> Service<Request<B>> for ConcurrencyLimitService<S, St, K, RejectWithError>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    St: ConcurrencyStore + 'static,
+    K: ExtractKey,
+{
+    type Response = Response<PermitBody<ResB>>;
+    type Error = BoxError;
+    type Future = ConcurrencyLimitFuture<S, B, RejectWithError>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        self.start(req)
+    }
+}
+
+impl<S: Clone, St, K, M> Clone for ConcurrencyLimitService<S, St, K, M> {
+    fn clone(&self) -> Self {
+        Self::from_config(self.inner.clone(), Arc::clone(&self.config))
+    }
+}
+
+impl<S: fmt::Debug, St, K, M> fmt::Debug for ConcurrencyLimitService<S, St, K, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConcurrencyLimitService")
+            .field("inner", &self.inner)
+            .field("limit", &self.config.limit)
+            .finish_non_exhaustive()
+    }
+}
