@@ -23,6 +23,7 @@ mod decision;
 mod error;
 mod policy;
 mod quota;
+mod reservation;
 pub mod resilience;
 pub mod store;
 
@@ -32,6 +33,7 @@ pub use decision::Decision;
 pub use error::{BoxError, ConfigError, Error};
 pub use policy::{Policy, Rounding};
 pub use quota::{MAX_SPAN, Quota};
+pub use reservation::{Cancelled, Reservable, Reservation, Ticket};
 pub use store::{DenyCache, DenyCacheBuilder, DenyCacheStats};
 pub use store::{DynStore, MemoryStore, MemoryStoreBuilder, Store};
 pub use store::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};
