@@ -276,7 +276,9 @@ impl fmt::Display for Error {
             Self::Unavailable { source } => write!(f, "rate-limit store unavailable: {source}"),
             Self::Backend { source } => write!(f, "rate-limit store error: {source}"),
             Self::StateMismatch => f.write_str("state was built for a different algorithm"),
-            Self::Unsupported { what } => write!(f, "this rate-limit store does not support {what}"),
+            Self::Unsupported { what } => {
+                write!(f, "this rate-limit store does not support {what}")
+            }
             Self::CircuitOpen { retry_in } => write!(
                 f,
                 "rate-limit store circuit open after repeated failures; next probe in {retry_in:?}"

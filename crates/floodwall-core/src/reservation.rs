@@ -91,7 +91,10 @@ impl Reservable {
         let Some(ticket) = reservation.ticket else {
             return Ok(Cancelled::Spent);
         };
-        let back = self.policy.engine().cancel(state, ticket.state, ticket.cost)?;
+        let back = self
+            .policy
+            .engine()
+            .cancel(state, ticket.state, ticket.cost)?;
         Ok(Cancelled::from_returned(back))
     }
 
@@ -218,7 +221,11 @@ pub enum Cancelled {
 impl Cancelled {
     /// `Returned` when `returned`, else `Spent`.
     pub fn from_returned(returned: bool) -> Self {
-        if returned { Self::Returned } else { Self::Spent }
+        if returned {
+            Self::Returned
+        } else {
+            Self::Spent
+        }
     }
 }
 
@@ -240,7 +247,12 @@ mod tests {
                 Ok(r) => assert!(books && r.policy() == &p, "{alg}"),
                 Err(e) => {
                     assert!(!books, "{alg}");
-                    assert_eq!(e, ConfigError::WaitUnsupported { algorithm: alg.name() });
+                    assert_eq!(
+                        e,
+                        ConfigError::WaitUnsupported {
+                            algorithm: alg.name()
+                        }
+                    );
                 }
             }
         }
@@ -284,6 +296,10 @@ mod tests {
         assert_eq!(refused.decision.retry_after, Some(Duration::from_secs(1)));
         assert_eq!(s, before);
         assert_eq!(p.cancel(&mut s, &refused).unwrap(), Cancelled::Spent);
-        assert!(p.reserve(&mut s, 0, 2, Duration::ZERO).unwrap_err().is_cost_too_high());
+        assert!(
+            p.reserve(&mut s, 0, 2, Duration::ZERO)
+                .unwrap_err()
+                .is_cost_too_high()
+        );
     }
 }

@@ -250,13 +250,22 @@ impl Engine {
                 }
                 (booked, next.map(|s| [s.owed, s.tick]))
             }
-            _ => return Err(Error::Unsupported { what: "booking a slot under a window algorithm" }),
+            _ => {
+                return Err(Error::Unsupported {
+                    what: "booking a slot under a window algorithm",
+                });
+            }
         })
     }
 
     /// Gives back a booking of `cost` that left the state `booked` (what
     /// [`reserve`](Self::reserve) returned), if it is still the latest; whether it did.
-    pub(crate) fn cancel(&self, state: &mut State, booked: [u64; 2], cost: u64) -> Result<bool, Error> {
+    pub(crate) fn cancel(
+        &self,
+        state: &mut State,
+        booked: [u64; 2],
+        cost: u64,
+    ) -> Result<bool, Error> {
         let st = &mut state.0;
         let back = match (self, &*st) {
             (_, Inner::Empty) => None,
@@ -264,13 +273,20 @@ impl Engine {
                 g.cancel(*tat, booked[0], cost).map(Inner::Gcra)
             }
             (Self::TokenBucket(b), Inner::Tokens(s)) => {
-                let booked = Owed { owed: booked[0], tick: booked[1] };
+                let booked = Owed {
+                    owed: booked[0],
+                    tick: booked[1],
+                };
                 b.cancel(*s, booked, cost).map(Inner::Tokens)
             }
             (Self::Gcra(_) | Self::LeakyBucket(_) | Self::TokenBucket(_), _) => {
                 return Err(Error::StateMismatch);
             }
-            _ => return Err(Error::Unsupported { what: "booking a slot under a window algorithm" }),
+            _ => {
+                return Err(Error::Unsupported {
+                    what: "booking a slot under a window algorithm",
+                });
+            }
         };
         Ok(match back {
             Some(back) => {

@@ -204,7 +204,11 @@ mod tests {
 
     #[test]
     fn bucket_with_no_wait_is_decide() {
-        let states = [None, Some(Owed { owed: 3, tick: 10 }), Some(Owed { owed: 6, tick: 11 })];
+        let states = [
+            None,
+            Some(Owed { owed: 3, tick: 10 }),
+            Some(Owed { owed: 6, tick: 11 }),
+        ];
         for s in states {
             for cost in 0..=4 {
                 let (b, next) = B.reserve(s, 1_050, cost, 0);

@@ -430,7 +430,11 @@ impl<S: Store, C: Clock> Store for Breaker<S, C> {
     ) -> Result<Reservation, Error> {
         policy.policy().check_cost(cost)?;
         let permit = self.circuit.admit()?;
-        let result = self.circuit.store.reserve(key, policy, cost, max_wait).await;
+        let result = self
+            .circuit
+            .store
+            .reserve(key, policy, cost, max_wait)
+            .await;
         permit.finish(&result);
         result
     }

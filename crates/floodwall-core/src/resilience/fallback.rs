@@ -326,7 +326,11 @@ impl<S: Store, C: Clock> Store for Fallback<S, C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Reservation, Error> {
-        let result = self.backstop.store.reserve(key, policy, cost, max_wait).await;
+        let result = self
+            .backstop
+            .store
+            .reserve(key, policy, cost, max_wait)
+            .await;
         self.backstop
             .settle_reservation(key, policy, cost, max_wait, result)
     }
@@ -344,12 +348,12 @@ impl<S: Store, C: Clock> Store for Fallback<S, C> {
             return s.store.cancel(key, policy, reservation).await;
         }
         match s.mode {
-            FailMode::Local { nodes } => s.with_share(policy.policy(), nodes, |share| {
-                match share.reservable() {
+            FailMode::Local { nodes } => {
+                s.with_share(policy.policy(), nodes, |share| match share.reservable() {
                     Ok(share) => s.local.cancel_sync(key, &share, reservation),
                     Err(_) => Ok(Cancelled::Spent),
-                }
-            }),
+                })
+            }
             _ => Ok(Cancelled::Spent),
         }
     }

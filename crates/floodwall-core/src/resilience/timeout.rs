@@ -80,9 +80,12 @@ impl<S: Store> Store for Timeout<S> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Reservation, Error> {
-        tokio::time::timeout(self.timeout, self.store.reserve(key, policy, cost, max_wait))
-            .await
-            .unwrap_or(Err(Error::Timeout))
+        tokio::time::timeout(
+            self.timeout,
+            self.store.reserve(key, policy, cost, max_wait),
+        )
+        .await
+        .unwrap_or(Err(Error::Timeout))
     }
 
     async fn cancel(

@@ -9,7 +9,9 @@ use super::key::{KeyBuf, KeyRef, MapKey};
 use super::{Store, lock};
 use crate::algorithm::gcra::{Gcra, Judgement};
 use crate::algorithm::{Raw, clamp_now};
-use crate::{Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, State, SystemClock};
+use crate::{
+    Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, State, SystemClock,
+};
 
 mod reserve;
 

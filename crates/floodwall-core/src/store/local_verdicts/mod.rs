@@ -11,9 +11,7 @@ use std::time::Duration;
 use super::evict::{Cap, evict_soonest};
 use super::key::{KeyRef, MapKey};
 use super::{Store, lock};
-use crate::{
-    Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, SystemClock,
-};
+use crate::{Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, SystemClock};
 
 mod builder;
 mod refresh;

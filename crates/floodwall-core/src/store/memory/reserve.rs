@@ -73,7 +73,8 @@ impl<C: Clock> MemoryStore<C> {
                     match guard.as_mut() {
                         None => None,
                         Some(state) => {
-                            let (booked, ticket) = p.engine().reserve(state, now, cost, max_wait)?;
+                            let (booked, ticket) =
+                                p.engine().reserve(state, now, cost, max_wait)?;
                             l.expires
                                 .fetch_max(now + booked.raw.reset, Ordering::AcqRel);
                             Some((booked, ticket))
