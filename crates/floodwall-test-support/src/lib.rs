@@ -18,6 +18,63 @@ pub fn store() -> (MemoryStore<ManualClock>, ManualClock) {
     (MemoryStore::builder().clock(clock.clone()).build(), clock)
 }
 
+/// A clock that reads tokio's time, as microseconds since the epoch from a whole day on:
+/// under a paused tokio clock (`#[tokio::test(start_paused = true)]`) the stores' time and
+/// the layer's timers then move together, and only when the test lets them.
+#[derive(Debug, Clone)]
+pub struct TokioClock {
+    start: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// Where it starts, in µs since the epoch: a whole day, so windows start with it.
+    pub const START: u64 = 1_700_006_400_000_000;
+
+    /// A clock reading [`START`](Self::START) at tokio's now.
+    pub fn new() -> Self {
+        Self {
+            start: tokio::time::Instant::now(),
+        }
+    }
+
+    /// The tokio instant this clock started at.
+    pub fn start(&self) -> tokio::time::Instant {
+        self.start
+    }
+}
+
+impl Default for TokioClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl floodwall_core::Clock for TokioClock {
+    fn now_micros(&self) -> u64 {
+        Self::START + self.start.elapsed().as_micros() as u64
+    }
+}
+
+/// A service answering 200 "hello" that records the tokio instant each request reached
+/// it: what a test of the pace at which requests leave the layer reads.
+pub fn recording() -> (
+    impl tower::Service<
+        Request<Body>,
+        Response = Response<Body>,
+        Error = Infallible,
+        Future = impl Future<Output = Result<Response<Body>, Infallible>> + Send,
+    > + Clone,
+    std::sync::Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>,
+) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
+    let svc = tower::service_fn(move |_req: Request<Body>| {
+        log.lock().unwrap().push(tokio::time::Instant::now());
+        async { Ok(Response::new(Body::from("hello"))) }
+    });
+    (svc, seen)
+}
+
 /// A GCRA policy from its name and quota text (`"10/s burst 20"`); panics on bad input.
 pub fn gcra(name: &str, quota: &str) -> Policy {
     Policy::gcra(name, quota.parse().unwrap()).unwrap()

@@ -12,9 +12,9 @@ use tower_service::Service;
 use crate::body::RejectionBody;
 use crate::choose::Choice;
 use crate::config::Config;
-use crate::decide::{Admission, Checked, Pending, PolicyList};
+use crate::decide::{Admission, Checked, Pending, PolicyList, Tally};
 use crate::extract::{ExtractKey, KeyError, PeerIp};
-use crate::future::ResponseFuture;
+use crate::future::{CheckFuture, ResponseFuture};
 use crate::mode::RefusalMode;
 use crate::{Key, RateLimitLayer, RejectWithError, RejectWithResponse};
 
@@ -156,6 +156,7 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
             // one under attack, or on Redis).
             Checked::Decided(Admission::Refuse(refusal)) => ResponseFuture::refused(refusal),
             Checked::Waiting(pending) => self.wait(req, key, choice, cost, pending),
+            Checked::Wait(tally) => self.book(req, key, choice, cost, tally),
         }
     }
 
@@ -174,15 +175,58 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         St: Store + 'static,
         K: ExtractKey,
     {
-        let policies = match choice {
+        let policies = self.owned(choice);
+        let config = Arc::clone(&self.config);
+        let key = std::mem::take(key);
+        let check = Box::pin(async move {
+            Config::decide_rest::<M>(config, key, policies, cost, pending).await
+        });
+        self.checking(check, req)
+    }
+
+    /// A request refused within the layer's wait (see
+    /// [`RateLimitLayer::wait_up_to`]): it books the next slot and waits for it in a
+    /// future that owns what it borrows.
+    fn book<B>(
+        &mut self,
+        req: Request<B>,
+        key: &mut Key,
+        choice: Choice,
+        cost: u64,
+        tally: Tally,
+    ) -> ResponseFuture<S, B, M>
+    where
+        S: Service<Request<B>> + Clone,
+        St: Store + 'static,
+        K: ExtractKey,
+    {
+        let policies = self.owned(choice);
+        let config = Arc::clone(&self.config);
+        let key = std::mem::take(key);
+        let check = Box::pin(crate::wait::book_and_wait::<St, K, M>(
+            config, key, policies, cost, tally,
+        ));
+        self.checking(check, req)
+    }
+
+    /// The chosen policies, owned by a future.
+    fn owned(&self, choice: Choice) -> PolicyList {
+        match choice {
             Choice::Policy(policy) => PolicyList::One(policy),
             Choice::Policies(list) => PolicyList::Many(list),
             Choice::Default | Choice::Skip => PolicyList::Many(self.config.policies.clone()),
-        };
-        let config = Arc::clone(&self.config);
-        let key = std::mem::take(key);
-        let check =
-            Box::pin(async move { config.decide_rest::<M>(key, policies, cost, pending).await });
+        }
+    }
+
+    /// A future that decides (and may wait) before calling the inner service.
+    fn checking<B>(
+        &mut self,
+        check: CheckFuture<M::Refusal>,
+        req: Request<B>,
+    ) -> ResponseFuture<S, B, M>
+    where
+        S: Service<Request<B>> + Clone,
+    {
         // Take the ready service for this request and leave a clone to be made ready for
         // the next one.
         let clone = self.inner.clone();
