@@ -55,24 +55,23 @@ impl floodwall_core::Clock for TokioClock {
     }
 }
 
-/// A service answering 200 "hello" that records the tokio instant each request reached
-/// it: what a test of the pace at which requests leave the layer reads.
-pub fn recording() -> (
-    impl tower::Service<
-        Request<Body>,
-        Response = Response<Body>,
-        Error = Infallible,
-        Future = impl Future<Output = Result<Response<Body>, Infallible>> + Send,
-    > + Clone,
-    std::sync::Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>,
-) {
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let log = std::sync::Arc::clone(&seen);
-    let svc = tower::service_fn(move |_req: Request<Body>| {
-        log.lock().unwrap().push(tokio::time::Instant::now());
+/// The tokio instants at which requests reached a [`recording`] service.
+pub type Seen = std::sync::Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>;
+
+/// A service answering 200 "hello" that records in `seen` (a clone of the test's) the tokio instant each request
+/// reached it: what a test of the pace at which requests leave the layer reads.
+pub fn recording(
+    seen: Seen,
+) -> impl tower::Service<
+    Request<Body>,
+    Response = Response<Body>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<Body>, Infallible>> + Send,
+> + Clone {
+    tower::service_fn(move |_req: Request<Body>| {
+        seen.lock().unwrap().push(tokio::time::Instant::now());
         async { Ok(Response::new(Body::from("hello"))) }
-    });
-    (svc, seen)
+    })
 }
 
 /// A GCRA policy from its name and quota text (`"10/s burst 20"`); panics on bad input.

@@ -55,7 +55,8 @@ async fn requests_leave_at_the_pace_never_faster() {
         Algorithm::LeakyBucket,
     ] {
         let (store, clock) = memory();
-        let (inner, seen) = recording();
+        let seen = Seen::default();
+        let inner = recording(seen.clone());
         let svc = RateLimitLayer::new(store, policy(alg))
             .wait_up_to(Duration::from_secs(1))
             .unwrap()
@@ -90,7 +91,8 @@ async fn requests_leave_at_the_pace_never_faster() {
 #[tokio::test(start_paused = true)]
 async fn the_waiting_bound_holds_under_a_flood() {
     let (store, clock) = memory();
-    let (inner, seen) = recording();
+    let seen = Seen::default();
+    let inner = recording(seen.clone());
     let layer = RateLimitLayer::new(store, policy(Algorithm::Gcra))
         .wait_up_to(Duration::from_secs(60))
         .unwrap()
@@ -150,7 +152,8 @@ async fn the_waiting_bound_holds_under_a_flood() {
 #[tokio::test(start_paused = true)]
 async fn a_dropped_waiter_gives_its_slot_to_the_next() {
     let (store, clock) = memory();
-    let (inner, seen) = recording();
+    let seen = Seen::default();
+    let inner = recording(seen.clone());
     let svc = RateLimitLayer::new(store, policy(Algorithm::Gcra))
         .wait_up_to(Duration::from_secs(1))
         .unwrap()
@@ -176,7 +179,8 @@ async fn a_dropped_waiter_gives_its_slot_to_the_next() {
 #[tokio::test(start_paused = true)]
 async fn jitter_only_ever_delays() {
     let (store, clock) = memory();
-    let (inner, seen) = recording();
+    let seen = Seen::default();
+    let inner = recording(seen.clone());
     let jitter = Duration::from_millis(40);
     let svc = RateLimitLayer::new(store, policy(Algorithm::Gcra))
         .wait_up_to(Duration::from_secs(1))
