@@ -122,10 +122,9 @@ pub(crate) struct Pending {
 pub(crate) enum Checked<R> {
     /// Every policy answered: here is what to do.
     Decided(Admission<R>),
-    /// The store must be waited for.
+    /// The store must be waited for: for the policies still to check, or (every policy
+    /// checked) for the slots of a refusal within the layer's wait (`wait.rs`).
     Waiting(Pending),
-    /// Refused, but within the layer's wait: book the next slot and wait for it.
-    Wait(Tally),
 }
 
 impl<St: Store, K> Config<St, K> {
@@ -174,7 +173,11 @@ impl<St: Store, K> Config<St, K> {
         }
         match self.conclude::<M>(&tally, policies) {
             Some(admission) => Checked::Decided(admission),
-            None => Checked::Wait(tally),
+            // Every policy checked: `decide_rest` goes on to book and wait.
+            None => Checked::Waiting(Pending {
+                tally,
+                next: policies.len(),
+            }),
         }
     }
 
@@ -196,7 +199,11 @@ impl<St: Store, K> Config<St, K> {
         }
         match self.conclude::<M>(&tally, policies) {
             Some(admission) => Checked::Decided(admission),
-            None => Checked::Wait(tally),
+            // Every policy checked: `decide_rest` goes on to book and wait.
+            None => Checked::Waiting(Pending {
+                tally,
+                next: policies.len(),
+            }),
         }
     }
 

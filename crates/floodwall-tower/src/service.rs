@@ -12,7 +12,7 @@ use tower_service::Service;
 use crate::body::RejectionBody;
 use crate::choose::Choice;
 use crate::config::Config;
-use crate::decide::{Admission, Checked, Pending, PolicyList, Tally};
+use crate::decide::{Admission, Checked, Pending, PolicyList};
 use crate::extract::{ExtractKey, KeyError, PeerIp};
 use crate::future::{CheckFuture, ResponseFuture};
 use crate::mode::RefusalMode;
@@ -156,12 +156,11 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
             // one under attack, or on Redis).
             Checked::Decided(Admission::Refuse(refusal)) => ResponseFuture::refused(refusal),
             Checked::Waiting(pending) => self.wait(req, key, choice, cost, pending),
-            Checked::Wait(tally) => self.book(req, key, choice, cost, tally),
         }
     }
 
-    /// A request whose store must be waited for: the check runs in a future that owns what
-    /// it borrows.
+    /// A request whose store must be waited for (to check, or for the slot of a refusal
+    /// within the layer's wait): the check runs in a future that owns what it borrows.
     fn wait<B>(
         &mut self,
         req: Request<B>,
@@ -181,31 +180,6 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         let check = Box::pin(async move {
             Config::decide_rest::<M>(config, key, policies, cost, pending).await
         });
-        self.checking(check, req)
-    }
-
-    /// A request refused within the layer's wait (see
-    /// [`RateLimitLayer::wait_up_to`]): it books the next slot and waits for it in a
-    /// future that owns what it borrows.
-    fn book<B>(
-        &mut self,
-        req: Request<B>,
-        key: &mut Key,
-        choice: Choice,
-        cost: u64,
-        tally: Tally,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-        St: Store + 'static,
-        K: ExtractKey,
-    {
-        let policies = self.owned(choice);
-        let config = Arc::clone(&self.config);
-        let key = std::mem::take(key);
-        let check = Box::pin(crate::wait::book_and_wait::<St, K, M>(
-            config, key, policies, cost, tally,
-        ));
         self.checking(check, req)
     }
 
