@@ -67,9 +67,11 @@ impl Gcra {
 }
 
 impl TokenBucket {
-    /// Books the earliest slot for `cost` if it is at most `max_wait` µs away: the bucket
-    /// goes into debt (owes more than its capacity) until the ticks up to the slot have
-    /// paid it. Beyond `max_wait` it is [`decide`](Self::decide)'s refusal.
+    /// Books the earliest slot for `cost` if it is at most `max_wait` µs away: the
+    /// admission at the slot, `now + retry`, is worked out and stored as of the slot's
+    /// tick. To a clock before that tick the state owes the ticks not reached yet too
+    /// (see `token_bucket.rs`): the bucket is empty until the slot, as booked. Beyond
+    /// `max_wait` it is [`decide`](Self::decide)'s refusal.
     pub(crate) fn reserve(
         &self,
         state: Option<Owed>,
@@ -81,18 +83,16 @@ impl TokenBucket {
         if raw.allowed || raw.retry > max_wait {
             return (Booked { raw, wait: 0 }, next);
         }
-        let tick = now / self.tick;
-        let owed = self.owed(state, tick).saturating_add(cost);
-        // Full again once every owed token is added.
-        let reset = (tick + owed.div_ceil(self.quantum)).saturating_mul(self.tick) - now;
         let wait = raw.retry;
+        let (at_slot, next) = self.decide(state, now + wait, cost);
+        debug_assert!(at_slot.allowed, "a slot admits the request it was worked out for");
         let raw = Raw {
             allowed: true,
             remaining: 0,
             retry: 0,
-            reset,
+            reset: at_slot.reset + wait,
         };
-        (Booked { raw, wait }, Some(Owed { owed, tick }))
+        (Booked { raw, wait }, next)
     }
 
     /// The state once a booking of `cost` that left `booked` is cancelled, when it is
@@ -196,7 +196,8 @@ mod tests {
         assert_eq!((b.raw.allowed, b.raw.retry, s2), (false, 150, None));
         let (b, s) = B.reserve(s, now, 2, 150);
         assert_eq!((b.raw.allowed, b.wait, b.raw.reset), (true, 150, 350));
-        assert_eq!(s, Some(Owed { owed: 8, tick: 10 }));
+        // Stored as of the last slot's tick (12): full again two ticks later.
+        assert_eq!(s, Some(Owed { owed: 4, tick: 12 }));
         // A plain check at the last slot: the tokens are booked, none left.
         assert!(!B.decide(s, 1_200, 1).0.allowed);
         assert!(B.decide(s, 1_300, 2).0.allowed);
@@ -218,6 +219,23 @@ mod tests {
     }
 
     #[test]
+    fn bucket_booking_is_the_admission_at_its_slot_even_when_ticks_overflow() {
+        // 2 tokens a tick, up to 1: a tick refills it whatever it owed.
+        let small = TokenBucket {
+            capacity: 1,
+            tick: 100,
+            quantum: 2,
+        };
+        let (_, s) = small.reserve(None, 1_000, 1, 0);
+        let (b, s) = small.reserve(s, 1_000, 1, 100);
+        assert_eq!((b.raw.allowed, b.wait), (true, 100));
+        // At the slot the booking took the tick's token: nothing left until the next.
+        assert!(!small.decide(s, 1_100, 1).0.allowed);
+        assert!(!small.decide(s, 1_050, 1).0.allowed);
+        assert!(small.decide(s, 1_200, 1).0.allowed);
+    }
+
+    #[test]
     fn bucket_gives_back_only_the_latest_booking() {
         let full = Some(Owed { owed: 4, tick: 10 });
         let (_, s1) = B.reserve(full, 1_000, 2, 500);
@@ -225,6 +243,8 @@ mod tests {
         let (_, s2) = B.reserve(Some(s1), 1_000, 1, 500);
         let s2 = s2.unwrap();
         assert_eq!(B.cancel(s2, s1, 2), None);
-        assert_eq!(B.cancel(s2, s2, 1), Some(s1));
+        // Back to `s1` as of the second slot's tick (12), two tokens short.
+        assert_eq!(B.cancel(s2, s2, 1), Some(Owed { owed: 2, tick: 12 }));
+        assert_eq!(s1, Owed { owed: 4, tick: 11 });
     }
 }
