@@ -101,6 +101,7 @@ mod error;
 mod key;
 mod kind;
 mod reply;
+mod reserve;
 mod script;
 mod sentinel;
 mod stats;

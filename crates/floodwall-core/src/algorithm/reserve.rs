@@ -85,7 +85,10 @@ impl TokenBucket {
         }
         let wait = raw.retry;
         let (at_slot, next) = self.decide(state, now + wait, cost);
-        debug_assert!(at_slot.allowed, "a slot admits the request it was worked out for");
+        debug_assert!(
+            at_slot.allowed,
+            "a slot admits the request it was worked out for"
+        );
         let raw = Raw {
             allowed: true,
             remaining: 0,
@@ -102,19 +105,6 @@ impl TokenBucket {
             owed: booked.owed.saturating_sub(cost),
             tick: booked.tick,
         })
-    }
-
-    /// Tokens owed at `tick` (as `decide` works them out).
-    fn owed(&self, state: Option<Owed>, tick: u64) -> u64 {
-        match state {
-            None => 0,
-            Some(s) if s.tick <= tick => s
-                .owed
-                .saturating_sub((tick - s.tick).saturating_mul(self.quantum)),
-            Some(s) => s
-                .owed
-                .saturating_add((s.tick - tick).saturating_mul(self.quantum)),
-        }
     }
 }
 
