@@ -138,9 +138,10 @@ impl RedisStore {
             return Ok(Reservation::refused(d));
         }
         let ticket = match items.get(5) {
+            // A peek stores nothing: no ticket.
+            Some(Value::BulkString(stored)) if stored.is_empty() => None,
             Some(Value::BulkString(stored)) => Some(ticket(cost, stored).ok_or_else(bad)?),
-            // A peek stores nothing.
-            _ => None,
+            _ => return Err(bad()),
         };
         Ok(Reservation::booked(d, Duration::from_micros(wait), ticket))
     }

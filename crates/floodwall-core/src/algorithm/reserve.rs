@@ -44,7 +44,8 @@ impl Gcra {
         let new_tat = base + cost * self.interval;
         let ahead = new_tat - now;
         let wait = ahead.saturating_sub(self.tolerance);
-        if wait == 0 || wait > max_wait {
+        // A peek books nothing: it is a check.
+        if wait == 0 || wait > max_wait || cost == 0 {
             let (raw, next) = self.decide(tat, now, cost);
             return (Booked { raw, wait: 0 }, next);
         }
@@ -80,7 +81,7 @@ impl TokenBucket {
         max_wait: u64,
     ) -> (Booked, Option<Owed>) {
         let (raw, next) = self.decide(state, now, cost);
-        if raw.allowed || raw.retry > max_wait {
+        if raw.allowed || raw.retry > max_wait || cost == 0 {
             return (Booked { raw, wait: 0 }, next);
         }
         let wait = raw.retry;

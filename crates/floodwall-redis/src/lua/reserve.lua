@@ -12,7 +12,7 @@ local max_wait = tonumber(ARGV[{maxwait}])
 local allowed, remaining, retry, reset
 local wait, ticket = 0, ''
 -- {step}
-if allowed == 0 and retry <= max_wait then
+if allowed == 0 and c > 0 and retry <= max_wait then
   wait = retry
   now = now + wait
   slack = slack + math.floor((wait + 999) / 1000)
