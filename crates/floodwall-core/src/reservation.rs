@@ -19,10 +19,10 @@ use crate::{ConfigError, Decision, Error, Policy, State};
 /// and is a refusal with its `retry_after`, as a check's.
 ///
 /// ```
-/// use floodwall_core::{MemoryStore, Policy, Reservable};
+/// use floodwall_core::{ManualClock, MemoryStore, Policy, Reservable};
 /// use std::time::Duration;
 ///
-/// let store = MemoryStore::new();
+/// let store = MemoryStore::builder().clock(ManualClock::new(1_700_000_000_000_000)).build();
 /// let paced = Policy::gcra("paced", "10/s burst 1".parse()?)?.reservable()?;
 /// let wait = Duration::from_millis(250);
 ///

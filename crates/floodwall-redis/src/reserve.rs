@@ -178,7 +178,8 @@ impl RedisStore {
                 inv = CANCEL_TOKEN_BUCKET.prepare_invoke();
                 inv.key(self.redis_key(key, p))
                     .arg(ticket.cost())
-                    .arg(stored);
+                    .arg(stored)
+                    .arg(layout.args[2]);
             }
             _ => {
                 return Err(Error::Unsupported {

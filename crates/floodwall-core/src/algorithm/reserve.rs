@@ -100,10 +100,13 @@ impl TokenBucket {
     }
 
     /// The state once a booking of `cost` that left `booked` is cancelled, when it is
-    /// still the latest (the state is `booked`); `None` leaves the state as it is.
+    /// still the latest: the state means what `booked` meant (the same count of tokens at
+    /// which the bucket is full again, whatever tick each is counted at, so a booking
+    /// cancelled after it leaves the one before it the latest again).
     pub(crate) fn cancel(&self, state: Owed, booked: Owed, cost: u64) -> Option<Owed> {
-        (state == booked && cost > 0).then(|| Owed {
-            owed: booked.owed.saturating_sub(cost),
+        let full = |s: Owed| u128::from(s.tick) * u128::from(self.quantum) + u128::from(s.owed);
+        (full(state) == full(booked) && cost > 0 && booked.owed >= cost).then(|| Owed {
+            owed: booked.owed - cost,
             tick: booked.tick,
         })
     }
@@ -224,6 +227,17 @@ mod tests {
         assert!(!small.decide(s, 1_100, 1).0.allowed);
         assert!(!small.decide(s, 1_050, 1).0.allowed);
         assert!(small.decide(s, 1_200, 1).0.allowed);
+    }
+
+    #[test]
+    fn bucket_gives_back_the_one_before_once_the_latest_is_cancelled() {
+        let (_, s1) = B.reserve(Some(Owed { owed: 4, tick: 10 }), 1_000, 2, 500);
+        let s1 = s1.unwrap();
+        let (_, s2) = B.reserve(Some(s1), 1_000, 1, 500);
+        let back = B.cancel(s2.unwrap(), s2.unwrap(), 1).unwrap();
+        // Counted at another tick than `s1`, but the same state: `s1` is the latest again.
+        assert_ne!(back, s1);
+        assert!(B.cancel(back, s1, 2).is_some());
     }
 
     #[test]
