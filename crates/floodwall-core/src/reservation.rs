@@ -204,10 +204,13 @@ impl Ticket {
 /// What cancelling a reservation did.
 ///
 /// GCRA, the funnel and the token bucket keep one position per key, not a list of
-/// slots: a cancelled booking goes back only while nothing was admitted or booked on the
-/// key after it (then the next request gets its slot). Otherwise later requests were
-/// placed behind it, and moving the position back would let the next one share an
-/// instant the rate has no room at; the slot stays spent, as if the request had run.
+/// slots: a cancelled booking goes back only while the key's state is still what the
+/// booking left (nothing admitted or booked after it, or all of that cancelled since);
+/// then the next request gets its slot. Otherwise later requests were placed behind it,
+/// and moving the position back would let the next one share an instant the rate has no
+/// room at; the slot stays spent, as if the request had run. (A bucket whose ticks
+/// overflowed its capacity before the slot is given back a little stricter than it was
+/// before the booking, never looser.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Cancelled {

@@ -10,7 +10,8 @@
 //! construction).
 //!
 //! A cancellation can give the slot back only while the booking is still the latest
-//! thing that moved the position: the state is then exactly what it was before plus this
+//! thing that moved the position (the state means what the booking left: later bookings
+//! may have come and been cancelled): the state is then what it was before plus this
 //! booking, and taking it out leaves the state as if the request had never come. Once
 //! anything was admitted or booked after it, that later request's slot was worked out
 //! behind this one; moving the position back would let the next request take a slot
