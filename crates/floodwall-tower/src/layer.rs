@@ -140,7 +140,8 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     ///   longer is used late, so that policy's pace holds over spans longer than that
     ///   delay rather than between each two requests.
     /// - `max_wait` is cut to [`Reservable::MAX_WAIT`](floodwall_core::Reservable::MAX_WAIT)
-    ///   (an hour). Needs a store that books slots ([`Store::reserve`]: the memory and
+    ///   (an hour). Waiting needs a tokio runtime with its timer (axum, tonic and hyper
+    ///   servers run on one), and a store that books slots ([`Store::reserve`]: the memory and
     ///   Redis stores, and every combinator of floodwall-core); with one that cannot, a
     ///   request is refused as without waiting.
     ///
@@ -174,9 +175,10 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// Adds a random delay of up to `jitter` (uniform) to every wait, so that requests
     /// booked at one instant (a token bucket's tick) do not all wake at once. Only ever
     /// later than the slot, never earlier; the pace then holds over spans longer than
-    /// `jitter` rather than between each two requests. Off (zero) by default.
+    /// `jitter` rather than between each two requests. Off (zero) by default; cut to
+    /// [`Reservable::MAX_WAIT`](floodwall_core::Reservable::MAX_WAIT).
     pub fn wait_jitter(self, jitter: Duration) -> Self {
-        self.map(|s| s.waiting.jitter = jitter)
+        self.map(|s| s.waiting.jitter = jitter.min(Reservable::MAX_WAIT))
     }
 
     fn map(mut self, f: impl FnOnce(&mut Config<St, K>)) -> Self {
