@@ -12,7 +12,8 @@
 //! nothing, and the same inserting the two IETF headers as constants (their difference is
 //! the floor of writing them); floodwall in memory with its default headers, without
 //! headers, and refusing (429 with headers, every counted request: its 1/h quota admits
-//! only the first warm-up one); tower_governor with the same quota.
+//! only the first warm-up one); floodwall with `wait_up_to` (its allowed path: waiting
+//! costs nothing until a request is refused); tower_governor with the same quota.
 
 use floodwall_bench as support;
 
@@ -41,7 +42,7 @@ const REQUESTS: u64 = 2_000;
 /// Uncounted requests first (the map's first entry, allocations warmed).
 const WARM: u64 = 200;
 /// (name, what it is), in the order printed; the first is the baseline.
-const VARIANTS: [(&str, &str); 8] = [
+const VARIANTS: [(&str, &str); 9] = [
     ("none", "no limiter"),
     ("identity", "an identity layer"),
     (
@@ -55,6 +56,7 @@ const VARIANTS: [(&str, &str); 8] = [
     ("floodwall", "floodwall in memory, IETF headers"),
     ("floodwall-noheaders", "floodwall in memory, no headers"),
     ("floodwall-refusing", "floodwall refusing: 429 with headers"),
+    ("floodwall-wait", "floodwall with wait_up_to(1 s), allowed"),
     ("tower_governor", "tower_governor, same quota"),
 ];
 
@@ -93,6 +95,11 @@ fn app(variant: &str) -> Router {
         "floodwall" => hello().layer(RateLimitLayer::new(MemoryStore::new(), policy())),
         "floodwall-noheaders" => hello()
             .layer(RateLimitLayer::new(MemoryStore::new(), policy()).headers(HeaderStyle::None)),
+        "floodwall-wait" => hello().layer(
+            RateLimitLayer::new(MemoryStore::new(), policy())
+                .wait_up_to(std::time::Duration::from_secs(1))
+                .expect("GCRA can wait"),
+        ),
         "floodwall-refusing" => hello().layer(RateLimitLayer::new(
             MemoryStore::new(),
             Policy::gcra("deny", "1/h".parse().expect("a quota")).expect("a policy"),

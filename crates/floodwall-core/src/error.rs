@@ -93,6 +93,13 @@ pub enum ConfigError {
         /// The renewal interval given (a third of the lease unless set).
         renew_every: Duration,
     },
+    /// Waiting for the next slot was asked of a policy whose algorithm cannot book one:
+    /// the windows and the log count what passed in a window, and a slot in a window to
+    /// come has nowhere to be counted. GCRA, the token bucket and the leaky bucket can.
+    WaitUnsupported {
+        /// The algorithm's name.
+        algorithm: &'static str,
+    },
     /// A policy name was empty, too long, or used characters outside `[A-Za-z0-9_.:-]`.
     InvalidName {
         /// The name given.
@@ -156,6 +163,11 @@ impl fmt::Display for ConfigError {
                 "lease {lease:?} renewed every {renew_every:?}: a lease lasts 1 ms to 100 years \
                  and is renewed more often than that, at most once a millisecond"
             ),
+            Self::WaitUnsupported { algorithm } => write!(
+                f,
+                "{algorithm} cannot book a future slot, so requests cannot wait under it; \
+                 choose gcra, token_bucket or leaky_bucket, or refuse instead of waiting"
+            ),
             Self::InvalidName { name } => write!(
                 f,
                 "invalid policy name {name:?}: use 1 to 64 characters from [A-Za-z0-9_.:-]"
@@ -204,6 +216,13 @@ pub enum Error {
     CircuitOpen {
         /// How long until the breaker lets a probe through (zero when one is due or running).
         retry_in: std::time::Duration,
+    },
+    /// The store cannot do what was asked: booking a slot
+    /// ([`Store::reserve`](crate::Store::reserve)) on a store that does not implement it.
+    /// Asking again will not help.
+    Unsupported {
+        /// What was asked.
+        what: &'static str,
     },
     /// Too many calls to the store are already waiting for an answer (see
     /// [`BreakerBuilder::max_in_flight`](crate::resilience::BreakerBuilder::max_in_flight)): a stalled
@@ -282,6 +301,9 @@ impl fmt::Display for Error {
             Self::Unavailable { source } => write!(f, "rate-limit store unavailable: {source}"),
             Self::Backend { source } => write!(f, "rate-limit store error: {source}"),
             Self::StateMismatch => f.write_str("state was built for a different algorithm"),
+            Self::Unsupported { what } => {
+                write!(f, "this rate-limit store does not support {what}")
+            }
             Self::CircuitOpen { retry_in } => write!(
                 f,
                 "rate-limit store circuit open after repeated failures; next probe in {retry_in:?}"

@@ -24,6 +24,7 @@ mod decision;
 mod error;
 mod policy;
 mod quota;
+mod reservation;
 pub mod resilience;
 pub mod store;
 
@@ -34,6 +35,7 @@ pub use decision::Decision;
 pub use error::{BoxError, ConfigError, Error};
 pub use policy::{Policy, Rounding};
 pub use quota::{MAX_SPAN, Quota};
+pub use reservation::{Cancelled, Reservable, Reservation, Ticket};
 pub use store::{DenyCache, DenyCacheBuilder, DenyCacheStats};
 pub use store::{DynStore, MemoryStore, MemoryStoreBuilder, Store};
 pub use store::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};

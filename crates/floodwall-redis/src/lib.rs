@@ -81,6 +81,12 @@
 //! | sliding window | hash, a field per used bucket | 104 B + ~9 B per bucket (184 B for 10) | TIME HGETALL \[HDEL\] HINCRBY \[PEXPIRE\] | TIME HGETALL |
 //! | sliding log | sorted set, a member per admitted unit + a TTL-grid marker | 152 B + ~36 B per unit (3,672 B for 100) | TIME ZCOUNT \[ZSCORE EXISTS\] ZADD \[PEXPIRE ZREMRANGEBYSCORE\] | TIME ZCOUNT ZRANGEBYSCORE \[ZRANGE\] |
 //!
+//! A booking of the next slot ([`Store::reserve`](floodwall_core::Store::reserve), for the
+//! tower layer's `wait_up_to`; GCRA and the buckets only) is one `EVALSHA` of a script of
+//! its own, never coalesced: TIME GET, then when it waits GET SET GET at the slot (when
+//! admitted at once: SET GET; beyond the wait: nothing more). Giving a slot back
+//! ([`Store::cancel`](floodwall_core::Store::cancel)) is one more: GET \[SET .. KEEPTTL\].
+//!
 //! Why the scripts are shaped so (TTLs renewed on a grid, answers packed into one integer,
 //! the sliding log's marker), the key formats' history, and why coalesced batches decide
 //! exactly as single calls: see docs/redis.md in the repository.
@@ -102,6 +108,7 @@ mod key;
 mod kind;
 mod lease;
 mod reply;
+mod reserve;
 mod script;
 mod sentinel;
 mod stats;

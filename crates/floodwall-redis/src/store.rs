@@ -5,7 +5,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use floodwall_core::{Decision, DenyCache, DenyCacheStats, Error, Policy, Store};
+use floodwall_core::{
+    Cancelled, Decision, DenyCache, DenyCacheStats, Error, Policy, Reservable, Reservation, Store,
+};
 use redis::Value;
 
 use crate::builder::RedisStoreBuilder;
@@ -111,6 +113,25 @@ impl Store for Direct {
 
     fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
         self.0.delete(key, policy)
+    }
+
+    fn reserve(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
+        self.0.book(key, policy, cost, max_wait, None)
+    }
+
+    fn cancel(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
+        self.0.unbook(key, policy, reservation)
     }
 }
 
@@ -275,7 +296,7 @@ impl RedisStore {
         decision(policy, reply::single(single.layout(), cost, &reply)?)
     }
 
-    async fn bounded<T: redis::FromRedisValue>(&self, op: Op<'_>) -> Result<T, Error> {
+    pub(crate) async fn bounded<T: redis::FromRedisValue>(&self, op: Op<'_>) -> Result<T, Error> {
         tokio::time::timeout(self.inner.timeout, self.inner.conn.query(op))
             .await
             .unwrap_or(Err(Error::Timeout))
@@ -284,7 +305,7 @@ impl RedisStore {
 
 /// Explicit times are clamped here: a time plus any span stays below 2^53, where every
 /// script's arithmetic is exact.
-const MAX_EXPLICIT_NOW: u64 = (1 << 53) - floodwall_core::MAX_SPAN.as_micros() as u64;
+pub(crate) const MAX_EXPLICIT_NOW: u64 = (1 << 53) - floodwall_core::MAX_SPAN.as_micros() as u64;
 
 /// The decision a script's answer stands for under `policy`. An answer that cannot be one
 /// is the server's fault, never a panic.
@@ -323,6 +344,35 @@ impl Store for RedisStore {
     /// this first); `None` otherwise: every other check needs Redis.
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         self.deny.as_ref()?.check_now(key, policy, cost)
+    }
+
+    /// Books the next slot on the server's clock: one script call (`src/reserve.rs`),
+    /// never coalesced; refused here without a call when the deny cache knows the key is
+    /// refused for longer than `max_wait`.
+    async fn reserve(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation, Error> {
+        match &self.deny {
+            Some(deny) => deny.reserve(key, policy, cost, max_wait).await,
+            None => self.book(key, policy, cost, max_wait, None).await,
+        }
+    }
+
+    /// Gives a booking's slot back while it is the latest on its key: one script call.
+    async fn cancel(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> Result<Cancelled, Error> {
+        match &self.deny {
+            Some(deny) => deny.cancel(key, policy, reservation).await,
+            None => self.unbook(key, policy, reservation).await,
+        }
     }
 }
 

@@ -18,6 +18,62 @@ pub fn store() -> (MemoryStore<ManualClock>, ManualClock) {
     (MemoryStore::builder().clock(clock.clone()).build(), clock)
 }
 
+/// A clock that reads tokio's time, as microseconds since the epoch from a whole day on:
+/// under a paused tokio clock (`#[tokio::test(start_paused = true)]`) the stores' time and
+/// the layer's timers then move together, and only when the test lets them.
+#[derive(Debug, Clone)]
+pub struct TokioClock {
+    start: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// Where it starts, in µs since the epoch: a whole day, so windows start with it.
+    pub const START: u64 = 1_700_006_400_000_000;
+
+    /// A clock reading [`START`](Self::START) at tokio's now.
+    pub fn new() -> Self {
+        Self {
+            start: tokio::time::Instant::now(),
+        }
+    }
+
+    /// The tokio instant this clock started at.
+    pub fn start(&self) -> tokio::time::Instant {
+        self.start
+    }
+}
+
+impl Default for TokioClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl floodwall_core::Clock for TokioClock {
+    fn now_micros(&self) -> u64 {
+        Self::START + self.start.elapsed().as_micros() as u64
+    }
+}
+
+/// The tokio instants at which requests reached a [`recording`] service.
+pub type Seen = std::sync::Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>;
+
+/// A service answering 200 "hello" that records in `seen` (a clone of the test's) the tokio instant each request
+/// reached it: what a test of the pace at which requests leave the layer reads.
+pub fn recording(
+    seen: Seen,
+) -> impl tower::Service<
+    Request<Body>,
+    Response = Response<Body>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<Body>, Infallible>> + Send,
+> + Clone {
+    tower::service_fn(move |_req: Request<Body>| {
+        seen.lock().unwrap().push(tokio::time::Instant::now());
+        async { Ok(Response::new(Body::from("hello"))) }
+    })
+}
+
 /// A GCRA policy from its name and quota text (`"10/s burst 20"`); panics on bad input.
 pub fn gcra(name: &str, quota: &str) -> Policy {
     Policy::gcra(name, quota.parse().unwrap()).unwrap()

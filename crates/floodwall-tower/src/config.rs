@@ -10,6 +10,7 @@ use crate::choose::ChoosePolicy;
 use crate::extract::OnMissingKey;
 use crate::headers::{HeaderStyle, IetfConsts};
 use crate::respond::{OnReject, OnStoreFailure, ServiceUnavailable, TooManyRequests};
+use crate::wait::Waiting;
 
 pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
 
@@ -37,6 +38,8 @@ pub(crate) struct Config<St, K> {
     /// outage, not once per request. Shared by every clone, as the store is: axum builds
     /// a service per route, and one outage is still one log line.
     pub(crate) store_down: Arc<AtomicBool>,
+    /// Waiting instead of refusing: off unless `wait_up_to` turned it on.
+    pub(crate) waiting: Waiting,
 }
 
 // By hand: a derive would ask `K: Clone`, and the key extractor is shared, not cloned.
@@ -56,6 +59,7 @@ impl<St: Clone, K> Clone for Config<St, K> {
             fail_open: self.fail_open,
             ietf_consts: self.ietf_consts.clone(),
             store_down: Arc::clone(&self.store_down),
+            waiting: self.waiting.clone(),
         }
     }
 }
@@ -76,6 +80,7 @@ impl<St, K> Config<St, K> {
             fail_open: false,
             ietf_consts: OnceLock::new(),
             store_down: Arc::new(AtomicBool::new(false)),
+            waiting: Waiting::default(),
         }
     }
 
@@ -108,6 +113,7 @@ impl<St, K> Config<St, K> {
             fail_open: self.fail_open,
             ietf_consts: self.ietf_consts,
             store_down: self.store_down,
+            waiting: self.waiting,
         }
     }
 }

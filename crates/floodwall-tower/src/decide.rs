@@ -22,7 +22,7 @@ pub(crate) enum PolicyList {
 }
 
 impl PolicyList {
-    fn as_slice(&self) -> &[Policy] {
+    pub(crate) fn as_slice(&self) -> &[Policy] {
         match self {
             Self::Many(list) => list,
             Self::One(one) => std::slice::from_ref(one),
@@ -69,6 +69,31 @@ impl Tally {
         self.too_costly.is_none() && self.decisions.iter().all(|(_, d)| d.allowed)
     }
 
+    /// Whether every refusal says when the request would pass, within `max` (a cost that
+    /// can never pass cannot wait).
+    pub(crate) fn refused_within(&self, max: std::time::Duration) -> bool {
+        self.too_costly.is_none()
+            && self
+                .decisions
+                .iter()
+                .all(|(_, d)| d.allowed || d.retry_after.is_some_and(|r| r <= max))
+    }
+
+    /// The indexes of the policies that refused.
+    pub(crate) fn refused(&self) -> impl Iterator<Item = usize> + '_ {
+        self.decisions
+            .iter()
+            .filter(|(_, d)| !d.allowed)
+            .map(|(i, _)| *i)
+    }
+
+    /// Replaces policy `i`'s decision (a booking's, after waiting was decided on).
+    pub(crate) fn set(&mut self, i: usize, decision: Decision) {
+        if let Some((_, d)) = self.decisions.iter_mut().find(|(j, _)| *j == i) {
+            *d = decision;
+        }
+    }
+
     /// Each decision with its policy.
     fn pairs<'a>(
         &'a self,
@@ -97,7 +122,8 @@ pub(crate) struct Pending {
 pub(crate) enum Checked<R> {
     /// Every policy answered: here is what to do.
     Decided(Admission<R>),
-    /// The store must be waited for.
+    /// The store must be waited for: for the policies still to check, or (every policy
+    /// checked) for the slots of a refusal within the layer's wait (`wait.rs`).
     Waiting(Pending),
 }
 
@@ -145,7 +171,14 @@ impl<St: Store, K> Config<St, K> {
         if let Err(e) = tally.record(0, cost, result) {
             return Checked::Decided(self.store_failed::<M>(e));
         }
-        Checked::Decided(self.conclude::<M>(&tally, policies))
+        match self.conclude::<M>(&tally, policies) {
+            Some(admission) => Checked::Decided(admission),
+            // Every policy checked: `decide_rest` goes on to book and wait.
+            None => Checked::Waiting(Pending {
+                tally,
+                next: policies.len(),
+            }),
+        }
     }
 
     /// [`decide_now`](Self::decide_now) on several policies.
@@ -164,37 +197,45 @@ impl<St: Store, K> Config<St, K> {
                 return Checked::Decided(self.store_failed::<M>(e));
             }
         }
-        Checked::Decided(self.conclude::<M>(&tally, policies))
-    }
-
-    /// Checks the policies [`decide_now`](Self::decide_now) could not, waiting for the store.
-    pub(crate) async fn decide_rest<M: Refuse>(
-        &self,
-        key: Key,
-        policies: PolicyList,
-        cost: u64,
-        pending: Pending,
-    ) -> Admission<M::Refusal> {
-        let Pending { mut tally, next } = pending;
-        let policies = policies.as_slice();
-        for (i, policy) in policies.iter().enumerate().skip(next) {
-            let result = self.store.check(key.as_bytes(), policy, cost).await;
-            if let Err(e) = tally.record(i, cost, result) {
-                return self.store_failed::<M>(e);
-            }
+        match self.conclude::<M>(&tally, policies) {
+            Some(admission) => Checked::Decided(admission),
+            // Every policy checked: `decide_rest` goes on to book and wait.
+            None => Checked::Waiting(Pending {
+                tally,
+                next: policies.len(),
+            }),
         }
-        self.conclude::<M>(&tally, policies)
     }
 
     /// The verdict once every policy has answered; refusals (and shadow-mode denials) take
-    /// [`refuse`](Self::refuse).
+    /// [`refuse`](Self::refuse). `None`: refused, but within the layer's wait (see
+    /// `wait.rs`).
     #[inline]
-    fn conclude<M: Refuse>(&self, tally: &Tally, policies: &[Policy]) -> Admission<M::Refusal> {
+    fn conclude<M: Refuse>(
+        &self,
+        tally: &Tally,
+        policies: &[Policy],
+    ) -> Option<Admission<M::Refusal>> {
         self.store_answered();
         if tally.allowed() {
-            return Admission::Admit(self.fields(policies, tally.pairs(policies)));
+            return Some(Admission::Admit(
+                self.fields(policies, tally.pairs(policies)),
+            ));
         }
-        self.refuse::<M>(tally, policies)
+        if !self.shadow && self.waiting.may_wait(tally) {
+            return None;
+        }
+        Some(self.refuse::<M>(tally, policies))
+    }
+
+    /// The verdict on a request that waited for the slots it booked: admitted, with the
+    /// bookings' figures in its headers.
+    pub(crate) fn admit_after_wait<M: Refuse>(
+        &self,
+        tally: &Tally,
+        policies: &[Policy],
+    ) -> Admission<M::Refusal> {
+        Admission::Admit(self.fields(policies, tally.pairs(policies)))
     }
 
     /// The headers for an allowed request's response: `decisions` are those of `policies`.
@@ -219,7 +260,11 @@ impl<St: Store, K> Config<St, K> {
     }
 
     /// The verdict on a request some policy denied.
-    fn refuse<M: Refuse>(&self, tally: &Tally, policies: &[Policy]) -> Admission<M::Refusal> {
+    pub(crate) fn refuse<M: Refuse>(
+        &self,
+        tally: &Tally,
+        policies: &[Policy],
+    ) -> Admission<M::Refusal> {
         let denial = tally.denial(policies);
         if self.shadow {
             for policy in denial.violated() {
@@ -257,7 +302,10 @@ impl<St: Store, K> Config<St, K> {
             .get_or_init(|| headers::ietf_consts(policies))
     }
 
-    fn store_failed<M: Refuse>(&self, error: floodwall_core::Error) -> Admission<M::Refusal> {
+    pub(crate) fn store_failed<M: Refuse>(
+        &self,
+        error: floodwall_core::Error,
+    ) -> Admission<M::Refusal> {
         let open = self.shadow || self.fail_open;
         if !self.store_down.load(Ordering::Relaxed)
             && !self.store_down.swap(true, Ordering::Relaxed)
@@ -304,5 +352,30 @@ impl<St: Store, K> Config<St, K> {
     /// What to do with a request whose key is missing; `None` lets it through.
     pub(crate) fn missing_key<M: Refuse>(&self, error: KeyError) -> Option<M::Refusal> {
         self.on_missing.refusal::<M>(self.shadow, error)
+    }
+}
+
+impl<St: Store + 'static, K: Send + Sync + 'static> Config<St, K> {
+    /// Checks the policies [`decide_now`](Self::decide_now) could not, waiting for the
+    /// store; and, when they refuse within the layer's wait, books the next slot and waits
+    /// for it (`wait.rs`).
+    pub(crate) async fn decide_rest<M: Refuse>(
+        config: Arc<Self>,
+        key: Key,
+        policies: PolicyList,
+        cost: u64,
+        pending: Pending,
+    ) -> Admission<M::Refusal> {
+        let Pending { mut tally, next } = pending;
+        for (i, policy) in policies.as_slice().iter().enumerate().skip(next) {
+            let result = config.store.check(key.as_bytes(), policy, cost).await;
+            if let Err(e) = tally.record(i, cost, result) {
+                return config.store_failed::<M>(e);
+            }
+        }
+        if let Some(admission) = config.conclude::<M>(&tally, policies.as_slice()) {
+            return admission;
+        }
+        crate::wait::book_and_wait::<St, K, M>(config, key, policies, cost, tally).await
     }
 }

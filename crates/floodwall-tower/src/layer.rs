@@ -3,9 +3,10 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
 use floodwall_core::resilience::{Breaker, FailMode, Fallback};
-use floodwall_core::{Policy, Store};
+use floodwall_core::{ConfigError, Policy, Reservable, Store};
 use http::request::Parts;
 use tower_layer::Layer;
 
@@ -14,6 +15,7 @@ use crate::config::Config;
 use crate::extract::{ExtractKey, OnMissingKey, PeerIp};
 use crate::headers::HeaderStyle;
 use crate::respond::{OnReject, OnStoreFailure};
+use crate::wait::Waiters;
 use crate::{RateLimit, RejectWithError, RejectWithResponse};
 
 /// Rate-limits the services it wraps: `.layer(RateLimitLayer::new(store, policy))`.
@@ -31,6 +33,7 @@ use crate::{RateLimit, RejectWithError, RejectWithResponse};
 /// | headers | IETF `RateLimit` / `RateLimit-Policy` ([`HeaderStyle::Ietf`]) | [`headers`](Self::headers) |
 /// | enforcement | on | [`shadow`](Self::shadow) |
 /// | refusals are | responses | [`reject_with_error`](Self::reject_with_error) |
+/// | waiting for the next slot | off: refused at once | [`wait_up_to`](Self::wait_up_to), [`max_waiting`](Self::max_waiting), [`wait_jitter`](Self::wait_jitter) |
 ///
 /// Cloning the layer clones the store handle and the configuration (reference counts);
 /// each service it builds shares one `Arc` of it.
@@ -102,6 +105,82 @@ impl<St: Store, K, M> RateLimitLayer<St, K, M> {
 }
 
 impl<St, K, M> RateLimitLayer<St, K, M> {
+    /// How many requests may wait for their slot at once, over all keys, unless
+    /// [`max_waiting`](Self::max_waiting) says otherwise. A waiting request holds its
+    /// connection and a future of a few hundred bytes: a thousand of them cost well under
+    /// a megabyte.
+    pub const DEFAULT_MAX_WAITING: usize = 1024;
+
+    /// How many requests of one key may wait at once unless
+    /// [`max_waiting`](Self::max_waiting) says otherwise: enough to smooth a client's
+    /// burst, few enough that one client cannot take every place.
+    pub const DEFAULT_MAX_WAITING_PER_KEY: usize = 32;
+
+    /// Waits for the next slot instead of refusing, up to `max_wait`: a request refused
+    /// with a `retry_after` of at most `max_wait` books the next slot in the store, waits
+    /// for it on tokio's timer (no polling), then goes to the inner service; one whose
+    /// slot is further away is refused at once, as without waiting. This smooths bursts
+    /// into the policy's pace (nginx's `limit_req` delay), at the price of holding the
+    /// request meanwhile.
+    ///
+    /// - Only GCRA, the token bucket and the leaky bucket can book a future slot: a window
+    ///   or log policy among the layer's is refused here
+    ///   ([`ConfigError::WaitUnsupported`]). Policies added later with
+    ///   [`and_policy`](Self::and_policy), or chosen per request, wait when their
+    ///   algorithm can book and are refused as usual otherwise.
+    /// - Waiting is bounded: at most [`DEFAULT_MAX_WAITING`](Self::DEFAULT_MAX_WAITING)
+    ///   requests in all and [`DEFAULT_MAX_WAITING_PER_KEY`](Self::DEFAULT_MAX_WAITING_PER_KEY)
+    ///   per key ([`max_waiting`](Self::max_waiting)); past either a request is refused at
+    ///   once, with the usual refusal.
+    /// - A waiting request whose future is dropped (its client went away) cancels its
+    ///   booking: the slot goes to the next request where the algorithm allows it
+    ///   ([`Cancelled`](floodwall_core::Cancelled)).
+    /// - With several policies, a request books a slot in each that refused it and waits
+    ///   for the latest. A slot booked where another policy then makes the request wait
+    ///   longer is used late, so that policy's pace holds over spans longer than that
+    ///   delay rather than between each two requests.
+    /// - `max_wait` is cut to [`Reservable::MAX_WAIT`](floodwall_core::Reservable::MAX_WAIT)
+    ///   (an hour). Waiting needs a tokio runtime with its timer (axum, tonic and hyper
+    ///   servers run on one), and a store that books slots ([`Store::reserve`]: the memory and
+    ///   Redis stores, and every combinator of floodwall-core); with one that cannot, a
+    ///   request is refused as without waiting.
+    ///
+    /// ```
+    /// use floodwall_core::{MemoryStore, Policy};
+    /// use floodwall_tower::RateLimitLayer;
+    /// use std::time::Duration;
+    ///
+    /// // Bursts of up to 5 go through at once; the rest leave 100 ms apart, or are refused
+    /// // when their turn is more than a second away.
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("smooth", "10/s burst 5".parse()?)?)
+    ///     .wait_up_to(Duration::from_secs(1))?;
+    /// # let _ = layer;
+    /// # Ok::<(), floodwall_core::ConfigError>(())
+    /// ```
+    pub fn wait_up_to(self, max_wait: Duration) -> Result<Self, ConfigError> {
+        for policy in self.config.policies.iter() {
+            policy.reservable()?;
+        }
+        Ok(self.map(|s| s.waiting.max_wait = Some(max_wait.min(Reservable::MAX_WAIT))))
+    }
+
+    /// Bounds the requests waiting for their slot (see [`wait_up_to`](Self::wait_up_to)):
+    /// at most `in_all` at once, and `per_key` of one key. Past either, a request is
+    /// refused at once. Defaults: [`DEFAULT_MAX_WAITING`](Self::DEFAULT_MAX_WAITING) and
+    /// [`DEFAULT_MAX_WAITING_PER_KEY`](Self::DEFAULT_MAX_WAITING_PER_KEY).
+    pub fn max_waiting(self, in_all: usize, per_key: usize) -> Self {
+        self.map(|s| s.waiting.waiters = Arc::new(Waiters::new(in_all, per_key)))
+    }
+
+    /// Adds a random delay of up to `jitter` (uniform) to every wait, so that requests
+    /// booked at one instant (a token bucket's tick) do not all wake at once. Only ever
+    /// later than the slot, never earlier; the pace then holds over spans longer than
+    /// `jitter` rather than between each two requests. Off (zero) by default; cut to
+    /// [`Reservable::MAX_WAIT`](floodwall_core::Reservable::MAX_WAIT).
+    pub fn wait_jitter(self, jitter: Duration) -> Self {
+        self.map(|s| s.waiting.jitter = jitter.min(Reservable::MAX_WAIT))
+    }
+
     fn map(mut self, f: impl FnOnce(&mut Config<St, K>)) -> Self {
         f(&mut self.config);
         // Anything built from the old configuration is stale.

@@ -86,6 +86,7 @@ mod layer;
 mod mode;
 pub mod respond;
 mod service;
+mod wait;
 
 pub use body::{RejectionBody, ResponseBody};
 pub use concurrency::{

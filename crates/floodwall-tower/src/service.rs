@@ -14,7 +14,7 @@ use crate::choose::Choice;
 use crate::config::Config;
 use crate::decide::{Admission, Checked, Pending, PolicyList};
 use crate::extract::{ExtractKey, KeyError, PeerIp};
-use crate::future::ResponseFuture;
+use crate::future::{CheckFuture, ResponseFuture};
 use crate::mode::RefusalMode;
 use crate::{Key, RateLimitLayer, RejectWithError, RejectWithResponse};
 
@@ -159,8 +159,8 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         }
     }
 
-    /// A request whose store must be waited for: the check runs in a future that owns what
-    /// it borrows.
+    /// A request whose store must be waited for (to check, or for the slot of a refusal
+    /// within the layer's wait): the check runs in a future that owns what it borrows.
     fn wait<B>(
         &mut self,
         req: Request<B>,
@@ -174,15 +174,33 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         St: Store + 'static,
         K: ExtractKey,
     {
-        let policies = match choice {
+        let policies = self.owned(choice);
+        let config = Arc::clone(&self.config);
+        let key = std::mem::take(key);
+        let check = Box::pin(async move {
+            Config::decide_rest::<M>(config, key, policies, cost, pending).await
+        });
+        self.checking(check, req)
+    }
+
+    /// The chosen policies, owned by a future.
+    fn owned(&self, choice: Choice) -> PolicyList {
+        match choice {
             Choice::Policy(policy) => PolicyList::One(policy),
             Choice::Policies(list) => PolicyList::Many(list),
             Choice::Default | Choice::Skip => PolicyList::Many(self.config.policies.clone()),
-        };
-        let config = Arc::clone(&self.config);
-        let key = std::mem::take(key);
-        let check =
-            Box::pin(async move { config.decide_rest::<M>(key, policies, cost, pending).await });
+        }
+    }
+
+    /// A future that decides (and may wait) before calling the inner service.
+    fn checking<B>(
+        &mut self,
+        check: CheckFuture<M::Refusal>,
+        req: Request<B>,
+    ) -> ResponseFuture<S, B, M>
+    where
+        S: Service<Request<B>> + Clone,
+    {
         // Take the ready service for this request and leave a clone to be made ready for
         // the next one.
         let clone = self.inner.clone();

@@ -2,10 +2,11 @@
 
 use super::fixed_window::FixedWindow;
 use super::gcra::Gcra;
+use super::reserve::Booked;
 use super::sliding_log::{Log, SlidingLog};
 use super::sliding_window::SlidingWindow;
 use super::state::Inner;
-use super::token_bucket::TokenBucket;
+use super::token_bucket::{Owed, TokenBucket};
 use super::{Algorithm, Raw, State};
 use crate::{ConfigError, Error, MAX_SPAN, Quota};
 
@@ -206,6 +207,93 @@ impl Engine {
                 }
                 raw
             }
+        })
+    }
+
+    /// Books the earliest slot for `cost` if at most `max_wait` µs away (see `reserve.rs`),
+    /// updating `state` as the admission at that slot would; returns the booking and what
+    /// a cancellation compares the state with (`None` when nothing was booked). Window
+    /// algorithms cannot book: [`Error::Unsupported`] (a
+    /// [`Reservable`](crate::Reservable) never holds one).
+    pub(crate) fn reserve(
+        &self,
+        state: &mut State,
+        now: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> Result<(Booked, Option<[u64; 2]>), Error> {
+        self.check_cost(cost)?;
+        let now = now.min(MAX_NOW);
+        let st = &mut state.0;
+        Ok(match self {
+            Self::Gcra(g) | Self::LeakyBucket(g) => {
+                let tat = match st {
+                    Inner::Empty => 0,
+                    Inner::Gcra(t) => *t,
+                    _ => return Err(Error::StateMismatch),
+                };
+                let (booked, next) = g.reserve(tat, now, cost, max_wait);
+                if let Some(next) = next {
+                    *st = Inner::Gcra(next);
+                }
+                (booked, next.map(|t| [t, 0]))
+            }
+            Self::TokenBucket(b) => {
+                let prev = match st {
+                    Inner::Empty => None,
+                    Inner::Tokens(s) => Some(*s),
+                    _ => return Err(Error::StateMismatch),
+                };
+                let (booked, next) = b.reserve(prev, now, cost, max_wait);
+                if let Some(next) = next {
+                    *st = Inner::Tokens(next);
+                }
+                (booked, next.map(|s| [s.owed, s.tick]))
+            }
+            _ => {
+                return Err(Error::Unsupported {
+                    what: "booking a slot under a window algorithm",
+                });
+            }
+        })
+    }
+
+    /// Gives back a booking of `cost` that left the state `booked` (what
+    /// [`reserve`](Self::reserve) returned), if it is still the latest; whether it did.
+    pub(crate) fn cancel(
+        &self,
+        state: &mut State,
+        booked: [u64; 2],
+        cost: u64,
+    ) -> Result<bool, Error> {
+        let st = &mut state.0;
+        let back = match (self, &*st) {
+            (_, Inner::Empty) => None,
+            (Self::Gcra(g) | Self::LeakyBucket(g), Inner::Gcra(tat)) => {
+                g.cancel(*tat, booked[0], cost).map(Inner::Gcra)
+            }
+            (Self::TokenBucket(b), Inner::Tokens(s)) => {
+                let booked = Owed {
+                    owed: booked[0],
+                    tick: booked[1],
+                };
+                b.cancel(*s, booked, cost).map(Inner::Tokens)
+            }
+            (Self::Gcra(_) | Self::LeakyBucket(_) | Self::TokenBucket(_), _) => {
+                return Err(Error::StateMismatch);
+            }
+            _ => {
+                return Err(Error::Unsupported {
+                    what: "booking a slot under a window algorithm",
+                });
+            }
+        };
+        Ok(match back {
+            Some(back) => {
+                *st = back;
+                true
+            }
+            None => false,
         })
     }
 

@@ -13,6 +13,7 @@ use crate::{ConfigError, Quota};
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
 pub(crate) mod leaky_bucket;
+pub(crate) mod reserve;
 pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 pub(crate) mod token_bucket;

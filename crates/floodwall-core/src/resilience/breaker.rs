@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::{Clock, Decision, Error, Policy, Store, SystemClock};
+use crate::{
+    Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, Store, SystemClock,
+};
 
 mod in_flight;
 
@@ -418,6 +420,39 @@ impl<S: Store, C: Clock> Store for Breaker<S, C> {
         let result = s.store.check_now(key, policy, cost)?;
         s.record(evidence(&result), false);
         Some(result)
+    }
+
+    /// Passed on as a check is: failing fast while open, counted in the in-flight bound.
+    async fn reserve(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation, Error> {
+        policy.policy().check_cost(cost)?;
+        let permit = self.circuit.admit()?;
+        let result = self
+            .circuit
+            .store
+            .reserve(key, policy, cost, max_wait)
+            .await;
+        permit.finish(&result);
+        result
+    }
+
+    /// Passed on as a check is. While open, the slot is not given back (the store is
+    /// not called): it stays spent, which never admits more than the quota.
+    async fn cancel(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> Result<Cancelled, Error> {
+        let permit = self.circuit.admit()?;
+        let result = self.circuit.store.cancel(key, policy, reservation).await;
+        permit.finish(&result);
+        result
     }
 }
 

@@ -6,7 +6,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::FailMode;
-use crate::{Clock, Decision, Error, MemoryStore, Policy, Store, SystemClock};
+use crate::{
+    Cancelled, Clock, Decision, Error, MemoryStore, Policy, Reservable, Reservation, Store,
+    SystemClock,
+};
 
 mod in_flight;
 
@@ -202,6 +205,54 @@ impl<S, C: Clock> Backstop<S, C> {
         }
     }
 
+    /// A reservation's answer, or the fallback's in its place: as [`settle`](Self::settle)
+    /// for a check. Failing open books nothing and lets the request go at once; a local
+    /// mode books in the local store, under the share.
+    fn settle_reservation(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+        result: Result<Reservation, Error>,
+    ) -> Result<Reservation, Error> {
+        let error = match result {
+            Ok(reservation) => {
+                self.disengage();
+                return Ok(reservation);
+            }
+            Err(e) if !e.is_store_failure() => return Err(e),
+            Err(e) => e,
+        };
+        let p = policy.policy();
+        p.check_cost(cost)?;
+        self.engage(&error);
+        match self.mode {
+            FailMode::Open => {
+                self.failed_open.fetch_add(1, Ordering::Relaxed);
+                let limit = p.limit();
+                let d = Decision::new(true, limit, limit, Duration::ZERO, Duration::ZERO);
+                Ok(Reservation::booked(d.by_fallback(), Duration::ZERO, None))
+            }
+            FailMode::Closed => {
+                self.failed_closed.fetch_add(1, Ordering::Relaxed);
+                Err(error)
+            }
+            FailMode::Local { nodes } => {
+                self.decided_locally.fetch_add(1, Ordering::Relaxed);
+                let mut r = self.with_share(p, nodes, |share| {
+                    // A share keeps a reservable algorithm (a bucket's tick may go, never
+                    // the bucket): the error is for a policy made some other way.
+                    let share = share.reservable().map_err(|_| Error::StateMismatch)?;
+                    self.local
+                        .reserve_sync(key, &share, cost.min(share.policy().limit()), max_wait)
+                })?;
+                r.decision = r.decision.by_fallback();
+                Ok(r)
+            }
+        }
+    }
+
     /// Runs `f` on this node's share of `policy`, borrowed from the cache: every request of
     /// an outage comes here, and cloning the share would bounce its reference count between
     /// cores.
@@ -265,6 +316,48 @@ impl<S: Store, C: Clock> Store for Fallback<S, C> {
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         let result = self.backstop.store.check_now(key, policy, cost)?;
         Some(self.backstop.settle(key, policy, cost, result))
+    }
+
+    /// Books in the store; while it fails, per the mode (see [`Fallback`]): failing open
+    /// lets the request go at once, a local mode books in the local store under the
+    /// share, failing closed passes the error on.
+    async fn reserve(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation, Error> {
+        let result = self
+            .backstop
+            .store
+            .reserve(key, policy, cost, max_wait)
+            .await;
+        self.backstop
+            .settle_reservation(key, policy, cost, max_wait, result)
+    }
+
+    /// Cancels where the reservation was booked: in the store, or for a fallback's
+    /// booking ([`Decision::fallback`]) in the local store (failing open booked nothing).
+    async fn cancel(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> Result<Cancelled, Error> {
+        let s = &self.backstop;
+        if !reservation.decision.fallback {
+            return s.store.cancel(key, policy, reservation).await;
+        }
+        match s.mode {
+            FailMode::Local { nodes } => {
+                s.with_share(policy.policy(), nodes, |share| match share.reservable() {
+                    Ok(share) => s.local.cancel_sync(key, &share, reservation),
+                    Err(_) => Ok(Cancelled::Spent),
+                })
+            }
+            _ => Ok(Cancelled::Spent),
+        }
     }
 }
 

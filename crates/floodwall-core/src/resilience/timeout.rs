@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::{Decision, Error, Policy, Store};
+use crate::{Cancelled, Decision, Error, Policy, Reservable, Reservation, Store};
 
 /// Bounds every call of the store it wraps: past the timeout, the call is dropped and
 /// answers [`Error::Timeout`], which a [`Breaker`](super::Breaker) counts and a
@@ -70,5 +70,32 @@ impl<S: Store> Store for Timeout<S> {
 
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         self.store.check_now(key, policy, cost)
+    }
+
+    /// Bounded as a check is (the store's call, not the wait it answers).
+    async fn reserve(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation, Error> {
+        tokio::time::timeout(
+            self.timeout,
+            self.store.reserve(key, policy, cost, max_wait),
+        )
+        .await
+        .unwrap_or(Err(Error::Timeout))
+    }
+
+    async fn cancel(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> Result<Cancelled, Error> {
+        tokio::time::timeout(self.timeout, self.store.cancel(key, policy, reservation))
+            .await
+            .unwrap_or(Err(Error::Timeout))
     }
 }

@@ -10,7 +10,11 @@ use super::{Store, lock};
 use crate::algorithm::gcra::{Gcra, Judgement};
 use crate::algorithm::{Raw, clamp_now};
 use crate::concurrency::memory::Slots;
-use crate::{Clock, Decision, Error, Policy, State, SystemClock};
+use crate::{
+    Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, State, SystemClock,
+};
+
+mod reserve;
 
 /// Marks a GCRA key state that was evicted: whoever holds it looks the key up again.
 const DEAD: u64 = u64::MAX;
@@ -469,5 +473,24 @@ impl<C: Clock> Store for MemoryStore<C> {
 
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         Some(self.check_sync(key, policy, cost))
+    }
+
+    fn reserve(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: std::time::Duration,
+    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
+        ready(self.reserve_sync(key, policy, cost, max_wait))
+    }
+
+    fn cancel(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
+        ready(self.cancel_sync(key, policy, reservation))
     }
 }

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::{Decision, Error, Policy};
+use crate::{Cancelled, Decision, Error, Policy, Reservable, Reservation};
 
 mod deny_cache;
 mod evict;
@@ -78,6 +78,43 @@ pub trait Store: Send + Sync {
         let _ = (key, policy, cost);
         None
     }
+
+    /// Books the earliest slot at which a request of `cost` for `key` passes under
+    /// `policy`, if it is at most `max_wait` away (cut to
+    /// [`Reservable::MAX_WAIT`]), atomically with every other check of the key; a booking
+    /// beyond `max_wait` changes nothing and is a refusal (see [`Reservation`]). For
+    /// waiting instead of refusing: the tower layer's `wait_up_to`.
+    ///
+    /// The default, for stores that cannot book, is [`Error::Unsupported`]: the memory
+    /// and Redis stores implement it, and every combinator of this crate passes it on.
+    fn reserve(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
+        let _ = (key, policy, cost, max_wait);
+        std::future::ready(Err(Error::Unsupported {
+            what: "booking a slot (reserve)",
+        }))
+    }
+
+    /// Gives a reservation's slot back, where the algorithm allows it ([`Cancelled`] says
+    /// when it cannot): for a request that booked a slot and will not use it (its client
+    /// went away). `reservation` must come from this store's [`reserve`](Self::reserve)
+    /// on the same key and policy. The default is [`Error::Unsupported`].
+    fn cancel(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
+        let _ = (key, policy, reservation);
+        std::future::ready(Err(Error::Unsupported {
+            what: "cancelling a reservation",
+        }))
+    }
 }
 
 /// The object-safe form of [`Store`], for `Arc<dyn DynStore>` when the store's type is
@@ -106,6 +143,23 @@ pub trait DynStore: Send + Sync {
         policy: &Policy,
         cost: u64,
     ) -> Option<Result<Decision, Error>>;
+
+    /// [`Store::reserve`], boxed.
+    fn reserve_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policy: &'a Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> BoxFuture<'a, Result<Reservation, Error>>;
+
+    /// [`Store::cancel`], boxed.
+    fn cancel_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policy: &'a Reservable,
+        reservation: &'a Reservation,
+    ) -> BoxFuture<'a, Result<Cancelled, Error>>;
 }
 
 impl<S: Store> DynStore for S {
@@ -134,6 +188,25 @@ impl<S: Store> DynStore for S {
     ) -> Option<Result<Decision, Error>> {
         self.check_now(key, policy, cost)
     }
+
+    fn reserve_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policy: &'a Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> BoxFuture<'a, Result<Reservation, Error>> {
+        Box::pin(self.reserve(key, policy, cost, max_wait))
+    }
+
+    fn cancel_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policy: &'a Reservable,
+        reservation: &'a Reservation,
+    ) -> BoxFuture<'a, Result<Cancelled, Error>> {
+        Box::pin(self.cancel(key, policy, reservation))
+    }
 }
 
 impl Store for dyn DynStore {
@@ -148,6 +221,25 @@ impl Store for dyn DynStore {
 
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         self.check_now_dyn(key, policy, cost)
+    }
+
+    async fn reserve(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation, Error> {
+        self.reserve_boxed(key, policy, cost, max_wait).await
+    }
+
+    async fn cancel(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> Result<Cancelled, Error> {
+        self.cancel_boxed(key, policy, reservation).await
     }
 }
 
@@ -168,6 +260,25 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         (**self).check_now(key, policy, cost)
     }
+
+    fn reserve(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
+        (**self).reserve(key, policy, cost, max_wait)
+    }
+
+    fn cancel(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
+        (**self).cancel(key, policy, reservation)
+    }
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
@@ -187,6 +298,25 @@ impl<S: Store + ?Sized> Store for Box<S> {
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         (**self).check_now(key, policy, cost)
     }
+
+    fn reserve(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
+        (**self).reserve(key, policy, cost, max_wait)
+    }
+
+    fn cancel(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
+        (**self).cancel(key, policy, reservation)
+    }
 }
 
 impl<S: Store + ?Sized> Store for &S {
@@ -205,6 +335,25 @@ impl<S: Store + ?Sized> Store for &S {
 
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         (**self).check_now(key, policy, cost)
+    }
+
+    fn reserve(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
+        (**self).reserve(key, policy, cost, max_wait)
+    }
+
+    fn cancel(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
+        (**self).cancel(key, policy, reservation)
     }
 }
 

@@ -9,11 +9,14 @@ use std::time::Duration;
 
 use super::Store;
 use super::evict::Cap;
-use crate::{Clock, Decision, Error, Parameters, Policy, SystemClock};
+use crate::{
+    Cancelled, Clock, Decision, Error, Parameters, Policy, Reservable, Reservation, SystemClock,
+};
 
 mod builder;
 mod entry;
 mod flight;
+mod reserve;
 mod route;
 
 pub use builder::DenyCacheBuilder;
@@ -271,5 +274,28 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
             self.record(key, policy, cost, sent, epoch, d);
         }
         Some(result)
+    }
+
+    /// Refused here when a cached refusal lasts beyond `max_wait`; else the store books
+    /// (see `reserve.rs`).
+    async fn reserve(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation, Error> {
+        self.reserve_through(key, policy, cost, max_wait).await
+    }
+
+    /// Cancels in the store, and forgets what the cache knew of the key when a slot went
+    /// back.
+    async fn cancel(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> Result<Cancelled, Error> {
+        self.cancel_through(key, policy, reservation).await
     }
 }

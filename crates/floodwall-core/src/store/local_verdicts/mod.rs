@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::evict::{Cap, evict_soonest};
 use super::key::{KeyRef, MapKey};
 use super::{Store, lock};
-use crate::{Clock, Decision, Error, Policy, SystemClock};
+use crate::{Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, SystemClock};
 
 mod builder;
 mod refresh;
@@ -348,5 +348,30 @@ impl<S: Store, C: Clock> Store for LocalVerdicts<S, C> {
             Route::Local(d) => Some(Ok(d)),
             Route::Through | Route::Refresh(_) => None,
         }
+    }
+
+    /// Books in the inner store, never locally: a slot is a promise about the shared
+    /// state. The counts this node admitted and has not sent yet are not seen by it (they
+    /// go with the key's next refresh): the same approximation this mode makes for checks.
+    async fn reserve(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation, Error> {
+        self.verdicts.store_calls.fetch_add(1, Ordering::Relaxed);
+        self.store.reserve(key, policy, cost, max_wait).await
+    }
+
+    /// Cancels in the inner store.
+    async fn cancel(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> Result<Cancelled, Error> {
+        self.verdicts.store_calls.fetch_add(1, Ordering::Relaxed);
+        self.store.cancel(key, policy, reservation).await
     }
 }

@@ -1,0 +1,256 @@
+//! Booking a future slot: the earliest instant a request of `cost` would pass, taken now
+//! if it is at most `max_wait` away, and given back on cancellation where that stays exact.
+//!
+//! GCRA (and the funnel, GCRA underneath) and the token bucket keep a position on a
+//! timeline: the theoretical arrival time, or the tokens owed as of a tick. Booking a
+//! slot moves that position exactly as the admission at that slot would, so every later
+//! request queues behind it, and nothing else is stored. Windows and logs count what
+//! passed within a window: a slot in a window to come would need a counter per future
+//! window, so they cannot book (a [`Reservable`](crate::Reservable) refuses them at
+//! construction).
+//!
+//! A cancellation can give the slot back only while the booking is still the latest
+//! thing that moved the position (the state means what the booking left: later bookings
+//! may have come and been cancelled): the state is then what it was before plus this
+//! booking, and taking it out leaves the state as if the request had never come. Once
+//! anything was admitted or booked after it, that later request's slot was worked out
+//! behind this one; moving the position back would let the next request take a slot
+//! alongside it, more than the rate allows at that instant. The slot then stays spent,
+//! as if the request had run.
+
+use super::Raw;
+use super::gcra::Gcra;
+use super::token_bucket::{Owed, TokenBucket};
+
+/// A booking's outcome in µs: the decision's figures, and how long after `now` the slot is
+/// (0 when the request may go at once; meaningless when refused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Booked {
+    pub(crate) raw: Raw,
+    pub(crate) wait: u64,
+}
+
+impl Gcra {
+    /// Books the earliest slot for `cost` on a stored TAT if it is at most `max_wait` µs
+    /// away; returns the TAT to store when it changed. Beyond `max_wait` it is
+    /// [`decide`](Self::decide)'s refusal, and nothing changes.
+    pub(crate) fn reserve(
+        &self,
+        tat: u64,
+        now: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> (Booked, Option<u64>) {
+        let base = tat.max(now);
+        let new_tat = base + cost * self.interval;
+        let ahead = new_tat - now;
+        let wait = ahead.saturating_sub(self.tolerance);
+        // A peek books nothing: it is a check.
+        if wait == 0 || wait > max_wait || cost == 0 {
+            let (raw, next) = self.decide(tat, now, cost);
+            return (Booked { raw, wait: 0 }, next);
+        }
+        // Booked at `now + wait`: the admission there (its base is still `tat`, which the
+        // slot does not pass) leaves the same TAT.
+        let raw = Raw {
+            allowed: true,
+            remaining: 0,
+            retry: 0,
+            reset: ahead,
+        };
+        (Booked { raw, wait }, Some(new_tat))
+    }
+
+    /// The TAT once a booking of `cost` that left `booked` is cancelled, when it is still
+    /// the latest (`tat == booked`); `None` leaves the state as it is.
+    pub(crate) fn cancel(&self, tat: u64, booked: u64, cost: u64) -> Option<u64> {
+        (tat == booked && cost > 0).then(|| booked.saturating_sub(cost * self.interval))
+    }
+}
+
+impl TokenBucket {
+    /// Books the earliest slot for `cost` if it is at most `max_wait` µs away: the
+    /// admission at the slot, `now + retry`, is worked out and stored as of the slot's
+    /// tick. To a clock before that tick the state owes the ticks not reached yet too
+    /// (see `token_bucket.rs`): the bucket is empty until the slot, as booked. Beyond
+    /// `max_wait` it is [`decide`](Self::decide)'s refusal.
+    pub(crate) fn reserve(
+        &self,
+        state: Option<Owed>,
+        now: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> (Booked, Option<Owed>) {
+        let (raw, next) = self.decide(state, now, cost);
+        if raw.allowed || raw.retry > max_wait || cost == 0 {
+            return (Booked { raw, wait: 0 }, next);
+        }
+        let wait = raw.retry;
+        let (at_slot, next) = self.decide(state, now + wait, cost);
+        debug_assert!(
+            at_slot.allowed,
+            "a slot admits the request it was worked out for"
+        );
+        let raw = Raw {
+            allowed: true,
+            remaining: 0,
+            retry: 0,
+            reset: at_slot.reset + wait,
+        };
+        (Booked { raw, wait }, next)
+    }
+
+    /// The state once a booking of `cost` that left `booked` is cancelled, when it is
+    /// still the latest: the state means what `booked` meant (the same count of tokens at
+    /// which the bucket is full again, whatever tick each is counted at, so a booking
+    /// cancelled after it leaves the one before it the latest again).
+    pub(crate) fn cancel(&self, state: Owed, booked: Owed, cost: u64) -> Option<Owed> {
+        let full = |s: Owed| u128::from(s.tick) * u128::from(self.quantum) + u128::from(s.owed);
+        (full(state) == full(booked) && cost > 0 && booked.owed >= cost).then(|| Owed {
+            owed: booked.owed - cost,
+            tick: booked.tick,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // 1 per 100 µs, burst 2: tolerance 200.
+    const G: Gcra = Gcra {
+        interval: 100,
+        tolerance: 200,
+        burst: 2,
+    };
+
+    // 2 tokens every 100 µs, up to 4.
+    const B: TokenBucket = TokenBucket {
+        capacity: 4,
+        tick: 100,
+        quantum: 2,
+    };
+
+    #[test]
+    fn gcra_books_one_slot_per_interval_after_the_burst() {
+        let (mut tat, now) = (0, 1_000);
+        let mut waits = Vec::new();
+        for _ in 0..5 {
+            let (b, next) = G.reserve(tat, now, 1, 300);
+            assert!(b.raw.allowed);
+            waits.push(b.wait);
+            tat = next.unwrap();
+        }
+        // The burst at once, then a slot every interval, up to the 300 µs bound.
+        assert_eq!(waits, [0, 0, 100, 200, 300]);
+        let (b, next) = G.reserve(tat, now, 1, 300);
+        assert_eq!((b.raw.allowed, b.raw.retry, next), (false, 400, None));
+        // A plain check sees the bookings: refused until the last booked slot is past.
+        let (raw, _) = G.decide(tat, now + 399, 1);
+        assert!(!raw.allowed);
+        assert!(G.decide(tat, now + 400, 1).0.allowed);
+    }
+
+    #[test]
+    fn gcra_with_no_wait_is_decide() {
+        for tat in [0, 900, 1_000, 1_150, 1_200, 1_250, 1_500] {
+            for cost in [0, 1, 2] {
+                let (b, next) = G.reserve(tat, 1_000, cost, 0);
+                assert_eq!((b.raw, next), G.decide(tat, 1_000, cost), "{tat} {cost}");
+                assert_eq!(b.wait, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn gcra_gives_back_only_the_latest_booking() {
+        let now = 1_000;
+        let (_, t1) = G.reserve(0, now, 2, 500);
+        let t1 = t1.unwrap();
+        let (b2, t2) = G.reserve(t1, now, 1, 500);
+        let t2 = t2.unwrap();
+        assert_eq!(b2.wait, 100);
+        // The first booking is not the latest: nothing to give back.
+        assert_eq!(G.cancel(t2, t1, 2), None);
+        // The second is: the TAT goes back, and the next request gets its slot.
+        let back = G.cancel(t2, t2, 1).unwrap();
+        assert_eq!(back, t1);
+        let (b3, _) = G.reserve(back, now, 1, 500);
+        assert_eq!(b3.wait, b2.wait);
+    }
+
+    #[test]
+    fn bucket_books_into_debt_and_pays_it_tick_by_tick() {
+        let now = 1_050;
+        let (b, s) = B.reserve(None, now, 4, 0);
+        assert_eq!((b.raw.allowed, b.wait), (true, 0));
+        // Empty: 2 tokens come at 1_100, 2 more at 1_200.
+        let (b, s) = B.reserve(s, now, 2, 100);
+        assert_eq!((b.raw.allowed, b.wait), (true, 50));
+        let (b, s2) = B.reserve(s, now, 2, 100);
+        assert_eq!((b.raw.allowed, b.raw.retry, s2), (false, 150, None));
+        let (b, s) = B.reserve(s, now, 2, 150);
+        assert_eq!((b.raw.allowed, b.wait, b.raw.reset), (true, 150, 350));
+        // Stored as of the last slot's tick (12): full again two ticks later.
+        assert_eq!(s, Some(Owed { owed: 4, tick: 12 }));
+        // A plain check at the last slot: the tokens are booked, none left.
+        assert!(!B.decide(s, 1_200, 1).0.allowed);
+        assert!(B.decide(s, 1_300, 2).0.allowed);
+    }
+
+    #[test]
+    fn bucket_with_no_wait_is_decide() {
+        let states = [
+            None,
+            Some(Owed { owed: 3, tick: 10 }),
+            Some(Owed { owed: 6, tick: 11 }),
+        ];
+        for s in states {
+            for cost in 0..=4 {
+                let (b, next) = B.reserve(s, 1_050, cost, 0);
+                assert_eq!((b.raw, next), B.decide(s, 1_050, cost), "{s:?} {cost}");
+            }
+        }
+    }
+
+    #[test]
+    fn bucket_booking_is_the_admission_at_its_slot_even_when_ticks_overflow() {
+        // 2 tokens a tick, up to 1: a tick refills it whatever it owed.
+        let small = TokenBucket {
+            capacity: 1,
+            tick: 100,
+            quantum: 2,
+        };
+        let (_, s) = small.reserve(None, 1_000, 1, 0);
+        let (b, s) = small.reserve(s, 1_000, 1, 100);
+        assert_eq!((b.raw.allowed, b.wait), (true, 100));
+        // At the slot the booking took the tick's token: nothing left until the next.
+        assert!(!small.decide(s, 1_100, 1).0.allowed);
+        assert!(!small.decide(s, 1_050, 1).0.allowed);
+        assert!(small.decide(s, 1_200, 1).0.allowed);
+    }
+
+    #[test]
+    fn bucket_gives_back_the_one_before_once_the_latest_is_cancelled() {
+        let (_, s1) = B.reserve(Some(Owed { owed: 4, tick: 10 }), 1_000, 2, 500);
+        let s1 = s1.unwrap();
+        let (_, s2) = B.reserve(Some(s1), 1_000, 1, 500);
+        let back = B.cancel(s2.unwrap(), s2.unwrap(), 1).unwrap();
+        // Counted at another tick than `s1`, but the same state: `s1` is the latest again.
+        assert_ne!(back, s1);
+        assert!(B.cancel(back, s1, 2).is_some());
+    }
+
+    #[test]
+    fn bucket_gives_back_only_the_latest_booking() {
+        let full = Some(Owed { owed: 4, tick: 10 });
+        let (_, s1) = B.reserve(full, 1_000, 2, 500);
+        let s1 = s1.unwrap();
+        let (_, s2) = B.reserve(Some(s1), 1_000, 1, 500);
+        let s2 = s2.unwrap();
+        assert_eq!(B.cancel(s2, s1, 2), None);
+        // Back to `s1` as of the second slot's tick (12), two tokens short.
+        assert_eq!(B.cancel(s2, s2, 1), Some(Owed { owed: 2, tick: 12 }));
+        assert_eq!(s1, Owed { owed: 4, tick: 11 });
+    }
+}

@@ -1,0 +1,84 @@
+//! Reservations through the cache: refused here only when the cached refusal lapses
+//! beyond the wait asked for; what a booking's refusal tells is learnt as a check's is.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::DenyCache;
+use super::entry::refusal;
+use crate::reservation::max_wait_micros;
+use crate::store::key::KeyBuf;
+use crate::{Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, Store};
+
+impl<S: Store, C: Clock> DenyCache<S, C> {
+    /// [`Store::reserve`] through the cache. A cached refusal says the earliest slot for
+    /// its cost is no sooner than its end: a reservation that may wait past that end goes
+    /// to the store (the slot may well be within reach); one that may not is refused
+    /// here. A refused booking is a check's refusal ("not before `retry_after`"), and is
+    /// remembered as one; a booked one teaches nothing new (a booking only moves slots
+    /// later, so what the cache knew stays true).
+    pub(super) async fn reserve_through(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation, Error> {
+        let p = policy.policy();
+        p.check_cost(cost)?;
+        let cache = &self.cache;
+        if cost == 0 || !DenyCache::caches(p) {
+            cache.store_calls.fetch_add(1, Ordering::Relaxed);
+            return self.store.reserve(key, policy, cost, max_wait).await;
+        }
+        // Read the epoch before the clock, as `route` does.
+        let epoch = cache.resets.load(Ordering::SeqCst);
+        let now = cache.clock.now_micros();
+        if let Some(d) = self.refused_beyond(key, p, cost, now, max_wait_micros(max_wait)) {
+            return Ok(Reservation::refused(d));
+        }
+        cache.store_calls.fetch_add(1, Ordering::Relaxed);
+        let result = self.store.reserve(key, policy, cost, max_wait).await;
+        if let Ok(r) = &result
+            && !r.is_booked()
+        {
+            self.record(key, p, cost, now, epoch, &r.decision);
+        }
+        result
+    }
+
+    /// The local refusal of a reservation of `cost` at `now` that may wait `max_wait` µs,
+    /// when a cached refusal covering that cost lasts longer than that.
+    fn refused_beyond(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+        max_wait: u64,
+    ) -> Option<Decision> {
+        let buf = KeyBuf::new(key);
+        let map = self.cache.map.pin();
+        let e = map.get(&buf.as_ref(policy.namespace()))?;
+        if now >= e.until || cost < e.cost || e.until - now <= max_wait {
+            return None;
+        }
+        self.cache.denied_locally.fetch_add(1, Ordering::Relaxed);
+        Some(refusal(policy, now, e.until, e.reset_at))
+    }
+
+    /// [`Store::cancel`] through the cache: a slot given back may let the store admit
+    /// sooner than a cached refusal says, so the key's entry is forgotten (as on a reset).
+    pub(super) async fn cancel_through(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> Result<Cancelled, Error> {
+        let result = self.store.cancel(key, policy, reservation).await;
+        if let Ok(Cancelled::Returned) = result {
+            self.forget(key, policy.policy());
+        }
+        result
+    }
+}

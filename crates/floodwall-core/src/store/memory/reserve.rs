@@ -1,0 +1,136 @@
+//! The memory store's reservations: booking a slot and giving it back, on the same key
+//! states (and under the same compare-and-swap or lock) as its checks.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::{DEAD, KeyState, MemoryStore};
+use crate::algorithm::clamp_now;
+use crate::reservation::max_wait_micros;
+use crate::store::key::KeyBuf;
+use crate::store::lock;
+use crate::{Cancelled, Clock, Error, Reservable, Reservation, State, Ticket};
+
+impl<C: Clock> MemoryStore<C> {
+    /// [`Store::reserve`](crate::Store::reserve) without the future: books the earliest
+    /// slot for `cost` if it is at most `max_wait` away, exactly, however many threads
+    /// book or check the key at once (GCRA by compare-and-swap, the token bucket under its
+    /// key's lock, as their checks).
+    pub fn reserve_sync(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation, Error> {
+        let p = policy.policy();
+        p.check_cost(cost)?;
+        let max_wait = max_wait_micros(max_wait);
+        let now = clamp_now(self.inner.clock.now_micros());
+        let buf = KeyBuf::new(key);
+        let key = buf.as_ref(p.namespace());
+        let map = self.inner.map.pin();
+        loop {
+            let entry = match map.get(&key) {
+                Some(entry) => entry,
+                // A peek on an unknown key must not create one.
+                None if cost == 0 => {
+                    let (booked, _) = p.engine().reserve(&mut State::new(), now, 0, max_wait)?;
+                    return Ok(policy.reservation(booked, None));
+                }
+                None => {
+                    let fresh = match p.engine().gcra() {
+                        Some(_) => KeyState::Gcra(std::sync::atomic::AtomicU64::new(0)),
+                        None => KeyState::locked(),
+                    };
+                    self.insert(&map, key, fresh, now)
+                }
+            };
+            let booked = match (entry, p.engine().gcra()) {
+                (KeyState::Gcra(tat), Some(gcra)) => {
+                    let mut current = tat.load(Ordering::Acquire);
+                    loop {
+                        if current == DEAD {
+                            break None;
+                        }
+                        let (booked, next) = gcra.reserve(current, now, cost, max_wait);
+                        let Some(next) = next else {
+                            break Some((booked, None));
+                        };
+                        match tat.compare_exchange_weak(
+                            current,
+                            next,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        ) {
+                            Ok(_) => break Some((booked, Some([next, 0]))),
+                            Err(seen) => current = seen,
+                        }
+                    }
+                }
+                (KeyState::Locked(l), None) => {
+                    let mut guard = lock(&l.state);
+                    match guard.as_mut() {
+                        None => None,
+                        Some(state) => {
+                            let (booked, ticket) =
+                                p.engine().reserve(state, now, cost, max_wait)?;
+                            l.expires
+                                .fetch_max(now + booked.raw.reset, Ordering::AcqRel);
+                            Some((booked, ticket))
+                        }
+                    }
+                }
+                _ => return Err(Error::StateMismatch),
+            };
+            match booked {
+                Some((booked, ticket)) => {
+                    let ticket = ticket.map(|state| Ticket::new(cost, state));
+                    return Ok(policy.reservation(booked, ticket));
+                }
+                // Evicted under our feet: help remove it, then look again.
+                None => {
+                    let _ = map.remove_if(&key, |_, s| s.is_dead());
+                }
+            }
+        }
+    }
+
+    /// [`Store::cancel`](crate::Store::cancel) without the future: gives the slot back
+    /// when the booking is still the latest on the key (see [`Cancelled`]).
+    pub fn cancel_sync(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> Result<Cancelled, Error> {
+        let Some(ticket) = reservation.ticket else {
+            return Ok(Cancelled::Spent);
+        };
+        let p = policy.policy();
+        let buf = KeyBuf::new(key);
+        let key = buf.as_ref(p.namespace());
+        let map = self.inner.map.pin();
+        let Some(entry) = map.get(&key) else {
+            return Ok(Cancelled::Spent);
+        };
+        let returned = match (entry, p.engine().gcra()) {
+            (KeyState::Gcra(tat), Some(gcra)) => {
+                let [booked, _] = ticket.state();
+                match gcra.cancel(booked, booked, ticket.cost()) {
+                    // Only from the very state the booking left (never from DEAD).
+                    Some(back) if booked != DEAD => tat
+                        .compare_exchange(booked, back, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok(),
+                    _ => false,
+                }
+            }
+            (KeyState::Locked(l), None) => match lock(&l.state).as_mut() {
+                Some(state) => p.engine().cancel(state, ticket.state(), ticket.cost())?,
+                None => false,
+            },
+            _ => return Err(Error::StateMismatch),
+        };
+        Ok(Cancelled::from_returned(returned))
+    }
+}

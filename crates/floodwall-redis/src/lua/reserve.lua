@@ -1,0 +1,29 @@
+-- Books the earliest slot of one request (see src/reserve.rs): the algorithm's load
+-- section runs first (pasted before this driver), then its `@step` at now. Admitted: as a
+-- single check. Refused with a retry of at most the wait asked for (ARGV[{maxwait}], µs):
+-- the request is booked at its slot, `now + retry`, by running the load and step again at
+-- that instant, where they admit it, and saving what that admission leaves: exactly what
+-- the request arriving then would do, so later requests queue behind it. Its key's TTL
+-- counts from the server's now, so the slot's lead is added to the slack. Never coalesced.
+-- The reply: {allowed, remaining, retry, reset, wait, the state as stored (the ticket a
+-- cancellation compares), ''}; durations in µs from now.
+local c = cost
+local max_wait = tonumber(ARGV[{maxwait}])
+local allowed, remaining, retry, reset
+local wait, ticket = 0, ''
+-- {step}
+if allowed == 0 and c > 0 and retry <= max_wait then
+  wait = retry
+  now = now + wait
+  slack = slack + math.floor((wait + 999) / 1000)
+-- {load}
+-- {step}
+  if allowed ~= 1 then return redis.error_reply('FLOODWALL a slot refused its own request') end
+-- {save}
+  ticket = redis.call('GET', KEYS[1])
+  remaining, reset = 0, reset + wait
+elseif allowed == 1 and c > 0 then
+-- {save}
+  ticket = redis.call('GET', KEYS[1])
+end
+return {allowed, remaining, retry, reset, wait, ticket}

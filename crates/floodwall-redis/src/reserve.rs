@@ -1,0 +1,252 @@
+//! Reservations in Redis: booking the next slot of a request, and giving it back, each in
+//! one script on the key.
+//!
+//! The booking script (`lua/reserve.lua`) is the prelude, the algorithm's load section,
+//! then the driver with the algorithm's `@step` and `@save` sections pasted in: its state
+//! is read, decided and written by the very text a check runs, so a booking and the checks
+//! of a key stay one algorithm. It reads its parameters from `ARGV` (a booking is not the
+//! hot path: no script per parameter set) and is never coalesced: each booking is one
+//! call. Cancelling is a script of its own per state kind (`lua/cancel_gcra.lua`,
+//! `lua/cancel_token_bucket.lua`): it gives the slot back only while the key still holds
+//! what the booking stored (see [`Cancelled`]).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use floodwall_core::{Cancelled, Error, Reservable, Reservation, Ticket};
+use redis::{Script, Value};
+
+use crate::connection::Op;
+use crate::error::UnexpectedReply;
+use crate::kind::{Layout, Lua, ScriptKind};
+use crate::store::{MAX_EXPLICIT_NOW, RedisStore, decision};
+
+const PRELUDE: &str = include_str!("lua/prelude.lua");
+const DRIVER: &str = include_str!("lua/reserve.lua");
+
+/// The booking scripts, by [`ScriptKind`]; `None` for a kind that cannot book.
+static RESERVE: LazyLock<[Option<Script>; ScriptKind::ALL.len()]> =
+    LazyLock::new(|| ScriptKind::ALL.map(|kind| text(kind).map(|t| Script::new(&t))));
+
+static CANCEL_GCRA: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/cancel_gcra.lua")));
+
+static CANCEL_TOKEN_BUCKET: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/cancel_token_bucket.lua")));
+
+/// The booking script of `kind`; `None` for the kinds that cannot book a slot (windows
+/// and logs, whose state has no future position).
+fn text(kind: ScriptKind) -> Option<String> {
+    if !matches!(
+        kind,
+        ScriptKind::Gcra | ScriptKind::LeakyBucket | ScriptKind::TokenBucket
+    ) {
+        return None;
+    }
+    let Lua::Stepped(algorithm) = kind.spec().lua else {
+        return None;
+    };
+    let (load, rest) = algorithm.split_once("-- @step\n")?;
+    let (step, rest) = rest.split_once("-- @save\n")?;
+    let (save, _reply) = rest.split_once("-- @reply\n")?;
+    // ARGV: the cost, the parameters, the time ('' for the server's), the longest wait.
+    let params = kind.spec().params;
+    let body = DRIVER
+        .replace("-- {load}\n", load)
+        .replace("-- {step}\n", step)
+        .replace("-- {save}\n", save)
+        .replace("{maxwait}", &(params + 3).to_string());
+    let prelude = PRELUDE.replace("{now}", &(params + 2).to_string());
+    let text = format!("{prelude}{load}{body}");
+    Some((0..3).fold(text, |text, i| {
+        text.replace(
+            &format!("{{p{}}}", i + 1),
+            &format!("tonumber(ARGV[{}])", i + 2),
+        )
+    }))
+}
+
+impl RedisStore {
+    /// [`Store::reserve`](floodwall_core::Store::reserve) at `now_us` (µs since the epoch)
+    /// instead of the server's clock, as [`check_at`](Self::check_at) decides: for tests
+    /// and simulations only, with the same caveats. Never through the deny cache.
+    pub async fn reserve_at(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+        now_us: u64,
+    ) -> Result<Reservation, Error> {
+        self.book(
+            key,
+            policy,
+            cost,
+            max_wait,
+            Some(now_us.min(MAX_EXPLICIT_NOW)),
+        )
+        .await
+    }
+
+    /// One booking, one script call, at `now` (µs; `None` reads the server's clock).
+    pub(crate) async fn book(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        cost: u64,
+        max_wait: Duration,
+        now: Option<u64>,
+    ) -> Result<Reservation, Error> {
+        let p = policy.policy();
+        p.check_cost(cost)?;
+        let layout = Layout::of(p.parameters()).ok_or(Error::Unsupported {
+            what: "booking a slot under this algorithm",
+        })?;
+        let script = RESERVE[layout.kind as usize]
+            .as_ref()
+            .ok_or(Error::Unsupported {
+                what: "booking a slot under this algorithm",
+            })?;
+        let max_wait = max_wait.min(Reservable::MAX_WAIT).as_micros() as u64;
+        let mut inv = script.prepare_invoke();
+        inv.key(self.redis_key(key, p)).arg(cost);
+        for a in &layout.args[..layout.kind.spec().params] {
+            inv.arg(a);
+        }
+        match now {
+            Some(now) => inv.arg(now),
+            None => inv.arg(""),
+        };
+        inv.arg(max_wait);
+        self.inner.counters.single();
+        let reply: Value = self.bounded(Op::Script(&inv)).await?;
+        let bad = || Error::backend(UnexpectedReply(format!("{reply:?}")));
+        let Value::Array(items) = &reply else {
+            return Err(bad());
+        };
+        let int = |i: usize| match items.get(i) {
+            Some(Value::Int(v)) => u64::try_from(*v).ok(),
+            _ => None,
+        };
+        let (Some(allowed), Some(remaining), Some(retry), Some(reset), Some(wait)) =
+            (int(0), int(1), int(2), int(3), int(4))
+        else {
+            return Err(bad());
+        };
+        let d = decision(p, [allowed, remaining, retry, reset])?;
+        if !d.allowed {
+            return Ok(Reservation::refused(d));
+        }
+        let ticket = match items.get(5) {
+            // A peek stores nothing: no ticket.
+            Some(Value::BulkString(stored)) if stored.is_empty() => None,
+            Some(Value::BulkString(stored)) => Some(ticket(cost, stored).ok_or_else(bad)?),
+            _ => return Err(bad()),
+        };
+        Ok(Reservation::booked(d, Duration::from_micros(wait), ticket))
+    }
+
+    /// One cancellation, one script call: the slot goes back while the key still holds
+    /// what the booking stored.
+    pub(crate) async fn unbook(
+        &self,
+        key: &[u8],
+        policy: &Reservable,
+        reservation: &Reservation,
+    ) -> Result<Cancelled, Error> {
+        let Some(ticket) = reservation.ticket else {
+            return Ok(Cancelled::Spent);
+        };
+        let p = policy.policy();
+        let layout = Layout::of(p.parameters()).ok_or(Error::Unsupported {
+            what: "cancelling under this algorithm",
+        })?;
+        let stored = match ticket.state() {
+            [value, 0] if !pair(layout) => value.to_string(),
+            [owed, tick] => format!("{owed} {tick}"),
+        };
+        let mut inv;
+        match layout.kind {
+            ScriptKind::Gcra | ScriptKind::LeakyBucket => {
+                inv = CANCEL_GCRA.prepare_invoke();
+                inv.key(self.redis_key(key, p))
+                    .arg(ticket.cost())
+                    .arg(stored)
+                    .arg(layout.args[0]);
+            }
+            ScriptKind::TokenBucket => {
+                inv = CANCEL_TOKEN_BUCKET.prepare_invoke();
+                inv.key(self.redis_key(key, p))
+                    .arg(ticket.cost())
+                    .arg(stored)
+                    .arg(layout.args[2]);
+            }
+            _ => {
+                return Err(Error::Unsupported {
+                    what: "cancelling under this algorithm",
+                });
+            }
+        }
+        self.inner.counters.single();
+        let returned: i64 = self.bounded(Op::Script(&inv)).await?;
+        Ok(Cancelled::from_returned(returned == 1))
+    }
+}
+
+/// Whether a token bucket stores `'<owed> <tick>'` (more than a token per µs) rather than
+/// one integer: as `lua/token_bucket.lua` chooses.
+fn pair(layout: Layout) -> bool {
+    layout.kind == ScriptKind::TokenBucket && layout.args[2] > layout.args[1]
+}
+
+/// The ticket of a booking of `cost` whose key now holds `stored`: one integer (GCRA's
+/// TAT, the bucket's count when full) or two (`'<owed> <tick>'`).
+fn ticket(cost: u64, stored: &[u8]) -> Option<Ticket> {
+    let text = std::str::from_utf8(stored).ok()?;
+    let mut numbers = text.split(' ').map(|n| n.parse::<u64>().ok());
+    let first = numbers.next()??;
+    let second = match numbers.next() {
+        None => 0,
+        Some(n) => n?,
+    };
+    numbers
+        .next()
+        .is_none()
+        .then(|| Ticket::new(cost, [first, second]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_booking_kinds_have_a_script_with_no_placeholder_left() {
+        for kind in ScriptKind::ALL {
+            let Some(t) = text(kind) else {
+                assert!(!matches!(
+                    kind,
+                    ScriptKind::Gcra | ScriptKind::LeakyBucket | ScriptKind::TokenBucket
+                ));
+                continue;
+            };
+            assert!(t.starts_with("-- floodwall: prepended"), "{kind:?}");
+            for marker in ["{now}", "{p1}", "{p2}", "{p3}", "-- {", "{maxwait}"] {
+                assert!(!t.contains(marker), "{kind:?}: {marker}");
+            }
+            // The step runs twice (at now, at the slot), the save on either path.
+            assert_eq!(t.matches("redis.call('SET'").count(), 4, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn tickets_read_what_the_scripts_store() {
+        assert_eq!(
+            ticket(2, b"1700000000123456"),
+            Some(Ticket::new(2, [1_700_000_000_123_456, 0]))
+        );
+        assert_eq!(ticket(1, b"12 34"), Some(Ticket::new(1, [12, 34])));
+        for bad in [&b""[..], b"x", b"1 2 3", b"-1", b"1  2"] {
+            assert_eq!(ticket(1, bad), None, "{bad:?}");
+        }
+    }
+}
