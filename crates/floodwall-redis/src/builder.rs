@@ -251,7 +251,7 @@ impl RedisStoreBuilder {
         conn: redis::cluster_async::ClusterConnection,
     ) -> Result<RedisStore, BuildError> {
         self.check_prefix()?;
-        Ok(self.finish(Connection::Cluster(conn)))
+        Ok(self.finish(Connection::cluster_from(conn)))
     }
 
     /// Merges the checks of one key that arrive while a call for it is in flight into one

@@ -103,6 +103,7 @@ mod kind;
 mod reply;
 mod script;
 mod sentinel;
+mod slots;
 mod stats;
 mod store;
 
