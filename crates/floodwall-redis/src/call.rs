@@ -370,6 +370,47 @@ mod tests {
         assert_eq!(plan.order, [0, 1]);
     }
 
+    /// Redis serves a key of a slot a node imports to a call that follows `ASKING`, and a
+    /// keyless batch declares nothing Redis could check first: the script itself refuses
+    /// a key missing on a node that imports a slot, before writing anything.
+    #[tokio::test]
+    async fn a_keyless_batch_after_asking_refuses_a_missing_key_on_an_importing_node() {
+        const NOW: u64 = 1_700_000_000_000_000;
+        let cluster = redis_harness::RedisCluster::start(3);
+        let policy = floodwall_core::Policy::gcra("p", "10/s".parse().unwrap()).unwrap();
+        let key = crate::key::redis_key("", &policy, b"k");
+        let owner = cluster.node_for_key(&key);
+        let target = (owner + 1) % 3;
+        let id = |i: usize| cluster.node(i).cmd(&["CLUSTER", "MYID"]);
+        let slot = crate::slots::slot_of(&key).to_string();
+        let importing = ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &id(owner)];
+        assert_eq!(cluster.node(target).cmd(&importing), "OK");
+        let batch = Batch::of(Layout::of(policy.parameters()).unwrap()).unwrap();
+        let plan = Plan::of([&key[..]].into_iter());
+        let BatchCall::Keyless { evalsha, text, .. } = batch.call(&plan, |_| 1, Some(NOW), false)
+        else {
+            panic!("a cluster's batch declares no key");
+        };
+        let client = redis::Client::open(cluster.node(target).url()).unwrap();
+        let mut con = client.get_multiplexed_async_connection().await.unwrap();
+        let loaded: redis::RedisResult<String> = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(text)
+            .query_async(&mut con)
+            .await;
+        assert!(loaded.is_ok(), "{loaded:?}");
+        // ASKING, then the batch, on one connection: Redis would serve the key.
+        let reply: redis::RedisResult<redis::Value> = redis::pipe()
+            .cmd("ASKING")
+            .ignore()
+            .add_command(evalsha)
+            .query_async(&mut con)
+            .await;
+        assert!(format!("{reply:?}").contains("imports"), "{reply:?}");
+        let written = ["CLUSTER", "COUNTKEYSINSLOT", &slot];
+        assert_eq!(cluster.node(target).cmd(&written), "0", "nothing written");
+    }
+
     #[test]
     fn past_the_bound_checks_run_the_generic_script() {
         const BOUND: usize = 5;

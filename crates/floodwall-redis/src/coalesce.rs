@@ -42,7 +42,7 @@ pub(crate) const MAX_BATCH: usize = 256;
 /// chosen by measurement (BENCHMARKS.md §2, "Against redis-cell"). One call in flight
 /// leaves Redis idle while the client reads a batch's answers and sends the next; more
 /// overlap the two, at the price of smaller batches.
-pub(crate) const CALLS_IN_FLIGHT: usize = 2;
+pub(crate) const CALLS_IN_FLIGHT: usize = 1;
 
 /// The most checks of one group waiting behind its calls in flight: four batches' worth,
 /// so a queued check waits at most for the calls in flight and four batches.

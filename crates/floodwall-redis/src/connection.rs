@@ -12,6 +12,7 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{
     Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ScriptInvocation, ServerErrorKind,
+    Value,
 };
 use tokio::runtime::Handle;
 
@@ -76,12 +77,21 @@ async fn exec_on_node<T: FromRedisValue>(
     text: &str,
     route: &[u8],
 ) -> RedisResult<T> {
-    let node =
-        || RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(route, SlotAddr::Master)));
-    let reply = match con.route_command(evalsha.clone(), node()).await {
+    let node = || {
+        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+            route,
+            SlotAddr::Master,
+        )))
+    };
+    // `route_command` hands a server's error reply back as a value: made an error here.
+    let errors = |reply: RedisResult<Value>| match reply? {
+        Value::ServerError(e) => Err(RedisError::from(e)),
+        value => Ok(value),
+    };
+    let reply = match errors(con.route_command(evalsha.clone(), node()).await) {
         Err(e) if no_script(&e) => {
-            con.route_command(load(text), node()).await?;
-            con.route_command(evalsha.clone(), node()).await?
+            errors(con.route_command(load(text), node()).await)?;
+            errors(con.route_command(evalsha.clone(), node()).await)?
         }
         other => other?,
     };

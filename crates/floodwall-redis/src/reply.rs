@@ -284,7 +284,11 @@ mod tests {
             [0, 5, 10, 20]
         );
         assert!(batch(G, [1, 1].into_iter(), &Value::Array(vec![Value::Int(1)])).is_err());
-        let answers = batch(G, [1, 1].into_iter(), &Value::Array(vec![Value::Int(100); 2]));
+        let answers = batch(
+            G,
+            [1, 1].into_iter(),
+            &Value::Array(vec![Value::Int(100); 2]),
+        );
         assert_eq!(answers.unwrap().len(), 2);
         // The extreme is read without overflowing.
         assert!(single(G, 1, &Value::Int(i64::MIN)).is_ok());

@@ -88,7 +88,10 @@ impl<'a> Sections<'a> {
         [
             (
                 "-- {state tables}\n",
-                format!("local {} = {empty}\n", tables.collect::<Vec<_>>().join(", ")),
+                format!(
+                    "local {} = {empty}\n",
+                    tables.collect::<Vec<_>>().join(", ")
+                ),
             ),
             ("-- {state locals}\n", format!("local {names}\n")),
             ("-- {keep}\n", format!("{slots} = {names}\n")),
@@ -154,9 +157,20 @@ mod tests {
 
     #[test]
     fn no_algorithm_uses_a_name_of_the_batch_drivers() {
-        const DRIVER: [&str; 12] = [
-            "n", "nkeys", "at", "keys", "counts", "costs", "values", "missing", "out", "sent",
-            "answer", "changed",
+        const DRIVER: [&str; 13] = [
+            "IMPORTING",
+            "n",
+            "nkeys",
+            "at",
+            "keys",
+            "counts",
+            "costs",
+            "values",
+            "missing",
+            "out",
+            "sent",
+            "answer",
+            "changed",
         ];
         // The names in a Lua text's code, its comments left out.
         fn words(text: &str) -> impl Iterator<Item = &str> {
@@ -188,7 +202,14 @@ mod tests {
             let batch = batch(kind);
             for text in [&source, &generic].into_iter().chain(&batch) {
                 for marker in [
-                    "{now}", "{p1}", "{p2}", "{p3}", "-- {", "-- @load", "-- @step", "-- @save",
+                    "{now}",
+                    "{p1}",
+                    "{p2}",
+                    "{p3}",
+                    "-- {",
+                    "-- @load",
+                    "-- @step",
+                    "-- @save",
                     "-- @reply",
                 ] {
                     assert!(!text.contains(marker), "{a}: {marker}");
@@ -207,5 +228,15 @@ mod tests {
                 "{a}: parameters read"
             );
         }
+    }
+}
+#[cfg(test)]
+#[test]
+fn scratch_dump() {
+    for k in ScriptKind::ALL {
+        if let Some(b) = batch(k) {
+            std::fs::write(format!("/tmp/batch_{k:?}.lua"), b).unwrap();
+        }
+        std::fs::write(format!("/tmp/single_{k:?}.lua"), single(k, None)).unwrap();
     }
 }

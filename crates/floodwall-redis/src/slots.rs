@@ -126,7 +126,13 @@ fn parse(reply: &Value) -> Option<Arc<[u16]>> {
         let Value::Array(fields) = range else {
             return None;
         };
-        let [Value::Int(first), Value::Int(last), Value::Array(master), ..] = &fields[..] else {
+        let [
+            Value::Int(first),
+            Value::Int(last),
+            Value::Array(master),
+            ..,
+        ] = &fields[..]
+        else {
             return None;
         };
         let [Value::BulkString(host), Value::Int(port), ..] = &master[..] else {

@@ -10,11 +10,11 @@ use redis::Value;
 
 use crate::builder::RedisStoreBuilder;
 use crate::call::{Batch, Scripts};
-use crate::kind::Layout;
 use crate::coalesce::{self, Coalescer};
 use crate::connection::{Connection, Op};
 use crate::error::{BuildError, UnexpectedReply};
 use crate::key;
+use crate::kind::Layout;
 use crate::reply::{self, ScriptAnswer};
 use crate::stats::{Counters, RedisStats};
 

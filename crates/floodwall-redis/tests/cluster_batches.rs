@@ -103,8 +103,12 @@ async fn checks_of_keys_in_different_slots_on_one_node_share_a_call() {
         Algorithm::LeakyBucket,
         Algorithm::FixedWindow,
     ] {
-        let policy =
-            Policy::new(format!("c-{algorithm}"), algorithm, "5/day".parse().unwrap()).unwrap();
+        let policy = Policy::new(
+            format!("c-{algorithm}"),
+            algorithm,
+            "5/day".parse().unwrap(),
+        )
+        .unwrap();
         // Six keys on node 0, each in a slot of its own, two on node 1.
         let ours = users_on(&store, &policy, &owner, 0, "u", 6);
         let theirs = users_on(&store, &policy, &owner, 1, "v", 2);
@@ -117,7 +121,9 @@ async fn checks_of_keys_in_different_slots_on_one_node_share_a_call() {
             node.cmd(&["CONFIG", "RESETSTAT"]);
         }
         // Node 0's keys, each twice, costs 1 and 2; then node 1's.
-        let mut checks: Vec<(Vec<u8>, u64)> = (0..12).map(|i| (ours[i % 6].clone(), 1 + (i / 6) as u64)).collect();
+        let mut checks: Vec<(Vec<u8>, u64)> = (0..12)
+            .map(|i| (ours[i % 6].clone(), 1 + (i / 6) as u64))
+            .collect();
         checks.extend(theirs.iter().map(|u| (u.clone(), 1)));
         let got = spread(&store, &policy, &checks).await;
         // On node 0: the first checks alone, the other ten (six slots) in one call.
@@ -171,7 +177,10 @@ fn migrate(cluster: &RedisCluster, slot: u16, from: usize, to: usize) -> usize {
         moved += 1;
         std::thread::sleep(Duration::from_millis(30));
     }
-    for node in [to, from].into_iter().chain((0..3).filter(|&n| n != from && n != to)) {
+    for node in [to, from]
+        .into_iter()
+        .chain((0..3).filter(|&n| n != from && n != to))
+    {
         cluster
             .node(node)
             .cmd(&["CLUSTER", "SETSLOT", &slot, "NODE", &id(to)]);
@@ -231,6 +240,10 @@ async fn a_slot_migrating_while_batches_run_charges_each_check_exactly_once() {
                             assert!(d.allowed);
                             admitted[k] += 1;
                         }
+                        // redis-rs sends ASKING apart from the call it is for, on a
+                        // connection shared with other calls: one of those may take it,
+                        // and the call fails with MOVED (docs/redis.md). A check that
+                        // failed was not decided, and the count below holds it to that.
                         Err(_) => failed += 1,
                     }
                 }

@@ -94,7 +94,11 @@ async fn spread(
 fn stored(server: &RedisServer, store: &RedisStore, user: &[u8], policy: &Policy) -> (Reply, bool) {
     let key = String::from_utf8(store.redis_key(user, policy)).unwrap();
     let value = server.try_cmd(&["GET", &key]).unwrap();
-    let ttl = server.try_cmd(&["PTTL", &key]).unwrap().as_integer().unwrap();
+    let ttl = server
+        .try_cmd(&["PTTL", &key])
+        .unwrap()
+        .as_integer()
+        .unwrap();
     (value, ttl > 0)
 }
 
@@ -124,8 +128,16 @@ async fn concurrent_checks_of_one_key_share_a_batch_with_sequential_answers() {
             "{algorithm}: EVALSHAs for 12 checks"
         );
         let after = store.stats();
-        assert_eq!(after.script_calls - before.script_calls, calls, "{algorithm}");
-        assert_eq!(after.coalesced - before.coalesced, 12 - calls, "{algorithm}");
+        assert_eq!(
+            after.script_calls - before.script_calls,
+            calls,
+            "{algorithm}"
+        );
+        assert_eq!(
+            after.coalesced - before.coalesced,
+            12 - calls,
+            "{algorithm}"
+        );
         let mut state = State::new();
         for (i, (&cost, d)) in costs.iter().zip(&got).enumerate() {
             let expected = policy.decide(&mut state, NOW, cost).unwrap();
@@ -190,7 +202,11 @@ async fn concurrent_checks_of_many_keys_share_one_batch_with_sequential_answers(
         let calls = ALONE as u64 + 1;
         assert_eq!(evalsha_calls(&server), calls, "{algorithm}");
         let after = store.stats();
-        assert_eq!(after.script_calls - before.script_calls, calls, "{algorithm}");
+        assert_eq!(
+            after.script_calls - before.script_calls,
+            calls,
+            "{algorithm}"
+        );
         assert_eq!(
             after.coalesced - before.coalesced,
             checks.len() as u64 - calls,
@@ -217,7 +233,11 @@ async fn concurrent_checks_of_many_keys_share_one_batch_with_sequential_answers(
                 .step_by(4)
                 .map(|d| d.as_ref().unwrap().allowed)
                 .collect();
-            assert_eq!(admitted, [[true; 5], [false; 5]].concat(), "{algorithm}: {user:?}");
+            assert_eq!(
+                admitted,
+                [[true; 5], [false; 5]].concat(),
+                "{algorithm}: {user:?}"
+            );
         }
     }
 }
@@ -299,13 +319,25 @@ async fn a_batch_with_a_key_of_another_type_answers_every_other_check_once() {
         let mut states = [State::new(), State::new()];
         for (i, k, cost) in [(ALONE, 0, 1), (ALONE + 2, 1, 2), (ALONE + 3, 0, 1)] {
             let expected = policy.decide(&mut states[k], NOW, cost).unwrap();
-            assert_eq!(*got[i].as_ref().unwrap(), expected, "{algorithm}: check {i}");
+            assert_eq!(
+                *got[i].as_ref().unwrap(),
+                expected,
+                "{algorithm}: check {i}"
+            );
         }
         for (user, state) in [&b"x"[..], b"y"].into_iter().zip(&mut states) {
             let next = store.check_at(user, &policy, 1, NOW).await.unwrap();
-            assert_eq!(next, policy.decide(state, NOW, 1).unwrap(), "{algorithm}: {user:?}");
+            assert_eq!(
+                next,
+                policy.decide(state, NOW, 1).unwrap(),
+                "{algorithm}: {user:?}"
+            );
         }
-        assert_eq!(server.cmd(&["TYPE", &bad]), "hash", "{algorithm}: left alone");
+        assert_eq!(
+            server.cmd(&["TYPE", &bad]),
+            "hash",
+            "{algorithm}: left alone"
+        );
     }
 }
 

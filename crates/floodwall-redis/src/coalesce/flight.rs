@@ -2,7 +2,10 @@
 //! checks that queue behind the calls in flight are sent in batches by a driver task once a
 //! call ends.
 
+use std::future::{Future, poll_fn};
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 use floodwall_core::{Decision, Error, Policy};
 use redis::Value;
@@ -161,47 +164,79 @@ struct Driver {
 
 impl Driver {
     async fn run(mut self) {
-        while let Some(waiters) = self.coalescer.next_batch(&self.group, Instant::now()) {
-            // A batch is never empty; no one waits for its answer past its last deadline.
-            let deadline = waiters
-                .iter()
-                .map(|w| w.deadline)
-                .max()
-                .unwrap_or_else(Instant::now);
-            let result = self
-                .store
-                .batch(&self.group, self.batch, &waiters, deadline)
-                .await;
-            let timed_out = match result {
+        let mut current = self.next(|| ()).await;
+        while let Some((waiters, result)) = current {
+            current = match result {
+                // The next batch goes out before these answers are handed out, so that
+                // Redis decides it meanwhile. A check whose caller gave up while its batch
+                // was in flight was still decided (and charged, if admitted): it was sent
+                // while someone waited.
                 Ok(answers) => {
-                    // A check whose caller gave up while its batch was in flight was still
-                    // decided (and charged, if admitted): it was sent while someone waited.
-                    for (w, answer) in waiters.into_iter().zip(answers) {
-                        let _ = w.reply.send(answer);
-                    }
-                    false
+                    self.next(|| {
+                        for (w, answer) in waiters.into_iter().zip(answers) {
+                            let _ = w.reply.send(answer);
+                        }
+                    })
+                    .await
                 }
                 // Redis refused the batch, or its script failed on one of its keys (a key
                 // of another type, or one this cluster node does not serve): it wrote
                 // nothing, so each check is sent again alone, answered on its own.
                 Err(e) if answered_by_redis(&e) => {
                     self.store.inner.conn.batch_refused(&self.runtime);
-                    self.one_by_one(waiters).await
+                    if self.one_by_one(waiters).await {
+                        self.coalescer.abandon(&self.group, Error::Timeout);
+                        break;
+                    }
+                    self.next(|| ()).await
                 }
                 Err(e) => {
                     for w in waiters {
                         let _ = w.reply.send(Err(share(&e)));
                     }
-                    matches!(e, Error::Timeout)
+                    // Redis did not answer within a whole timeout: the checks queued
+                    // behind this call fail unsent, and its place is freed.
+                    if matches!(e, Error::Timeout) {
+                        self.coalescer.abandon(&self.group, Error::Timeout);
+                        break;
+                    }
+                    self.next(|| ()).await
                 }
             };
-            if timed_out {
-                self.coalescer.abandon(&self.group, Error::Timeout);
-                self.done = true;
-                return;
-            }
         }
         self.done = true;
+    }
+
+    /// Takes the group's next batch and sends it, running `meanwhile` once it is sent;
+    /// `None` (and the driver's place freed) when no check is waiting, after `meanwhile`.
+    async fn next(
+        &self,
+        meanwhile: impl FnOnce(),
+    ) -> Option<(Vec<Waiter>, Result<Vec<Result<ScriptAnswer, Error>>, Error>)> {
+        let Some(waiters) = self.coalescer.next_batch(&self.group, Instant::now()) else {
+            meanwhile();
+            return None;
+        };
+        // A batch is never empty; no one waits for its answer past its last deadline.
+        let deadline = waiters
+            .iter()
+            .map(|w| w.deadline)
+            .max()
+            .unwrap_or_else(Instant::now);
+        let result = {
+            let mut call = pin!(
+                self.store
+                    .batch(&self.group, self.batch, &waiters, deadline)
+            );
+            // Polled once, which sends it; then `meanwhile` runs while it is in flight.
+            let sent = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+            meanwhile();
+            match sent {
+                Poll::Ready(result) => result,
+                Poll::Pending => call.await,
+            }
+        };
+        Some((waiters, result))
     }
 
     /// Sends a refused batch's checks alone, one after another in arrival order (so the

@@ -16,9 +16,10 @@
 -- does not serve) is met while reading, before anything is written, and deciding raises
 -- none. A batch that fails has changed nothing, so its checks can be sent again one by one.
 -- The sections pasted in share this script's names: they read `key`, `stored`, `c` and the
--- prelude's; the driver's own (`n`, `nkeys`, `at`, `keys`, `counts`, `costs`, `values`,
--- `missing`, `out`, `sent`, `answer`, `changed`) appear in no algorithm's file, so that
--- neither hides the other's (src/script.rs tests it).
+-- prelude's; the driver's own (`IMPORTING`, `n`, `nkeys`, `at`, `keys`, `counts`,
+-- `costs`, `values`, `missing`, `out`, `sent`, `answer`, `changed`) appear in no
+-- algorithm's file, so that neither hides the other's (src/script.rs tests it).
+local IMPORTING = 'FLOODWALL a batch key may be in a slot this node imports; send it alone'
 local n, nkeys, at = cost, tonumber(ARGV[6]), 6
 local keys = KEYS
 if #keys == 0 then
@@ -41,16 +42,31 @@ local costs = ARGV[at + 1] ~= nil
 local values
 if #KEYS > 0 then
   values = redis.call('MGET', unpack(keys))
-  local missing = {}
+  local missing
   for j = 1, nkeys do
-    if not values[j] then missing[#missing + 1] = keys[j] end
+    if not values[j] then
+      missing = missing or {}
+      missing[#missing + 1] = keys[j]
+    end
   end
-  if #missing > 0 and redis.call('EXISTS', unpack(missing)) > 0 then
+  if missing and redis.call('EXISTS', unpack(missing)) > 0 then
     for _, k in ipairs(missing) do redis.call('GET', k) end
   end
 else
   values = {}
-  for j = 1, nkeys do values[j] = redis.call('GET', keys[j]) end
+  local missing = false
+  for j = 1, nkeys do
+    values[j] = redis.call('GET', keys[j])
+    if not values[j] then missing = true end
+  end
+  -- Redis serves a key of a slot this node imports when the call came after ASKING, and
+  -- checks no more, the batch declaring no key: a key missing here may then still live on
+  -- the node the slot comes from. So while this node imports any slot (its own line of
+  -- CLUSTER NODES says `-<-`), a batch with a key missing is refused, having written
+  -- nothing: its checks go again one by one, each with its key declared.
+  if missing and string.find(redis.call('CLUSTER', 'NODES'), '-<-', 1, true) then
+    return redis.error_reply(IMPORTING)
+  end
 end
 -- {state tables}
 for j = 1, nkeys do
