@@ -230,13 +230,3 @@ mod tests {
         }
     }
 }
-#[cfg(test)]
-#[test]
-fn scratch_dump() {
-    for k in ScriptKind::ALL {
-        if let Some(b) = batch(k) {
-            std::fs::write(format!("/tmp/batch_{k:?}.lua"), b).unwrap();
-        }
-        std::fs::write(format!("/tmp/single_{k:?}.lua"), single(k, None)).unwrap();
-    }
-}
