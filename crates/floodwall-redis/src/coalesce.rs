@@ -25,6 +25,8 @@
 
 mod flight;
 
+pub(crate) use flight::Route;
+
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -355,7 +357,7 @@ mod tests {
         assert_eq!(c.lock().queued, 0);
         assert!(c.next_batch(&g, t0 + SECOND / 5).is_none());
         // The other calls in flight end with nothing waiting: the group is forgotten.
-        for _ in 1..CALLS_IN_FLIGHT {
+        for () in std::iter::repeat_n((), CALLS_IN_FLIGHT - 1) {
             assert!(!c.hand_over(&g, t0 + SECOND / 5));
         }
         assert!(c.lock().groups.is_empty(), "the group is forgotten");

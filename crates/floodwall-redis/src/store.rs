@@ -10,7 +10,7 @@ use redis::Value;
 
 use crate::builder::RedisStoreBuilder;
 use crate::call::{Batch, Scripts};
-use crate::coalesce::{self, Coalescer};
+use crate::coalesce::{self, Coalescer, Route};
 use crate::connection::{Connection, Op};
 use crate::error::{BuildError, UnexpectedReply};
 use crate::key;
@@ -253,10 +253,13 @@ impl RedisStore {
             && let Some(batch) = Layout::of(policy.parameters()).and_then(Batch::of)
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
-            let group = batch.group(now, self.inner.conn.node_of(&redis_key, &runtime));
-            return self
-                .coalesced(coalescer, batch, runtime, group, redis_key, policy, cost)
-                .await;
+            let route = Route {
+                coalescer,
+                group: batch.group(now, self.inner.conn.node_of(&redis_key, &runtime)),
+                batch,
+                runtime,
+            };
+            return self.coalesced(route, redis_key, policy, cost).await;
         }
         self.single(&redis_key, policy, cost, now).await
     }

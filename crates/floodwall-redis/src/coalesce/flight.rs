@@ -19,21 +19,33 @@ use crate::connection::Op;
 use crate::error::answered_by_redis;
 use crate::reply::{self, ScriptAnswer};
 
+/// Where a check under coalescing goes: its group's calls and queue, and the batch and
+/// runtime its queue is sent with.
+pub(crate) struct Route<'a> {
+    pub(crate) coalescer: &'a Arc<Coalescer>,
+    pub(crate) group: Group,
+    pub(crate) batch: Batch,
+    pub(crate) runtime: Handle,
+}
+
 impl RedisStore {
-    /// A check under coalescing: alone when a place among its group's calls in flight is
-    /// free, else queued behind them and answered from the batch it joins.
+    /// A check under coalescing: alone when its group has no call in flight, else queued
+    /// behind that call and answered from the batch it joins.
     pub(crate) async fn coalesced(
         &self,
-        coalescer: &Arc<Coalescer>,
-        batch: Batch,
-        runtime: Handle,
-        group: Group,
+        route: Route<'_>,
         mut key: Vec<u8>,
         policy: &Policy,
         cost: u64,
     ) -> Result<Decision, Error> {
         let at = Instant::now();
         let deadline = at + self.inner.timeout;
+        let Route {
+            coalescer,
+            group,
+            batch,
+            runtime,
+        } = route;
         match coalescer.join(group, &mut key, cost, deadline, at)? {
             Turn::Alone => {
                 // Sent alone, inline, as an uncoalesced check would be (no task, no
