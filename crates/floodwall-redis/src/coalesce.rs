@@ -4,14 +4,15 @@
 //! With [`RedisStoreBuilder::coalesce`](crate::RedisStoreBuilder::coalesce) (on by
 //! default), checks that could share a call form a [`Group`]: the same script and
 //! parameters, the same explicit time (or all on the server's clock), the same Redis node.
-//! A check of a group with fewer than [`CALLS_IN_FLIGHT`] calls in flight is sent at once,
-//! alone, by its own caller; the checks of a group that arrive while that many calls are in
-//! flight queue up here and go together as the next *batch*, sent by a driver task
-//! (`flight.rs`) as soon as one of those calls ends. A batch is one EVALSHA of the kind's
-//! batch script (`src/lua/batch.lua`), which reads every key's state, decides the checks
-//! in arrival order at one instant (the checks of one key one after another, exactly as
-//! single calls at that instant would), then writes each key changed once; the answers
-//! are shared out in arrival order. The sliding window and log are never coalesced.
+//! A check of a group with no call in flight is sent at once, alone, by its own caller;
+//! the checks that arrive while a call is in flight queue up here and go together as the
+//! next *batch*, sent by a driver task (`flight.rs`) as soon as that call ends. Behind a
+//! batch in flight, the [`OVERLAP_AT`]-th waiting check starts a second call rather than
+//! wait ([`CALLS_IN_FLIGHT`]). A batch is one EVALSHA of the kind's batch script
+//! (`src/lua/batch.lua`), which reads every key's state, then decides each key's checks in
+//! arrival order at one instant, exactly as single calls at that instant would, and
+//! writes each key changed once; the answers are shared out to their callers. The sliding
+//! window and log are never coalesced.
 //!
 //! A check whose caller is gone (its answer dropped, or its deadline passed) is never
 //! sent, and the checks queued behind a call that timed out fail unsent, so a Redis stall
@@ -20,8 +21,9 @@
 //! Redis answers with an error wrote nothing (the script reads every key before it writes
 //! any), so its checks are sent again one by one, each answered on its own.
 //!
-//! Why batches are exact, what coalescing costs, how a cluster's batches are routed, and how
-//! callers that give up are handled during a stall: see docs/redis.md in the repository.
+//! Why batches are exact, how many calls go in flight and why, how a cluster's batches are
+//! routed, and how callers that give up are handled during a stall: see docs/redis.md in
+//! the repository.
 
 mod flight;
 
@@ -40,11 +42,18 @@ use crate::reply::ScriptAnswer;
 /// The most checks one batch carries; later arrivals wait for the next batch.
 pub(crate) const MAX_BATCH: usize = 256;
 
-/// How many calls of one group may be in flight before its checks queue for a batch:
-/// chosen by measurement (BENCHMARKS.md §2, "Against redis-cell"). One call in flight
-/// leaves Redis idle while the client reads a batch's answers and sends the next; more
-/// overlap the two, at the price of smaller batches.
-pub(crate) const CALLS_IN_FLIGHT: usize = 1;
+/// The most calls of one group in flight: one, and a second for a batch of at least
+/// [`OVERLAP_AT`] checks while a batch is in flight. Chosen by measurement (BENCHMARKS.md
+/// §2, "Against redis-cell"): with one call, Redis waits while this process reads a
+/// batch's answers and wakes their callers, and the next batch waits for Redis, so the two
+/// rarely work at once; a second call for any number of checks makes batches too small
+/// to pay for a call's fixed cost in Redis.
+pub(crate) const CALLS_IN_FLIGHT: usize = 2;
+
+/// How many checks must wait before a group's second call goes out: a call's fixed cost in
+/// Redis (reading it, the script's set-up, `TIME`, replying) is about what three checks in
+/// a batch cost, so a tenth of this batch's.
+pub(crate) const OVERLAP_AT: usize = 32;
 
 /// The most checks of one group waiting behind its calls in flight: four batches' worth,
 /// so a queued check waits at most for the calls in flight and four batches.
@@ -69,11 +78,14 @@ pub(crate) type Pending = oneshot::Receiver<Result<ScriptAnswer, Error>>;
 
 /// Whether a check goes out alone or waits for a batch.
 pub(crate) enum Turn {
-    /// Fewer than [`CALLS_IN_FLIGHT`] calls of its group are in flight: the caller sends
-    /// it alone, then calls [`Coalescer::hand_over`] (or [`Coalescer::abandon`]).
+    /// No call of its group is in flight: the caller sends it alone, then calls
+    /// [`Coalescer::hand_over`] (or [`Coalescer::abandon`]).
     Alone,
     /// Queued: its answer comes from the batch it joins.
     Queued(Pending),
+    /// Queued, the [`OVERLAP_AT`]-th behind a batch in flight: the caller starts a driver
+    /// that sends the queue as a second call.
+    Overlap(Pending),
 }
 
 /// A check waiting for its batch.
@@ -110,13 +122,24 @@ struct Queues {
     queued: usize,
 }
 
-/// One group's calls in flight and the checks waiting behind them, oldest first. Checks
-/// wait only while all [`CALLS_IN_FLIGHT`] calls are in flight: a call that ends with
-/// checks waiting passes its place to their batch.
+/// One group's calls in flight and the checks waiting behind them, oldest first. A call
+/// that ends with checks waiting passes its place to their batch, unless another call is
+/// still in flight and fewer than [`OVERLAP_AT`] wait (that call's end takes them).
 #[derive(Default)]
 struct Flights {
     in_flight: usize,
+    /// One of the calls in flight is a check sent alone: the group was idle when it went.
+    /// No second call goes out behind it, so a Redis that stalls while nothing was in
+    /// flight is sent one check, not a batch (docs/redis.md).
+    alone: bool,
     waiting: Vec<Waiter>,
+}
+
+impl Flights {
+    /// Whether a call ending now passes its place to the waiting checks' batch.
+    fn batch_next(&self) -> bool {
+        !self.waiting.is_empty() && (self.in_flight == 1 || self.waiting.len() >= OVERLAP_AT)
+    }
 }
 
 impl Default for Coalescer {
@@ -149,8 +172,9 @@ impl Coalescer {
         let mut queues = self.lock();
         let Queues { groups, queued } = &mut *queues;
         let flights = groups.entry(group).or_default();
-        if flights.in_flight < CALLS_IN_FLIGHT {
-            flights.in_flight += 1;
+        if flights.in_flight == 0 {
+            flights.in_flight = 1;
+            flights.alone = true;
             return Ok(Turn::Alone);
         }
         let waiting = &mut flights.waiting;
@@ -173,6 +197,10 @@ impl Coalescer {
             reply,
         });
         *queued += 1;
+        if flights.in_flight < CALLS_IN_FLIGHT && !flights.alone && waiting.len() >= OVERLAP_AT {
+            flights.in_flight += 1;
+            return Ok(Turn::Overlap(answer));
+        }
         Ok(Turn::Queued(answer))
     }
 
@@ -185,23 +213,24 @@ impl Coalescer {
         let Some(flights) = groups.get_mut(group) else {
             return false;
         };
+        flights.alone = false;
         *queued -= drop_gone(&mut flights.waiting, now);
-        if flights.waiting.is_empty() {
-            release(groups, group);
-            return false;
+        if flights.batch_next() {
+            return true;
         }
-        true
+        release(groups, group);
+        false
     }
 
     /// The next batch of `group`, oldest first, without the checks of callers gone by
-    /// `now`; or `None` (and the driver's place freed) when no check is waiting: the
-    /// driver then stops.
+    /// `now`; or `None` (and the driver's place freed) when no check is waiting, or when
+    /// too few wait for a second call while another is in flight: the driver then stops.
     pub(crate) fn next_batch(&self, group: &Group, now: Instant) -> Option<Vec<Waiter>> {
         let mut queues = self.lock();
         let Queues { groups, queued } = &mut *queues;
         let flights = groups.get_mut(group)?;
         *queued -= drop_gone(&mut flights.waiting, now);
-        if flights.waiting.is_empty() {
+        if !flights.batch_next() {
             release(groups, group);
             return None;
         }
@@ -211,13 +240,17 @@ impl Coalescer {
     }
 
     /// Fails every check waiting for `group`, unsent, and frees the place of the call that
-    /// ended: when no driver could be started, or when that call timed out.
-    pub(crate) fn abandon(&self, group: &Group, error: Error) {
+    /// ended (`alone`: a check sent alone): when no driver could be started, or when that
+    /// call timed out.
+    pub(crate) fn abandon(&self, group: &Group, alone: bool, error: Error) {
         let waiting = {
             let mut queues = self.lock();
             let Queues { groups, queued } = &mut *queues;
             let waiting = match groups.get_mut(group) {
-                Some(flights) => std::mem::take(&mut flights.waiting),
+                Some(flights) => {
+                    flights.alone &= !alone;
+                    std::mem::take(&mut flights.waiting)
+                }
                 None => Vec::new(),
             };
             *queued -= waiting.len();
@@ -284,12 +317,10 @@ mod tests {
         }
     }
 
-    /// Starts the calls in flight that make later checks of `g` queue.
+    /// Sends a check of `g` alone, so that later checks of `g` queue.
     fn fill(c: &Coalescer, g: Group, t0: Instant) {
-        for _ in 0..CALLS_IN_FLIGHT {
-            let turn = c.join(g, &mut b"k".to_vec(), 1, t0 + SECOND, t0).unwrap();
-            assert!(matches!(turn, Turn::Alone), "goes out alone");
-        }
+        let turn = c.join(g, &mut b"k".to_vec(), 1, t0 + SECOND, t0).unwrap();
+        assert!(matches!(turn, Turn::Alone), "goes out alone");
     }
 
     /// Queues a check of `key` that waits until `deadline`.
@@ -320,13 +351,51 @@ mod tests {
         let batch = c.next_batch(&g, t0).unwrap();
         let keys: Vec<&[u8]> = batch.iter().map(|w| &w.key[..]).collect();
         assert_eq!(keys, [b"a", b"b", b"a", b"c"]);
-        // The driver finds nothing more and frees its place; the other call still holds
-        // one, so a new check goes out alone.
+        // The driver finds nothing more and frees its place: a new check goes out alone.
         assert!(c.next_batch(&g, t0).is_none());
         assert!(matches!(
             c.join(g, &mut b"e".to_vec(), 1, t0 + SECOND, t0),
             Ok(Turn::Alone)
         ));
+    }
+
+    #[test]
+    fn a_second_call_goes_out_for_enough_checks_behind_a_batch_only() {
+        let c = Coalescer::default();
+        let (g, t0) = (group(0), Instant::now());
+        let join = |key: &str| c.join(g, &mut key.as_bytes().to_vec(), 1, t0 + SECOND, t0);
+        fill(&c, g, t0);
+        // Behind a check sent alone, any number of checks wait for it.
+        let _behind_alone: Vec<_> = (0..OVERLAP_AT + 1)
+            .map(|i| match join(&i.to_string()) {
+                Ok(Turn::Queued(answer)) => answer,
+                _ => panic!("no second call behind a check alone"),
+            })
+            .collect();
+        assert!(c.hand_over(&g, t0));
+        assert_eq!(c.next_batch(&g, t0).unwrap().len(), OVERLAP_AT + 1);
+        // Behind that batch, the OVERLAP_AT-th check starts a second call, and the next
+        // waits: no third.
+        let mut answers = Vec::new();
+        for i in 1..=OVERLAP_AT + 1 {
+            let answer = match join(&i.to_string()) {
+                Ok(Turn::Queued(answer)) if i != OVERLAP_AT => answer,
+                Ok(Turn::Overlap(answer)) if i == OVERLAP_AT => answer,
+                _ => panic!("check {i}: a second call at the {OVERLAP_AT}th only"),
+            };
+            answers.push(answer);
+        }
+        assert_eq!(c.lock().groups[&g].in_flight, CALLS_IN_FLIGHT);
+        // The second call's driver takes them all; a check that comes then waits for the
+        // end of whichever call ends first, but not a call of its own.
+        assert_eq!(c.next_batch(&g, t0).unwrap().len(), OVERLAP_AT + 1);
+        let _last = join("last");
+        assert!(c.next_batch(&g, t0).is_none(), "too few for a second call");
+        assert_eq!(
+            c.next_batch(&g, t0).unwrap().len(),
+            1,
+            "the only call left takes it"
+        );
     }
 
     #[test]
@@ -356,10 +425,6 @@ mod tests {
         assert!(timed_out(&mut expired), "answered, not left hanging");
         assert_eq!(c.lock().queued, 0);
         assert!(c.next_batch(&g, t0 + SECOND / 5).is_none());
-        // The other calls in flight end with nothing waiting: the group is forgotten.
-        for () in std::iter::repeat_n((), CALLS_IN_FLIGHT - 1) {
-            assert!(!c.hand_over(&g, t0 + SECOND / 5));
-        }
         assert!(c.lock().groups.is_empty(), "the group is forgotten");
     }
 
@@ -416,11 +481,10 @@ mod tests {
         let (g, t0) = (group(0), Instant::now());
         fill(&c, g, t0);
         let mut answers: Vec<_> = (0..3).map(|_| queue(&c, g, "k", t0 + SECOND, t0)).collect();
-        c.abandon(&g, Error::Timeout);
+        c.abandon(&g, true, Error::Timeout);
         assert!(answers.iter_mut().all(timed_out));
         assert_eq!(c.lock().queued, 0);
-        let in_flight = c.lock().groups.get(&g).map_or(0, |f| f.in_flight);
-        assert_eq!(in_flight, CALLS_IN_FLIGHT - 1);
+        assert!(c.lock().groups.is_empty(), "its place is freed");
         assert!(matches!(
             c.join(g, &mut b"k".to_vec(), 1, t0 + SECOND, t0),
             Ok(Turn::Alone)

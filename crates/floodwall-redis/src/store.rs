@@ -51,12 +51,13 @@ use crate::stats::{Counters, RedisStats};
 ///
 /// # Coalescing
 ///
-/// With [`RedisStoreBuilder::coalesce`], checks that can share a script call (the same
-/// algorithm and parameters, the same node; any keys) go out at once, alone, while fewer
-/// than [`CALLS_IN_FLIGHT`](Self::CALLS_IN_FLIGHT) of their calls are in flight; those
-/// arriving meanwhile share the next call, a batch that decides them all in arrival order,
-/// the checks of each key exactly as sequential calls at one instant would (GCRA, buckets,
-/// fixed window; the sliding window and log are never coalesced). [`stats`](Self::stats)
+/// With [`RedisStoreBuilder::coalesce`], a check goes out at once, alone, when no call of
+/// checks that could share one with it (the same algorithm and parameters, the same node;
+/// any keys) is in flight; those arriving meanwhile share the next call, a batch of up to
+/// 256 checks that decides them all, the checks of each key in arrival order exactly as
+/// sequential calls at one instant would (GCRA, buckets, fixed window; the sliding window
+/// and log are never coalesced). Behind a batch in flight, 32 waiting checks go as a
+/// second call rather than wait. [`stats`](Self::stats)
 /// counts the calls made and saved; the builder method says what becomes of checks whose
 /// callers give up, and of those queued during a stall.
 ///
@@ -68,8 +69,8 @@ use crate::stats::{Counters, RedisStats};
 /// // Coalescing is on by default.
 /// let store = RedisStore::connect("redis://127.0.0.1/").await?;
 /// let policy = Policy::gcra("api", "100/s".parse()?)?;
-/// // Ten concurrent checks of ten users: the first two go out alone, the eight that
-/// // arrive while those are in flight share one EVALSHA.
+/// // Ten concurrent checks of ten users: the first goes out alone, the nine that arrive
+/// // while it is in flight share one EVALSHA.
 /// let mut checks = tokio::task::JoinSet::new();
 /// for user in 0..10 {
 ///     let (store, policy) = (store.clone(), policy.clone());
@@ -158,14 +159,6 @@ impl RedisStore {
     /// the tower layer answers as any store failure (503, or its fail mode), rather than
     /// piling up while Redis stalls.
     pub const MAX_QUEUED_PER_GROUP: usize = coalesce::MAX_QUEUED_PER_GROUP;
-
-    /// With coalescing, the most checks one batch carries.
-    pub const MAX_BATCH: usize = coalesce::MAX_BATCH;
-
-    /// With coalescing, how many calls of checks that can share one (the same algorithm
-    /// and parameters, the same node) are in flight before further checks queue for a
-    /// batch: a check that finds fewer is sent at once, alone.
-    pub const CALLS_IN_FLIGHT: usize = coalesce::CALLS_IN_FLIGHT;
 
     /// With coalescing, the most checks waiting behind calls in flight over all keys of
     /// one store (clones share it); past it, checks are refused with [`Error::Overloaded`].

@@ -64,6 +64,18 @@ impl RedisStore {
                 result
             }
             Turn::Queued(pending) => self.queued(pending, deadline, policy).await,
+            Turn::Overlap(pending) => {
+                let driver = Driver {
+                    store: self.clone(),
+                    coalescer: Arc::clone(coalescer),
+                    group,
+                    batch,
+                    runtime: runtime.clone(),
+                    done: false,
+                };
+                runtime.spawn(driver.run());
+                self.queued(pending, deadline, policy).await
+            }
         }
     }
 
@@ -146,7 +158,7 @@ struct Lead<'a> {
 impl Drop for Lead<'_> {
     fn drop(&mut self) {
         if self.timed_out {
-            self.coalescer.abandon(&self.group, Error::Timeout);
+            self.coalescer.abandon(&self.group, true, Error::Timeout);
         } else if self.coalescer.hand_over(&self.group, Instant::now()) {
             // The driver is moved into the task before it first runs, so even a task
             // dropped unpolled (runtime shutting down) fails the waiting checks.
@@ -197,7 +209,7 @@ impl Driver {
                 Err(e) if answered_by_redis(&e) => {
                     self.store.inner.conn.batch_refused(&self.runtime);
                     if self.one_by_one(waiters).await {
-                        self.coalescer.abandon(&self.group, Error::Timeout);
+                        self.coalescer.abandon(&self.group, false, Error::Timeout);
                         break;
                     }
                     self.next(|| ()).await
@@ -209,7 +221,7 @@ impl Driver {
                     // Redis did not answer within a whole timeout: the checks queued
                     // behind this call fail unsent, and its place is freed.
                     if matches!(e, Error::Timeout) {
-                        self.coalescer.abandon(&self.group, Error::Timeout);
+                        self.coalescer.abandon(&self.group, false, Error::Timeout);
                         break;
                     }
                     self.next(|| ()).await
@@ -279,6 +291,7 @@ impl Drop for Driver {
         if !self.done {
             self.coalescer.abandon(
                 &self.group,
+                false,
                 Error::unavailable("the runtime stopped the batch"),
             );
         }
