@@ -251,25 +251,30 @@ impl RedisStoreBuilder {
         conn: redis::cluster_async::ClusterConnection,
     ) -> Result<RedisStore, BuildError> {
         self.check_prefix()?;
-        Ok(self.finish(Connection::Cluster(conn)))
+        Ok(self.finish(Connection::cluster_from(conn)))
     }
 
-    /// Merges the checks of one key that arrive while a call for it is in flight into one
-    /// script call (default on), so a hot key costs Redis one call per round trip instead
-    /// of one per check. Exact for GCRA, the buckets and the fixed window, which it applies
-    /// to; the sliding window and log are never coalesced. A check of a key with nothing in
-    /// flight is sent at once, as without coalescing, so a workload without hot keys pays
-    /// next to nothing for it; under contention a check waits for the call in flight
-    /// before its batch is sent (up to two round trips). BENCHMARKS.md §2 measures both.
+    /// Merges checks that arrive while a call of theirs is in flight into one script call
+    /// (default on), whatever their keys: checks under the same algorithm and parameters,
+    /// on the same node (a cluster's: several slots). A busy policy then costs Redis one
+    /// call per round trip instead of one per check, which is what makes it cheaper for
+    /// Redis than a native module's command per check (BENCHMARKS.md §2). Exact for GCRA,
+    /// the buckets and the fixed window, which it applies to: each key's checks are decided
+    /// in arrival order as single calls would be; the sliding window and log are never
+    /// coalesced. A check with nothing in flight is sent at once, alone, as without
+    /// coalescing, so an idle store pays next to nothing for it; under load a check waits
+    /// for the call in flight before its batch is sent (up to two round trips).
     /// `coalesce(false)` sends every check alone.
     ///
     /// A queued check whose caller is gone (request dropped, or [timeout](Self::timeout)
     /// passed) is never sent, and the checks queued behind a call that timed out fail with
     /// [`Error::Timeout`](floodwall_core::Error::Timeout) unsent, so a stalled Redis does
     /// not later charge requests it refused; a check already in a batch in flight when its
-    /// caller gives up may still be charged, as any command already sent. At most
-    /// [`MAX_QUEUED_PER_KEY`](RedisStore::MAX_QUEUED_PER_KEY) checks wait per key and
-    /// [`MAX_QUEUED`](RedisStore::MAX_QUEUED) in all; past them a check fails with
+    /// caller gives up may still be charged, as any command already sent. A batch that
+    /// Redis refuses (a key of another type among its keys, say) wrote nothing: its checks
+    /// are sent again alone, each answered on its own. At most
+    /// [`MAX_QUEUED_PER_GROUP`](RedisStore::MAX_QUEUED_PER_GROUP) checks wait behind one
+    /// call and [`MAX_QUEUED`](RedisStore::MAX_QUEUED) in all; past them a check fails with
     /// [`Error::Overloaded`](floodwall_core::Error::Overloaded).
     ///
     /// ```

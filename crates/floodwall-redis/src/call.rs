@@ -1,9 +1,10 @@
 //! The script call a check or a batch makes, and the scripts a store holds for them.
 //!
-//! Every call runs through [`redis::Script`]: EVALSHA, with a `SCRIPT LOAD` and one retry
-//! when the server answers `NOSCRIPT` (after `SCRIPT FLUSH`, a restart or a failover), on
-//! every connection kind. Each script touches exactly one key, so it runs on Redis
-//! Cluster.
+//! Every call is an EVALSHA, with a `SCRIPT LOAD` and one retry when the server answers
+//! `NOSCRIPT` (after `SCRIPT FLUSH`, a restart or a failover), on every connection kind. A
+//! single check's script touches exactly one key, declared, so it runs on Redis Cluster
+//! wherever its key's slot is; a batch declares its keys, except on a cluster (see
+//! [`Batch::call`]).
 //!
 //! A single check's script has its policy's parameters written into its text
 //! ([`Scripts`]): each argument costs Redis a string and the script a `tonumber`, so a
@@ -12,11 +13,12 @@
 //! (`RedisStoreBuilder::written_scripts`); checks under any more run the kind's generic
 //! script, which reads the parameters from `ARGV`, as batches always do.
 
+use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
-use floodwall_core::Parameters;
-use redis::{Script, ScriptInvocation};
+use redis::{Cmd, RedisWrite, Script, ScriptInvocation, ToRedisArgs};
 
+use crate::coalesce::Group;
 use crate::kind::{Layout, ScriptKind};
 use crate::script;
 
@@ -26,9 +28,21 @@ static GENERIC: LazyLock<[Script; ScriptKind::ALL.len()]> =
 
 /// The batch scripts (see `crate::coalesce`), by [`ScriptKind`]; `None` for a kind that is
 /// never coalesced.
-static BATCHES: LazyLock<[Option<Script>; ScriptKind::ALL.len()]> = LazyLock::new(|| {
-    ScriptKind::ALL.map(|kind| script::batch(kind).map(|text| Script::new(&text)))
+static BATCHES: LazyLock<[Option<BatchScript>; ScriptKind::ALL.len()]> = LazyLock::new(|| {
+    ScriptKind::ALL.map(|kind| {
+        script::batch(kind).map(|text| BatchScript {
+            script: Script::new(&text),
+            text,
+        })
+    })
 });
+
+/// A batch script, and its text for the `SCRIPT LOAD` a cluster node's call makes itself
+/// (see [`Batch::call`]).
+pub(crate) struct BatchScript {
+    script: Script,
+    text: String,
+}
 
 /// The single-check scripts of one store: for each parameter set, up to a bound, a script
 /// with the parameters written in, made and hashed once. Policies are usually a handful;
@@ -63,9 +77,8 @@ impl Scripts {
         }
     }
 
-    /// The script for a check under `params`, or `None` for an algorithm without one.
-    pub(crate) fn single(&self, params: Parameters) -> Option<Single> {
-        let layout = Layout::of(params)?;
+    /// The script for a check under `layout`.
+    pub(crate) fn single(&self, layout: Layout) -> Single {
         let map = self.written.pin();
         let text_of = (layout.kind, layout.args);
         let script = match map.get(&text_of) {
@@ -80,7 +93,7 @@ impl Scripts {
                 )))
             }))),
         };
-        Some(Single { script, layout })
+        Single { script, layout }
     }
 
     /// How many parameter sets have a script of their own.
@@ -91,11 +104,6 @@ impl Scripts {
 }
 
 impl Single {
-    /// The kind and parameters its answer is read under (see `crate::reply`).
-    pub(crate) fn layout(&self) -> Layout {
-        self.layout
-    }
-
     /// The EVALSHA call deciding `cost` on `key` at `now` (µs; `None` reads the server's
     /// clock). `ARGV`: the cost, the parameters unless written in, then the time if
     /// explicit; a written script on the server's clock is sent no cost of 1.
@@ -130,48 +138,172 @@ impl Single {
     }
 }
 
-/// A batch script and its parameter arguments. Only [`Batch::of`] makes one, so holding
+/// A batch script and the layout of its checks. Only [`Batch::of`] makes one, so holding
 /// one is the proof that the kind has a batch: nothing downstream checks again.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub(crate) struct Batch {
-    script: &'static Script,
-    args: [u64; 3],
+    script: &'static BatchScript,
+    layout: Layout,
+}
+
+/// A batch's call, as the connection sends it.
+pub(crate) enum BatchCall {
+    /// Its keys declared: any connection but a cluster's.
+    Declared(ScriptInvocation<'static>),
+    /// No key declared: an `EVALSHA` (with its script's text for a `SCRIPT LOAD`) for the
+    /// cluster node serving `route`'s slot.
+    Keyless {
+        evalsha: Cmd,
+        text: &'static str,
+        route: Vec<u8>,
+    },
 }
 
 impl Batch {
-    /// The batch for checks under these parameters, or `None` when they cannot be
-    /// coalesced into one call (see `crate::coalesce`).
-    pub(crate) fn of(params: Parameters) -> Option<Self> {
-        let layout = Layout::of(params)?;
+    /// The batch for checks under `layout`, or `None` when they cannot be coalesced into
+    /// one call (see `crate::coalesce`).
+    pub(crate) fn of(layout: Layout) -> Option<Self> {
         let script = BATCHES[layout.kind as usize].as_ref()?;
-        Some(Self {
-            script,
-            args: layout.args,
-        })
+        Some(Self { script, layout })
     }
 
-    /// The EVALSHA call deciding `costs` (in arrival order) on `key` at `now` in one batch.
-    /// `ARGV`: the number of checks, the parameters padded to three, the time (`''` reads
-    /// the server's clock), the costs.
-    pub(crate) fn invocation(
+    /// The kind and parameters its answers are read under.
+    pub(crate) fn layout(self) -> Layout {
+        self.layout
+    }
+
+    /// The group of checks that may share this batch's calls at `now` on `node`.
+    pub(crate) fn group(self, now: Option<u64>, node: u32) -> Group {
+        Group {
+            kind: self.layout.kind,
+            args: self.layout.args,
+            now,
+            node,
+        }
+    }
+
+    /// The call deciding `plan`'s checks (each costing `cost_of(i)`, `i` its place in
+    /// the batch) at `now` in one batch. `ARGV`: the number of checks, the parameters
+    /// padded to three, the time (`''` reads the server's clock), the number of keys; the
+    /// keys unless declared; how many checks each key has, if some has several; then the
+    /// costs in the plan's order, unless every one is 1. The keys are `KEYS` when
+    /// `declare`, else arguments: a cluster node's batch spans slots, which Redis refuses
+    /// among declared keys, and is routed to the node serving its first key.
+    pub(crate) fn call(
         self,
-        key: &[u8],
+        plan: &Plan<'_>,
+        cost_of: impl Fn(usize) -> u64,
         now: Option<u64>,
-        costs: &[u64],
-    ) -> ScriptInvocation<'static> {
-        let mut inv = self.script.prepare_invoke();
-        inv.key(key).arg(costs.len());
-        for a in self.args {
-            inv.arg(a);
+        declare: bool,
+    ) -> BatchCall {
+        let n = plan.order.len() as u64;
+        let head = [n]
+            .into_iter()
+            .chain(self.layout.args)
+            .map(Arg::Int)
+            .chain([now.map_or(Arg::Bytes(b""), Arg::Int)])
+            .chain([Arg::Int(plan.keys.len() as u64)]);
+        let counts = plan.counts.iter().map(|&c| Arg::Int(c));
+        let costs = plan
+            .order
+            .iter()
+            .any(|&i| cost_of(i) != 1)
+            .then(|| plan.order.iter().map(|&i| Arg::Int(cost_of(i))))
+            .into_iter()
+            .flatten();
+        if declare {
+            let mut inv = self.script.script.prepare_invoke();
+            for key in &plan.keys {
+                inv.key(*key);
+            }
+            for a in head.chain(counts).chain(costs) {
+                inv.arg(a);
+            }
+            return BatchCall::Declared(inv);
         }
-        match now {
-            Some(now) => inv.arg(now),
-            None => inv.arg(""),
-        };
-        for c in costs {
-            inv.arg(c);
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg(self.script.script.get_hash()).arg(0);
+        let keys = plan.keys.iter().map(|k| Arg::Bytes(k));
+        for a in head.chain(keys).chain(counts).chain(costs) {
+            evalsha.arg(a);
         }
-        inv
+        BatchCall::Keyless {
+            evalsha,
+            text: &self.script.text,
+            route: plan.keys.first().map_or_else(Vec::new, |k| k.to_vec()),
+        }
+    }
+}
+
+/// A batch's checks in the order its script takes them: each key once, in the order keys
+/// first arrived, with its checks in arrival order after one another (the checks of
+/// different keys are independent, so only each key's own order matters).
+pub(crate) struct Plan<'k> {
+    keys: Vec<&'k [u8]>,
+    /// How many checks each key has; empty when every key has one.
+    counts: Vec<u64>,
+    /// The checks in the order sent, as their places in the batch.
+    pub(crate) order: Vec<usize>,
+}
+
+impl<'k> Plan<'k> {
+    /// The plan of checks of `keys`, in arrival order.
+    pub(crate) fn of(keys: impl ExactSizeIterator<Item = &'k [u8]>) -> Self {
+        let n = keys.len();
+        let mut place: HashMap<&[u8], usize, ahash::RandomState> =
+            HashMap::with_capacity_and_hasher(n, ahash::RandomState::new());
+        let (mut distinct, mut counts, mut of) = (Vec::new(), Vec::new(), Vec::with_capacity(n));
+        for key in keys {
+            let j = *place.entry(key).or_insert_with(|| {
+                distinct.push(key);
+                counts.push(0);
+                distinct.len() - 1
+            });
+            counts[j] += 1;
+            of.push(j);
+        }
+        if distinct.len() == n {
+            return Plan {
+                keys: distinct,
+                counts: Vec::new(),
+                order: (0..n).collect(),
+            };
+        }
+        // Each key's first place in the order, then its checks one after another.
+        let mut next: Vec<usize> = counts
+            .iter()
+            .scan(0, |at, &c| {
+                let first = *at;
+                *at += c as usize;
+                Some(first)
+            })
+            .collect();
+        let mut order = vec![0; n];
+        for (i, j) in of.into_iter().enumerate() {
+            order[next[j]] = i;
+            next[j] += 1;
+        }
+        Plan {
+            keys: distinct,
+            counts,
+            order,
+        }
+    }
+}
+
+/// One argument of a batch's call.
+#[derive(Clone, Copy)]
+enum Arg<'a> {
+    Int(u64),
+    Bytes(&'a [u8]),
+}
+
+impl ToRedisArgs for Arg<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        match self {
+            Arg::Int(v) => v.write_redis_args(out),
+            Arg::Bytes(b) => b.write_redis_args(out),
+        }
     }
 }
 
@@ -190,14 +322,14 @@ mod tests {
     fn each_script_has_a_hash_of_its_own() {
         let hashes: std::collections::HashSet<_> = GENERIC
             .iter()
-            .chain(BATCHES.iter().flatten())
+            .chain(BATCHES.iter().flatten().map(|b| &b.script))
             .map(|s| s.get_hash())
             .collect();
         // Five single-check scripts and three batches: the leaky bucket runs GCRA's.
         assert_eq!(hashes.len(), 8);
         let coalesced = every_policy()
             .iter()
-            .filter(|p| Batch::of(p.parameters()).is_some())
+            .filter(|p| Layout::of(p.parameters()).and_then(Batch::of).is_some())
             .count();
         // GCRA, the token and leaky buckets, the fixed window.
         assert_eq!(coalesced, 4);
@@ -207,7 +339,7 @@ mod tests {
     fn a_written_script_is_sent_only_the_arguments_it_needs() {
         let scripts = Scripts::new(4);
         let p = &every_policy()[0];
-        let single = scripts.single(p.parameters()).unwrap();
+        let single = scripts.single(Layout::of(p.parameters()).unwrap());
         let args = |now, cost| single.args(now, cost).collect::<Vec<_>>();
         assert_eq!(args(None, 1), []);
         assert_eq!(args(None, 3), [3]);
@@ -221,8 +353,62 @@ mod tests {
         assert_eq!(sent, [1, single.layout.args[0], single.layout.args[1]]);
         assert_eq!(scripts.written(), 1);
         // The same parameters share the script.
-        scripts.single(p.parameters()).unwrap();
+        scripts.single(Layout::of(p.parameters()).unwrap());
         assert_eq!(scripts.written(), 1);
+    }
+
+    #[test]
+    fn a_plan_sends_each_key_once_with_its_checks_in_arrival_order() {
+        let keys: [&[u8]; 6] = [b"a", b"b", b"a", b"c", b"b", b"a"];
+        let plan = Plan::of(keys.into_iter());
+        assert_eq!(plan.keys, [b"a", b"b", b"c"]);
+        assert_eq!(plan.counts, [3, 2, 1]);
+        assert_eq!(plan.order, [0, 2, 5, 1, 4, 3]);
+        // Every key once: no counts, arrival order.
+        let plan = Plan::of([&b"x"[..], b"y"].into_iter());
+        assert!(plan.counts.is_empty());
+        assert_eq!(plan.order, [0, 1]);
+    }
+
+    /// Redis serves a key of a slot a node imports to a call that follows `ASKING`, and a
+    /// keyless batch declares nothing Redis could check first: the script itself refuses
+    /// a key missing on a node that imports a slot, before writing anything.
+    #[tokio::test]
+    async fn a_keyless_batch_after_asking_refuses_a_missing_key_on_an_importing_node() {
+        const NOW: u64 = 1_700_000_000_000_000;
+        let cluster = redis_harness::RedisCluster::start(3);
+        let policy = floodwall_core::Policy::gcra("p", "10/s".parse().unwrap()).unwrap();
+        let key = crate::key::redis_key("", &policy, b"k");
+        let owner = cluster.node_for_key(&key);
+        let target = (owner + 1) % 3;
+        let id = |i: usize| cluster.node(i).cmd(&["CLUSTER", "MYID"]);
+        let slot = crate::slots::slot_of(&key).to_string();
+        let importing = ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &id(owner)];
+        assert_eq!(cluster.node(target).cmd(&importing), "OK");
+        let batch = Batch::of(Layout::of(policy.parameters()).unwrap()).unwrap();
+        let plan = Plan::of([&key[..]].into_iter());
+        let BatchCall::Keyless { evalsha, text, .. } = batch.call(&plan, |_| 1, Some(NOW), false)
+        else {
+            panic!("a cluster's batch declares no key");
+        };
+        let client = redis::Client::open(cluster.node(target).url()).unwrap();
+        let mut con = client.get_multiplexed_async_connection().await.unwrap();
+        let loaded: redis::RedisResult<String> = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(text)
+            .query_async(&mut con)
+            .await;
+        assert!(loaded.is_ok(), "{loaded:?}");
+        // ASKING, then the batch, on one connection: Redis would serve the key.
+        let reply: redis::RedisResult<redis::Value> = redis::pipe()
+            .cmd("ASKING")
+            .ignore()
+            .add_command(evalsha)
+            .query_async(&mut con)
+            .await;
+        assert!(format!("{reply:?}").contains("imports"), "{reply:?}");
+        let written = ["CLUSTER", "COUNTKEYSINSLOT", &slot];
+        assert_eq!(cluster.node(target).cmd(&written), "0", "nothing written");
     }
 
     #[test]
@@ -232,7 +418,7 @@ mod tests {
         for n in 1..=BOUND as u64 + 2 {
             let policy =
                 floodwall_core::Policy::gcra("p", format!("{n}/s").parse().unwrap()).unwrap();
-            let single = scripts.single(policy.parameters()).unwrap();
+            let single = scripts.single(Layout::of(policy.parameters()).unwrap());
             let generic = matches!(single.script, Chosen::Generic(_));
             assert_eq!(generic, n as usize > BOUND, "{n}");
         }

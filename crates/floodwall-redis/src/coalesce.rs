@@ -1,23 +1,33 @@
-//! Coalescing: concurrent checks of one key from this process share one script call.
+//! Coalescing: concurrent checks from this process share script calls, whether they are
+//! checks of one key or of many.
 //!
 //! With [`RedisStoreBuilder::coalesce`](crate::RedisStoreBuilder::coalesce) (on by
-//! default), a check of a key with no call in flight is sent at once, alone, by its own
-//! caller; checks of the same key that arrive while a call is in flight queue up here and
-//! go together as the next *batch*, sent by a driver task (`flight.rs`). A batch is one
-//! EVALSHA of the kind's batch script (its file driven by `src/lua/batch.lua`), which
-//! decides the costs in arrival order at one instant, exactly as single calls one after
-//! another at that instant would; the answers are shared out in arrival order. The
-//! sliding window and log are never coalesced.
+//! default), checks that could share a call form a [`Group`]: the same script and
+//! parameters, the same explicit time (or all on the server's clock), the same Redis node.
+//! A check of a group with no call in flight is sent at once, alone, by its own caller;
+//! the checks that arrive while a call is in flight queue up here and go together as the
+//! next *batch*, sent by a driver task (`flight.rs`) as soon as that call ends. Behind a
+//! batch in flight, the [`OVERLAP_AT`]-th waiting check starts a second call rather than
+//! wait ([`CALLS_IN_FLIGHT`]). A batch is one EVALSHA of the kind's batch script
+//! (`src/lua/batch.lua`), which reads every key's state, then decides each key's checks in
+//! arrival order at one instant, exactly as single calls at that instant would, and
+//! writes each key changed once; the answers are shared out to their callers. The sliding
+//! window and log are never coalesced.
 //!
 //! A check whose caller is gone (its answer dropped, or its deadline passed) is never
 //! sent, and the checks queued behind a call that timed out fail unsent, so a Redis stall
-//! does not charge requests it refused. The queues are bounded ([`MAX_QUEUED_PER_KEY`],
-//! [`MAX_QUEUED`]); past a bound a check fails with [`Error::Overloaded`].
+//! does not charge requests it refused. The queues are bounded ([`MAX_QUEUED_PER_GROUP`],
+//! [`MAX_QUEUED`]); past a bound a check fails with [`Error::Overloaded`]. A batch that
+//! Redis answers with an error wrote nothing (the script reads every key before it writes
+//! any), so its checks are sent again one by one, each answered on its own.
 //!
-//! Why batches are exact, what coalescing costs, and how callers that give up are handled
-//! during a stall: see docs/redis.md in the repository.
+//! Why batches are exact, how many calls go in flight and why, how a cluster's batches are
+//! routed, and how callers that give up are handled during a stall: see docs/redis.md in
+//! the repository.
 
 mod flight;
+
+pub(crate) use flight::Route;
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -26,28 +36,62 @@ use floodwall_core::Error;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::kind::ScriptKind;
 use crate::reply::ScriptAnswer;
 
 /// The most checks one batch carries; later arrivals wait for the next batch.
 pub(crate) const MAX_BATCH: usize = 256;
 
-/// The most checks of one key waiting behind its call in flight: four batches' worth, so a
-/// queued check waits at most five calls.
-pub(crate) const MAX_QUEUED_PER_KEY: usize = 4 * MAX_BATCH;
+/// The most calls of one group in flight: one, and a second for a batch of at least
+/// [`OVERLAP_AT`] checks while a batch is in flight. Chosen by measurement (BENCHMARKS.md
+/// §2, "Against redis-cell"): with one call, Redis waits while this process reads a
+/// batch's answers and wakes their callers, and the next batch waits for Redis, so the two
+/// rarely work at once; a second call for any number of checks makes batches too small
+/// to pay for a call's fixed cost in Redis.
+pub(crate) const CALLS_IN_FLIGHT: usize = 2;
 
-/// The most checks waiting behind calls in flight, over all keys: a stalled Redis holds
+/// How many checks must wait before a group's second call goes out: a call's fixed cost in
+/// Redis (reading it, the script's set-up, `TIME`, replying) is about what three checks in
+/// a batch cost, so a tenth of this batch's.
+pub(crate) const OVERLAP_AT: usize = 32;
+
+/// The most checks of one group waiting behind its calls in flight: four batches' worth,
+/// so a queued check waits at most for the calls in flight and four batches.
+pub(crate) const MAX_QUEUED_PER_GROUP: usize = 4 * MAX_BATCH;
+
+/// The most checks waiting behind calls in flight, over all groups: a stalled Redis holds
 /// at most this many (a few MB) in the store.
 pub(crate) const MAX_QUEUED: usize = 16 * 1024;
 
-/// Which checks may share a call: the same Redis key at the same explicit time (or all on
-/// the server's clock).
-pub(crate) type BatchKey = (Vec<u8>, Option<u64>);
+/// Which checks may share a call: the same script (kind) and parameters, the same explicit
+/// time (or all on the server's clock), the same node (a cluster's, else 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Group {
+    pub(crate) kind: ScriptKind,
+    pub(crate) args: [u64; 3],
+    pub(crate) now: Option<u64>,
+    pub(crate) node: u32,
+}
 
 /// What a check queued behind a call in flight waits on.
 pub(crate) type Pending = oneshot::Receiver<Result<ScriptAnswer, Error>>;
 
+/// Whether a check goes out alone or waits for a batch.
+pub(crate) enum Turn {
+    /// No call of its group is in flight: the caller sends it alone, then calls
+    /// [`Coalescer::hand_over`] (or [`Coalescer::abandon`]).
+    Alone,
+    /// Queued: its answer comes from the batch it joins.
+    Queued(Pending),
+    /// Queued, the [`OVERLAP_AT`]-th behind a batch in flight: the caller starts a driver
+    /// that sends the queue as a second call.
+    Overlap(Pending),
+}
+
 /// A check waiting for its batch.
 pub(crate) struct Waiter {
+    /// Its Redis key.
+    pub(crate) key: Vec<u8>,
     pub(crate) cost: u64,
     /// When its caller stops waiting (the store's timeout from when it queued).
     pub(crate) deadline: Instant,
@@ -57,123 +101,180 @@ pub(crate) struct Waiter {
 impl Waiter {
     /// Its caller is gone: it dropped its answer (timed out by its own means, or dropped
     /// the request), or its store timeout has passed. Such a check is never sent.
-    fn gone(&self, now: Instant) -> bool {
+    pub(crate) fn gone(&self, now: Instant) -> bool {
         self.reply.is_closed() || now >= self.deadline
     }
 }
 
-/// Checks waiting to be sent, per key. A key is present while a call for it is in flight
-/// (a leader's single check, then a driver task's batches); the last of them removes it
-/// when no check is left waiting.
+/// The calls in flight and the checks waiting, per group. A group is present while a call
+/// of it is in flight (a caller's single check, or a driver task's batches); the last of
+/// them removes it when no check is left waiting.
 pub(crate) struct Coalescer {
     queues: Mutex<Queues>,
-    max_per_key: usize,
+    max_per_group: usize,
     max_queued: usize,
 }
 
 #[derive(Default)]
 struct Queues {
-    by_key: HashMap<BatchKey, Vec<Waiter>>,
-    /// The waiters in all of `by_key`'s queues.
+    groups: HashMap<Group, Flights>,
+    /// The waiters in all of `groups`' queues.
     queued: usize,
+}
+
+/// One group's calls in flight and the checks waiting behind them, oldest first. A call
+/// that ends with checks waiting passes its place to their batch, unless another call is
+/// still in flight and fewer than [`OVERLAP_AT`] wait (that call's end takes them).
+#[derive(Default)]
+struct Flights {
+    in_flight: usize,
+    /// One of the calls in flight is a check sent alone: the group was idle when it went.
+    /// No second call goes out behind it, so a Redis that stalls while nothing was in
+    /// flight is sent one check, not a batch (docs/redis.md).
+    alone: bool,
+    waiting: Vec<Waiter>,
+}
+
+impl Flights {
+    /// Whether a call ending now passes its place to the waiting checks' batch.
+    fn batch_next(&self) -> bool {
+        !self.waiting.is_empty() && (self.in_flight == 1 || self.waiting.len() >= OVERLAP_AT)
+    }
 }
 
 impl Default for Coalescer {
     fn default() -> Self {
-        Self::with_bounds(MAX_QUEUED_PER_KEY, MAX_QUEUED)
+        Self::with_bounds(MAX_QUEUED_PER_GROUP, MAX_QUEUED)
     }
 }
 
 impl Coalescer {
-    fn with_bounds(max_per_key: usize, max_queued: usize) -> Self {
+    fn with_bounds(max_per_group: usize, max_queued: usize) -> Self {
         Self {
             queues: Mutex::default(),
-            max_per_key,
+            max_per_group,
             max_queued,
         }
     }
 
-    /// Queues a check of `cost` for `key` behind the call in flight for it, its caller
-    /// waiting until `deadline`; or answers `None` when no call is in flight: the caller
-    /// then sends its check alone and must call [`hand_over`](Self::hand_over) (or
-    /// [`abandon`](Self::abandon)) when that call ends. A queue at its bound, per key or
-    /// in all, refuses the check with [`Error::Overloaded`], once the checks of gone
-    /// callers have left it.
+    /// Whether a check of `cost` on `key` goes out alone or queues for `group`'s next
+    /// batch, its caller waiting until `deadline` (then `key` is taken). A queue at its
+    /// bound, per group or in all, refuses the check with [`Error::Overloaded`], once the
+    /// checks of gone callers have left it.
     pub(crate) fn join(
         &self,
-        key: &BatchKey,
+        group: Group,
+        key: &mut Vec<u8>,
         cost: u64,
         deadline: Instant,
         now: Instant,
-    ) -> Result<Option<Pending>, Error> {
+    ) -> Result<Turn, Error> {
         let mut queues = self.lock();
-        let Queues { by_key, queued } = &mut *queues;
-        let Some(queue) = by_key.get_mut(key) else {
-            by_key.insert(key.clone(), Vec::new());
-            return Ok(None);
-        };
-        if queue.len() >= self.max_per_key || *queued >= self.max_queued {
-            *queued -= drop_gone(queue, now);
-            for (len, max) in [(queue.len(), self.max_per_key), (*queued, self.max_queued)] {
+        let Queues { groups, queued } = &mut *queues;
+        let flights = groups.entry(group).or_default();
+        if flights.in_flight == 0 {
+            flights.in_flight = 1;
+            flights.alone = true;
+            return Ok(Turn::Alone);
+        }
+        let waiting = &mut flights.waiting;
+        if waiting.len() >= self.max_per_group || *queued >= self.max_queued {
+            *queued -= drop_gone(waiting, now);
+            for (len, max) in [
+                (waiting.len(), self.max_per_group),
+                (*queued, self.max_queued),
+            ] {
                 if len >= max {
                     return Err(Error::Overloaded { max_in_flight: max });
                 }
             }
         }
         let (reply, answer) = oneshot::channel();
-        queue.push(Waiter {
+        waiting.push(Waiter {
+            key: std::mem::take(key),
             cost,
             deadline,
             reply,
         });
         *queued += 1;
-        Ok(Some(answer))
+        if flights.in_flight < CALLS_IN_FLIGHT && !flights.alone && waiting.len() >= OVERLAP_AT {
+            flights.in_flight += 1;
+            return Ok(Turn::Overlap(answer));
+        }
+        Ok(Turn::Queued(answer))
     }
 
-    /// A leader's call for `key` ended, answered or dropped: `true` if checks of callers
-    /// still waiting queued behind it (the caller starts a driver for them), else the key
-    /// is forgotten and `false`.
-    pub(crate) fn hand_over(&self, key: &BatchKey, now: Instant) -> bool {
-        self.next(key, now, 0).is_some()
-    }
-
-    /// The next batch for `key`, oldest first, without the checks of callers gone by
-    /// `now`; or `None` (and the key forgotten) when no check is waiting: the driver then
-    /// stops.
-    pub(crate) fn next_batch(&self, key: &BatchKey, now: Instant) -> Option<Vec<Waiter>> {
-        self.next(key, now, MAX_BATCH)
-    }
-
-    /// Drops `key`'s gone checks, then takes up to `n` of the rest; `None`, forgetting the
-    /// key, when none is left.
-    fn next(&self, key: &BatchKey, now: Instant, n: usize) -> Option<Vec<Waiter>> {
+    /// A call of `group` sent alone ended, answered or dropped: `true` if checks of
+    /// callers still waiting queued behind it (its place then passes to a driver the
+    /// caller starts for them), else its place is freed and `false`.
+    pub(crate) fn hand_over(&self, group: &Group, now: Instant) -> bool {
         let mut queues = self.lock();
-        let Queues { by_key, queued } = &mut *queues;
-        let queue = by_key.get_mut(key)?;
-        *queued -= drop_gone(queue, now);
-        if queue.is_empty() {
-            by_key.remove(key);
+        let Queues { groups, queued } = &mut *queues;
+        let Some(flights) = groups.get_mut(group) else {
+            return false;
+        };
+        flights.alone = false;
+        *queued -= drop_gone(&mut flights.waiting, now);
+        if flights.batch_next() {
+            return true;
+        }
+        release(groups, group);
+        false
+    }
+
+    /// The next batch of `group`, oldest first, without the checks of callers gone by
+    /// `now`; or `None` (and the driver's place freed) when no check is waiting, or when
+    /// too few wait for a second call while another is in flight: the driver then stops.
+    pub(crate) fn next_batch(&self, group: &Group, now: Instant) -> Option<Vec<Waiter>> {
+        let mut queues = self.lock();
+        let Queues { groups, queued } = &mut *queues;
+        let flights = groups.get_mut(group)?;
+        *queued -= drop_gone(&mut flights.waiting, now);
+        if !flights.batch_next() {
+            release(groups, group);
             return None;
         }
-        let n = queue.len().min(n);
+        let n = flights.waiting.len().min(MAX_BATCH);
         *queued -= n;
-        Some(queue.drain(..n).collect())
+        Some(flights.waiting.drain(..n).collect())
     }
 
-    /// Fails every check waiting for `key`, unsent, and forgets the key: when no driver
-    /// could be started, or when the call ahead of them timed out.
-    pub(crate) fn abandon(&self, key: &BatchKey, error: Error) {
-        let queue = {
+    /// Fails every check waiting for `group`, unsent, and frees the place of the call that
+    /// ended (`alone`: a check sent alone): when no driver could be started, or when that
+    /// call timed out.
+    pub(crate) fn abandon(&self, group: &Group, alone: bool, error: Error) {
+        let waiting = {
             let mut queues = self.lock();
-            let queue = queues.by_key.remove(key).unwrap_or_default();
-            queues.queued -= queue.len();
-            queue
+            let Queues { groups, queued } = &mut *queues;
+            let waiting = match groups.get_mut(group) {
+                Some(flights) => {
+                    flights.alone &= !alone;
+                    std::mem::take(&mut flights.waiting)
+                }
+                None => Vec::new(),
+            };
+            *queued -= waiting.len();
+            release(groups, group);
+            waiting
         };
-        share_out(queue, Err(error));
+        for w in waiting {
+            let _ = w.reply.send(Err(share(&error)));
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Queues> {
         self.queues.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One call of `group` ended with no batch to pass its place to: frees it, and forgets
+/// the group when it was the last.
+fn release(groups: &mut HashMap<Group, Flights>, group: &Group) {
+    if let Some(flights) = groups.get_mut(group) {
+        flights.in_flight = flights.in_flight.saturating_sub(1);
+        if flights.in_flight == 0 && flights.waiting.is_empty() {
+            groups.remove(group);
+        }
     }
 }
 
@@ -188,27 +289,9 @@ fn drop_gone(queue: &mut Vec<Waiter>, now: Instant) -> usize {
     before - queue.len()
 }
 
-/// Hands a batch's answers out in arrival order, or its error to every check in it.
-pub(crate) fn share_out(batch: Vec<Waiter>, result: Result<Vec<ScriptAnswer>, Error>) {
-    match result {
-        Ok(answers) => {
-            for (w, answer) in batch.into_iter().zip(answers) {
-                // A check whose caller gave up while its batch was in flight was still
-                // decided (and charged, if admitted): it was sent while someone waited.
-                let _ = w.reply.send(Ok(answer));
-            }
-        }
-        Err(e) => {
-            for w in batch {
-                let _ = w.reply.send(Err(share(&e)));
-            }
-        }
-    }
-}
-
 /// A copy of a batch's error for each of its checks: the same kind (what a caller's
 /// fail-open or fallback decision reads), with the source's message.
-fn share(e: &Error) -> Error {
+pub(crate) fn share(e: &Error) -> Error {
     match e {
         Error::Timeout => Error::Timeout,
         Error::Unavailable { source } => Error::unavailable(source.to_string()),
@@ -225,15 +308,27 @@ mod tests {
 
     const SECOND: Duration = Duration::from_secs(1);
 
-    fn key(name: &str) -> BatchKey {
-        (name.as_bytes().to_vec(), None)
+    fn group(node: u32) -> Group {
+        Group {
+            kind: ScriptKind::Gcra,
+            args: [1, 2, 0],
+            now: None,
+            node,
+        }
     }
 
-    /// Queues a check that waits until `deadline`.
-    fn queue(c: &Coalescer, k: &BatchKey, deadline: Instant, now: Instant) -> Pending {
-        c.join(k, 1, deadline, now)
-            .unwrap()
-            .expect("a call is in flight")
+    /// Sends a check of `g` alone, so that later checks of `g` queue.
+    fn fill(c: &Coalescer, g: Group, t0: Instant) {
+        let turn = c.join(g, &mut b"k".to_vec(), 1, t0 + SECOND, t0).unwrap();
+        assert!(matches!(turn, Turn::Alone), "goes out alone");
+    }
+
+    /// Queues a check of `key` that waits until `deadline`.
+    fn queue(c: &Coalescer, g: Group, key: &str, deadline: Instant, now: Instant) -> Pending {
+        match c.join(g, &mut key.as_bytes().to_vec(), 1, deadline, now) {
+            Ok(Turn::Queued(answer)) => answer,
+            _ => panic!("calls are in flight: the check queues"),
+        }
     }
 
     fn timed_out(answer: &mut Pending) -> bool {
@@ -241,37 +336,113 @@ mod tests {
     }
 
     #[test]
+    fn checks_of_different_keys_queue_into_one_batch_in_arrival_order() {
+        let c = Coalescer::default();
+        let (g, t0) = (group(0), Instant::now());
+        fill(&c, g, t0);
+        let _answers: Vec<_> = ["a", "b", "a", "c"]
+            .into_iter()
+            .map(|k| queue(&c, g, k, t0 + SECOND, t0))
+            .collect();
+        // Another node's checks are another group: they go out alone.
+        let other = c.join(group(1), &mut b"d".to_vec(), 1, t0 + SECOND, t0);
+        assert!(matches!(other, Ok(Turn::Alone)));
+        assert!(c.hand_over(&g, t0), "a batch is waiting");
+        let batch = c.next_batch(&g, t0).unwrap();
+        let keys: Vec<&[u8]> = batch.iter().map(|w| &w.key[..]).collect();
+        assert_eq!(keys, [b"a", b"b", b"a", b"c"]);
+        // The driver finds nothing more and frees its place: a new check goes out alone.
+        assert!(c.next_batch(&g, t0).is_none());
+        assert!(matches!(
+            c.join(g, &mut b"e".to_vec(), 1, t0 + SECOND, t0),
+            Ok(Turn::Alone)
+        ));
+    }
+
+    #[test]
+    fn a_second_call_goes_out_for_enough_checks_behind_a_batch_only() {
+        let c = Coalescer::default();
+        let (g, t0) = (group(0), Instant::now());
+        let join = |key: &str| c.join(g, &mut key.as_bytes().to_vec(), 1, t0 + SECOND, t0);
+        fill(&c, g, t0);
+        // Behind a check sent alone, any number of checks wait for it.
+        let _behind_alone: Vec<_> = (0..OVERLAP_AT + 1)
+            .map(|i| match join(&i.to_string()) {
+                Ok(Turn::Queued(answer)) => answer,
+                _ => panic!("no second call behind a check alone"),
+            })
+            .collect();
+        assert!(c.hand_over(&g, t0));
+        assert_eq!(c.next_batch(&g, t0).unwrap().len(), OVERLAP_AT + 1);
+        // Behind that batch, the OVERLAP_AT-th check starts a second call, and the next
+        // waits: no third.
+        let mut answers = Vec::new();
+        for i in 1..=OVERLAP_AT + 1 {
+            let answer = match join(&i.to_string()) {
+                Ok(Turn::Queued(answer)) if i != OVERLAP_AT => answer,
+                Ok(Turn::Overlap(answer)) if i == OVERLAP_AT => answer,
+                _ => panic!("check {i}: a second call at the {OVERLAP_AT}th only"),
+            };
+            answers.push(answer);
+        }
+        assert_eq!(c.lock().groups[&g].in_flight, CALLS_IN_FLIGHT);
+        // The second call's driver takes them all; a check that comes then waits for the
+        // end of whichever call ends first, but not a call of its own.
+        assert_eq!(c.next_batch(&g, t0).unwrap().len(), OVERLAP_AT + 1);
+        let _last = join("last");
+        assert!(c.next_batch(&g, t0).is_none(), "too few for a second call");
+        assert_eq!(
+            c.next_batch(&g, t0).unwrap().len(),
+            1,
+            "the only call left takes it"
+        );
+    }
+
+    #[test]
+    fn a_batch_carries_at_most_max_batch_checks() {
+        let c = Coalescer::default();
+        let (g, t0) = (group(0), Instant::now());
+        fill(&c, g, t0);
+        let _answers: Vec<_> = (0..MAX_BATCH + 3)
+            .map(|i| queue(&c, g, &i.to_string(), t0 + SECOND, t0))
+            .collect();
+        assert_eq!(c.next_batch(&g, t0).unwrap().len(), MAX_BATCH);
+        assert_eq!(c.next_batch(&g, t0).unwrap().len(), 3);
+        assert_eq!(c.lock().queued, 0);
+    }
+
+    #[test]
     fn checks_of_gone_callers_are_never_batched() {
         let c = Coalescer::default();
-        let (k, t0) = (key("k"), Instant::now());
-        assert!(
-            c.join(&k, 1, t0 + SECOND, t0).unwrap().is_none(),
-            "the leader"
-        );
-        let _waiting = queue(&c, &k, t0 + SECOND, t0);
-        drop(queue(&c, &k, t0 + SECOND, t0));
-        let mut expired = queue(&c, &k, t0 + SECOND / 10, t0);
-        let batch = c.next_batch(&k, t0 + SECOND / 5).unwrap();
+        let (g, t0) = (group(0), Instant::now());
+        fill(&c, g, t0);
+        let _waiting = queue(&c, g, "k", t0 + SECOND, t0);
+        drop(queue(&c, g, "k", t0 + SECOND, t0));
+        let mut expired = queue(&c, g, "k", t0 + SECOND / 10, t0);
+        let batch = c.next_batch(&g, t0 + SECOND / 5).unwrap();
         assert_eq!(batch.len(), 1, "only the check whose caller still waits");
         assert_eq!(batch[0].deadline, t0 + SECOND);
         assert!(timed_out(&mut expired), "answered, not left hanging");
         assert_eq!(c.lock().queued, 0);
-        assert!(c.next_batch(&k, t0 + SECOND / 5).is_none());
-        assert!(c.lock().by_key.is_empty(), "the key is forgotten");
+        assert!(c.next_batch(&g, t0 + SECOND / 5).is_none());
+        assert!(c.lock().groups.is_empty(), "the group is forgotten");
     }
 
     #[test]
     fn a_queue_of_gone_callers_is_not_handed_over() {
         let c = Coalescer::default();
-        let (k, t0) = (key("k"), Instant::now());
-        assert!(c.join(&k, 1, t0 + SECOND, t0).unwrap().is_none());
-        drop(queue(&c, &k, t0 + SECOND, t0));
-        let mut late = queue(&c, &k, t0 + SECOND, t0);
-        assert!(!c.hand_over(&k, t0 + SECOND), "no driver for nobody");
+        let (g, t0) = (group(0), Instant::now());
+        fill(&c, g, t0);
+        drop(queue(&c, g, "k", t0 + SECOND, t0));
+        let mut late = queue(&c, g, "k", t0 + SECOND, t0);
+        assert!(!c.hand_over(&g, t0 + SECOND), "no driver for nobody");
         assert!(timed_out(&mut late));
         assert!(
-            c.join(&k, 1, t0 + 2 * SECOND, t0).unwrap().is_none(),
-            "a new leader"
+            matches!(
+                c.join(g, &mut b"k".to_vec(), 1, t0 + 2 * SECOND, t0),
+                Ok(Turn::Alone)
+            ),
+            "the freed place goes to a new check"
         );
         assert_eq!(c.lock().queued, 0);
     }
@@ -279,40 +450,44 @@ mod tests {
     #[test]
     fn a_full_queue_refuses_until_a_gone_caller_frees_a_place() {
         let c = Coalescer::with_bounds(2, 3);
-        let (a, b, t0) = (key("a"), key("b"), Instant::now());
-        assert!(c.join(&a, 1, t0 + SECOND, t0).unwrap().is_none());
-        let first = queue(&c, &a, t0 + SECOND, t0);
-        let _second = queue(&c, &a, t0 + SECOND, t0);
-        let full = c.join(&a, 1, t0 + SECOND, t0).unwrap_err();
+        let (a, b, t0) = (group(0), group(1), Instant::now());
+        fill(&c, a, t0);
+        let first = queue(&c, a, "x", t0 + SECOND, t0);
+        let _second = queue(&c, a, "y", t0 + SECOND, t0);
+        let full = c.join(a, &mut b"z".to_vec(), 1, t0 + SECOND, t0);
         assert!(
-            matches!(full, Error::Overloaded { max_in_flight: 2 }),
-            "{full:?}"
+            matches!(full, Err(Error::Overloaded { max_in_flight: 2 })),
+            "the group's bound"
         );
         drop(first);
-        let _third = queue(&c, &a, t0 + SECOND, t0);
-        // One more on another key reaches the bound over all keys.
-        assert!(c.join(&b, 1, t0 + SECOND, t0).unwrap().is_none());
-        let _fourth = queue(&c, &b, t0 + SECOND, t0);
-        let full = c.join(&b, 1, t0 + SECOND, t0).unwrap_err();
+        let _third = queue(&c, a, "z", t0 + SECOND, t0);
+        // One more in another group reaches the bound over all groups.
+        fill(&c, b, t0);
+        let _fourth = queue(&c, b, "x", t0 + SECOND, t0);
+        let full = c.join(b, &mut b"y".to_vec(), 1, t0 + SECOND, t0);
         assert!(
-            matches!(full, Error::Overloaded { max_in_flight: 3 }),
-            "{full:?}"
+            matches!(full, Err(Error::Overloaded { max_in_flight: 3 })),
+            "the bound over all groups"
         );
         // A deadline passing frees a place too: b's expired check leaves for this one.
-        let _fifth = queue(&c, &b, t0 + 3 * SECOND, t0 + 2 * SECOND);
-        assert_eq!(c.lock().by_key[&b].len(), 1);
+        let _fifth = queue(&c, b, "y", t0 + 3 * SECOND, t0 + 2 * SECOND);
+        assert_eq!(c.lock().groups[&b].waiting.len(), 1);
         assert_eq!(c.lock().queued, 3);
     }
 
     #[test]
-    fn abandoning_fails_every_waiting_check_and_frees_its_places() {
+    fn abandoning_fails_every_waiting_check_and_frees_its_place() {
         let c = Coalescer::default();
-        let (k, t0) = (key("k"), Instant::now());
-        assert!(c.join(&k, 1, t0 + SECOND, t0).unwrap().is_none());
-        let mut answers: Vec<_> = (0..3).map(|_| queue(&c, &k, t0 + SECOND, t0)).collect();
-        c.abandon(&k, Error::Timeout);
+        let (g, t0) = (group(0), Instant::now());
+        fill(&c, g, t0);
+        let mut answers: Vec<_> = (0..3).map(|_| queue(&c, g, "k", t0 + SECOND, t0)).collect();
+        c.abandon(&g, true, Error::Timeout);
         assert!(answers.iter_mut().all(timed_out));
         assert_eq!(c.lock().queued, 0);
-        assert!(c.lock().by_key.is_empty());
+        assert!(c.lock().groups.is_empty(), "its place is freed");
+        assert!(matches!(
+            c.join(g, &mut b"k".to_vec(), 1, t0 + SECOND, t0),
+            Ok(Turn::Alone)
+        ));
     }
 }

@@ -8,11 +8,17 @@ use floodwall_core::Error;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::sentinel::{SentinelClient, SentinelServerType};
-use redis::{Cmd, FromRedisValue, RedisError, RedisResult, ScriptInvocation};
+use redis::{
+    Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ScriptInvocation, ServerErrorKind,
+    Value,
+};
+use tokio::runtime::Handle;
 
 use crate::error::{BuildError, build_error, to_core};
 use crate::sentinel::SentinelConnection;
+use crate::slots::Slots;
 
 /// How the store reaches Redis.
 #[derive(Clone)]
@@ -26,8 +32,9 @@ pub(crate) enum Connection {
     },
     /// One multiplexed connection that pipelines concurrent calls and reconnects by itself.
     Manager(ConnectionManager),
-    /// Redis Cluster: routes each call to the master of its key's slot, follows redirects.
-    Cluster(ClusterConnection),
+    /// Redis Cluster: routes each call to the master of its key's slot, follows redirects;
+    /// the store's copy of the slot map groups checks into batches per node.
+    Cluster(ClusterConnection, Arc<Slots>),
     /// The primary Redis Sentinel names, looked up again after its connection fails.
     Sentinel(Arc<SentinelConnection>),
 }
@@ -36,6 +43,13 @@ pub(crate) enum Connection {
 pub(crate) enum Op<'a> {
     Script(&'a ScriptInvocation<'a>),
     Cmd(&'a Cmd),
+    /// An `EVALSHA` that declares no key, run on the cluster node serving `route`'s slot
+    /// (elsewhere, on the one server), loading its script `text` on `NOSCRIPT`.
+    Keyless {
+        evalsha: &'a Cmd,
+        text: &'a str,
+        route: &'a [u8],
+    },
 }
 
 pub(crate) async fn exec<C: ConnectionLike, T: FromRedisValue>(
@@ -45,7 +59,53 @@ pub(crate) async fn exec<C: ConnectionLike, T: FromRedisValue>(
     match op {
         Op::Script(inv) => inv.invoke_async(con).await,
         Op::Cmd(cmd) => cmd.query_async(con).await,
+        Op::Keyless { evalsha, text, .. } => match evalsha.query_async(con).await {
+            Err(e) if no_script(&e) => {
+                load(text).query_async::<()>(con).await?;
+                evalsha.query_async(con).await
+            }
+            other => other,
+        },
     }
+}
+
+/// A keyless `EVALSHA` on the cluster node serving `route`'s slot (redis-rs would send a
+/// call without keys to any node).
+async fn exec_on_node<T: FromRedisValue>(
+    con: &mut ClusterConnection,
+    evalsha: &Cmd,
+    text: &str,
+    route: &[u8],
+) -> RedisResult<T> {
+    let node = || {
+        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+            route,
+            SlotAddr::Master,
+        )))
+    };
+    // `route_command` hands a server's error reply back as a value: made an error here.
+    let errors = |reply: RedisResult<Value>| match reply? {
+        Value::ServerError(e) => Err(RedisError::from(e)),
+        value => Ok(value),
+    };
+    let reply = match errors(con.route_command(evalsha.clone(), node()).await) {
+        Err(e) if no_script(&e) => {
+            errors(con.route_command(load(text), node()).await)?;
+            errors(con.route_command(evalsha.clone(), node()).await)?
+        }
+        other => other?,
+    };
+    T::from_redis_value(reply).map_err(Into::into)
+}
+
+fn no_script(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+fn load(text: &str) -> Cmd {
+    let mut cmd = redis::cmd("SCRIPT");
+    cmd.arg("LOAD").arg(text);
+    cmd
 }
 
 impl Connection {
@@ -88,8 +148,15 @@ impl Connection {
             .retries(3)
             .build()
             .map_err(build_error)?;
-        let conn = client.get_async_connection().await.map_err(build_error)?;
-        Ok(Self::Cluster(conn))
+        let mut conn = client.get_async_connection().await.map_err(build_error)?;
+        let slots = Arc::new(Slots::default());
+        slots.read(&mut conn).await;
+        Ok(Self::Cluster(conn, slots))
+    }
+
+    /// A cluster connection made elsewhere, with no slot map read yet.
+    pub(crate) fn cluster_from(conn: ClusterConnection) -> Self {
+        Self::Cluster(conn, Arc::default())
     }
 
     /// The primary of `service` as the sentinels at `urls` name it; connects before
@@ -132,10 +199,40 @@ impl Connection {
                 exec(&mut *con, op).await
             }
             Self::Manager(m) => exec(&mut m.clone(), op).await,
-            Self::Cluster(c) => exec(&mut c.clone(), op).await,
+            Self::Cluster(c, _) => match op {
+                Op::Keyless {
+                    evalsha,
+                    text,
+                    route,
+                } => exec_on_node(&mut c.clone(), evalsha, text, route).await,
+                op => exec(&mut c.clone(), op).await,
+            },
             Self::Sentinel(s) => return s.query(op).await,
         };
         result.map_err(to_core)
+    }
+
+    /// A number naming the Redis node serving `key`, as far as this store knows: checks of
+    /// one node may share a batch. Always 0 but on a cluster.
+    pub(crate) fn node_of(&self, key: &[u8], runtime: &Handle) -> u32 {
+        match self {
+            Self::Cluster(c, slots) => slots.node_of(key, c, runtime),
+            _ => 0,
+        }
+    }
+
+    /// Whether a batch declares its keys: everywhere but on a cluster, where a batch's keys
+    /// span slots (see `crate::call::Batch::call`).
+    pub(crate) fn declares_batch_keys(&self) -> bool {
+        !matches!(self, Self::Cluster(..))
+    }
+
+    /// A batch was refused: on a cluster, the slots may have moved, so the store's copy of
+    /// the slot map is read again (at most every `crate::slots::REFRESH_EVERY`).
+    pub(crate) fn batch_refused(&self, runtime: &Handle) {
+        if let Self::Cluster(c, slots) = self {
+            slots.refresh(c, runtime);
+        }
     }
 
     /// The kind's name, for `Debug`.
@@ -143,7 +240,7 @@ impl Connection {
         match self {
             Self::Pool { .. } => "bb8 pool",
             Self::Manager(_) => "connection manager",
-            Self::Cluster(_) => "cluster",
+            Self::Cluster(..) => "cluster",
             Self::Sentinel(_) => "sentinel",
         }
     }

@@ -95,6 +95,18 @@ pub(crate) fn to_core(e: RedisError) -> Error {
     }
 }
 
+/// Whether `e` is an error Redis answered a call with (as opposed to one the connection or
+/// the client met): the call reached the server, which refused it or whose script failed.
+/// A batch script fails before it writes anything, so such a batch changed nothing.
+pub(crate) fn answered_by_redis(e: &Error) -> bool {
+    let Error::Backend { source } = e else {
+        return false;
+    };
+    source
+        .downcast_ref::<RedisError>()
+        .is_some_and(|r| matches!(r.kind(), ErrorKind::Server(_) | ErrorKind::Extension))
+}
+
 /// An error for a reply that cannot be a decision.
 #[derive(Debug)]
 pub(crate) struct UnexpectedReply(pub(crate) String);

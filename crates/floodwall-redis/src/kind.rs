@@ -26,9 +26,9 @@ pub(crate) enum ScriptKind {
 /// How an algorithm's Lua file is laid out (see `crate::script`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Lua {
-    /// The state's load, then `-- @step`, `-- @save` and `-- @reply` sections that the
-    /// single-check and the batch drivers paste in: one definition serves both, so the
-    /// kind can be coalesced.
+    /// The parameters, then `-- @load <state>`, `-- @step`, `-- @save` and `-- @reply`
+    /// sections that the single-check and the batch drivers paste in: one definition
+    /// serves both, so the kind can be coalesced, its checks of many keys in one batch.
     Stepped(&'static str),
     /// A whole script after the prelude; never coalesced (its state is more than one
     /// value, rewritten by several commands).

@@ -9,7 +9,8 @@
 //! - **Server time**: scripts read `TIME`, so clients' clocks never matter. Redis 7
 //!   replicates a script's effects, not the script, so replicas agree.
 //! - **One key per decision**, whose hash tag is the user key: every script runs on Redis
-//!   Cluster, and users spread over its slots. Every key expires when its state is
+//!   Cluster, and users spread over its slots; a batch of checks of several keys runs on
+//!   the node serving them all. Every key expires when its state is
 //!   worthless; nothing calls `KEYS` or `SCAN`.
 //! - **Four connection kinds** behind one [`RedisStore`]: redis-rs's multiplexed
 //!   `ConnectionManager`, a `bb8-redis` pool, the async cluster connection, and the
@@ -59,8 +60,10 @@
 //! # Cost per decision
 //!
 //! A check is one `EVALSHA` round trip (the pool adds a PING per checkout); with
-//! [coalescing](RedisStoreBuilder::coalesce), a check of a key with a call in flight waits
-//! for that call, then for the batch it joined: up to two. A check of cost 1 on the
+//! [coalescing](RedisStoreBuilder::coalesce), a check that finds a call of its policy in
+//! flight (on its node) waits for that call, then for the batch it joined, with checks of
+//! any keys: up to two, and Redis runs one script call for the whole batch, with one
+//! `TIME`, one `MGET` and a write per key changed. A check of cost 1 on the
 //! server's clock sends no argument: the policy's parameters are written into a script of
 //! its own ([`written_scripts`](RedisStoreBuilder::written_scripts)). A check the
 //! [deny cache](RedisStoreBuilder::deny_cache) (on by default) knows Redis would refuse
@@ -111,6 +114,7 @@ mod reply;
 mod reserve;
 mod script;
 mod sentinel;
+mod slots;
 mod stats;
 mod store;
 

@@ -8,8 +8,8 @@
 //! `floodwall-core` (`tests/model.rs` compares the two on random histories). The sliding
 //! log packs its admissions only. When the numbers do not pack below 2^53 (a clock behind
 //! the state, huge parameters), and for the sliding log's refusals, the answer is one
-//! string of four integers. Batches (`crate::coalesce`) answer with a table of four
-//! integers per check: one table for many decisions.
+//! string of four integers. A batch (`crate::coalesce`) answers with a table of such
+//! answers, one per check.
 
 use floodwall_core::Error;
 use redis::Value;
@@ -168,25 +168,21 @@ fn four(bytes: &[u8]) -> Option<ScriptAnswer> {
     fields.next().is_none().then_some(out)
 }
 
-/// `n` checks' answers from a batch's table.
-pub(crate) fn batch(reply: &Value, n: usize) -> Result<Vec<ScriptAnswer>, Error> {
-    let Value::Array(items) = reply else {
-        return Err(unexpected(reply));
-    };
-    if items.len() != 4 * n {
-        return Err(unexpected(reply));
+/// A batch's answers, one per check of `costs` (in the order sent), each read as a single
+/// check's; the whole reply is an error when it is not a table of as many answers.
+pub(crate) fn batch(
+    layout: Layout,
+    costs: impl ExactSizeIterator<Item = u64>,
+    reply: &Value,
+) -> Result<Vec<Result<ScriptAnswer, Error>>, Error> {
+    match reply {
+        Value::Array(items) if items.len() == costs.len() => Ok(items
+            .iter()
+            .zip(costs)
+            .map(|(item, cost)| single(layout, cost, item))
+            .collect()),
+        _ => Err(unexpected(reply)),
     }
-    let ints = items
-        .iter()
-        .map(|item| match item {
-            Value::Int(i) => u64::try_from(*i).map_err(|_| unexpected(reply)),
-            _ => Err(unexpected(reply)),
-        })
-        .collect::<Result<Vec<u64>, Error>>()?;
-    Ok(ints
-        .chunks_exact(4)
-        .map(|c| [c[0], c[1], c[2], c[3]])
-        .collect())
 }
 
 #[cfg(test)]
@@ -287,7 +283,13 @@ mod tests {
             single(G, 1, &Value::BulkString(b"0 5 10 20".to_vec())).unwrap(),
             [0, 5, 10, 20]
         );
-        assert!(batch(&Value::Array(vec![Value::Int(1)]), 1).is_err());
+        assert!(batch(G, [1, 1].into_iter(), &Value::Array(vec![Value::Int(1)])).is_err());
+        let answers = batch(
+            G,
+            [1, 1].into_iter(),
+            &Value::Array(vec![Value::Int(100); 2]),
+        );
+        assert_eq!(answers.unwrap().len(), 2);
         // The extreme is read without overflowing.
         assert!(single(G, 1, &Value::Int(i64::MIN)).is_ok());
         assert!(single(G, u64::MAX, &Value::Int(i64::MIN)).is_err());

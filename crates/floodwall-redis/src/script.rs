@@ -1,12 +1,15 @@
 //! The scripts' text, put together from `src/lua/`.
 //!
 //! Every script starts with `lua/prelude.lua` (the time, the cost, shared names). A
-//! [stepped](Lua::Stepped) algorithm's script is the prelude, its load section, then a
-//! driver (`lua/single.lua` for one check, `lua/batch.lua` for a coalesced batch) with the
-//! algorithm's `@step`, `@save` and `@reply` sections pasted where the driver marks them. A
-//! [whole](Lua::Whole) one is its file after the prelude, with no batch. A single check's
-//! script either has its policy's parameters written into its text as numbers or reads
-//! them from `ARGV` (see `crate::call` for which).
+//! [stepped](Lua::Stepped) algorithm's script is the prelude, its parameters section, then
+//! a driver (`lua/single.lua` for one check, `lua/batch.lua` for a batch of checks of one
+//! key or several) with the algorithm's `@load`, `@step`, `@save` and `@reply` sections
+//! pasted where the driver marks them. The `@load` marker names the variables that make up
+//! a key's state (`-- @load tat old`): the batch driver keeps them per key between checks,
+//! in one Lua table per variable, with the lines written here. A [whole](Lua::Whole) one is
+//! its file after the prelude, with no batch. A single check's script either has its
+//! policy's parameters written into its text as numbers or reads them from `ARGV` (see
+//! `crate::call` for which).
 
 use floodwall_core::Parameters;
 
@@ -16,8 +19,8 @@ const PRELUDE: &str = include_str!("lua/prelude.lua");
 const SINGLE: &str = include_str!("lua/single.lua");
 const BATCH: &str = include_str!("lua/batch.lua");
 
-/// Where a batch's explicit time sits: after the count and three (padded) parameters; the
-/// costs follow it.
+/// Where a batch's explicit time sits: after the count of checks and three (padded)
+/// parameters; the count of keys follows it.
 const BATCH_NOW: usize = 5;
 
 /// `source` with the explicit time's index written where it says `{now}`, so that each
@@ -38,23 +41,81 @@ fn with_params(source: &str, written: Option<&[u64; 3]>) -> String {
     })
 }
 
-/// The prelude, the algorithm's load section, and the driver with the algorithm's `@step`,
-/// `@save` and `@reply` sections pasted where it marks them (and its `{now}` written).
+/// A stepped algorithm's file, cut at its markers.
+struct Sections<'a> {
+    /// The parameters and what follows from them and `now` alone, run once per call.
+    params: &'a str,
+    /// The names of a key's state, from the `@load` marker.
+    state: Vec<&'a str>,
+    load: &'a str,
+    step: &'a str,
+    save: &'a str,
+    reply: &'a str,
+}
+
+impl<'a> Sections<'a> {
+    fn of(algorithm: &'a str) -> Self {
+        const CUT: &str = "every stepped script has `-- @load <state>`, `-- @step`, `-- @save` \
+                           and `-- @reply` lines (unit-tested)";
+        let (params, rest) = algorithm.split_once("-- @load ").expect(CUT);
+        let (names, rest) = rest.split_once('\n').expect(CUT);
+        let (load, rest) = rest.split_once("-- @step\n").expect(CUT);
+        let (step, rest) = rest.split_once("-- @save\n").expect(CUT);
+        let (save, reply) = rest.split_once("-- @reply\n").expect(CUT);
+        Sections {
+            params,
+            state: names.split_whitespace().collect(),
+            load,
+            step,
+            save,
+            reply,
+        }
+    }
+
+    /// The batch driver's lines that keep each key's state apart between reading and
+    /// deciding: `s_<name>` tables, the state's locals, and copying key `j`'s state into
+    /// the tables and back out.
+    fn batch_lines(&self) -> [(&'static str, String); 4] {
+        let names = self.state.join(", ");
+        let tables = self.state.iter().map(|v| format!("s_{v}"));
+        let slots = self
+            .state
+            .iter()
+            .map(|v| format!("s_{v}[j]"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let empty = vec!["{}"; self.state.len()].join(", ");
+        [
+            (
+                "-- {state tables}\n",
+                format!(
+                    "local {} = {empty}\n",
+                    tables.collect::<Vec<_>>().join(", ")
+                ),
+            ),
+            ("-- {state locals}\n", format!("local {names}\n")),
+            ("-- {keep}\n", format!("{slots} = {names}\n")),
+            ("-- {restore}\n", format!("{names} = {slots}\n")),
+        ]
+    }
+}
+
+/// The prelude, the algorithm's parameters, and the driver with the algorithm's sections
+/// pasted where it marks them (and its `{now}` written).
 fn assemble(algorithm: &str, driver: &str, now: usize) -> String {
-    let (load, rest) = algorithm
-        .split_once("-- @step\n")
-        .expect("every stepped script has a `-- @step` section (unit-tested)");
-    let (step, rest) = rest
-        .split_once("-- @save\n")
-        .expect("every stepped script has a `-- @save` section (unit-tested)");
-    let (save, reply) = rest
-        .split_once("-- @reply\n")
-        .expect("every stepped script has a `-- @reply` section (unit-tested)");
-    let body = at_now(driver, now)
-        .replace("-- {step}\n", step)
-        .replace("-- {save}\n", save)
-        .replace("-- {reply}\n", reply);
-    format!("{}{load}{body}", at_now(PRELUDE, now))
+    let s = Sections::of(algorithm);
+    let mut body = at_now(driver, now);
+    if driver == BATCH {
+        for (marker, lines) in s.batch_lines() {
+            body = body.replace(marker, &lines);
+        }
+    }
+    let body = body
+        .replace("-- {load}\n", s.load)
+        .replace("-- {step}\n", s.step)
+        .replace("-- {save}\n", s.save)
+        .replace("-- {reply}\n", s.reply);
+    format!("{}{}{body}", at_now(PRELUDE, now), s.params)
 }
 
 /// A single check's script of `kind`, its parameters written in or, with `None`, read
@@ -73,7 +134,7 @@ pub(crate) fn single(kind: ScriptKind, written: Option<&[u64; 3]>) -> String {
 }
 
 /// The batch script of `kind` (see `crate::coalesce`), which reads its parameters from
-/// `ARGV`; `None` for a kind that is never coalesced.
+/// `ARGV`; `None` for a kind that is never batched.
 pub(crate) fn batch(kind: ScriptKind) -> Option<String> {
     match kind.spec().lua {
         Lua::Stepped(algorithm) => Some(with_params(&assemble(algorithm, BATCH, BATCH_NOW), None)),
@@ -95,6 +156,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn no_algorithm_uses_a_name_of_the_batch_drivers() {
+        const DRIVER: [&str; 13] = [
+            "IMPORTING",
+            "n",
+            "nkeys",
+            "at",
+            "keys",
+            "counts",
+            "costs",
+            "values",
+            "missing",
+            "out",
+            "sent",
+            "answer",
+            "changed",
+        ];
+        // The names in a Lua text's code, its comments left out.
+        fn words(text: &str) -> impl Iterator<Item = &str> {
+            text.lines()
+                .map(|l| l.split("--").next().unwrap_or(""))
+                .flat_map(|l| l.split(|c: char| !c.is_alphanumeric() && c != '_'))
+        }
+        let driver: Vec<&str> = words(BATCH).collect();
+        assert!(DRIVER.iter().all(|name| driver.contains(name)));
+        for kind in ScriptKind::ALL {
+            if let Lua::Stepped(text) = kind.spec().lua {
+                for word in words(text) {
+                    assert!(!DRIVER.contains(&word), "{kind:?} uses `{word}`");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn every_script_has_the_prelude_and_no_placeholder_left() {
         for a in floodwall_core::Algorithm::all() {
             let p = floodwall_core::Policy::new("p", a, "10/s".parse().unwrap()).unwrap();
@@ -106,7 +201,17 @@ mod tests {
             let generic = single(kind, None);
             let batch = batch(kind);
             for text in [&source, &generic].into_iter().chain(&batch) {
-                for marker in ["{now}", "{p1}", "{p2}", "{p3}", "-- {step}", "-- @save"] {
+                for marker in [
+                    "{now}",
+                    "{p1}",
+                    "{p2}",
+                    "{p3}",
+                    "-- {",
+                    "-- @load",
+                    "-- @step",
+                    "-- @save",
+                    "-- @reply",
+                ] {
                     assert!(!text.contains(marker), "{a}: {marker}");
                 }
             }

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct RedisStats {
     /// Script calls (EVALSHA round trips) made for checks, batches included.
     pub script_calls: u64,
-    /// Checks answered by another check's call, which they joined: calls saved.
+    /// Checks answered by a batch they joined with other checks (of any keys): calls
+    /// saved.
     pub coalesced: u64,
     /// Checks refused by the [deny cache](crate::RedisStoreBuilder::deny_cache) without a
     /// script call: calls saved (0 when it is off; its other counters are in

@@ -12,10 +12,11 @@ use redis::Value;
 
 use crate::builder::RedisStoreBuilder;
 use crate::call::{Batch, Scripts};
-use crate::coalesce::{self, Coalescer};
+use crate::coalesce::{self, Coalescer, Route};
 use crate::connection::{Connection, Op};
 use crate::error::{BuildError, UnexpectedReply};
 use crate::key;
+use crate::kind::Layout;
 use crate::lease::Leases;
 use crate::reply::{self, ScriptAnswer};
 use crate::stats::{Counters, RedisStats};
@@ -45,20 +46,23 @@ use crate::stats::{Counters, RedisStats};
 /// - [`Error::Backend`] when Redis answered with an error: a key of the wrong type written
 ///   by someone else (`WRONGTYPE`), a value the script cannot read, any other script error;
 /// - [`Error::Overloaded`] when, with coalescing, too many checks already wait behind calls
-///   in flight ([`MAX_QUEUED_PER_KEY`](Self::MAX_QUEUED_PER_KEY) for one key,
-///   [`MAX_QUEUED`](Self::MAX_QUEUED) in all).
+///   in flight ([`MAX_QUEUED_PER_GROUP`](Self::MAX_QUEUED_PER_GROUP) of checks that can
+///   share a call, [`MAX_QUEUED`](Self::MAX_QUEUED) in all).
 ///
 /// Scripts are sent by SHA1 (EVALSHA); after `SCRIPT FLUSH`, a restart or a failover the
 /// server answers `NOSCRIPT` and the script is loaded and run again, transparently.
 ///
 /// # Coalescing
 ///
-/// With [`RedisStoreBuilder::coalesce`], a check of a key with no call in flight goes out
-/// at once, alone; concurrent checks of that key arriving meanwhile share the next script
-/// call, which decides them all, in arrival order, exactly as sequential calls at one
-/// instant would (GCRA, buckets, fixed window; the sliding window and log are never
-/// coalesced). [`stats`](Self::stats) counts the calls made and saved; the builder method
-/// says what becomes of checks whose callers give up, and of those queued during a stall.
+/// With [`RedisStoreBuilder::coalesce`], a check goes out at once, alone, when no call of
+/// checks that could share one with it (the same algorithm and parameters, the same node;
+/// any keys) is in flight; those arriving meanwhile share the next call, a batch of up to
+/// 256 checks that decides them all, the checks of each key in arrival order exactly as
+/// sequential calls at one instant would (GCRA, buckets, fixed window; the sliding window
+/// and log are never coalesced). Behind a batch in flight, 32 waiting checks go as a
+/// second call rather than wait. [`stats`](Self::stats)
+/// counts the calls made and saved; the builder method says what becomes of checks whose
+/// callers give up, and of those queued during a stall.
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -68,12 +72,12 @@ use crate::stats::{Counters, RedisStats};
 /// // Coalescing is on by default.
 /// let store = RedisStore::connect("redis://127.0.0.1/").await?;
 /// let policy = Policy::gcra("api", "100/s".parse()?)?;
-/// // Ten concurrent checks of one key: one EVALSHA for the first, one for the nine that
-/// // arrived while it was in flight.
+/// // Ten concurrent checks of ten users: the first goes out alone, the nine that arrive
+/// // while it is in flight share one EVALSHA.
 /// let mut checks = tokio::task::JoinSet::new();
-/// for _ in 0..10 {
+/// for user in 0..10 {
 ///     let (store, policy) = (store.clone(), policy.clone());
-///     checks.spawn(async move { store.check(b"hot", &policy, 1).await });
+///     checks.spawn(async move { store.check(format!("user-{user}").as_bytes(), &policy, 1).await });
 /// }
 /// let _decisions = checks.join_all().await;
 /// println!("{:?}", store.stats());
@@ -173,11 +177,12 @@ impl RedisStore {
     /// The pool size unless [`RedisStoreBuilder::pool_size`] says otherwise.
     pub const DEFAULT_POOL_SIZE: u32 = 8;
 
-    /// With [coalescing](RedisStoreBuilder::coalesce), the most checks of one key that
-    /// wait behind its call in flight (four batches' worth): the next is refused with
-    /// [`Error::Overloaded`], which the tower layer answers as any store failure (503, or
-    /// its fail mode), rather than piling up while Redis stalls.
-    pub const MAX_QUEUED_PER_KEY: usize = coalesce::MAX_QUEUED_PER_KEY;
+    /// With [coalescing](RedisStoreBuilder::coalesce), the most checks that can share a
+    /// call (the same algorithm and parameters, the same node) waiting behind their calls
+    /// in flight: four batches' worth. The next is refused with [`Error::Overloaded`], which
+    /// the tower layer answers as any store failure (503, or its fail mode), rather than
+    /// piling up while Redis stalls.
+    pub const MAX_QUEUED_PER_GROUP: usize = coalesce::MAX_QUEUED_PER_GROUP;
 
     /// With coalescing, the most checks waiting behind calls in flight over all keys of
     /// one store (clones share it); past it, checks are refused with [`Error::Overloaded`].
@@ -262,12 +267,16 @@ impl RedisStore {
         policy.check_cost(cost)?;
         let redis_key = self.redis_key(key, policy);
         if let Some(coalescer) = &self.inner.coalescer
-            && let Some(batch) = Batch::of(policy.parameters())
+            && let Some(batch) = Layout::of(policy.parameters()).and_then(Batch::of)
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
-            return self
-                .coalesced(coalescer, batch, runtime, (redis_key, now), policy, cost)
-                .await;
+            let route = Route {
+                coalescer,
+                group: batch.group(now, self.inner.conn.node_of(&redis_key, &runtime)),
+                batch,
+                runtime,
+            };
+            return self.coalesced(route, redis_key, policy, cost).await;
         }
         self.single(&redis_key, policy, cost, now).await
     }
@@ -280,20 +289,28 @@ impl RedisStore {
         cost: u64,
         now: Option<u64>,
     ) -> Result<Decision, Error> {
-        let single = self
-            .inner
-            .scripts
-            .single(policy.parameters())
-            .ok_or_else(|| {
-                Error::backend(format!(
-                    "floodwall-redis has no script for the {} algorithm",
-                    policy.algorithm()
-                ))
-            })?;
+        let layout = Layout::of(policy.parameters()).ok_or_else(|| {
+            Error::backend(format!(
+                "floodwall-redis has no script for the {} algorithm",
+                policy.algorithm()
+            ))
+        })?;
+        decision(policy, self.answer(redis_key, layout, cost, now).await?)
+    }
+
+    /// The script's answer to one check under `layout`, from one script call.
+    pub(crate) async fn answer(
+        &self,
+        redis_key: &[u8],
+        layout: Layout,
+        cost: u64,
+        now: Option<u64>,
+    ) -> Result<ScriptAnswer, Error> {
+        let single = self.inner.scripts.single(layout);
         let inv = single.invocation(redis_key, now, cost);
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
-        decision(policy, reply::single(single.layout(), cost, &reply)?)
+        reply::single(layout, cost, &reply)
     }
 
     pub(crate) async fn bounded<T: redis::FromRedisValue>(&self, op: Op<'_>) -> Result<T, Error> {

@@ -1,6 +1,7 @@
 //! Exactness under concurrency: 4 connections x 64 tasks in this process and a second OS
-//! process, all hammering one key, admit exactly the quota, for every algorithm. Each check
-//! is one atomic script, so no interleaving can admit more (or fewer).
+//! process, all hammering the same four keys, admit exactly each key's quota, for every
+//! algorithm. Each check is decided atomically, alone or in a batch of checks of several
+//! keys, so no interleaving can admit more (or fewer).
 //!
 //! Every store here is built with `deny_cache(false)`, so every check is a script call:
 //! the deny cache would answer most refusals locally and leave fewer calls racing in
@@ -25,28 +26,36 @@ use common::every_algorithm;
 const CHILD_URL: &str = "FLOODWALL_REDIS_HAMMER_URL";
 /// One instant for every check: refills can never blur the count.
 const NOW: u64 = 1_700_000_000_000_000;
-const QUOTA: u64 = 500;
+/// Each key's quota.
+const QUOTA: u64 = 125;
+/// The keys every task goes round, each from its own.
+const KEYS: usize = 4;
 
 fn policies() -> Vec<Policy> {
     every_algorithm("hammer", &format!("{QUOTA}/day"))
 }
 
-/// Starts `tasks` tasks on `store`, each trying `tries` times; each answers how many of its
-/// tries were admitted.
+/// Starts `tasks` tasks on `store`, each trying `tries` times, going round the keys from
+/// its own; each answers how many of its tries were admitted, per key.
 fn spawn_hammer(
     store: &RedisStore,
     policy: &Policy,
     tasks: usize,
     tries: usize,
-) -> Vec<tokio::task::JoinHandle<u64>> {
+) -> Vec<tokio::task::JoinHandle<[u64; KEYS]>> {
     (0..tasks)
-        .map(|_| {
+        .map(|t| {
             let (store, policy) = (store.clone(), policy.clone());
             tokio::spawn(async move {
-                let mut admitted = 0;
-                for _ in 0..tries {
-                    let d = store.check_at(b"hot", &policy, 1, NOW).await.unwrap();
-                    admitted += u64::from(d.allowed);
+                let mut admitted = [0; KEYS];
+                for i in 0..tries {
+                    let k = (t + i) % KEYS;
+                    let key = format!("hot-{k}");
+                    let d = store
+                        .check_at(key.as_bytes(), &policy, 1, NOW)
+                        .await
+                        .unwrap();
+                    admitted[k] += u64::from(d.allowed);
                 }
                 admitted
             })
@@ -54,10 +63,12 @@ fn spawn_hammer(
         .collect()
 }
 
-async fn admitted(handles: Vec<tokio::task::JoinHandle<u64>>) -> u64 {
-    let mut total = 0;
+async fn admitted(handles: Vec<tokio::task::JoinHandle<[u64; KEYS]>>) -> [u64; KEYS] {
+    let mut total = [0; KEYS];
     for h in handles {
-        total += h.await.unwrap();
+        for (sum, n) in total.iter_mut().zip(h.await.unwrap()) {
+            *sum += n;
+        }
     }
     total
 }
@@ -72,7 +83,8 @@ async fn hammer_beside(url: &str) {
         let mut go = String::new();
         std::io::stdin().read_line(&mut go).unwrap();
         let n = admitted(spawn_hammer(&store, &policy, 32, 10)).await;
-        println!("admitted {} {n}", policy.name());
+        let n: Vec<String> = n.iter().map(u64::to_string).collect();
+        println!("admitted {} {}", policy.name(), n.join(" "));
     }
 }
 
@@ -127,28 +139,25 @@ async fn many_tasks_and_a_second_process_admit_exactly_the_quota() {
             .collect();
         ours.push(admitted(handles).await);
     }
-    let theirs: Vec<u64> = lines
+    let theirs: Vec<Vec<u64>> = lines
         .map(|l| l.unwrap())
         .filter_map(|l| {
-            Some(
-                l.strip_prefix("admitted ")?
-                    .rsplit_once(' ')?
-                    .1
-                    .parse()
-                    .unwrap(),
-            )
+            let counts = l.split_once("admitted ")?.1.split(' ').skip(1);
+            Some(counts.map(|n| n.parse().unwrap()).collect())
         })
         .collect();
     assert!(child.wait().unwrap().success());
     assert_eq!(theirs.len(), 6, "the second process reported {theirs:?}");
     println!("admitted here {ours:?}, in the second process {theirs:?}");
     for (i, policy) in policies().iter().enumerate() {
-        assert_eq!(
-            ours[i] + theirs[i],
-            QUOTA,
-            "{policy:?}: {} here + {} in the second process",
-            ours[i],
-            theirs[i]
-        );
+        for k in 0..KEYS {
+            assert_eq!(
+                ours[i][k] + theirs[i][k],
+                QUOTA,
+                "{policy:?}, key {k}: {} here + {} in the second process",
+                ours[i][k],
+                theirs[i][k]
+            );
+        }
     }
 }

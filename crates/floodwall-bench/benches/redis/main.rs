@@ -26,11 +26,11 @@
 //! redis-benchmark process). Client and server share the machine's two cores.
 //!
 //! Coalescing (on by default; `RedisStore::builder().coalesce(false)` turns it off; it
-//! merges concurrent checks of one key into one batch EVALSHA): GCRA on the multiplexed
-//! connection, hot key and 10,000 keys (both allowed), and a hot key that is rate-limited
-//! (1000/s: mostly refused) or refused outright (1/hour), at 1 task and at 64 tasks,
-//! coalescing off and on. `REDIS_ROUNDS` rounds
-//! (default 7), each running every cell once, for a fixed number of decisions, in an order
+//! merges concurrent checks, of one key or of many, into one batch EVALSHA): GCRA on the
+//! multiplexed connection, hot key and 10,000 keys (both allowed), and a hot key that is
+//! rate-limited (1000/s: mostly refused) or refused outright (1/hour), at 1 task and at 64
+//! tasks, coalescing off and on. `REDIS_ROUNDS` rounds (default 7), each running every
+//! cell once, for a fixed number of decisions, in an order
 //! that alternates per round. Per cell: decisions/s (median and range over the rounds),
 //! latency per decision (median and p99 of the `check()` calls' wall times in each round,
 //! median over the rounds), Redis CPU per

@@ -3,9 +3,10 @@
 -- (limit + 1) + used, so that an admission in the same window is an INCRBY of its cost and
 -- a load one `tonumber`; or, when that integer would pass 2^53 (windows of more than about
 -- two units per µs, as byte quotas have), '<window index> <used>'. Either is read.
--- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
--- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`,
--- `@reply` (a single check's answer).
+-- Sections for a driver (single.lua, batch.lua): the parameters, then `@load` (reads the
+-- key's value `stored`, which the driver GETs, into the state named on its marker line),
+-- `@step` (decides cost `c` into allowed, remaining, retry, reset; admitting updates the
+-- state), `@save` (writes the state to `key`), `@reply` (a check's answer).
 -- Cost: TIME + GET (+ when admitted: INCRBY in the same window, SET PX in a new one; the
 -- '<index> <used>' form: SET KEEPTTL in the same window).
 local limit, period = {p1}, {p2}
@@ -14,8 +15,10 @@ local m = limit + 1
 local left = now % period
 local index = (now - left) / period
 left = period - left
+-- @load used same loaded left index
+-- The window as this key's state has it (a clock behind the state moves it, below).
+local left, index = left, index
 local used, same = 0, false
-local stored = redis.call('GET', KEYS[1])
 if stored then
   local i, u
   local v = tonumber(stored)
@@ -58,9 +61,9 @@ local packs = (index + 1) * m <= EXACT
 if packs and same then
   local delta = used - loaded
   if delta == cost then
-    redis.call('INCRBY', KEYS[1], cost_arg)
+    redis.call('INCRBY', key, cost_arg)
   else
-    redis.call('INCRBY', KEYS[1], string.format('%d', delta))
+    redis.call('INCRBY', key, string.format('%d', delta))
   end
 else
   local value
@@ -70,9 +73,9 @@ else
     value = string.format('%d %d', index, used)
   end
   if same then
-    redis.call('SET', KEYS[1], value, 'KEEPTTL')
+    redis.call('SET', key, value, 'KEEPTTL')
   else
-    redis.call('SET', KEYS[1], value, 'PX',
+    redis.call('SET', key, value, 'PX',
       string.format('%d', math.floor((left + 999) / 1000) + 1 + slack))
   end
 end

@@ -1,13 +1,15 @@
 -- GCRA, as floodwall-core's algorithm/gcra.rs. State: the theoretical arrival time (TAT), one
 -- integer string. Parameters: emission interval, tolerance (burst x interval), in µs.
--- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
--- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`,
--- and `@reply`: a single check answers with one integer, from which src/reply.rs works out
--- the rest with the policy's parameters: reset_after when allowed, -1 - reset_after when not.
+-- Sections for a driver (single.lua, batch.lua): the parameters, then `@load` (reads the
+-- key's value `stored`, which the driver GETs, into the state named on its marker line),
+-- `@step` (decides cost `c` into allowed, remaining, retry, reset; admitting updates the
+-- state), `@save` (writes the state to `key`), and `@reply`: one integer, from which
+-- src/reply.rs works out the rest with the policy's parameters: reset_after when allowed,
+-- -1 - reset_after when not.
 -- Cost: TIME + GET (+ SET when admitted: KEEPTTL, or PX in a new cell of the TTL grid).
 local interval, tolerance = {p1}, {p2}
+-- @load tat old
 local tat, old = 0, nil
-local stored = redis.call('GET', KEYS[1])
 if stored then
   tat = tonumber(stored)
   if not tat then return redis.error_reply(BAD) end
@@ -30,9 +32,9 @@ end
 local grid = math.max(math.floor(tolerance / 4000), 1) * 1000
 local cell = math.floor(tat / grid)
 if old and cell == math.floor(old / grid) then
-  redis.call('SET', KEYS[1], string.format('%d', tat), 'KEEPTTL')
+  redis.call('SET', key, string.format('%d', tat), 'KEEPTTL')
 else
-  redis.call('SET', KEYS[1], string.format('%d', tat), 'PX',
+  redis.call('SET', key, string.format('%d', tat), 'PX',
     string.format('%d', math.floor(((cell + 1) * grid - now + 999) / 1000) + 1 + slack))
 end
 -- @reply

@@ -1,6 +1,6 @@
 -- floodwall: prepended to every algorithm's script (see src/script.rs).
--- KEYS[1]: the one key a decision touches. ARGV[1]: the cost (a batch: how many checks;
--- absent: 1). The algorithm's parameters (placeholders p1 to p3 in braces) are either written
+-- KEYS[1]: the one key a decision touches (a batch: see batch.lua). ARGV[1]: the cost (a
+-- batch: how many checks; absent: 1). The algorithm's parameters (placeholders p1 to p3 in braces) are either written
 -- into the script as numbers (a script per parameter set: no argument to send and parse) or
 -- read from ARGV[2..4] (src/script.rs says which). Then, optionally, now in microseconds
 -- since the Unix epoch (absent or '' reads the server's clock; src/script.rs writes its

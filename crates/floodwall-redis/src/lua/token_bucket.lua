@@ -4,16 +4,17 @@
 -- (tick index x quantum) when the bucket is full again, so owed = state - tick x quantum;
 -- or, for a bucket adding more than a token per microsecond, whose count would pass 2^53,
 -- '<owed> <tick index>'.
--- Sections for a driver (single.lua, batch.lua): the state's load, then `@step` (decides
--- cost `c` into allowed, remaining, retry, reset; admitting updates the state), `@save`,
--- `@reply` (a single check's answer).
+-- Sections for a driver (single.lua, batch.lua): the parameters, then `@load` (reads the
+-- key's value `stored`, which the driver GETs, into the state named on its marker line),
+-- `@step` (decides cost `c` into allowed, remaining, retry, reset; admitting updates the
+-- state), `@save` (writes the state to `key`), `@reply` (a check's answer).
 -- Cost: TIME + GET (+ SET when admitted: KEEPTTL, or PX in a new cell of the TTL grid).
 local capacity, tick_len, quantum = {p1}, {p2}, {p3}
 local pair = quantum > tick_len
 local tick = math.floor(now / tick_len)
+-- @load owed full
 -- owed: as of this tick; full: the tick at which the stored state was full (for its TTL).
 local owed, full = 0, nil
-local stored = redis.call('GET', KEYS[1])
 if stored then
   local o, k
   if pair then
@@ -55,9 +56,9 @@ else
   value = string.format('%d', tick * quantum + owed)
 end
 if full and cell == math.floor(full * tick_len / grid) then
-  redis.call('SET', KEYS[1], value, 'KEEPTTL')
+  redis.call('SET', key, value, 'KEEPTTL')
 else
-  redis.call('SET', KEYS[1], value, 'PX',
+  redis.call('SET', key, value, 'PX',
     string.format('%d', math.floor(((cell + 1) * grid - now + 999) / 1000) + 1 + slack))
 end
 -- @reply

@@ -1,0 +1,196 @@
+//! Which node of a Redis Cluster serves a key, as far as this store knows: its own copy of
+//! the cluster's slot map, so that checks of keys served by one node can share a batch.
+//!
+//! The copy is a hint, never a promise: a batch is sent to the node serving its first
+//! key's slot (as redis-rs's own map says) and declares no key, so Redis checks each key the
+//! script touches and refuses, before anything is written, a key that node does not serve
+//! at that moment (docs/redis.md). A stale copy thus costs batches that fail and are sent
+//! again check by check, never a wrong decision. It is read from `CLUSTER SLOTS` when the
+//! store is built (or, on a connection made elsewhere, when the first check needs it) and
+//! again after a batch fails, at most once per [`REFRESH_EVERY`]; until it is known, checks
+//! share batches only within a slot.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use redis::Value;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use tokio::runtime::Handle;
+
+/// Redis Cluster's slot count.
+const SLOTS: usize = 16_384;
+
+/// The least time between two reads of the slot map.
+pub(crate) const REFRESH_EVERY: Duration = Duration::from_millis(100);
+
+/// Set on a node number for a slot whose node is not known: checks of that slot share
+/// batches among themselves only.
+const BY_SLOT: u32 = 1 << 16;
+
+/// The store's copy of a cluster's slot map.
+#[derive(Default)]
+pub(crate) struct Slots {
+    /// For each slot, a number naming the master that serves it (its place in the map's
+    /// list of masters), or `None` before the map was first read.
+    map: RwLock<Option<Arc<[u16]>>>,
+    /// A read of the map is under way.
+    reading: AtomicBool,
+    /// When the last read started.
+    last: Mutex<Option<Instant>>,
+}
+
+impl Slots {
+    /// A number naming the node `key` is served by, for grouping checks into batches: the
+    /// master's number in the map, or [`BY_SLOT`] and the key's slot when the map is not
+    /// known yet (then a read of it is started on `runtime`).
+    pub(crate) fn node_of(
+        self: &Arc<Self>,
+        key: &[u8],
+        conn: &ClusterConnection,
+        runtime: &Handle,
+    ) -> u32 {
+        let slot = slot_of(key);
+        let map = self.map.read().unwrap_or_else(PoisonError::into_inner);
+        match map.as_deref() {
+            Some(map) => match map[usize::from(slot)] {
+                u16::MAX => BY_SLOT | u32::from(slot),
+                node => u32::from(node),
+            },
+            None => {
+                drop(map);
+                self.refresh(conn, runtime);
+                BY_SLOT | u32::from(slot)
+            }
+        }
+    }
+
+    /// Reads the slot map again, in the background, unless a read is under way or one
+    /// started less than [`REFRESH_EVERY`] ago: after a batch that a node refused, the
+    /// slots may have moved.
+    pub(crate) fn refresh(self: &Arc<Self>, conn: &ClusterConnection, runtime: &Handle) {
+        {
+            let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+            if last.is_some_and(|at| at.elapsed() < REFRESH_EVERY)
+                || self.reading.swap(true, Ordering::AcqRel)
+            {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        let (slots, mut conn) = (Arc::clone(self), conn.clone());
+        runtime.spawn(async move {
+            slots.read(&mut conn).await;
+            slots.reading.store(false, Ordering::Release);
+        });
+    }
+
+    /// Reads the slot map from `CLUSTER SLOTS` on any node. A failed read leaves the copy
+    /// as it was: batches that fail are sent again check by check meanwhile, and the next
+    /// failure reads it again.
+    pub(crate) async fn read(&self, conn: &mut ClusterConnection) {
+        let reply = conn
+            .route_command(
+                redis::cmd("CLUSTER").arg("SLOTS").clone(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+            )
+            .await;
+        if let Some(map) = reply.ok().as_ref().and_then(parse) {
+            *self.map.write().unwrap_or_else(PoisonError::into_inner) = Some(map);
+        }
+    }
+}
+
+/// Redis Cluster's slot of `key`: CRC16 (XMODEM) of its hash tag (the bytes between the
+/// first `{` and the first `}` after it, when not empty) or of the whole key, mod 16384.
+pub(crate) fn slot_of(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let close = rest.iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(key)) % SLOTS as u16
+}
+
+/// The slot map from a `CLUSTER SLOTS` reply: `[first, last, [host, port, ..], ..]` per
+/// range; each master is numbered by its first appearance. `None` if the reply does not
+/// read so.
+fn parse(reply: &Value) -> Option<Arc<[u16]>> {
+    let Value::Array(ranges) = reply else {
+        return None;
+    };
+    let mut map = vec![u16::MAX; SLOTS];
+    let mut masters: Vec<(&[u8], i64)> = Vec::new();
+    for range in ranges {
+        let Value::Array(fields) = range else {
+            return None;
+        };
+        let [
+            Value::Int(first),
+            Value::Int(last),
+            Value::Array(master),
+            ..,
+        ] = &fields[..]
+        else {
+            return None;
+        };
+        let [Value::BulkString(host), Value::Int(port), ..] = &master[..] else {
+            return None;
+        };
+        let node = match masters.iter().position(|m| *m == (&host[..], *port)) {
+            Some(i) => i,
+            None => {
+                masters.push((host, *port));
+                masters.len() - 1
+            }
+        };
+        let node = u16::try_from(node).ok()?;
+        let first = usize::try_from(*first).ok()?;
+        let last = usize::try_from(*last).ok()?;
+        map.get_mut(first..=last)?.fill(node);
+    }
+    Some(map.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_redis_clusters() {
+        // As `CLUSTER KEYSLOT` answers.
+        assert_eq!(slot_of(b"a"), 15495);
+        assert_eq!(slot_of(b"b"), 3300);
+        assert_eq!(slot_of(b"floodwall:p:gcra.1:{b}"), 3300);
+        // An empty tag, or none closed: the whole key.
+        assert_eq!(slot_of(b"x{}{b}"), 10463);
+        assert_eq!(slot_of(b"{b"), 6215);
+    }
+
+    #[test]
+    fn a_slots_reply_reads_as_a_map_of_masters() {
+        let node = |port: i64| {
+            Value::Array(vec![
+                Value::BulkString(b"127.0.0.1".to_vec()),
+                Value::Int(port),
+                Value::BulkString(b"id".to_vec()),
+            ])
+        };
+        let range =
+            |first, last, port| Value::Array(vec![Value::Int(first), Value::Int(last), node(port)]);
+        let reply = Value::Array(vec![
+            range(0, 99, 7001),
+            range(100, 16382, 7002),
+            range(16383, 16383, 7001),
+        ]);
+        let map = parse(&reply).unwrap();
+        assert_eq!((map[0], map[99], map[100], map[16382]), (0, 0, 1, 1));
+        assert_eq!(map[16383], 0, "one master, one number");
+        assert!(parse(&Value::Array(vec![range(0, 16384, 7001)])).is_none());
+        assert!(parse(&Value::Nil).is_none());
+        // Slots no master serves are told apart.
+        let partial = parse(&Value::Array(vec![range(0, 9, 7001)])).unwrap();
+        assert_eq!(partial[10], u16::MAX);
+    }
+}
