@@ -105,7 +105,10 @@ fn single_checks_and_checks_of_all_share_one_exact_state() {
     assert_eq!(admitted.into_inner(), 300);
     let other_left = store.check_sync(b"k", &other, 0).unwrap().remaining;
     let by_all = 10_000 - other_left;
-    assert!(by_all <= 300, "the other policy charged only with the shared one");
+    assert!(
+        by_all <= 300,
+        "the other policy charged only with the shared one"
+    );
 }
 
 /// The same policy twice is two checks on one state, not a deadlock.
@@ -113,10 +116,14 @@ fn single_checks_and_checks_of_all_share_one_exact_state() {
 fn one_policy_twice_is_charged_twice() {
     let store = MemoryStore::builder().clock(ManualClock::new(T0)).build();
     let p = Policy::gcra("p", hourly(3)).unwrap();
-    let d = store.check_all_sync(b"k", &[p.clone(), p.clone()], 1).unwrap();
+    let d = store
+        .check_all_sync(b"k", &[p.clone(), p.clone()], 1)
+        .unwrap();
     assert!(d.iter().flatten().all(|d| d.allowed));
     assert_eq!(d[1].unwrap().remaining, 1);
-    let d = store.check_all_sync(b"k", &[p.clone(), p.clone()], 1).unwrap();
+    let d = store
+        .check_all_sync(b"k", &[p.clone(), p.clone()], 1)
+        .unwrap();
     assert!(d[0].unwrap().allowed && !d[1].unwrap().allowed);
     assert_eq!(store.check_sync(b"k", &p, 0).unwrap().remaining, 1);
 }
@@ -158,7 +165,11 @@ fn a_cached_refusal_of_one_policy_refuses_all_without_the_store() {
         assert!(d[0].is_none(), "the first policy was not asked");
         assert!(!d[1].unwrap().allowed);
     }
-    assert_eq!(cache.stats().store_calls, calls, "refused without the store");
+    assert_eq!(
+        cache.stats().store_calls,
+        calls,
+        "refused without the store"
+    );
     assert_eq!(memory.check_sync(b"k", &roomy, 0).unwrap().remaining, 98);
     // Through a `dyn` store too.
     let dynamic: Arc<dyn floodwall_core::DynStore> = Arc::new(cache);

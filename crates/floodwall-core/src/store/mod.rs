@@ -84,8 +84,10 @@ pub trait Store: Send + Sync {
     /// none records it. For a request under several limits (10/s and 1000/day): checked
     /// one by one, the limits that allowed would spend quota on a request another refused.
     ///
-    /// The answer has one entry per policy, in order: that policy's decision (as it would
-    /// have been alone, recorded only if all allowed). `None` only in a refusal, for a
+    /// The answer has one entry per policy, in order: that policy's decision, recorded
+    /// only if all allowed. In a refusal, a policy that would have allowed the request
+    /// answers as a peek (cost 0) would: its figures as its state stays. `None` only in a
+    /// refusal, for a
     /// policy that was not asked because another was refused without asking the store (a
     /// [`DenyCache`]'s cached refusal). A cost one policy can never admit is
     /// [`Error::CostTooHigh`], and nothing is recorded.

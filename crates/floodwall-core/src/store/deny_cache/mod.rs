@@ -229,7 +229,9 @@ impl<S, C: Clock> DenyCache<S, C> {
                     answer[i] = Some(d);
                     return Ok(Ok(answer));
                 }
-                Route::Store { sent: at, epoch, .. } => sent.push(Some((at, epoch))),
+                Route::Store {
+                    sent: at, epoch, ..
+                } => sent.push(Some((at, epoch))),
                 Route::Wait(_) | Route::Through => sent.push(None),
             }
         }

@@ -159,6 +159,24 @@ impl<'a> Held<'a> {
         }
     }
 
+    /// What `policy` says of the held state as the key had it (a peek): a refused
+    /// request's figures for a policy that would have allowed it, since nothing was
+    /// recorded.
+    fn peek(&self, policy: &Policy, now: u64) -> Result<Decision, Error> {
+        match (self, policy.engine().gcra()) {
+            (Self::Gcra { was, .. }, Some(gcra)) => {
+                let (judgement, _) = gcra.judge(*was, now, 0);
+                Ok(policy.to_decision_with_limit(gcra.raw(judgement), gcra.burst))
+            }
+            (Self::Locked { guard, .. }, None) => {
+                let mut state = guard.as_ref().cloned().unwrap_or_default();
+                let raw = policy.engine().decide(&mut state, now, 0)?;
+                Ok(policy.to_decision_with_limit(raw, policy.limit()))
+            }
+            _ => Err(Error::StateMismatch),
+        }
+    }
+
     /// Makes what was decided on the held state the key's state.
     fn commit(&mut self) {
         match self {
@@ -228,8 +246,19 @@ fn decide_all(
     }
     if decisions.iter().flatten().all(|d| d.allowed) {
         held.iter_mut().for_each(Held::commit);
-    } else {
-        held.iter_mut().for_each(Held::roll_back);
+        return Some(Ok(decisions));
     }
+    // Refused: nothing is recorded, and the policies that would have allowed the request
+    // say what they hold as it stays.
+    for ((policy, entry), d) in policies.iter().zip(entries).zip(&mut decisions) {
+        if d.is_some_and(|d| d.allowed) {
+            let h = held.iter().find(|h| std::ptr::eq(h.entry(), *entry))?;
+            match h.peek(policy, now) {
+                Ok(peek) => *d = Some(peek),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+    held.iter_mut().for_each(Held::roll_back);
     Some(Ok(decisions))
 }
