@@ -50,6 +50,9 @@ pub(crate) struct BatchScript {
 /// script cache, which nothing empties.
 pub(crate) struct Scripts {
     written: papaya::HashMap<(ScriptKind, [u64; 3]), Arc<Script>, ahash::RandomState>,
+    /// The scripts deciding one key under several policies at once (`crate::all`), by
+    /// their policies' parameter sets, up to the same bound.
+    all: papaya::HashMap<Vec<(ScriptKind, [u64; 3])>, Arc<Script>, ahash::RandomState>,
     bound: usize,
 }
 
@@ -73,8 +76,27 @@ impl Scripts {
             written: papaya::HashMap::builder()
                 .hasher(ahash::RandomState::new())
                 .build(),
+            all: papaya::HashMap::builder()
+                .hasher(ahash::RandomState::new())
+                .build(),
             bound,
         }
+    }
+
+    /// The script deciding one key under each of `layouts` at once; `None` when one of
+    /// them has no sections to paste (see [`script::all`]). Past the bound, a script is
+    /// made for the call (the same text, so Redis keeps it once).
+    pub(crate) fn all(&self, layouts: &[Layout]) -> Option<Arc<Script>> {
+        let text_of: Vec<_> = layouts.iter().map(|l| (l.kind, l.args)).collect();
+        let map = self.all.pin();
+        if let Some(script) = map.get(&text_of) {
+            return Some(Arc::clone(script));
+        }
+        let script = Arc::new(Script::new(&script::all(layouts)?));
+        if map.len() < self.bound {
+            map.insert(text_of, Arc::clone(&script));
+        }
+        Some(script)
     }
 
     /// The script for a check under `layout`.

@@ -18,6 +18,7 @@ use crate::kind::{Layout, Lua, ScriptKind};
 const PRELUDE: &str = include_str!("lua/prelude.lua");
 const SINGLE: &str = include_str!("lua/single.lua");
 const BATCH: &str = include_str!("lua/batch.lua");
+const ALL: &str = include_str!("lua/all.lua");
 
 /// Where a batch's explicit time sits: after the count of checks and three (padded)
 /// parameters; the count of keys follows it.
@@ -131,6 +132,35 @@ pub(crate) fn single(kind: ScriptKind, written: Option<&[u64; 3]>) -> String {
         Lua::Whole(script) => format!("{}{script}", at_now(PRELUDE, now)),
     };
     with_params(&text, written)
+}
+
+/// The script deciding one key under each of `layouts` at once, all or nothing (see
+/// `crate::all`): the prelude, then `lua/all.lua` with each policy's sections, its
+/// parameters written in, pasted into a function of its own. `None` when one of them is
+/// not [stepped](Lua::Stepped) (the sliding window and log are whole scripts).
+pub(crate) fn all(layouts: &[Layout]) -> Option<String> {
+    const NOW: usize = 2;
+    let mut policies = String::new();
+    for (i, layout) in layouts.iter().enumerate() {
+        let Lua::Stepped(algorithm) = layout.kind.spec().lua else {
+            return None;
+        };
+        let s = Sections::of(algorithm);
+        let i = i + 1;
+        let function = format!(
+            "decide[{i}] = function(c)\n{params}local key, stored = KEYS[{i}], values[{i}]\n\
+             {load}local allowed, remaining, retry, reset\n{step}\
+             return allowed, function()\n{save}end, function()\n{reply}end\nend\n",
+            params = s.params,
+            load = s.load,
+            step = s.step,
+            save = s.save,
+            reply = s.reply,
+        );
+        policies.push_str(&with_params(&function, Some(&layout.args)));
+    }
+    let body = ALL.replace("-- {policies}\n", &policies);
+    Some(format!("{}{body}", at_now(PRELUDE, NOW)))
 }
 
 /// The batch script of `kind` (see `crate::coalesce`), which reads its parameters from
