@@ -9,6 +9,8 @@
 //! cycle. `docs/all-or-nothing.md` has the argument.
 
 use std::sync::MutexGuard;
+
+use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{BUSY, DEAD, KeyState, Locked, MemoryStore, wait_while_busy};
@@ -43,7 +45,7 @@ impl<C: Clock> MemoryStore<C> {
         loop {
             // Every policy's entry, made if new, before any is held: making room may
             // sweep, and a sweep kills entries.
-            let entries: Vec<&KeyState> = policies
+            let entries: SmallVec<[&KeyState; 4]> = policies
                 .iter()
                 .map(|p| {
                     let k = buf.as_ref(p.namespace());
@@ -221,10 +223,11 @@ fn decide_all(
     now: u64,
     cost: u64,
 ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-    let mut order: Vec<*const KeyState> = entries.iter().map(|e| *e as *const _).collect();
+    let mut order: SmallVec<[*const KeyState; 4]> =
+        entries.iter().map(|e| *e as *const _).collect();
     order.sort_unstable();
     order.dedup();
-    let mut held: Vec<Held<'_>> = Vec::with_capacity(order.len());
+    let mut held: SmallVec<[Held<'_>; 4]> = SmallVec::with_capacity(order.len());
     for address in &order {
         let entry = entries.iter().find(|e| std::ptr::eq(**e, *address))?;
         // Dropping `held` on the way out lets go of what is held so far.
