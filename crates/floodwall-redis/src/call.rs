@@ -52,9 +52,12 @@ pub(crate) struct Scripts {
     written: papaya::HashMap<(ScriptKind, [u64; 3]), Arc<Script>, ahash::RandomState>,
     /// The scripts deciding one key under several policies at once (`crate::all`), by
     /// their policies' parameter sets, up to the same bound.
-    all: papaya::HashMap<Vec<(ScriptKind, [u64; 3])>, Arc<Script>, ahash::RandomState>,
+    all: ScriptMap<Vec<(ScriptKind, [u64; 3])>>,
     bound: usize,
 }
+
+/// Scripts by what their text is made of.
+type ScriptMap<K> = papaya::HashMap<K, Arc<Script>, ahash::RandomState>;
 
 /// A script one check runs: the generic one of its kind, or its parameters' own.
 enum Chosen {
