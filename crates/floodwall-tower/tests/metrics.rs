@@ -1,0 +1,282 @@
+//! The `metrics` feature: what the layer counts after a known sequence of requests, read
+//! back from a recorder; and the store-call spans, which name keys only by a keyed hash.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use floodwall_core::{Decision, Error, ManualClock, MemoryStore, Policy, Store};
+use floodwall_test_support::*;
+use floodwall_tower::RateLimitLayer;
+use floodwall_tower::metrics::{NEAR_LIMIT, REQUESTS, STORE_DURATION};
+use http::Request;
+use http::request::Parts;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use tower::{Layer, Service, ServiceExt};
+
+/// What a recorder holds: (name, sorted labels) → value.
+type Seen = BTreeMap<(String, Vec<(String, String)>), DebugValue>;
+
+fn seen(snapshotter: &Snapshotter) -> Seen {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let key = key.key();
+            let mut labels: Vec<(String, String)> = key
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            labels.sort();
+            ((key.name().to_owned(), labels), value)
+        })
+        .collect()
+}
+
+/// A counter's value, 0 when it was never registered.
+fn counter(seen: &Seen, name: &str, labels: &[(&str, &str)]) -> u64 {
+    let mut labels: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    labels.sort();
+    match seen.get(&(name.to_owned(), labels)) {
+        Some(DebugValue::Counter(n)) => *n,
+        None => 0,
+        Some(other) => panic!("{name} is not a counter: {other:?}"),
+    }
+}
+
+fn requests(seen: &Seen, policy: &str, result: &str) -> u64 {
+    counter(seen, REQUESTS, &[("policy", policy), ("result", result)])
+}
+
+/// Sends `n` requests from `ip`; the statuses.
+async fn send<S>(svc: &mut S, ip: &str, n: usize) -> Vec<u16>
+where
+    S: Service<Request<Body>, Response = http::Response<Body>>,
+    S::Error: std::fmt::Debug,
+{
+    let mut statuses = Vec::new();
+    for _ in 0..n {
+        let res = svc.ready().await.unwrap().call(from(ip)).await.unwrap();
+        statuses.push(res.status().as_u16());
+    }
+    statuses
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn five_allowed_three_refused_counted_exactly_by_policy_and_result() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (store, _clock) = store();
+    let mut svc = RateLimitLayer::new(store, gcra("api", "5/min")).layer(hello());
+
+    let statuses = send(&mut svc, "203.0.113.7", 8).await;
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 429, 429]);
+
+    let seen = seen(&snapshotter);
+    assert_eq!(requests(&seen, "api", "allowed"), 5);
+    assert_eq!(requests(&seen, "api", "refused"), 3);
+    for other in ["shadow_refused", "store_error", "fallback"] {
+        assert_eq!(requests(&seen, "api", other), 0, "{other}");
+    }
+    // 5 of 5: the 4th request left 1 (80 % used), the 5th left 0.
+    assert_eq!(counter(&seen, NEAR_LIMIT, &[("policy", "api")]), 2);
+    // A store that answers at once is not timed.
+    assert!(seen.iter().all(|((name, _), value)| name != STORE_DURATION
+        || matches!(value, DebugValue::Histogram(samples) if samples.is_empty())));
+    // Bounded labels: policy and result only, never the client.
+    for (name, labels) in seen.keys() {
+        for (k, v) in labels {
+            assert!(k == "policy" || k == "result", "{name} has label {k}");
+            assert!(
+                !v.contains("203.0.113.7"),
+                "{name} has the client in {k}={v}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn shadow_mode_counts_what_it_would_have_refused() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (store, _clock) = store();
+    let mut svc = RateLimitLayer::new(store, gcra("trial", "1/min"))
+        .shadow(true)
+        .layer(hello());
+
+    assert_eq!(send(&mut svc, "10.0.0.1", 3).await, [200, 200, 200]);
+
+    let seen = seen(&snapshotter);
+    assert_eq!(requests(&seen, "trial", "allowed"), 1);
+    assert_eq!(requests(&seen, "trial", "shadow_refused"), 2);
+    assert_eq!(requests(&seen, "trial", "refused"), 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn each_policy_counts_its_own_verdict() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (store, _clock) = store();
+    let mut svc = RateLimitLayer::new(store, gcra("burst", "10/min"))
+        .and_policy(gcra("daily", "2/min"))
+        .layer(hello());
+
+    assert_eq!(send(&mut svc, "10.0.0.2", 3).await, [200, 200, 429]);
+
+    let seen = seen(&snapshotter);
+    assert_eq!(requests(&seen, "daily", "allowed"), 2);
+    assert_eq!(requests(&seen, "daily", "refused"), 1);
+    // The other policy saw the three requests and refused none of them.
+    let burst: u64 = ["allowed", "refused", "fallback"]
+        .iter()
+        .map(|r| requests(&seen, "burst", r))
+        .sum();
+    assert_eq!(burst, 3);
+    assert_eq!(requests(&seen, "burst", "refused"), 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn store_failures_are_counted_and_store_calls_timed() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let mut svc = RateLimitLayer::new(Down, gcra("api", "5/min"))
+        .fail_open()
+        .layer(hello());
+
+    assert_eq!(send(&mut svc, "10.0.0.3", 2).await, [200, 200]);
+
+    let seen = seen(&snapshotter);
+    assert_eq!(requests(&seen, "api", "store_error"), 2);
+    assert_eq!(requests(&seen, "api", "allowed"), 0);
+    let durations = seen
+        .get(&(
+            STORE_DURATION.to_owned(),
+            vec![("policy".to_owned(), "api".to_owned())],
+        ))
+        .expect("store calls timed");
+    match durations {
+        DebugValue::Histogram(samples) => assert_eq!(samples.len(), 2),
+        other => panic!("not a histogram: {other:?}"),
+    }
+}
+
+/// A memory store reached as a remote one is: every check waits (no `check_now`), so
+/// the layer takes its store-call path, with its span.
+#[derive(Clone)]
+struct Remote(MemoryStore<ManualClock>);
+
+impl Store for Remote {
+    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        self.0.check(key, policy, cost).await
+    }
+
+    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        self.0.reset(key, policy).await
+    }
+}
+
+/// Every span and event of target `floodwall`, at any level, written out with all its
+/// fields (`name field=value ...`), as a logging subscriber would print them.
+#[derive(Clone, Default)]
+struct Everything(Arc<Mutex<Vec<String>>>);
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!(" {}={value:?}", field.name()));
+    }
+}
+
+impl tracing::Subscriber for Everything {
+    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
+        meta.target().starts_with("floodwall")
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut fields = Fields(span.metadata().name().to_owned());
+        span.record(&mut fields);
+        let mut all = self.0.lock().unwrap();
+        all.push(fields.0);
+        tracing::span::Id::from_u64(all.len() as u64)
+    }
+    fn record(&self, id: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        let mut fields = Fields(String::new());
+        values.record(&mut fields);
+        let mut all = self.0.lock().unwrap();
+        let line = &mut all[id.into_u64() as usize - 1];
+        line.push_str(&fields.0);
+    }
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut fields = Fields(event.metadata().name().to_owned());
+        event.record(&mut fields);
+        self.0.lock().unwrap().push(fields.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// The `key=` field of a span line.
+fn key_field(line: &str) -> &str {
+    let start = line.find(" key=").expect("a key field") + 5;
+    line[start..].split(' ').next().unwrap()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn store_spans_carry_the_decision_and_only_a_hash_of_the_key() {
+    let logs = Everything::default();
+    let _guard = tracing::subscriber::set_default(logs.clone());
+    let (store, _clock) = store();
+    // The key in clear, as a user's extractor may give it: the user's e-mail.
+    let user = |req: &Parts| req.headers.get("x-user").map(|v| v.as_bytes().to_vec());
+    let mut svc = RateLimitLayer::new(Remote(store), gcra("api", "2/min"))
+        .key(user)
+        .layer(hello());
+    let mut statuses = Vec::new();
+    for who in [
+        "alice@example.com",
+        "alice@example.com",
+        "alice@example.com",
+        "bob@example.com",
+    ] {
+        let req = Request::get("/")
+            .header("x-user", who)
+            .body(Body::empty())
+            .unwrap();
+        let res = svc.ready().await.unwrap().call(req).await.unwrap();
+        statuses.push(res.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429, 200]);
+
+    let lines = logs.0.lock().unwrap().clone();
+    let spans: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("floodwall.store.check"))
+        .collect();
+    assert_eq!(spans.len(), 4, "{lines:#?}");
+    // The decision is on the span.
+    assert!(spans[0].contains("policy=\"api\"") && spans[0].contains("allowed=true"));
+    assert!(spans[0].contains("remaining=1"), "{}", spans[0]);
+    assert!(spans[2].contains("allowed=false") && spans[2].contains("retry_after_ms="));
+    // The key, hashed: the same for the same user, another for another, 16 hex digits.
+    let keys: Vec<&str> = spans.iter().map(|l| key_field(l)).collect();
+    assert_eq!(keys[0], keys[1]);
+    assert_eq!(keys[0], keys[2]);
+    assert_ne!(keys[0], keys[3]);
+    assert!(
+        keys.iter()
+            .all(|k| k.len() == 16 && k.bytes().all(|b| b.is_ascii_hexdigit()))
+    );
+    // Never in clear, anywhere.
+    for line in &lines {
+        assert!(!line.contains("alice") && !line.contains("bob"), "{line}");
+    }
+}
