@@ -24,7 +24,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// The app: `/` limited to 5 requests a minute per client IP (policy `api`), `/metrics`
 /// the Prometheus text of what `prometheus` recorded, unlimited.
-pub fn app(prometheus: PrometheusHandle) -> Result<Router, Box<dyn std::error::Error>> {
+pub(crate) fn app(prometheus: PrometheusHandle) -> Result<Router, Box<dyn std::error::Error>> {
     let limited = Router::new()
         .route("/", get(|| async { "hello\n" }))
         .layer(RateLimitLayer::new(
@@ -37,14 +37,15 @@ pub fn app(prometheus: PrometheusHandle) -> Result<Router, Box<dyn std::error::E
 
 /// The Prometheus recorder, installed as the process's: everything the layer counts from
 /// now on goes to it.
-pub fn install() -> Result<PrometheusHandle, Box<dyn std::error::Error>> {
+pub(crate) fn install() -> Result<PrometheusHandle, Box<dyn std::error::Error>> {
     Ok(PrometheusBuilder::new()
         // The store-call histogram as buckets (seconds) rather than a summary.
         .set_buckets(&[0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1])?
         .install_recorder()?)
 }
 
-#[allow(dead_code)] // tests/metrics_example.rs builds this file for `app` and `install`.
+// tests/metrics_example.rs builds this file as a module, for `app` and `install`.
+#[allow(dead_code)]
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let prometheus = install()?;
