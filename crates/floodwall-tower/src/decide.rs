@@ -106,6 +106,9 @@ impl Tally {
     /// Counts each policy's final verdict in the metrics (nothing without the feature).
     #[inline(always)]
     fn observe<St, K>(&self, config: &Config<St, K>, policies: &[Policy]) {
+        if !observe::ON {
+            return;
+        }
         for (i, d) in &self.decisions {
             observe::decided(config, policies, *i, d);
         }

@@ -6,6 +6,9 @@ use floodwall_core::{Decision, Policy};
 
 use crate::config::Config;
 
+/// Whether the hooks do anything: a loop that only calls hooks is skipped when they do not.
+pub(crate) const ON: bool = cfg!(feature = "metrics");
+
 /// What a layer keeps for its metrics: its policies' handles (nothing without the
 /// feature).
 #[cfg(feature = "metrics")]
