@@ -280,3 +280,43 @@ async fn store_spans_carry_the_decision_and_only_a_hash_of_the_key() {
         assert!(!line.contains("alice") && !line.contains("bob"), "{line}");
     }
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_breakers_state_and_counts_are_recorded_when_asked() {
+    use floodwall_core::resilience::Breaker;
+    use floodwall_tower::metrics::{
+        BREAKER_FAILED_FAST, BREAKER_OPENED, BREAKER_STATE, record_breaker,
+    };
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let clock = ManualClock::new(TokioClock::START);
+    let breaker = Breaker::builder()
+        .failure_threshold(1)
+        .clock(clock)
+        .build(Down);
+    let policy = gcra("api", "5/min");
+    let state = |seen: &Seen| match seen.get(&(
+        BREAKER_STATE.to_owned(),
+        vec![("store".to_owned(), "redis".to_owned())],
+    )) {
+        Some(DebugValue::Gauge(v)) => v.into_inner(),
+        other => panic!("no breaker gauge: {other:?}"),
+    };
+
+    record_breaker("redis", &breaker);
+    assert_eq!(state(&seen(&snapshotter)), 0.0);
+
+    // One failure opens it; the next call fails fast.
+    assert!(breaker.check(b"k", &policy, 1).await.is_err());
+    assert!(breaker.check(b"k", &policy, 1).await.is_err());
+    record_breaker("redis", &breaker);
+    let seen = seen(&snapshotter);
+    assert_eq!(state(&seen), 2.0);
+    assert_eq!(counter(&seen, BREAKER_OPENED, &[("store", "redis")]), 1);
+    assert_eq!(
+        counter(&seen, BREAKER_FAILED_FAST, &[("store", "redis")]),
+        1
+    );
+}
