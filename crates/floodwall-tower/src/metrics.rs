@@ -19,7 +19,9 @@ use floodwall_core::{Decision, Policy};
 use metrics::{Counter, Histogram};
 
 /// Counter: requests checked against a policy, by `policy` and [`result`](Outcome). A
-/// request checked against two policies counts once under each.
+/// request checked against two policies counts once under each. An in-flight limit
+/// ([`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer)) counts here too, under its
+/// name: `allowed` (a slot taken), `refused` (all taken), `shadow_refused`, `store_error`.
 pub const REQUESTS: &str = "floodwall.rate_limiting.requests";
 /// Counter: admitted requests that left a policy at least 80 % used (`remaining` at most
 /// a fifth of `limit`), by `policy`: envoy's `near_limit`, a warning before refusals.
@@ -106,7 +108,7 @@ pub(crate) struct Handles {
 }
 
 impl Handles {
-    fn register(policy: &str) -> Self {
+    pub(crate) fn register(policy: &str) -> Self {
         let name = policy.to_owned();
         Self {
             requests: Outcome::ALL.map(|o| {

@@ -2,7 +2,7 @@
 //! the `metrics` feature every hook is empty and inlined away, so the layer compiles as
 //! it would without them (the `http_instructions` bench checks it).
 
-use floodwall_core::{Decision, Policy};
+use floodwall_core::{Acquired, ConcurrencyLimit, Decision, Error, Policy};
 
 use crate::config::Config;
 
@@ -17,6 +17,39 @@ pub(crate) type Cache = crate::metrics::Cache;
 #[cfg(not(feature = "metrics"))]
 #[derive(Default, Clone)]
 pub(crate) struct Cache;
+
+/// What an in-flight layer keeps for its metrics: its limit's handles, registered at its
+/// first request (nothing without the feature).
+#[cfg(feature = "metrics")]
+pub(crate) type InFlightCache = std::sync::Arc<std::sync::OnceLock<crate::metrics::Handles>>;
+/// What an in-flight layer keeps for its metrics: nothing without the feature.
+#[cfg(not(feature = "metrics"))]
+pub(crate) type InFlightCache = Cache;
+
+/// Counts an in-flight limit's answer to a request.
+#[inline(always)]
+pub(crate) fn in_flight(
+    cache: &InFlightCache,
+    limit: &ConcurrencyLimit,
+    shadow: bool,
+    result: &Result<Acquired, Error>,
+) {
+    #[cfg(feature = "metrics")]
+    {
+        use crate::metrics::{Handles, Outcome};
+        let outcome = match result {
+            Ok(Acquired::Granted(_)) => Outcome::Allowed,
+            Ok(Acquired::Full(_)) if shadow => Outcome::ShadowRefused,
+            Ok(Acquired::Full(_)) => Outcome::Refused,
+            Err(_) => Outcome::StoreError,
+        };
+        cache
+            .get_or_init(|| Handles::register(limit.name()))
+            .count(outcome);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (cache, limit, shadow, result);
+}
 
 /// Counts policy `policies[i]`'s decision on a request whose outcome is final.
 #[inline(always)]
