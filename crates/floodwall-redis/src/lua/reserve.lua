@@ -5,9 +5,9 @@
 -- as the token bucket's tick, moves with it), the load and the step again at that instant,
 -- where they admit it, and saving what that admission leaves: exactly what the request
 -- arriving then would do, so later requests queue behind it. Its key's TTL counts from the
--- server's now, so the slot's lead is added to the slack. Never coalesced. The reply:
--- {allowed, remaining, retry, reset, wait, the state as stored (the ticket a cancellation
--- compares), ''}; durations in µs from now.
+-- server's now, so the slot's lead is added to the slack. Never coalesced. The reply is
+-- the table {allowed, remaining, retry, reset, wait, the state as stored (the ticket a
+-- cancellation compares)}; durations in µs from now.
 local key = KEYS[1]
 local stored = redis.call('GET', key)
 -- {load}
