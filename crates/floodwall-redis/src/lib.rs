@@ -110,6 +110,8 @@ mod error;
 mod key;
 mod kind;
 mod lease;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod reply;
 mod reserve;
 mod script;

@@ -40,6 +40,8 @@ pub(crate) struct Config<St, K> {
     pub(crate) store_down: Arc<AtomicBool>,
     /// Waiting instead of refusing: off unless `wait_up_to` turned it on.
     pub(crate) waiting: Waiting,
+    /// The metrics handles of `policies` (nothing without the `metrics` feature).
+    pub(crate) metrics: crate::observe::Cache,
 }
 
 // By hand: a derive would ask `K: Clone`, and the key extractor is shared, not cloned.
@@ -60,6 +62,7 @@ impl<St: Clone, K> Clone for Config<St, K> {
             ietf_consts: self.ietf_consts.clone(),
             store_down: Arc::clone(&self.store_down),
             waiting: self.waiting.clone(),
+            metrics: self.metrics.clone(),
         }
     }
 }
@@ -81,6 +84,7 @@ impl<St, K> Config<St, K> {
             ietf_consts: OnceLock::new(),
             store_down: Arc::new(AtomicBool::new(false)),
             waiting: Waiting::default(),
+            metrics: Default::default(),
         }
     }
 
@@ -114,6 +118,7 @@ impl<St, K> Config<St, K> {
             ietf_consts: self.ietf_consts,
             store_down: self.store_down,
             waiting: self.waiting,
+            metrics: self.metrics,
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::extract::KeyError;
 use crate::headers::{self, Fields, HeaderStyle, IetfConsts};
 use crate::mode::sealed::Refuse;
+use crate::observe;
 use crate::respond::{Decisions, Denial};
 
 /// The policies one request is checked against, owned: what a check that waits for the
@@ -102,6 +103,20 @@ impl Tally {
         self.decisions.iter().map(move |(i, d)| (&policies[*i], d))
     }
 
+    /// Counts each policy's final verdict in the metrics (nothing without the feature).
+    #[inline(always)]
+    fn observe<St, K>(&self, config: &Config<St, K>, policies: &[Policy]) {
+        if !observe::ON {
+            return;
+        }
+        for (i, d) in &self.decisions {
+            observe::decided(config, policies, *i, d);
+        }
+        if let Some((i, _)) = self.too_costly {
+            observe::too_costly(config, policies, i);
+        }
+    }
+
     fn denial(&self, policies: &[Policy]) -> Denial {
         let decisions: Decisions = self.pairs(policies).map(|(p, d)| (p.clone(), *d)).collect();
         let too_costly = self
@@ -149,6 +164,7 @@ impl<St: Store, K> Config<St, K> {
             return match self.store.check_now(key.as_bytes(), policy, cost) {
                 Some(Ok(decision)) if decision.allowed => {
                     self.store_answered();
+                    observe::decided(self, policies, 0, &decision);
                     let pairs = std::iter::once((policy, &decision));
                     Checked::Decided(Admission::Admit(self.fields(policies, pairs)))
                 }
@@ -169,6 +185,7 @@ impl<St: Store, K> Config<St, K> {
     ) -> Checked<M::Refusal> {
         let mut tally = Tally::default();
         if let Err(e) = tally.record(0, cost, result) {
+            observe::store_error(self, policies, 0);
             return Checked::Decided(self.store_failed::<M>(e));
         }
         match self.conclude::<M>(&tally, policies) {
@@ -194,6 +211,7 @@ impl<St: Store, K> Config<St, K> {
                 return Checked::Waiting(Pending { tally, next: i });
             };
             if let Err(e) = tally.record(i, cost, result) {
+                observe::store_error(self, policies, i);
                 return Checked::Decided(self.store_failed::<M>(e));
             }
         }
@@ -218,6 +236,7 @@ impl<St: Store, K> Config<St, K> {
     ) -> Option<Admission<M::Refusal>> {
         self.store_answered();
         if tally.allowed() {
+            tally.observe(self, policies);
             return Some(Admission::Admit(
                 self.fields(policies, tally.pairs(policies)),
             ));
@@ -235,6 +254,7 @@ impl<St: Store, K> Config<St, K> {
         tally: &Tally,
         policies: &[Policy],
     ) -> Admission<M::Refusal> {
+        tally.observe(self, policies);
         Admission::Admit(self.fields(policies, tally.pairs(policies)))
     }
 
@@ -265,6 +285,7 @@ impl<St: Store, K> Config<St, K> {
         tally: &Tally,
         policies: &[Policy],
     ) -> Admission<M::Refusal> {
+        tally.observe(self, policies);
         let denial = tally.denial(policies);
         if self.shadow {
             for policy in denial.violated() {
@@ -368,8 +389,17 @@ impl<St: Store + 'static, K: Send + Sync + 'static> Config<St, K> {
     ) -> Admission<M::Refusal> {
         let Pending { mut tally, next } = pending;
         for (i, policy) in policies.as_slice().iter().enumerate().skip(next) {
-            let result = config.store.check(key.as_bytes(), policy, cost).await;
+            let span = crate::trace::store_check(policy, key.as_bytes(), cost);
+            let timer = observe::Timer::start();
+            let result = tracing::Instrument::instrument(
+                config.store.check(key.as_bytes(), policy, cost),
+                span.clone(),
+            )
+            .await;
+            timer.stop(&config, policies.as_slice(), i);
+            crate::trace::answered(&span, &result);
             if let Err(e) = tally.record(i, cost, result) {
+                observe::store_error(&config, policies.as_slice(), i);
                 return config.store_failed::<M>(e);
             }
         }

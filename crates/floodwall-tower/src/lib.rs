@@ -83,9 +83,13 @@ mod future;
 mod headers;
 mod key;
 mod layer;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod mode;
+mod observe;
 pub mod respond;
 mod service;
+mod trace;
 mod wait;
 
 pub use body::{RejectionBody, ResponseBody};
