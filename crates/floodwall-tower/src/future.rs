@@ -14,6 +14,7 @@ use crate::body::RejectionBody;
 use crate::decide::Admission;
 use crate::headers::Fields;
 use crate::mode::RefusalMode;
+use crate::settle::Settler;
 use crate::{RejectWithError, RejectWithResponse};
 
 /// The store's decision, boxed: a store's future borrows the store, the key and the
@@ -32,6 +33,8 @@ pin_project! {
         #[pin]
         state: State<S::Future, S, B, M::Refusal>,
         report: Option<Fields>,
+        // Charging by the response: `None` unless the layer has a rule (`settle.rs`).
+        settle: Option<Settler>,
         _mode: PhantomData<fn() -> M>,
     }
 }
@@ -64,6 +67,7 @@ where
         Self {
             state: State::Calling { future },
             report,
+            settle: None,
             _mode: PhantomData,
         }
     }
@@ -74,10 +78,17 @@ where
         })
     }
 
+    /// Settles the response's cost with `settle`, if any, once it is there.
+    pub(crate) fn settling(mut self, settle: Option<Settler>) -> Self {
+        self.settle = settle;
+        self
+    }
+
     fn new(state: State<S::Future, S, B, M::Refusal>) -> Self {
         Self {
             state,
             report: None,
+            settle: None,
             _mode: PhantomData,
         }
     }
@@ -115,7 +126,9 @@ where
         let (mut state, report) = (this.state, this.report);
         loop {
             let refusal = match state.as_mut().project() {
-                StateProj::Calling { future } => return poll_calling(future, report, cx).map(Ok),
+                StateProj::Calling { future } => {
+                    return poll_calling(future, report, this.settle, cx).map(Ok);
+                }
                 StateProj::Checking { check, inner } => {
                     match ready!(Self::poll_check(check, inner, report, cx)) {
                         Ok(future) => {
@@ -150,6 +163,7 @@ fn add_headers<ResB>(report: &mut Option<Fields>, res: &mut Response<ResB>) {
 fn poll_calling<F, ResB, E>(
     future: Pin<&mut F>,
     report: &mut Option<Fields>,
+    settle: &mut Option<Settler>,
     cx: &mut Context<'_>,
 ) -> Poll<Result<Response<ResB>, E>>
 where
@@ -158,6 +172,9 @@ where
     let mut poll = future.poll(cx);
     if let Poll::Ready(Ok(res)) = &mut poll {
         add_headers(report, res);
+        if let Some(settle) = settle.take() {
+            settle.apply(res);
+        }
     }
     poll
 }

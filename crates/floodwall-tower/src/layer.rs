@@ -239,6 +239,35 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
         self.map(|s| s.cost = Some(Arc::new(cost)))
     }
 
+    /// Settles each admitted request's cost from its response: the rule reads the
+    /// response's head (and may change it: remove a cost header the handler set) and says
+    /// what the request cost ([`Settle`](crate::Settle)); the difference from what its
+    /// check charged is charged, even past the limit, or refunded. Count only failed
+    /// logins (refund the rest), refund what the handler refused, charge the tokens an
+    /// LLM answer used. The store must support [`Store::adjust`] (memory and Redis do).
+    /// See `docs/charging.md` for when the change lands and what each algorithm does.
+    ///
+    /// ```
+    /// # use floodwall_core::{MemoryStore, Policy};
+    /// use floodwall_tower::{RateLimitLayer, Settle};
+    /// use http::StatusCode;
+    ///
+    /// // 5 failed logins per 10 minutes; a success gives its unit back.
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::sliding_log("login", "5/10min".parse()?)?)
+    ///     .charge_by(|res: &mut http::response::Parts| match res.status {
+    ///         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Settle::Keep,
+    ///         _ => Settle::Refund,
+    ///     });
+    /// # let _ = layer;
+    /// # Ok::<(), floodwall_core::ConfigError>(())
+    /// ```
+    pub fn charge_by(
+        self,
+        rule: impl Fn(&mut http::response::Parts) -> crate::Settle + Send + Sync + 'static,
+    ) -> Self {
+        self.map(|s| s.settle = Some(Arc::new(rule)))
+    }
+
     /// Builds denials with this responder: [`Json`](crate::respond::Json),
     /// [`ProblemJson`](crate::respond::ProblemJson), [`Grpc`](crate::respond::Grpc) for
     /// tonic, or a `|denial: &Denial| -> Response<_>` closure. With the `axum` feature, a

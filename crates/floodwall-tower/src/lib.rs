@@ -86,6 +86,7 @@ mod layer;
 mod mode;
 pub mod respond;
 mod service;
+mod settle;
 mod wait;
 
 pub use body::{RejectionBody, ResponseBody};
@@ -99,3 +100,4 @@ pub use key::Key;
 pub use layer::RateLimitLayer;
 pub use mode::{RefusalMode, RejectWithError, RejectWithResponse};
 pub use service::RateLimit;
+pub use settle::Settle;

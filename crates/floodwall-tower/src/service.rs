@@ -16,6 +16,7 @@ use crate::decide::{Admission, Checked, Pending, PolicyList};
 use crate::extract::{ExtractKey, KeyError, PeerIp};
 use crate::future::{CheckFuture, ResponseFuture};
 use crate::mode::RefusalMode;
+use crate::settle::Settler;
 use crate::{Key, RateLimitLayer, RejectWithError, RejectWithResponse};
 
 /// Rate-limits the requests to an inner service; built by [`RateLimitLayer`].
@@ -147,15 +148,22 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
             Choice::Policy(policy) => std::slice::from_ref(policy),
             Choice::Policies(list) => list,
         };
+        // Made only when the layer charges by the response (`settle.rs`).
+        let settle = match &config.settle {
+            None => None,
+            Some(_) => Settler::new(&self.config, key, policies, cost),
+        };
         match config.decide_now::<M>(key, policies, cost) {
             // `self.inner` is the service `poll_ready` made ready: call it in place.
             Checked::Decided(Admission::Admit(report)) => {
-                ResponseFuture::calling(self.inner.call(req), report)
+                ResponseFuture::calling(self.inner.call(req), report).settling(settle)
             }
             // The rest (`refused`, `wait`) is not the usual request (though it is the usual
             // one under attack, or on Redis).
             Checked::Decided(Admission::Refuse(refusal)) => ResponseFuture::refused(refusal),
-            Checked::Waiting(pending) => self.wait(req, key, choice, cost, pending),
+            Checked::Waiting(pending) => {
+                self.wait(req, key, choice, cost, pending).settling(settle)
+            }
         }
     }
 
