@@ -3,16 +3,17 @@
 //! charged or refunded in the store ([`Store::adjust`]). See
 //! [`RateLimitLayer::charge_by`](crate::RateLimitLayer::charge_by) and `docs/charging.md`.
 //!
-//! The store's change is applied before the response is returned when the store answers
-//! at once (the memory store, or a deny cache in front of it): the client's next request
-//! sees it. Otherwise (Redis) it runs on a task of its own, so no response waits for a
-//! round trip it does not need; the next request of the same client may then be decided
-//! before the change lands (one round trip at most). A failed change is logged, never
-//! turned into an error response: the handler has already run.
+//! The store's change is made before the response is returned: the client's next request
+//! sees it, so a sequence of requests is charged exactly (a debt refuses the very next
+//! one). On the memory store it is done at once; on Redis it adds one round trip to the
+//! responses that change anything (a layer without a rule, and a rule that answers
+//! [`Settle::Keep`], add none). A failed change is logged, never turned into an error
+//! response: the handler has already run.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Waker};
+use std::task::{Context, Poll};
 
 use floodwall_core::{Adjustment, Policy, Store};
 use http::Response;
@@ -54,12 +55,17 @@ impl Settle {
 /// usually removed) to what the request cost.
 pub(crate) type SettleFn = dyn Fn(&mut Parts) -> Settle + Send + Sync;
 
+/// The store's change a response settles, made by the rule.
+type Change = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// What an admitted request settles once its response is there: made at its check, only
 /// when the layer has a rule.
-pub(crate) struct Settler(Box<dyn FnOnce(&mut Parts) + Send>);
+pub(crate) struct Settler(Box<dyn FnOnce(&mut Parts) -> Option<Change> + Send>);
 
 impl Settler {
-    /// The settling of a request of `key`, checked against `policies` at `cost`.
+    /// The settling of a request of `key`, checked against `policies` at `cost`; `None`
+    /// (one test, on every request) when the layer has no rule.
+    #[inline(always)]
     pub(crate) fn new<St, K>(
         config: &Arc<Config<St, K>>,
         key: &Key,
@@ -70,40 +76,108 @@ impl Settler {
         St: Store + 'static,
         K: Send + Sync + 'static,
     {
-        let rule = Arc::clone(config.settle.as_ref()?);
+        let rule = config.settle.as_ref()?;
+        Some(Self::with(config, Arc::clone(rule), key, policies, cost))
+    }
+
+    /// [`new`](Self::new) for a layer with a rule: out of line, off the usual path.
+    #[inline(never)]
+    fn with<St, K>(
+        config: &Arc<Config<St, K>>,
+        rule: Arc<SettleFn>,
+        key: &Key,
+        policies: &[Policy],
+        cost: u64,
+    ) -> Self
+    where
+        St: Store + 'static,
+        K: Send + Sync + 'static,
+    {
         let config = Arc::clone(config);
         let key = key.clone();
         let policies = policies.to_vec();
-        Some(Self(Box::new(move |head: &mut Parts| {
-            if let Some(adjustment) = rule(head).adjustment(cost) {
-                apply(config, key, policies, adjustment);
-            }
-        })))
+        Self(Box::new(move |head: &mut Parts| {
+            let adjustment = rule(head).adjustment(cost)?;
+            Some(change(config, key, policies, adjustment))
+        }))
     }
 
-    /// Runs the rule on `res`'s head and applies what it says.
-    pub(crate) fn apply<B>(self, res: &mut Response<B>) {
+    /// Runs the rule on `res`'s head; the store's change to wait for, if any.
+    fn apply<B>(self, res: &mut Response<B>) -> Option<Change> {
         // The rule sees a `Parts`, moved out of the response and back (the body stays).
         let (mut head, ()) = Response::new(()).into_parts();
         head.status = res.status();
         head.version = res.version();
         head.headers = std::mem::take(res.headers_mut());
         head.extensions = std::mem::take(res.extensions_mut());
-        (self.0)(&mut head);
+        let change = (self.0)(&mut head);
         *res.status_mut() = head.status;
         *res.headers_mut() = head.headers;
         *res.extensions_mut() = head.extensions;
+        change
     }
 }
 
-/// Makes `adjustment` on every policy: at once when the store answers without waiting,
-/// else on a task of its own (see the module's docs).
-fn apply<St, K>(config: Arc<Config<St, K>>, key: Key, policies: Vec<Policy>, adjustment: Adjustment)
+/// Where a response future is with settling its cost: nothing to do (every layer without
+/// a rule), a rule to run on the response, or the store's change under way with the
+/// response held until it is done.
+pub(crate) enum Settling<R> {
+    Off,
+    Rule(Settler),
+    Applying(Box<(Change, Option<R>)>),
+}
+
+impl<R> Settling<R> {
+    /// While the store's change is under way: the held response once it is done.
+    #[inline]
+    pub(crate) fn poll_applying(&mut self, cx: &mut Context<'_>) -> Option<Poll<R>> {
+        let Self::Applying(applying) = self else {
+            return None;
+        };
+        let (change, res) = &mut **applying;
+        Some(
+            change
+                .as_mut()
+                .poll(cx)
+                .map(|()| res.take().expect("ResponseFuture polled after completion")),
+        )
+    }
+}
+
+impl<B> Settling<Response<B>> {
+    /// Settles `res`: runs the rule, then the store's change, holding the response until
+    /// the change is done (at once on the memory store).
+    pub(crate) fn settle(
+        &mut self,
+        mut res: Response<B>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Response<B>> {
+        let Self::Rule(settler) = std::mem::replace(self, Self::Off) else {
+            return Poll::Ready(res);
+        };
+        let Some(mut change) = settler.apply(&mut res) else {
+            return Poll::Ready(res);
+        };
+        if change.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(res);
+        }
+        *self = Self::Applying(Box::new((change, Some(res))));
+        Poll::Pending
+    }
+}
+
+/// Makes `adjustment` on every policy; a failure is logged, never the response's.
+fn change<St, K>(
+    config: Arc<Config<St, K>>,
+    key: Key,
+    policies: Vec<Policy>,
+    adjustment: Adjustment,
+) -> Change
 where
     St: Store + 'static,
     K: Send + Sync + 'static,
 {
-    let mut change = Box::pin(async move {
+    Box::pin(async move {
         for policy in &policies {
             if let Err(error) = config
                 .store
@@ -119,21 +193,7 @@ where
                 );
             }
         }
-    });
-    let mut cx = Context::from_waker(Waker::noop());
-    if change.as_mut().poll(&mut cx).is_ready() {
-        return;
-    }
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => {
-            runtime.spawn(change);
-        }
-        Err(_) => tracing::warn!(
-            target: "floodwall",
-            ?adjustment,
-            "no tokio runtime to settle a request's cost on; the change is lost"
-        ),
-    }
+    })
 }
 
 #[cfg(test)]
