@@ -18,6 +18,7 @@ use crate::kind::{Layout, Lua, ScriptKind};
 const PRELUDE: &str = include_str!("lua/prelude.lua");
 const SINGLE: &str = include_str!("lua/single.lua");
 const BATCH: &str = include_str!("lua/batch.lua");
+const RESERVE: &str = include_str!("lua/reserve.lua");
 
 /// Where a batch's explicit time sits: after the count of checks and three (padded)
 /// parameters; the count of keys follows it.
@@ -111,6 +112,7 @@ fn assemble(algorithm: &str, driver: &str, now: usize) -> String {
         }
     }
     let body = body
+        .replace("-- {params}\n", s.params)
         .replace("-- {load}\n", s.load)
         .replace("-- {step}\n", s.step)
         .replace("-- {save}\n", s.save)
@@ -139,6 +141,24 @@ pub(crate) fn batch(kind: ScriptKind) -> Option<String> {
     match kind.spec().lua {
         Lua::Stepped(algorithm) => Some(with_params(&assemble(algorithm, BATCH, BATCH_NOW), None)),
         Lua::Whole(_) => None,
+    }
+}
+
+/// The booking script of `kind` (see `crate::reserve`), which reads its parameters from
+/// `ARGV` after the cost; the explicit time and the longest wait follow them. `None` for
+/// the kinds that cannot book a slot (windows and logs, whose state has no future
+/// position).
+pub(crate) fn reserve(kind: ScriptKind) -> Option<String> {
+    let bookable = matches!(
+        kind,
+        ScriptKind::Gcra | ScriptKind::LeakyBucket | ScriptKind::TokenBucket
+    );
+    match kind.spec().lua {
+        Lua::Stepped(algorithm) if bookable => {
+            let now = kind.spec().params + 2;
+            Some(with_params(&assemble(algorithm, RESERVE, now), None))
+        }
+        _ => None,
     }
 }
 
