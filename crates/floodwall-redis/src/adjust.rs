@@ -1,8 +1,9 @@
 //! Charges and refunds ([`Store::adjust`](floodwall_core::Store::adjust)): one script call
-//! per policy, never coalesced. The script is the prelude, the algorithm's parameters and
-//! `@load` section, `lua/adjust.lua`, the algorithm's adjust section
-//! (`lua/adjust_<algorithm>.lua`, the only new arithmetic) and its own `@save` section, so a
-//! key's state is read and written exactly as its checks do. GCRA, the funnel, the token
+//! per policy, never coalesced. `crate::script` puts the script together as for checks:
+//! the prelude, the algorithm's parameters, and the driver `lua/adjust.lua` with the
+//! algorithm's `@load` and `@save` sections and its adjust section
+//! (`lua/adjust_<algorithm>.lua`, the only new arithmetic), so a key's state is read and
+//! written exactly as its checks do. GCRA, the funnel, the token
 //! bucket and the fixed window have one; the sliding window and log (whole scripts, with no
 //! sections to reuse) answer [`Error::Unsupported`].
 
@@ -12,11 +13,8 @@ use floodwall_core::{Adjustment, Error, Policy};
 use redis::Script;
 
 use crate::connection::Op;
-use crate::kind::{Layout, Lua, ScriptKind};
+use crate::kind::{Layout, ScriptKind};
 use crate::store::{MAX_EXPLICIT_NOW, RedisStore};
-
-const PRELUDE: &str = include_str!("lua/prelude.lua");
-const DRIVER: &str = include_str!("lua/adjust.lua");
 
 static ADJUST: LazyLock<[Option<Script>; ScriptKind::ALL.len()]> =
     LazyLock::new(|| ScriptKind::ALL.map(|kind| text(kind).map(|t| Script::new(&t))));
@@ -31,29 +29,10 @@ fn section(kind: ScriptKind) -> Option<&'static str> {
     }
 }
 
-/// The script of `kind`, its parameters read from `ARGV[2..]` and the explicit time after
-/// them; `None` when the kind has no adjust section.
+/// The script of `kind`, as `crate::script` puts it together; `None` when the kind has
+/// no adjust section.
 fn text(kind: ScriptKind) -> Option<String> {
-    let adjust = section(kind)?;
-    let Lua::Stepped(algorithm) = kind.spec().lua else {
-        return None;
-    };
-    let (params, rest) = algorithm.split_once("-- @load ")?;
-    let (_names, rest) = rest.split_once('\n')?;
-    let (load, rest) = rest.split_once("-- @step\n")?;
-    let (_step, rest) = rest.split_once("-- @save\n")?;
-    let (save, _reply) = rest.split_once("-- @reply\n")?;
-    let body = DRIVER
-        .replace("-- {adjust}\n", adjust)
-        .replace("-- {save}\n", save);
-    let prelude = PRELUDE.replace("{now}", &(kind.spec().params + 2).to_string());
-    let text = format!("{prelude}{params}{load}{body}");
-    Some((0..3).fold(text, |text, i| {
-        text.replace(
-            &format!("{{p{}}}", i + 1),
-            &format!("tonumber(ARGV[{}])", i + 2),
-        )
-    }))
+    crate::script::adjust(kind, section(kind)?)
 }
 
 impl RedisStore {
