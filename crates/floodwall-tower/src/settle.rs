@@ -60,7 +60,10 @@ type Change = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// What an admitted request settles once its response is there: made at its check, only
 /// when the layer has a rule.
-pub(crate) struct Settler(Box<dyn FnOnce(&mut Parts) -> Option<Change> + Send>);
+pub(crate) struct Settler(Box<RunRule>);
+
+/// A rule bound to one request: the response's head to the store's change, if any.
+type RunRule = dyn FnOnce(&mut Parts) -> Option<Change> + Send;
 
 impl Settler {
     /// The settling of a request of `key`, checked against `policies` at `cost`; `None`
