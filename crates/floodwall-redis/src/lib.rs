@@ -102,6 +102,7 @@
 //! dropped: Redis is stricter there, never looser. The sliding log drops entries on the
 //! same grid in both, so it decides alike even then (`tests/model.rs` steps its clock back).
 
+mod adjust;
 mod builder;
 mod call;
 mod coalesce;

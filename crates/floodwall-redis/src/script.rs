@@ -19,6 +19,7 @@ const PRELUDE: &str = include_str!("lua/prelude.lua");
 const SINGLE: &str = include_str!("lua/single.lua");
 const BATCH: &str = include_str!("lua/batch.lua");
 const RESERVE: &str = include_str!("lua/reserve.lua");
+const ADJUST: &str = include_str!("lua/adjust.lua");
 
 /// Where a batch's explicit time sits: after the count of checks and three (padded)
 /// parameters; the count of keys follows it.
@@ -159,6 +160,20 @@ pub(crate) fn reserve(kind: ScriptKind) -> Option<String> {
             Some(with_params(&assemble(algorithm, RESERVE, now), None))
         }
         _ => None,
+    }
+}
+
+/// The charge-and-refund script of `kind` (see `crate::adjust`) with its adjust `section`,
+/// which reads its parameters from `ARGV` after the signed amount; the explicit time
+/// follows them. `None` for a whole script (no sections to reuse).
+pub(crate) fn adjust(kind: ScriptKind, section: &str) -> Option<String> {
+    match kind.spec().lua {
+        Lua::Stepped(algorithm) => {
+            let driver = ADJUST.replace("-- {adjust}\n", section);
+            let now = kind.spec().params + 2;
+            Some(with_params(&assemble(algorithm, &driver, now), None))
+        }
+        Lua::Whole(_) => None,
     }
 }
 

@@ -89,6 +89,7 @@ mod mode;
 mod observe;
 pub mod respond;
 mod service;
+mod settle;
 mod trace;
 mod wait;
 
@@ -103,3 +104,4 @@ pub use key::Key;
 pub use layer::RateLimitLayer;
 pub use mode::{RefusalMode, RejectWithError, RejectWithResponse};
 pub use service::RateLimit;
+pub use settle::Settle;
