@@ -17,7 +17,7 @@
 
 pub use floodwall_core::resilience;
 pub use floodwall_core::{Acquired, ConcurrencyLimit, ConcurrencyStore, Full, Permit};
-pub use floodwall_core::{Algorithm, Decision, MAX_SPAN, Policy, Quota, Rounding};
+pub use floodwall_core::{Adjustment, Algorithm, Decision, MAX_SPAN, Policy, Quota, Rounding};
 pub use floodwall_core::{Cancelled, Reservable, Reservation, Ticket};
 pub use floodwall_core::{Clock, ManualClock, SystemClock};
 pub use floodwall_core::{ConfigError, Error};

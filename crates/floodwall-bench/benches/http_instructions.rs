@@ -14,6 +14,10 @@
 //! headers, and refusing (429 with headers, every counted request: its 1/h quota admits
 //! only the first warm-up one); floodwall with `wait_up_to` (its allowed path: waiting
 //! costs nothing until a request is refused); tower_governor with the same quota.
+//!
+//! With `--features metrics` the layer is built with its `metrics` feature: every
+//! floodwall row then counts with no recorder installed, and one more row,
+//! `floodwall-recorded`, with the Prometheus recorder of `examples/metrics.rs` installed.
 
 use floodwall_bench as support;
 
@@ -64,6 +68,15 @@ const VARIANTS: [(&str, &str); 10] = [
     ("tower_governor", "tower_governor, same quota"),
 ];
 
+/// Rows counted only with the `metrics` feature.
+#[cfg(feature = "metrics")]
+const METRICS_VARIANTS: [(&str, &str); 1] = [(
+    "floodwall-recorded",
+    "floodwall, metrics to a Prometheus recorder",
+)];
+#[cfg(not(feature = "metrics"))]
+const METRICS_VARIANTS: [(&str, &str); 0] = [];
+
 // The quota and the tower_governor settings must match benches/http.rs's QUOTA and GOVERNOR_*.
 fn policy() -> Policy {
     let quota: Quota = "1000000/s burst 1000000000".parse().expect("a quota");
@@ -97,6 +110,13 @@ fn app(variant: &str) -> Router {
             },
         )),
         "floodwall" => hello().layer(RateLimitLayer::new(MemoryStore::new(), policy())),
+        #[cfg(feature = "metrics")]
+        "floodwall-recorded" => {
+            metrics_exporter_prometheus::PrometheusBuilder::new()
+                .install_recorder()
+                .expect("the only recorder");
+            hello().layer(RateLimitLayer::new(MemoryStore::new(), policy()))
+        }
         "floodwall-noheaders" => hello()
             .layer(RateLimitLayer::new(MemoryStore::new(), policy()).headers(HeaderStyle::None)),
         "floodwall-wait" => hello().layer(
@@ -225,7 +245,7 @@ fn main() {
     );
     println!("{:<20} {:>9} {:>9}  what", "variant", "Ir/req", "over none");
     let mut base = None;
-    for (variant, what) in VARIANTS {
+    for (variant, what) in VARIANTS.into_iter().chain(METRICS_VARIANTS) {
         match count(variant) {
             Ok(ir) => {
                 let none = *base.get_or_insert(ir);

@@ -28,7 +28,7 @@ mod reservation;
 pub mod resilience;
 pub mod store;
 
-pub use algorithm::{Algorithm, Parameters, State};
+pub use algorithm::{Adjustment, Algorithm, Parameters, State};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use concurrency::{Acquired, ConcurrencyLimit, ConcurrencyStore, Full, Permit};
 pub use decision::Decision;

@@ -268,6 +268,19 @@ impl Policy {
         Ok(self.to_decision(raw))
     }
 
+    /// Applies a charge or a refund to `state` at `now` (µs since the epoch): the pure
+    /// algorithm behind [`Store::adjust`](crate::Store::adjust), as [`decide`](Self::decide)
+    /// is behind checks. Where each algorithm is exact, and what a charge past the limit
+    /// does, is on [`Adjustment`](crate::Adjustment).
+    pub fn adjust(
+        &self,
+        state: &mut State,
+        now: u64,
+        adjustment: crate::Adjustment,
+    ) -> Result<(), Error> {
+        self.inner.engine.adjust(state, now, adjustment).map(|_| ())
+    }
+
     /// Fails with [`Error::CostTooHigh`] when `cost` can never pass.
     #[inline]
     pub fn check_cost(&self, cost: u64) -> Result<(), Error> {

@@ -176,3 +176,39 @@ fn a_cached_refusal_of_one_policy_refuses_all_without_the_store() {
     let d = dynamic.check_all_now(b"k", &both, 1).unwrap().unwrap();
     assert!(!d[1].unwrap().allowed);
 }
+
+/// Charges and refunds of one policy (`adjust`), racing checks of several that hold its
+/// state: each pair of a charge and its refund leaves the quota as it was, so the policy
+/// ends charged for the admitted requests only (an adjustment written over a held state,
+/// or lost under it, would show here).
+#[test]
+fn adjustments_wait_for_a_held_state() {
+    use floodwall_core::Adjustment;
+    let store = MemoryStore::builder().clock(ManualClock::new(T0)).build();
+    let roomy = Policy::gcra("roomy", hourly(100_000)).unwrap();
+    let small = Policy::token_bucket("small", hourly(50)).unwrap();
+    let both = [roomy.clone(), small];
+    let admitted = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (store, both, roomy, admitted) = (&store, &both, &roomy, &admitted);
+            s.spawn(move || {
+                for _ in 0..PER_THREAD {
+                    if t % 2 == 0 {
+                        let d = store.check_all_sync(b"k", both, 1).unwrap();
+                        if d.iter().flatten().all(|d| d.allowed) {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    } else {
+                        store.adjust_sync(b"k", roomy, Adjustment::Charge(3)).unwrap();
+                        store.adjust_sync(b"k", roomy, Adjustment::Refund(3)).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let admitted = admitted.into_inner();
+    assert_eq!(admitted, 50);
+    let left = store.check_sync(b"k", &roomy, 0).unwrap().remaining;
+    assert_eq!(left, 100_000 - admitted);
+}

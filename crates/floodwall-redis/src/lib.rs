@@ -102,6 +102,7 @@
 //! dropped: Redis is stricter there, never looser. The sliding log drops entries on the
 //! same grid in both, so it decides alike even then (`tests/model.rs` steps its clock back).
 
+mod adjust;
 mod all;
 mod builder;
 mod call;
@@ -111,6 +112,8 @@ mod error;
 mod key;
 mod kind;
 mod lease;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod reply;
 mod reserve;
 mod script;

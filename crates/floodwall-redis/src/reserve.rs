@@ -1,8 +1,8 @@
 //! Reservations in Redis: booking the next slot of a request, and giving it back, each in
 //! one script on the key.
 //!
-//! The booking script (`lua/reserve.lua`) is the prelude, the algorithm's load section,
-//! then the driver with the algorithm's `@step` and `@save` sections pasted in: its state
+//! The booking script is the driver `lua/reserve.lua` with the algorithm's `@load`,
+//! `@step` and `@save` sections pasted in, put together by `crate::script`: its state
 //! is read, decided and written by the very text a check runs, so a booking and the checks
 //! of a key stay one algorithm. It reads its parameters from `ARGV` (a booking is not the
 //! hot path: no script per parameter set) and is never coalesced: each booking is one
@@ -18,53 +18,19 @@ use redis::{Script, Value};
 
 use crate::connection::Op;
 use crate::error::UnexpectedReply;
-use crate::kind::{Layout, Lua, ScriptKind};
+use crate::kind::{Layout, ScriptKind};
 use crate::store::{MAX_EXPLICIT_NOW, RedisStore, decision};
 
-const PRELUDE: &str = include_str!("lua/prelude.lua");
-const DRIVER: &str = include_str!("lua/reserve.lua");
-
 /// The booking scripts, by [`ScriptKind`]; `None` for a kind that cannot book.
-static RESERVE: LazyLock<[Option<Script>; ScriptKind::ALL.len()]> =
-    LazyLock::new(|| ScriptKind::ALL.map(|kind| text(kind).map(|t| Script::new(&t))));
+static RESERVE: LazyLock<[Option<Script>; ScriptKind::ALL.len()]> = LazyLock::new(|| {
+    ScriptKind::ALL.map(|kind| crate::script::reserve(kind).map(|t| Script::new(&t)))
+});
 
 static CANCEL_GCRA: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/cancel_gcra.lua")));
 
 static CANCEL_TOKEN_BUCKET: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/cancel_token_bucket.lua")));
-
-/// The booking script of `kind`; `None` for the kinds that cannot book a slot (windows
-/// and logs, whose state has no future position).
-fn text(kind: ScriptKind) -> Option<String> {
-    if !matches!(
-        kind,
-        ScriptKind::Gcra | ScriptKind::LeakyBucket | ScriptKind::TokenBucket
-    ) {
-        return None;
-    }
-    let Lua::Stepped(algorithm) = kind.spec().lua else {
-        return None;
-    };
-    let (load, rest) = algorithm.split_once("-- @step\n")?;
-    let (step, rest) = rest.split_once("-- @save\n")?;
-    let (save, _reply) = rest.split_once("-- @reply\n")?;
-    // ARGV: the cost, the parameters, the time ('' for the server's), the longest wait.
-    let params = kind.spec().params;
-    let body = DRIVER
-        .replace("-- {load}\n", load)
-        .replace("-- {step}\n", step)
-        .replace("-- {save}\n", save)
-        .replace("{maxwait}", &(params + 3).to_string());
-    let prelude = PRELUDE.replace("{now}", &(params + 2).to_string());
-    let text = format!("{prelude}{load}{body}");
-    Some((0..3).fold(text, |text, i| {
-        text.replace(
-            &format!("{{p{}}}", i + 1),
-            &format!("tonumber(ARGV[{}])", i + 2),
-        )
-    }))
-}
 
 impl RedisStore {
     /// [`Store::reserve`](floodwall_core::Store::reserve) at `now_us` (µs since the epoch)
@@ -222,7 +188,7 @@ mod tests {
     #[test]
     fn the_booking_kinds_have_a_script_with_no_placeholder_left() {
         for kind in ScriptKind::ALL {
-            let Some(t) = text(kind) else {
+            let Some(t) = crate::script::reserve(kind) else {
                 assert!(!matches!(
                     kind,
                     ScriptKind::Gcra | ScriptKind::LeakyBucket | ScriptKind::TokenBucket

@@ -18,6 +18,8 @@ use crate::kind::{Layout, Lua, ScriptKind};
 const PRELUDE: &str = include_str!("lua/prelude.lua");
 const SINGLE: &str = include_str!("lua/single.lua");
 const BATCH: &str = include_str!("lua/batch.lua");
+const RESERVE: &str = include_str!("lua/reserve.lua");
+const ADJUST: &str = include_str!("lua/adjust.lua");
 const ALL: &str = include_str!("lua/all.lua");
 
 /// Where a batch's explicit time sits: after the count of checks and three (padded)
@@ -112,6 +114,7 @@ fn assemble(algorithm: &str, driver: &str, now: usize) -> String {
         }
     }
     let body = body
+        .replace("-- {params}\n", s.params)
         .replace("-- {load}\n", s.load)
         .replace("-- {step}\n", s.step)
         .replace("-- {save}\n", s.save)
@@ -168,6 +171,38 @@ pub(crate) fn all(layouts: &[Layout]) -> Option<String> {
 pub(crate) fn batch(kind: ScriptKind) -> Option<String> {
     match kind.spec().lua {
         Lua::Stepped(algorithm) => Some(with_params(&assemble(algorithm, BATCH, BATCH_NOW), None)),
+        Lua::Whole(_) => None,
+    }
+}
+
+/// The booking script of `kind` (see `crate::reserve`), which reads its parameters from
+/// `ARGV` after the cost; the explicit time and the longest wait follow them. `None` for
+/// the kinds that cannot book a slot (windows and logs, whose state has no future
+/// position).
+pub(crate) fn reserve(kind: ScriptKind) -> Option<String> {
+    let bookable = matches!(
+        kind,
+        ScriptKind::Gcra | ScriptKind::LeakyBucket | ScriptKind::TokenBucket
+    );
+    match kind.spec().lua {
+        Lua::Stepped(algorithm) if bookable => {
+            let now = kind.spec().params + 2;
+            Some(with_params(&assemble(algorithm, RESERVE, now), None))
+        }
+        _ => None,
+    }
+}
+
+/// The charge-and-refund script of `kind` (see `crate::adjust`) with its adjust `section`,
+/// which reads its parameters from `ARGV` after the signed amount; the explicit time
+/// follows them. `None` for a whole script (no sections to reuse).
+pub(crate) fn adjust(kind: ScriptKind, section: &str) -> Option<String> {
+    match kind.spec().lua {
+        Lua::Stepped(algorithm) => {
+            let driver = ADJUST.replace("-- {adjust}\n", section);
+            let now = kind.spec().params + 2;
+            Some(with_params(&assemble(algorithm, &driver, now), None))
+        }
         Lua::Whole(_) => None,
     }
 }

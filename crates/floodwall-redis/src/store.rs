@@ -146,6 +146,15 @@ impl Store for Direct {
     ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
         self.0.unbook(key, policy, reservation)
     }
+
+    fn adjust(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        adjustment: floodwall_core::Adjustment,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        self.0.settle(key, policy, adjustment, None)
+    }
 }
 
 impl fmt::Debug for Direct {
@@ -423,6 +432,20 @@ impl Store for RedisStore {
         match &self.deny {
             Some(deny) => deny.cancel(key, policy, reservation).await,
             None => self.unbook(key, policy, reservation).await,
+        }
+    }
+
+    /// Charges or refunds on the server's clock: one script call (`src/adjust.rs`); a
+    /// refund forgets the deny cache's refusal of the key.
+    async fn adjust(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        adjustment: floodwall_core::Adjustment,
+    ) -> Result<(), Error> {
+        match &self.deny {
+            Some(deny) => deny.adjust(key, policy, adjustment).await,
+            None => self.settle(key, policy, adjustment, None).await,
         }
     }
 }

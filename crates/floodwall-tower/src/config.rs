@@ -10,6 +10,7 @@ use crate::choose::ChoosePolicy;
 use crate::extract::OnMissingKey;
 use crate::headers::{HeaderStyle, IetfConsts};
 use crate::respond::{OnReject, OnStoreFailure, ServiceUnavailable, TooManyRequests};
+use crate::settle::SettleFn;
 use crate::wait::Waiting;
 
 pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
@@ -40,6 +41,10 @@ pub(crate) struct Config<St, K> {
     pub(crate) store_down: Arc<AtomicBool>,
     /// Waiting instead of refusing: off unless `wait_up_to` turned it on.
     pub(crate) waiting: Waiting,
+    /// The metrics handles of `policies` (nothing without the `metrics` feature).
+    pub(crate) metrics: crate::observe::Cache,
+    /// Charging by the response: off unless `charge_by` turned it on.
+    pub(crate) settle: Option<Arc<SettleFn>>,
 }
 
 // By hand: a derive would ask `K: Clone`, and the key extractor is shared, not cloned.
@@ -60,6 +65,8 @@ impl<St: Clone, K> Clone for Config<St, K> {
             ietf_consts: self.ietf_consts.clone(),
             store_down: Arc::clone(&self.store_down),
             waiting: self.waiting.clone(),
+            metrics: self.metrics.clone(),
+            settle: self.settle.clone(),
         }
     }
 }
@@ -81,6 +88,8 @@ impl<St, K> Config<St, K> {
             ietf_consts: OnceLock::new(),
             store_down: Arc::new(AtomicBool::new(false)),
             waiting: Waiting::default(),
+            metrics: Default::default(),
+            settle: None,
         }
     }
 
@@ -114,6 +123,8 @@ impl<St, K> Config<St, K> {
             ietf_consts: self.ietf_consts,
             store_down: self.store_down,
             waiting: self.waiting,
+            metrics: self.metrics,
+            settle: self.settle,
         }
     }
 }

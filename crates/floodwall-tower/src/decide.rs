@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::extract::KeyError;
 use crate::headers::{self, Fields, HeaderStyle, IetfConsts};
 use crate::mode::sealed::Refuse;
+use crate::observe;
 use crate::respond::{Decisions, Denial};
 
 /// The policies one request is checked against, owned: what a check that waits for the
@@ -125,6 +126,20 @@ impl Tally {
         self.decisions.iter().map(move |(i, d)| (&policies[*i], d))
     }
 
+    /// Counts each policy's final verdict in the metrics (nothing without the feature).
+    #[inline(always)]
+    fn observe<St, K>(&self, config: &Config<St, K>, policies: &[Policy]) {
+        if !observe::ON {
+            return;
+        }
+        for (i, d) in &self.decisions {
+            observe::decided(config, policies, *i, d);
+        }
+        if let Some((i, _)) = self.too_costly {
+            observe::too_costly(config, policies, i);
+        }
+    }
+
     fn denial(&self, policies: &[Policy]) -> Denial {
         let decisions: Decisions = self.pairs(policies).map(|(p, d)| (p.clone(), *d)).collect();
         let too_costly = self
@@ -172,6 +187,7 @@ impl<St: Store, K> Config<St, K> {
             return match self.store.check_now(key.as_bytes(), policy, cost) {
                 Some(Ok(decision)) if decision.allowed => {
                     self.store_answered();
+                    observe::decided(self, policies, 0, &decision);
                     let pairs = std::iter::once((policy, &decision));
                     Checked::Decided(Admission::Admit(self.fields(policies, pairs)))
                 }
@@ -192,6 +208,7 @@ impl<St: Store, K> Config<St, K> {
     ) -> Checked<M::Refusal> {
         let mut tally = Tally::default();
         if let Err(e) = tally.record(0, cost, result) {
+            observe::store_error(self, policies, 0);
             return Checked::Decided(self.store_failed::<M>(e));
         }
         match self.conclude::<M>(&tally, policies) {
@@ -216,6 +233,9 @@ impl<St: Store, K> Config<St, K> {
             return Checked::Waiting(Pending::default());
         };
         if let Err(e) = tally.record_all(policies, cost, result) {
+            for i in 0..policies.len() {
+                observe::store_error(self, policies, i);
+            }
             return Checked::Decided(self.store_failed::<M>(e));
         }
         match self.conclude::<M>(&tally, policies) {
@@ -239,6 +259,7 @@ impl<St: Store, K> Config<St, K> {
     ) -> Option<Admission<M::Refusal>> {
         self.store_answered();
         if tally.allowed() {
+            tally.observe(self, policies);
             return Some(Admission::Admit(
                 self.fields(policies, tally.pairs(policies)),
             ));
@@ -256,6 +277,7 @@ impl<St: Store, K> Config<St, K> {
         tally: &Tally,
         policies: &[Policy],
     ) -> Admission<M::Refusal> {
+        tally.observe(self, policies);
         Admission::Admit(self.fields(policies, tally.pairs(policies)))
     }
 
@@ -286,6 +308,7 @@ impl<St: Store, K> Config<St, K> {
         tally: &Tally,
         policies: &[Policy],
     ) -> Admission<M::Refusal> {
+        tally.observe(self, policies);
         let denial = tally.denial(policies);
         if self.shadow {
             for policy in denial.violated() {
@@ -391,12 +414,23 @@ impl<St: Store + 'static, K: Send + Sync + 'static> Config<St, K> {
         let list = policies.as_slice();
         let mut each = next;
         if next == 0 && list.len() > 1 {
-            let result = config.store.check_all(key.as_bytes(), list, cost).await;
+            // One store call for every policy: timed and traced under the first.
+            let span = crate::trace::store_check(&list[0], key.as_bytes(), cost);
+            let timer = observe::Timer::start();
+            let result = tracing::Instrument::instrument(
+                config.store.check_all(key.as_bytes(), list, cost),
+                span,
+            )
+            .await;
+            timer.stop(&config, list, 0);
             match result {
                 // A store of the user's own without `check_all`: one policy at a time.
                 Err(floodwall_core::Error::Unsupported { .. }) => {}
                 result => {
                     if let Err(e) = tally.record_all(list, cost, result) {
+                        for i in 0..list.len() {
+                            observe::store_error(&config, list, i);
+                        }
                         return config.store_failed::<M>(e);
                     }
                     each = list.len();
@@ -404,8 +438,17 @@ impl<St: Store + 'static, K: Send + Sync + 'static> Config<St, K> {
             }
         }
         for (i, policy) in list.iter().enumerate().skip(each) {
-            let result = config.store.check(key.as_bytes(), policy, cost).await;
+            let span = crate::trace::store_check(policy, key.as_bytes(), cost);
+            let timer = observe::Timer::start();
+            let result = tracing::Instrument::instrument(
+                config.store.check(key.as_bytes(), policy, cost),
+                span.clone(),
+            )
+            .await;
+            timer.stop(&config, list, i);
+            crate::trace::answered(&span, &result);
             if let Err(e) = tally.record(i, cost, result) {
+                observe::store_error(&config, policies.as_slice(), i);
                 return config.store_failed::<M>(e);
             }
         }

@@ -14,6 +14,7 @@ use crate::body::RejectionBody;
 use crate::decide::Admission;
 use crate::headers::Fields;
 use crate::mode::RefusalMode;
+use crate::settle::{Settler, Settling};
 use crate::{RejectWithError, RejectWithResponse};
 
 /// The store's decision, boxed: a store's future borrows the store, the key and the
@@ -30,7 +31,7 @@ pin_project! {
         M: RefusalMode,
     {
         #[pin]
-        state: State<S::Future, S, B, M::Refusal>,
+        state: State<S::Future, S, B, M::Refusal, S::Response>,
         report: Option<Fields>,
         _mode: PhantomData<fn() -> M>,
     }
@@ -38,11 +39,19 @@ pin_project! {
 
 pin_project! {
     #[project = StateProj]
-    enum State<F, S, B, R> {
-        // Waiting for the store; `inner` is the ready service to call if allowed.
-        Checking { check: CheckFuture<R>, inner: Option<(S, Request<B>)> },
+    enum State<F, S, B, R, Res> {
+        // Waiting for the store; `inner` is the ready service to call if allowed, and
+        // `settle` settles its response's cost (`settle.rs`).
+        Checking {
+            check: CheckFuture<R>,
+            inner: Option<(S, Request<B>)>,
+            settle: Option<Settler>,
+        },
         // Allowed (or not limited): waiting for the inner service.
         Calling { #[pin] future: F },
+        // Allowed by a layer that charges by the response: waiting for the inner service,
+        // then for the store's change for its cost (`settle.rs`).
+        Settling { #[pin] future: F, settle: Box<Settling<Res>> },
         // Refused before any store call had to be waited for.
         Refused { refusal: Option<R> },
     }
@@ -53,10 +62,16 @@ where
     S: Service<Request<B>>,
     M: RefusalMode,
 {
-    pub(crate) fn checking(check: CheckFuture<M::Refusal>, inner: S, req: Request<B>) -> Self {
+    pub(crate) fn checking(
+        check: CheckFuture<M::Refusal>,
+        inner: S,
+        req: Request<B>,
+        settle: Option<Settler>,
+    ) -> Self {
         Self::new(State::Checking {
             check,
             inner: Some((inner, req)),
+            settle,
         })
     }
 
@@ -74,7 +89,19 @@ where
         })
     }
 
-    fn new(state: State<S::Future, S, B, M::Refusal>) -> Self {
+    /// [`calling`](Self::calling) for a layer that charges by the response.
+    pub(crate) fn settling(future: S::Future, report: Option<Fields>, settle: Settler) -> Self {
+        Self {
+            state: State::Settling {
+                future,
+                settle: Box::new(Settling::Rule(settle)),
+            },
+            report,
+            _mode: PhantomData,
+        }
+    }
+
+    fn new(state: State<S::Future, S, B, M::Refusal, S::Response>) -> Self {
         Self {
             state,
             report: None,
@@ -116,15 +143,26 @@ where
         loop {
             let refusal = match state.as_mut().project() {
                 StateProj::Calling { future } => return poll_calling(future, report, cx).map(Ok),
-                StateProj::Checking { check, inner } => {
-                    match ready!(Self::poll_check(check, inner, report, cx)) {
-                        Ok(future) => {
-                            state.set(State::Calling { future });
-                            continue;
-                        }
-                        Err(refusal) => refusal,
-                    }
+                StateProj::Settling { future, settle } => {
+                    return poll_settling(future, report, settle, cx).map(Ok);
                 }
+                StateProj::Checking {
+                    check,
+                    inner,
+                    settle,
+                } => match ready!(Self::poll_check(check, inner, report, cx)) {
+                    Ok(future) => {
+                        match settle.take() {
+                            None => state.set(State::Calling { future }),
+                            Some(settle) => state.set(State::Settling {
+                                future,
+                                settle: Box::new(Settling::Rule(settle)),
+                            }),
+                        }
+                        continue;
+                    }
+                    Err(refusal) => refusal,
+                },
                 StateProj::Refused { refusal } => refusal
                     .take()
                     .expect("ResponseFuture polled after completion"),
@@ -160,6 +198,30 @@ where
         add_headers(report, res);
     }
     poll
+}
+
+/// [`poll_calling`] for a layer that charges by the response (`settle.rs`): the response
+/// is held until the store's change for its cost is done.
+#[inline(never)]
+fn poll_settling<F, ResB, E>(
+    future: Pin<&mut F>,
+    report: &mut Option<Fields>,
+    settle: &mut Settling<Response<ResB>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<Response<ResB>, E>>
+where
+    F: Future<Output = Result<Response<ResB>, E>>,
+{
+    if let Some(held) = settle.poll_applying(cx) {
+        return held.map(Ok);
+    }
+    match ready!(future.poll(cx)) {
+        Ok(mut res) => {
+            add_headers(report, &mut res);
+            settle.settle(res, cx).map(Ok)
+        }
+        Err(e) => Poll::Ready(Err(e)),
+    }
 }
 
 impl<S, B, ResB> Future for ResponseFuture<S, B, RejectWithResponse>

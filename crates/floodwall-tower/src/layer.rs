@@ -27,6 +27,7 @@ use crate::{RateLimit, RejectWithError, RejectWithResponse};
 /// | key | peer IP, IPv6 by /64 ([`PeerIp`]) | [`key`](Self::key) |
 /// | policies | the one given to `new` | [`and_policy`](Self::and_policy), [`choose`](Self::choose) |
 /// | cost | 1 per request | [`cost`](Self::cost) |
+/// | cost settled by the response | off | [`charge_by`](Self::charge_by) |
 /// | denial | 429 + `Retry-After` ([`TooManyRequests`](crate::respond::TooManyRequests)) | [`on_reject`](Self::on_reject) |
 /// | store failure | 503 + `Retry-After` ([`ServiceUnavailable`](crate::respond::ServiceUnavailable)), fail closed | [`fail_mode`](Self::fail_mode), [`on_store_failure`](Self::on_store_failure), [`fail_open`](Self::fail_open) |
 /// | no key | refuse with the extractor's status ([`OnMissingKey::Reject`]) | [`on_missing_key`](Self::on_missing_key) |
@@ -241,6 +242,38 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// ```
     pub fn cost(self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
         self.map(|s| s.cost = Some(Arc::new(cost)))
+    }
+
+    /// Settles each admitted request's cost from its response: the rule reads the
+    /// response's head (and may change it: remove a cost header the handler set) and says
+    /// what the request cost ([`Settle`](crate::Settle)); the difference from what its
+    /// check charged is charged, even past the limit, or refunded. Count only failed
+    /// logins (refund the rest), refund what the handler refused, charge the tokens an
+    /// LLM answer used. The store must support [`Store::adjust`] (memory and Redis do).
+    /// With [`cost`](Self::cost) answering 0, the check is a peek (a client past the
+    /// limit is still refused) and the rule's cost is charged whole; charging before is
+    /// stricter under concurrency (docs/charging.md says why).
+    /// See `docs/charging.md` for when the change lands and what each algorithm does.
+    ///
+    /// ```
+    /// # use floodwall_core::{MemoryStore, Policy};
+    /// use floodwall_tower::{RateLimitLayer, Settle};
+    /// use http::StatusCode;
+    ///
+    /// // 5 failed logins per 10 minutes; a success gives its unit back.
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::sliding_log("login", "5/10min".parse()?)?)
+    ///     .charge_by(|res: &mut http::response::Parts| match res.status {
+    ///         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Settle::Keep,
+    ///         _ => Settle::Refund,
+    ///     });
+    /// # let _ = layer;
+    /// # Ok::<(), floodwall_core::ConfigError>(())
+    /// ```
+    pub fn charge_by(
+        self,
+        rule: impl Fn(&mut http::response::Parts) -> crate::Settle + Send + Sync + 'static,
+    ) -> Self {
+        self.map(|s| s.settle = Some(Arc::new(rule)))
     }
 
     /// Builds denials with this responder: [`Json`](crate::respond::Json),

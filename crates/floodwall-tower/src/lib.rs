@@ -83,9 +83,14 @@ mod future;
 mod headers;
 mod key;
 mod layer;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod mode;
+mod observe;
 pub mod respond;
 mod service;
+mod settle;
+mod trace;
 mod wait;
 
 pub use body::{RejectionBody, ResponseBody};
@@ -99,3 +104,4 @@ pub use key::Key;
 pub use layer::RateLimitLayer;
 pub use mode::{RefusalMode, RejectWithError, RejectWithResponse};
 pub use service::RateLimit;
+pub use settle::Settle;

@@ -16,6 +16,7 @@ use crate::decide::{Admission, Checked, Pending, PolicyList};
 use crate::extract::{ExtractKey, KeyError, PeerIp};
 use crate::future::{CheckFuture, ResponseFuture};
 use crate::mode::RefusalMode;
+use crate::settle::Settler;
 use crate::{Key, RateLimitLayer, RejectWithError, RejectWithResponse};
 
 /// Rate-limits the requests to an inner service; built by [`RateLimitLayer`].
@@ -150,12 +151,18 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         match config.decide_now::<M>(key, policies, cost) {
             // `self.inner` is the service `poll_ready` made ready: call it in place.
             Checked::Decided(Admission::Admit(report)) => {
-                ResponseFuture::calling(self.inner.call(req), report)
+                match Settler::new(&self.config, key, policies, cost) {
+                    None => ResponseFuture::calling(self.inner.call(req), report),
+                    Some(settle) => ResponseFuture::settling(self.inner.call(req), report, settle),
+                }
             }
             // The rest (`refused`, `wait`) is not the usual request (though it is the usual
             // one under attack, or on Redis).
             Checked::Decided(Admission::Refuse(refusal)) => ResponseFuture::refused(refusal),
-            Checked::Waiting(pending) => self.wait(req, key, choice, cost, pending),
+            Checked::Waiting(pending) => {
+                let settle = Settler::new(&self.config, key, policies, cost);
+                self.wait(req, key, choice, cost, pending, settle)
+            }
         }
     }
 
@@ -168,6 +175,7 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         choice: Choice,
         cost: u64,
         pending: Pending,
+        settle: Option<Settler>,
     ) -> ResponseFuture<S, B, M>
     where
         S: Service<Request<B>> + Clone,
@@ -180,7 +188,7 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         let check = Box::pin(async move {
             Config::decide_rest::<M>(config, key, policies, cost, pending).await
         });
-        self.checking(check, req)
+        self.checking(check, req, settle)
     }
 
     /// The chosen policies, owned by a future.
@@ -197,6 +205,7 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         &mut self,
         check: CheckFuture<M::Refusal>,
         req: Request<B>,
+        settle: Option<Settler>,
     ) -> ResponseFuture<S, B, M>
     where
         S: Service<Request<B>> + Clone,
@@ -205,7 +214,7 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         // the next one.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::checking(check, inner, req)
+        ResponseFuture::checking(check, inner, req, settle)
     }
 
     /// A request without a key: refused, or let through unlimited.

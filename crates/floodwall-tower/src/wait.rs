@@ -228,7 +228,10 @@ where
                 wait = wait.max(r.wait);
                 bookings.held.push((reservable, r));
             }
-            Err(e) if e.is_store_failure() => return config.store_failed::<M>(e),
+            Err(e) if e.is_store_failure() => {
+                crate::observe::store_error(&config, policies.as_slice(), i);
+                return config.store_failed::<M>(e);
+            }
             Err(_) => return config.refuse::<M>(&tally, policies.as_slice()),
         }
     }

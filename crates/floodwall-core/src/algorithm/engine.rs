@@ -297,6 +297,70 @@ impl Engine {
         })
     }
 
+    /// Applies `adjustment` at `now` to `state` (see `adjust.rs`); returns µs until the
+    /// state is fresh again, as a check's `reset` (a store's expiry).
+    pub(crate) fn adjust(
+        &self,
+        state: &mut State,
+        now: u64,
+        adjustment: super::Adjustment,
+    ) -> Result<u64, Error> {
+        let now = now.min(MAX_NOW);
+        let st = &mut state.0;
+        macro_rules! simple {
+            ($alg:expr, $variant:ident) => {{
+                let prev = match st {
+                    Inner::Empty => None,
+                    Inner::$variant(s) => Some(s.clone()),
+                    _ => return Err(Error::StateMismatch),
+                };
+                if let Some(next) = $alg.adjust(prev, now, adjustment) {
+                    *st = Inner::$variant(next);
+                }
+            }};
+        }
+        match self {
+            Self::Gcra(g) | Self::LeakyBucket(g) => {
+                let tat = match st {
+                    Inner::Empty => 0,
+                    Inner::Gcra(t) => *t,
+                    _ => return Err(Error::StateMismatch),
+                };
+                if let Some(next) = g.adjust(tat, now, adjustment) {
+                    *st = Inner::Gcra(next);
+                }
+            }
+            Self::TokenBucket(b) => simple!(b, Tokens),
+            Self::FixedWindow(w) => simple!(w, Window),
+            Self::SlidingWindow(w) => {
+                let mut buckets = match std::mem::take(st) {
+                    Inner::Empty => None,
+                    Inner::Buckets(b) => Some(b),
+                    other => {
+                        *st = other;
+                        return Err(Error::StateMismatch);
+                    }
+                };
+                w.adjust(&mut buckets, now, adjustment);
+                *st = buckets.map_or(Inner::Empty, Inner::Buckets);
+            }
+            Self::SlidingLog(l) => {
+                if matches!(st, Inner::Empty) {
+                    *st = Inner::Log(Log::default());
+                }
+                let Inner::Log(log) = st else {
+                    return Err(Error::StateMismatch);
+                };
+                l.adjust(log, now, adjustment);
+                if log.entries.is_empty() {
+                    *st = Inner::Empty;
+                }
+            }
+        }
+        // A peek reads the state as a check would, and writes nothing.
+        Ok(self.decide(state, now, 0)?.reset)
+    }
+
     /// GCRA's lock-free path: decide on a bare TAT. `None` for algorithms that are not
     /// GCRA underneath.
     pub(crate) fn gcra(&self) -> Option<&Gcra> {

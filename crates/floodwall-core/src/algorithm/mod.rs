@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::{ConfigError, Quota};
 
+pub(crate) mod adjust;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
 pub(crate) mod leaky_bucket;
@@ -21,6 +22,7 @@ pub(crate) mod token_bucket;
 mod engine;
 mod state;
 
+pub use adjust::Adjustment;
 pub(crate) use engine::{Engine, clamp_now};
 pub use state::State;
 

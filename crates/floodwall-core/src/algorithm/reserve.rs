@@ -64,7 +64,7 @@ impl Gcra {
     /// The TAT once a booking of `cost` that left `booked` is cancelled, when it is still
     /// the latest (`tat == booked`); `None` leaves the state as it is.
     pub(crate) fn cancel(&self, tat: u64, booked: u64, cost: u64) -> Option<u64> {
-        (tat == booked && cost > 0).then(|| booked.saturating_sub(cost * self.interval))
+        (tat == booked && cost > 0).then(|| self.give_back(booked, cost))
     }
 }
 

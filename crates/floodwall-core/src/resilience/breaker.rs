@@ -491,6 +491,19 @@ impl<S: Store, C: Clock> Store for Breaker<S, C> {
         permit.finish(&result);
         result
     }
+
+    /// Passed on as a check is; while open, refused (the change is not made).
+    async fn adjust(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        adjustment: crate::Adjustment,
+    ) -> Result<(), Error> {
+        let permit = self.circuit.admit()?;
+        let result = self.circuit.store.adjust(key, policy, adjustment).await;
+        permit.finish(&result);
+        result
+    }
 }
 
 impl<S, C> Clone for Breaker<S, C> {

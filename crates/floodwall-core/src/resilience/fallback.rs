@@ -436,6 +436,27 @@ impl<S: Store, C: Clock> Store for Fallback<S, C> {
             _ => Ok(Cancelled::Spent),
         }
     }
+
+    /// Charges or refunds in the store; while it fails, a local mode applies the change to
+    /// the local store under the share (which is deciding meanwhile), and the other modes
+    /// pass the error on: a change lost in an outage is not made up.
+    async fn adjust(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        adjustment: crate::Adjustment,
+    ) -> Result<(), Error> {
+        let s = &self.backstop;
+        let result = s.store.adjust(key, policy, adjustment).await;
+        match (result, s.mode) {
+            (Err(e), FailMode::Local { nodes }) if e.is_store_failure() => {
+                s.with_share(policy, nodes, |share| {
+                    s.local.adjust_sync(key, share, adjustment)
+                })
+            }
+            (result, _) => result,
+        }
+    }
 }
 
 impl<S, C> Clone for Fallback<S, C> {

@@ -118,4 +118,15 @@ impl<S: Store> Store for Timeout<S> {
             .await
             .unwrap_or(Err(Error::Timeout))
     }
+
+    async fn adjust(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        adjustment: crate::Adjustment,
+    ) -> Result<(), Error> {
+        tokio::time::timeout(self.timeout, self.store.adjust(key, policy, adjustment))
+            .await
+            .unwrap_or(Err(Error::Timeout))
+    }
 }

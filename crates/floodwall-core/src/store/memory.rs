@@ -14,6 +14,7 @@ use crate::{
     Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, State, SystemClock,
 };
 
+mod adjust;
 mod all;
 mod reserve;
 
@@ -560,5 +561,14 @@ impl<C: Clock> Store for MemoryStore<C> {
         reservation: &Reservation,
     ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
         ready(self.cancel_sync(key, policy, reservation))
+    }
+
+    fn adjust(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        adjustment: crate::Adjustment,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        ready(self.adjust_sync(key, policy, adjustment))
     }
 }

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::{Cancelled, Decision, Error, Policy, Reservable, Reservation};
+use crate::{Adjustment, Cancelled, Decision, Error, Policy, Reservable, Reservation};
 
 mod deny_cache;
 mod evict;
@@ -161,6 +161,23 @@ pub trait Store: Send + Sync {
             what: "cancelling a reservation",
         }))
     }
+
+    /// Charges or refunds `key` under `policy` after its request was decided: for a cost
+    /// known only from the response (a failed login, the tokens an LLM answer used) or a
+    /// request that turned out not to count. A charge is applied even past the limit where
+    /// the algorithm can carry debt; see [`Adjustment`] for what each algorithm does. The
+    /// default, for stores that cannot, is [`Error::Unsupported`].
+    fn adjust(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        adjustment: Adjustment,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = (key, policy, adjustment);
+        std::future::ready(Err(Error::Unsupported {
+            what: "charging or refunding (adjust)",
+        }))
+    }
 }
 
 /// The object-safe form of [`Store`], for `Arc<dyn DynStore>` when the store's type is
@@ -222,6 +239,14 @@ pub trait DynStore: Send + Sync {
         policy: &'a Reservable,
         reservation: &'a Reservation,
     ) -> BoxFuture<'a, Result<Cancelled, Error>>;
+
+    /// [`Store::adjust`], boxed.
+    fn adjust_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policy: &'a Policy,
+        adjustment: Adjustment,
+    ) -> BoxFuture<'a, Result<(), Error>>;
 }
 
 impl<S: Store> DynStore for S {
@@ -287,6 +312,15 @@ impl<S: Store> DynStore for S {
     ) -> BoxFuture<'a, Result<Cancelled, Error>> {
         Box::pin(self.cancel(key, policy, reservation))
     }
+
+    fn adjust_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policy: &'a Policy,
+        adjustment: Adjustment,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.adjust(key, policy, adjustment))
+    }
 }
 
 impl Store for dyn DynStore {
@@ -338,6 +372,15 @@ impl Store for dyn DynStore {
         reservation: &Reservation,
     ) -> Result<Cancelled, Error> {
         self.cancel_boxed(key, policy, reservation).await
+    }
+
+    async fn adjust(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        adjustment: Adjustment,
+    ) -> Result<(), Error> {
+        self.adjust_boxed(key, policy, adjustment).await
     }
 }
 
@@ -395,6 +438,15 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
         (**self).cancel(key, policy, reservation)
     }
+
+    fn adjust(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        adjustment: Adjustment,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        (**self).adjust(key, policy, adjustment)
+    }
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
@@ -451,6 +503,15 @@ impl<S: Store + ?Sized> Store for Box<S> {
     ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
         (**self).cancel(key, policy, reservation)
     }
+
+    fn adjust(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        adjustment: Adjustment,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        (**self).adjust(key, policy, adjustment)
+    }
 }
 
 impl<S: Store + ?Sized> Store for &S {
@@ -506,6 +567,15 @@ impl<S: Store + ?Sized> Store for &S {
         reservation: &Reservation,
     ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
         (**self).cancel(key, policy, reservation)
+    }
+
+    fn adjust(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        adjustment: Adjustment,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        (**self).adjust(key, policy, adjustment)
     }
 }
 

@@ -27,6 +27,8 @@ pub(crate) struct InFlightConfig<St, K> {
     pub(crate) fail_open: bool,
     /// Whether the store's last answer was a failure: logged once per outage.
     pub(crate) store_down: Arc<AtomicBool>,
+    /// The limit's metrics handles (nothing without the `metrics` feature).
+    pub(crate) metrics: crate::observe::InFlightCache,
 }
 
 // By hand: a derive would ask `K: Clone`, and the extractor is shared, not cloned.
@@ -44,6 +46,7 @@ impl<St: Clone, K> Clone for InFlightConfig<St, K> {
             shadow: self.shadow,
             fail_open: self.fail_open,
             store_down: Arc::clone(&self.store_down),
+            metrics: self.metrics.clone(),
         }
     }
 }
@@ -79,6 +82,7 @@ impl<St, K> InFlightConfig<St, K> {
             shadow: false,
             fail_open: false,
             store_down: Arc::new(AtomicBool::new(false)),
+            metrics: Default::default(),
         }
     }
 
@@ -100,6 +104,7 @@ impl<St, K> InFlightConfig<St, K> {
             shadow: self.shadow,
             fail_open: self.fail_open,
             store_down: self.store_down,
+            metrics: self.metrics,
         }
     }
 
@@ -115,6 +120,7 @@ impl<St, K> InFlightConfig<St, K> {
 
     /// What the store's answer means for the request.
     pub(crate) fn settle<M: Refuse>(&self, result: Result<Acquired, Error>) -> Outcome<M::Refusal> {
+        crate::observe::in_flight(&self.metrics, &self.limit, self.shadow, &result);
         match result {
             Ok(Acquired::Granted(permit)) => {
                 self.store_answered();

@@ -388,4 +388,26 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
     ) -> Result<Cancelled, Error> {
         self.cancel_through(key, policy, reservation).await
     }
+
+    /// Charges or refunds in the store; a refund forgets the key's cached refusal (the
+    /// store may admit sooner than it says), as a returned slot does. A charge only makes
+    /// the key stricter: a cached refusal stays true until it lapses.
+    async fn adjust(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        adjustment: crate::Adjustment,
+    ) -> Result<(), Error> {
+        let refund = matches!(adjustment, crate::Adjustment::Refund(_));
+        if refund {
+            self.forget(key, policy);
+        }
+        let result = self.store.adjust(key, policy, adjustment).await;
+        // A check sent while the refund was in flight may have been answered from the
+        // state before it: forget again, and refuse to record answers sent before now.
+        if refund {
+            self.forget(key, policy);
+        }
+        result
+    }
 }

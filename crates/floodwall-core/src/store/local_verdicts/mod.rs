@@ -387,4 +387,18 @@ impl<S: Store, C: Clock> Store for LocalVerdicts<S, C> {
         self.verdicts.store_calls.fetch_add(1, Ordering::Relaxed);
         self.store.cancel(key, policy, reservation).await
     }
+
+    /// Charges or refunds in the inner store and forgets the key's verdict, which counted
+    /// on the spend before it: the next check refreshes.
+    async fn adjust(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        adjustment: crate::Adjustment,
+    ) -> Result<(), Error> {
+        self.verdicts.store_calls.fetch_add(1, Ordering::Relaxed);
+        let result = self.store.adjust(key, policy, adjustment).await;
+        self.forget(key, policy);
+        result
+    }
 }

@@ -1,0 +1,175 @@
+//! What the layer tells a [`metrics`] recorder (feature `metrics`): the names and labels
+//! of its counters and histogram, and the handles it keeps so that counting a request
+//! costs an increment, not a lookup.
+//!
+//! Names follow OpenTelemetry's semantic conventions for rate limiting
+//! (`aspnetcore.rate_limiting.requests` with a `result` attribute) under a `floodwall.`
+//! prefix, and add envoy ratelimit's near-limit count. Labels are bounded: a policy's
+//! name and a result from a fixed set, never a request's key. The README's "Metrics and
+//! tracing" section lists them with what each means.
+//!
+//! Handles are registered with the recorder installed when a layer's first request is
+//! counted: install the recorder (an exporter) before serving.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use floodwall_core::resilience::{Breaker, BreakerState};
+use floodwall_core::{Decision, Policy};
+use metrics::{Counter, Histogram};
+
+/// Counter: requests checked against a policy, by `policy` and [`result`](Outcome). A
+/// request checked against two policies counts once under each. An in-flight limit
+/// ([`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer)) counts here too, under its
+/// name: `allowed` (a slot taken), `refused` (all taken), `shadow_refused`, `store_error`.
+pub const REQUESTS: &str = "floodwall.rate_limiting.requests";
+/// Counter: admitted requests that left a policy at least 80 % used (`remaining` at most
+/// a fifth of `limit`), by `policy`: envoy's `near_limit`, a warning before refusals.
+pub const NEAR_LIMIT: &str = "floodwall.rate_limiting.near_limit";
+/// Histogram, seconds: how long a store call the layer waited for took, by `policy`.
+/// Only calls that wait (a Redis round trip) are timed; a store that answers at once
+/// (the memory store, a deny cache) is not a call worth timing.
+pub const STORE_DURATION: &str = "floodwall.rate_limiting.store.duration";
+/// Gauge: a circuit breaker's state, by `store` ([`record_breaker`]): 0 closed, 1 half
+/// open, 2 open.
+pub const BREAKER_STATE: &str = "floodwall.breaker.state";
+/// Counter: times a circuit breaker opened, by `store` ([`record_breaker`]).
+pub const BREAKER_OPENED: &str = "floodwall.breaker.opened";
+/// Counter: calls a circuit breaker refused without calling its store, by `store`
+/// ([`record_breaker`]).
+pub const BREAKER_FAILED_FAST: &str = "floodwall.breaker.failed_fast";
+
+/// The label naming the policy.
+pub const POLICY_LABEL: &str = "policy";
+/// The label naming the [`Outcome`].
+pub const RESULT_LABEL: &str = "result";
+/// The label naming a store (given by the caller of [`record_breaker`]).
+pub const STORE_LABEL: &str = "store";
+
+/// A policy's verdict on one request: the `result` label of [`REQUESTS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The policy admitted the request.
+    Allowed,
+    /// The policy refused the request (envoy's `over_limit`).
+    Refused,
+    /// The policy would have refused it, but the layer runs in shadow mode (envoy's
+    /// `shadow_mode`): it went through.
+    ShadowRefused,
+    /// The store failed to answer; the layer then failed open or closed as configured.
+    StoreError,
+    /// A [`Fallback`](floodwall_core::resilience::Fallback) decided in the failing
+    /// store's stead, admitting or refusing.
+    Fallback,
+}
+
+impl Outcome {
+    /// Every outcome, in the order of [`as_str`](Self::as_str)'s index.
+    pub const ALL: [Outcome; 5] = [
+        Self::Allowed,
+        Self::Refused,
+        Self::ShadowRefused,
+        Self::StoreError,
+        Self::Fallback,
+    ];
+
+    /// The label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Refused => "refused",
+            Self::ShadowRefused => "shadow_refused",
+            Self::StoreError => "store_error",
+            Self::Fallback => "fallback",
+        }
+    }
+
+    /// What a policy's decision counts as.
+    pub(crate) fn of(decision: &Decision, shadow: bool) -> Self {
+        match (decision.fallback, decision.allowed, shadow) {
+            (true, _, _) => Self::Fallback,
+            (false, true, _) => Self::Allowed,
+            (false, false, false) => Self::Refused,
+            (false, false, true) => Self::ShadowRefused,
+        }
+    }
+}
+
+/// Whether an admitted request left its policy at least 80 % used.
+pub(crate) fn near_limit(decision: &Decision) -> bool {
+    decision.allowed && !decision.fallback && decision.remaining.saturating_mul(5) <= decision.limit
+}
+
+/// One policy's registered handles.
+pub(crate) struct Handles {
+    requests: [Counter; 5],
+    near_limit: Counter,
+    duration: Histogram,
+}
+
+impl Handles {
+    pub(crate) fn register(policy: &str) -> Self {
+        let name = policy.to_owned();
+        Self {
+            requests: Outcome::ALL.map(|o| {
+                metrics::counter!(REQUESTS, POLICY_LABEL => name.clone(), RESULT_LABEL => o.as_str())
+            }),
+            near_limit: metrics::counter!(NEAR_LIMIT, POLICY_LABEL => name.clone()),
+            duration: metrics::histogram!(STORE_DURATION, POLICY_LABEL => name),
+        }
+    }
+
+    pub(crate) fn count(&self, outcome: Outcome) {
+        self.requests[outcome as usize].increment(1);
+    }
+
+    pub(crate) fn near_limit(&self) {
+        self.near_limit.increment(1);
+    }
+
+    pub(crate) fn store_call(&self, took: Duration) {
+        self.duration.record(took);
+    }
+}
+
+/// The handles of a layer's own policies, registered on first use and shared by the
+/// layer's clones. A policy a chooser returns from outside that list gets handles per
+/// request instead (the recorder's lookup: slower, still correct).
+#[derive(Default, Clone)]
+pub(crate) struct Cache(Arc<OnceLock<Box<[Handles]>>>);
+
+impl Cache {
+    /// Calls `f` with the handles of `policies[i]`; `own` is the layer's policy list.
+    #[inline]
+    pub(crate) fn with(
+        &self,
+        own: &[Policy],
+        policies: &[Policy],
+        i: usize,
+        f: impl FnOnce(&Handles),
+    ) {
+        if std::ptr::eq(own, policies) {
+            let all = self
+                .0
+                .get_or_init(|| own.iter().map(|p| Handles::register(p.name())).collect());
+            f(&all[i]);
+        } else {
+            f(&Handles::register(policies[i].name()));
+        }
+    }
+}
+
+/// Sets [`BREAKER_STATE`], [`BREAKER_OPENED`] and [`BREAKER_FAILED_FAST`] for `breaker`,
+/// labelled `store`: call it where the metrics are read (before rendering a scrape, say),
+/// as a breaker changes state on its own, between requests.
+pub fn record_breaker<S, C>(store: &'static str, breaker: &Breaker<S, C>) {
+    let state = match breaker.state() {
+        BreakerState::Closed => 0.0,
+        BreakerState::HalfOpen => 1.0,
+        _ => 2.0,
+    };
+    metrics::gauge!(BREAKER_STATE, STORE_LABEL => store).set(state);
+    let stats = breaker.stats();
+    metrics::counter!(BREAKER_OPENED, STORE_LABEL => store).absolute(stats.opened);
+    metrics::counter!(BREAKER_FAILED_FAST, STORE_LABEL => store).absolute(stats.failed_fast);
+}

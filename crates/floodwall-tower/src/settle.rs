@@ -1,0 +1,216 @@
+//! Charging by the response: after the inner service answered, a rule says what the
+//! request really cost ([`Settle`]), and the difference from what its check charged is
+//! charged or refunded in the store ([`Store::adjust`]). See
+//! [`RateLimitLayer::charge_by`](crate::RateLimitLayer::charge_by) and `docs/charging.md`.
+//!
+//! The store's change is made before the response is returned: the client's next request
+//! sees it, so a sequence of requests is charged exactly (a debt refuses the very next
+//! one). On the memory store it is done at once; on Redis it adds one round trip to the
+//! responses that change anything (a layer without a rule, and a rule that answers
+//! [`Settle::Keep`], add none). A failed change is logged, never turned into an error
+//! response: the handler has already run.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use floodwall_core::{Adjustment, Policy, Store};
+use http::Response;
+use http::response::Parts;
+
+use crate::Key;
+use crate::config::Config;
+
+/// What a request cost, decided from its response by the rule given to
+/// [`RateLimitLayer::charge_by`](crate::RateLimitLayer::charge_by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Settle {
+    /// What the check charged stands: the response counts as the request did.
+    Keep,
+    /// Give back what the check charged: the response does not count (a successful
+    /// login, a request the handler refused).
+    Refund,
+    /// The request cost this much in all (the tokens an LLM answer used, the bytes
+    /// sent): the difference from what the check charged is charged (even past the
+    /// limit: the next requests are refused until it is paid off) or refunded.
+    Cost(u64),
+}
+
+impl Settle {
+    /// The change to make after a check that charged `charged`; `None`: none.
+    pub(crate) fn adjustment(self, charged: u64) -> Option<Adjustment> {
+        match self {
+            Self::Keep => None,
+            Self::Refund | Self::Cost(0) if charged == 0 => None,
+            Self::Refund => Some(Adjustment::Refund(charged)),
+            Self::Cost(n) if n > charged => Some(Adjustment::Charge(n - charged)),
+            Self::Cost(n) if n < charged => Some(Adjustment::Refund(charged - n)),
+            Self::Cost(_) => None,
+        }
+    }
+}
+
+/// The rule: the response's head (which it may change: a cost header the handler set is
+/// usually removed) to what the request cost.
+pub(crate) type SettleFn = dyn Fn(&mut Parts) -> Settle + Send + Sync;
+
+/// The store's change a response settles, made by the rule.
+type Change = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What an admitted request settles once its response is there: made at its check, only
+/// when the layer has a rule.
+pub(crate) struct Settler(Box<RunRule>);
+
+/// A rule bound to one request: the response's head to the store's change, if any.
+type RunRule = dyn FnOnce(&mut Parts) -> Option<Change> + Send;
+
+impl Settler {
+    /// The settling of a request of `key`, checked against `policies` at `cost`; `None`
+    /// (one test, on every request) when the layer has no rule.
+    #[inline(always)]
+    pub(crate) fn new<St, K>(
+        config: &Arc<Config<St, K>>,
+        key: &Key,
+        policies: &[Policy],
+        cost: u64,
+    ) -> Option<Self>
+    where
+        St: Store + 'static,
+        K: Send + Sync + 'static,
+    {
+        let rule = config.settle.as_ref()?;
+        Some(Self::with(config, Arc::clone(rule), key, policies, cost))
+    }
+
+    /// [`new`](Self::new) for a layer with a rule: out of line, off the usual path.
+    #[inline(never)]
+    fn with<St, K>(
+        config: &Arc<Config<St, K>>,
+        rule: Arc<SettleFn>,
+        key: &Key,
+        policies: &[Policy],
+        cost: u64,
+    ) -> Self
+    where
+        St: Store + 'static,
+        K: Send + Sync + 'static,
+    {
+        let config = Arc::clone(config);
+        let key = key.clone();
+        let policies = policies.to_vec();
+        Self(Box::new(move |head: &mut Parts| {
+            let adjustment = rule(head).adjustment(cost)?;
+            Some(change(config, key, policies, adjustment))
+        }))
+    }
+
+    /// Runs the rule on `res`'s head; the store's change to wait for, if any.
+    fn apply<B>(self, res: &mut Response<B>) -> Option<Change> {
+        // The rule sees a `Parts`, moved out of the response and back (the body stays).
+        let (mut head, ()) = Response::new(()).into_parts();
+        head.status = res.status();
+        head.version = res.version();
+        head.headers = std::mem::take(res.headers_mut());
+        head.extensions = std::mem::take(res.extensions_mut());
+        let change = (self.0)(&mut head);
+        *res.status_mut() = head.status;
+        *res.headers_mut() = head.headers;
+        *res.extensions_mut() = head.extensions;
+        change
+    }
+}
+
+/// Where a response future is with settling its cost: nothing to do (every layer without
+/// a rule), a rule to run on the response, or the store's change under way with the
+/// response held until it is done.
+pub(crate) enum Settling<R> {
+    Off,
+    Rule(Settler),
+    Applying(Box<(Change, Option<R>)>),
+}
+
+impl<R> Settling<R> {
+    /// While the store's change is under way: the held response once it is done.
+    #[inline]
+    pub(crate) fn poll_applying(&mut self, cx: &mut Context<'_>) -> Option<Poll<R>> {
+        let Self::Applying(applying) = self else {
+            return None;
+        };
+        let (change, res) = &mut **applying;
+        Some(
+            change
+                .as_mut()
+                .poll(cx)
+                .map(|()| res.take().expect("ResponseFuture polled after completion")),
+        )
+    }
+}
+
+impl<B> Settling<Response<B>> {
+    /// Settles `res`: runs the rule, then the store's change, holding the response until
+    /// the change is done (at once on the memory store).
+    pub(crate) fn settle(
+        &mut self,
+        mut res: Response<B>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Response<B>> {
+        let Self::Rule(settler) = std::mem::replace(self, Self::Off) else {
+            return Poll::Ready(res);
+        };
+        let Some(mut change) = settler.apply(&mut res) else {
+            return Poll::Ready(res);
+        };
+        if change.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(res);
+        }
+        *self = Self::Applying(Box::new((change, Some(res))));
+        Poll::Pending
+    }
+}
+
+/// Makes `adjustment` on every policy; a failure is logged, never the response's.
+fn change<St, K>(
+    config: Arc<Config<St, K>>,
+    key: Key,
+    policies: Vec<Policy>,
+    adjustment: Adjustment,
+) -> Change
+where
+    St: Store + 'static,
+    K: Send + Sync + 'static,
+{
+    Box::pin(async move {
+        for policy in &policies {
+            if let Err(error) = config
+                .store
+                .adjust(key.as_bytes(), policy, adjustment)
+                .await
+            {
+                tracing::warn!(
+                    target: "floodwall",
+                    policy = policy.name(),
+                    ?adjustment,
+                    %error,
+                    "could not settle a request's cost from its response"
+                );
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_settlement_is_the_difference_from_what_the_check_charged() {
+        assert_eq!(Settle::Keep.adjustment(3), None);
+        assert_eq!(Settle::Refund.adjustment(3), Some(Adjustment::Refund(3)));
+        assert_eq!(Settle::Refund.adjustment(0), None);
+        assert_eq!(Settle::Cost(10).adjustment(1), Some(Adjustment::Charge(9)));
+        assert_eq!(Settle::Cost(1).adjustment(4), Some(Adjustment::Refund(3)));
+        assert_eq!(Settle::Cost(4).adjustment(4), None);
+        assert_eq!(Settle::Cost(0).adjustment(0), None);
+    }
+}
