@@ -255,6 +255,31 @@ mod tests {
     }
 
     #[test]
+    fn a_script_of_several_policies_has_a_function_each_and_no_placeholder_left() {
+        let layout = |p: floodwall_core::Policy| Layout::of(p.parameters()).unwrap();
+        let gcra = layout(floodwall_core::Policy::gcra("a", "10/s".parse().unwrap()).unwrap());
+        let fw =
+            layout(floodwall_core::Policy::fixed_window("b", "7/min".parse().unwrap()).unwrap());
+        let text = all(&[gcra, fw]).unwrap();
+        assert!(text.starts_with("-- floodwall: prepended"));
+        assert!(
+            text.contains("decide[1] = function(c)") && text.contains("decide[2] = function(c)")
+        );
+        for marker in [
+            "{now}", "{p1}", "{p2}", "{p3}", "-- {", "-- @load", "-- @step", "-- @save",
+        ] {
+            assert!(!text.contains(marker), "{marker}");
+        }
+        // Each policy's parameters are written into its own function.
+        assert!(
+            text.contains(&gcra.args[0].to_string()) && text.contains("local limit, period = 7,")
+        );
+        // A sliding log has no sections to paste.
+        let log = layout(floodwall_core::Policy::sliding_log("c", "5/s".parse().unwrap()).unwrap());
+        assert!(all(&[gcra, log]).is_none());
+    }
+
+    #[test]
     fn every_script_has_the_prelude_and_no_placeholder_left() {
         for a in floodwall_core::Algorithm::all() {
             let p = floodwall_core::Policy::new("p", a, "10/s".parse().unwrap()).unwrap();
