@@ -200,8 +200,12 @@ fn adjustments_wait_for_a_held_state() {
                             admitted.fetch_add(1, Ordering::Relaxed);
                         }
                     } else {
-                        store.adjust_sync(b"k", roomy, Adjustment::Charge(3)).unwrap();
-                        store.adjust_sync(b"k", roomy, Adjustment::Refund(3)).unwrap();
+                        store
+                            .adjust_sync(b"k", roomy, Adjustment::Charge(3))
+                            .unwrap();
+                        store
+                            .adjust_sync(b"k", roomy, Adjustment::Refund(3))
+                            .unwrap();
                     }
                 }
             });
