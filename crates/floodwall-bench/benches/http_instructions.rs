@@ -46,7 +46,7 @@ const REQUESTS: u64 = 2_000;
 /// Uncounted requests first (the map's first entry, allocations warmed).
 const WARM: u64 = 200;
 /// (name, what it is), in the order printed; the first is the baseline.
-const VARIANTS: [(&str, &str); 9] = [
+const VARIANTS: [(&str, &str); 10] = [
     ("none", "no limiter"),
     ("identity", "an identity layer"),
     (
@@ -61,6 +61,10 @@ const VARIANTS: [(&str, &str); 9] = [
     ("floodwall-noheaders", "floodwall in memory, no headers"),
     ("floodwall-refusing", "floodwall refusing: 429 with headers"),
     ("floodwall-wait", "floodwall with wait_up_to(1 s), allowed"),
+    (
+        "floodwall-two",
+        "floodwall, two policies (and_policy: all or nothing)",
+    ),
     ("tower_governor", "tower_governor, same quota"),
 ];
 
@@ -119,6 +123,12 @@ fn app(variant: &str) -> Router {
             RateLimitLayer::new(MemoryStore::new(), policy())
                 .wait_up_to(std::time::Duration::from_secs(1))
                 .expect("GCRA can wait"),
+        ),
+        "floodwall-two" => hello().layer(
+            RateLimitLayer::new(MemoryStore::new(), policy()).and_policy(
+                Policy::fixed_window("bench-day", "1000000000/day".parse().expect("a quota"))
+                    .expect("a policy"),
+            ),
         ),
         "floodwall-refusing" => hello().layer(RateLimitLayer::new(
             MemoryStore::new(),

@@ -50,8 +50,14 @@ pub(crate) struct BatchScript {
 /// script cache, which nothing empties.
 pub(crate) struct Scripts {
     written: papaya::HashMap<(ScriptKind, [u64; 3]), Arc<Script>, ahash::RandomState>,
+    /// The scripts deciding one key under several policies at once (`crate::all`), by
+    /// their policies' parameter sets, up to the same bound.
+    all: ScriptMap<Vec<(ScriptKind, [u64; 3])>>,
     bound: usize,
 }
+
+/// Scripts by what their text is made of.
+type ScriptMap<K> = papaya::HashMap<K, Arc<Script>, ahash::RandomState>;
 
 /// A script one check runs: the generic one of its kind, or its parameters' own.
 enum Chosen {
@@ -73,8 +79,27 @@ impl Scripts {
             written: papaya::HashMap::builder()
                 .hasher(ahash::RandomState::new())
                 .build(),
+            all: papaya::HashMap::builder()
+                .hasher(ahash::RandomState::new())
+                .build(),
             bound,
         }
+    }
+
+    /// The script deciding one key under each of `layouts` at once; `None` when one of
+    /// them has no sections to paste (see [`script::all`]). Past the bound, a script is
+    /// made for the call (the same text, so Redis keeps it once).
+    pub(crate) fn all(&self, layouts: &[Layout]) -> Option<Arc<Script>> {
+        let text_of: Vec<_> = layouts.iter().map(|l| (l.kind, l.args)).collect();
+        let map = self.all.pin();
+        if let Some(script) = map.get(&text_of) {
+            return Some(Arc::clone(script));
+        }
+        let script = Arc::new(Script::new(&script::all(layouts)?));
+        if map.len() < self.bound {
+            map.insert(text_of, Arc::clone(&script));
+        }
+        Some(script)
     }
 
     /// The script for a check under `layout`.

@@ -103,6 +103,7 @@
 //! same grid in both, so it decides alike even then (`tests/model.rs` steps its clock back).
 
 mod adjust;
+mod all;
 mod builder;
 mod call;
 mod coalesce;

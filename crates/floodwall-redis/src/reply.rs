@@ -185,6 +185,35 @@ pub(crate) fn batch(
     }
 }
 
+/// The answers of a check of one key under each of `layouts` at once (`crate::all`), one
+/// per policy: read with `cost`, except that in a refusal a policy that allowed answered
+/// as a peek, so it is read with cost 0.
+pub(crate) fn all(
+    layouts: &[Layout],
+    cost: u64,
+    reply: &Value,
+) -> Result<Vec<ScriptAnswer>, Error> {
+    let Value::Array(items) = reply else {
+        return Err(unexpected(reply));
+    };
+    if items.len() != layouts.len() {
+        return Err(unexpected(reply));
+    }
+    let mut answers = items
+        .iter()
+        .zip(layouts)
+        .map(|(item, layout)| single(*layout, cost, item))
+        .collect::<Result<Vec<_>, _>>()?;
+    if answers.iter().any(|a| a[0] == 0) {
+        for ((answer, item), layout) in answers.iter_mut().zip(items).zip(layouts) {
+            if answer[0] == 1 {
+                *answer = single(*layout, 0, item)?;
+            }
+        }
+    }
+    Ok(answers)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

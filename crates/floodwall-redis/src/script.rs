@@ -20,6 +20,7 @@ const SINGLE: &str = include_str!("lua/single.lua");
 const BATCH: &str = include_str!("lua/batch.lua");
 const RESERVE: &str = include_str!("lua/reserve.lua");
 const ADJUST: &str = include_str!("lua/adjust.lua");
+const ALL: &str = include_str!("lua/all.lua");
 
 /// Where a batch's explicit time sits: after the count of checks and three (padded)
 /// parameters; the count of keys follows it.
@@ -136,6 +137,35 @@ pub(crate) fn single(kind: ScriptKind, written: Option<&[u64; 3]>) -> String {
     with_params(&text, written)
 }
 
+/// The script deciding one key under each of `layouts` at once, all or nothing (see
+/// `crate::all`): the prelude, then `lua/all.lua` with each policy's sections, its
+/// parameters written in, pasted into a function of its own. `None` when one of them is
+/// not [stepped](Lua::Stepped) (the sliding window and log are whole scripts).
+pub(crate) fn all(layouts: &[Layout]) -> Option<String> {
+    const NOW: usize = 2;
+    let mut policies = String::new();
+    for (i, layout) in layouts.iter().enumerate() {
+        let Lua::Stepped(algorithm) = layout.kind.spec().lua else {
+            return None;
+        };
+        let s = Sections::of(algorithm);
+        let i = i + 1;
+        let function = format!(
+            "decide[{i}] = function(c)\n{params}local key, stored = KEYS[{i}], values[{i}]\n\
+             {load}local allowed, remaining, retry, reset\n{step}\
+             return allowed, function()\n{save}end, function()\n{reply}end\nend\n",
+            params = s.params,
+            load = s.load,
+            step = s.step,
+            save = s.save,
+            reply = s.reply,
+        );
+        policies.push_str(&with_params(&function, Some(&layout.args)));
+    }
+    let body = ALL.replace("-- {policies}\n", &policies);
+    Some(format!("{}{body}", at_now(PRELUDE, NOW)))
+}
+
 /// The batch script of `kind` (see `crate::coalesce`), which reads its parameters from
 /// `ARGV`; `None` for a kind that is never batched.
 pub(crate) fn batch(kind: ScriptKind) -> Option<String> {
@@ -222,6 +252,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_script_of_several_policies_has_a_function_each_and_no_placeholder_left() {
+        let layout = |p: floodwall_core::Policy| Layout::of(p.parameters()).unwrap();
+        let gcra = layout(floodwall_core::Policy::gcra("a", "10/s".parse().unwrap()).unwrap());
+        let fw =
+            layout(floodwall_core::Policy::fixed_window("b", "7/min".parse().unwrap()).unwrap());
+        let text = all(&[gcra, fw]).unwrap();
+        assert!(text.starts_with("-- floodwall: prepended"));
+        assert!(
+            text.contains("decide[1] = function(c)") && text.contains("decide[2] = function(c)")
+        );
+        for marker in [
+            "{now}", "{p1}", "{p2}", "{p3}", "-- {", "-- @load", "-- @step", "-- @save",
+        ] {
+            assert!(!text.contains(marker), "{marker}");
+        }
+        // Each policy's parameters are written into its own function.
+        assert!(
+            text.contains(&gcra.args[0].to_string()) && text.contains("local limit, period = 7,")
+        );
+        // A sliding log has no sections to paste.
+        let log = layout(floodwall_core::Policy::sliding_log("c", "5/s".parse().unwrap()).unwrap());
+        assert!(all(&[gcra, log]).is_none());
     }
 
     #[test]

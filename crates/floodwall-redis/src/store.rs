@@ -119,6 +119,15 @@ impl Store for Direct {
         self.0.delete(key, policy)
     }
 
+    fn check_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
+        self.0.decide_all(key, policies, cost, None)
+    }
+
     fn reserve(
         &self,
         key: &[u8],
@@ -266,7 +275,7 @@ impl RedisStore {
 
     /// One check at `now` (µs; `None` reads the server's clock): coalesced when the store
     /// coalesces and the algorithm can be, else alone.
-    async fn decide(
+    pub(crate) async fn decide(
         &self,
         key: &[u8],
         policy: &Policy,
@@ -370,6 +379,31 @@ impl Store for RedisStore {
     /// this first); `None` otherwise: every other check needs Redis.
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         self.deny.as_ref()?.check_now(key, policy, cost)
+    }
+
+    /// Every policy at once, all or nothing, on the server's clock: refused here without a
+    /// call when the deny cache holds a refusal of any of them, else one script call over
+    /// the policies' keys (`src/all.rs`), which share one slot.
+    async fn check_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Result<Vec<Option<Decision>>, Error> {
+        match &self.deny {
+            Some(deny) => deny.check_all(key, policies, cost).await,
+            None => self.decide_all(key, policies, cost, None).await,
+        }
+    }
+
+    /// A refusal the deny cache holds for any of the policies, without a future.
+    fn check_all_now(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
+        self.deny.as_ref()?.check_all_now(key, policies, cost)
     }
 
     /// Books the next slot on the server's clock: one script call (`src/reserve.rs`),

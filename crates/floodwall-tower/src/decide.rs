@@ -49,6 +49,29 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
+    /// Records the answer of every policy at once ([`Store::check_all`]): `None`s were
+    /// not asked. A store failure ends the checking.
+    fn record_all(
+        &mut self,
+        policies: &[Policy],
+        cost: u64,
+        result: Result<Vec<Option<Decision>>, floodwall_core::Error>,
+    ) -> Result<(), floodwall_core::Error> {
+        match result {
+            Ok(decisions) => {
+                let answered = decisions.into_iter().enumerate();
+                self.decisions
+                    .extend(answered.filter_map(|(i, d)| Some((i, d?))));
+            }
+            Err(e) if e.is_cost_too_high() => {
+                let i = policies.iter().position(|p| p.check_cost(cost).is_err());
+                self.too_costly.get_or_insert((i.unwrap_or(0), cost));
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
     /// Records the answer of policy `i`; a store failure ends the checking.
     fn record(
         &mut self,
@@ -148,8 +171,8 @@ impl<St: Store, K> Config<St, K> {
     /// is left for [`decide_rest`](Self::decide_rest). On the memory store's hot path this
     /// builds no future and clones nothing.
     ///
-    /// Every policy is checked even after one denies, and nothing is refunded: see
-    /// [`RateLimitLayer::and_policy`](crate::RateLimitLayer::and_policy).
+    /// Several policies are decided at once, all or nothing ([`Store::check_all_now`]):
+    /// see [`RateLimitLayer::and_policy`](crate::RateLimitLayer::and_policy).
     // Forced inline: as a call it costs instructions on every request (measured by
     // crates/floodwall-bench/benches/http_instructions.rs), most without headers.
     #[inline(always)]
@@ -206,14 +229,14 @@ impl<St: Store, K> Config<St, K> {
         cost: u64,
     ) -> Checked<M::Refusal> {
         let mut tally = Tally::default();
-        for (i, policy) in policies.iter().enumerate() {
-            let Some(result) = self.store.check_now(key.as_bytes(), policy, cost) else {
-                return Checked::Waiting(Pending { tally, next: i });
-            };
-            if let Err(e) = tally.record(i, cost, result) {
+        let Some(result) = self.store.check_all_now(key.as_bytes(), policies, cost) else {
+            return Checked::Waiting(Pending::default());
+        };
+        if let Err(e) = tally.record_all(policies, cost, result) {
+            for i in 0..policies.len() {
                 observe::store_error(self, policies, i);
-                return Checked::Decided(self.store_failed::<M>(e));
             }
+            return Checked::Decided(self.store_failed::<M>(e));
         }
         match self.conclude::<M>(&tally, policies) {
             Some(admission) => Checked::Decided(admission),
@@ -388,7 +411,33 @@ impl<St: Store + 'static, K: Send + Sync + 'static> Config<St, K> {
         pending: Pending,
     ) -> Admission<M::Refusal> {
         let Pending { mut tally, next } = pending;
-        for (i, policy) in policies.as_slice().iter().enumerate().skip(next) {
+        let list = policies.as_slice();
+        let mut each = next;
+        if next == 0 && list.len() > 1 {
+            // One store call for every policy: timed and traced under the first.
+            let span = crate::trace::store_check(&list[0], key.as_bytes(), cost);
+            let timer = observe::Timer::start();
+            let result = tracing::Instrument::instrument(
+                config.store.check_all(key.as_bytes(), list, cost),
+                span,
+            )
+            .await;
+            timer.stop(&config, list, 0);
+            match result {
+                // A store of the user's own without `check_all`: one policy at a time.
+                Err(floodwall_core::Error::Unsupported { .. }) => {}
+                result => {
+                    if let Err(e) = tally.record_all(list, cost, result) {
+                        for i in 0..list.len() {
+                            observe::store_error(&config, list, i);
+                        }
+                        return config.store_failed::<M>(e);
+                    }
+                    each = list.len();
+                }
+            }
+        }
+        for (i, policy) in list.iter().enumerate().skip(each) {
             let span = crate::trace::store_check(policy, key.as_bytes(), cost);
             let timer = observe::Timer::start();
             let result = tracing::Instrument::instrument(
@@ -396,7 +445,7 @@ impl<St: Store + 'static, K: Send + Sync + 'static> Config<St, K> {
                 span.clone(),
             )
             .await;
-            timer.stop(&config, policies.as_slice(), i);
+            timer.stop(&config, list, i);
             crate::trace::answered(&span, &result);
             if let Err(e) = tally.record(i, cost, result) {
                 observe::store_error(&config, policies.as_slice(), i);

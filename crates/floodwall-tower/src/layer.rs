@@ -136,10 +136,12 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// - A waiting request whose future is dropped (its client went away) cancels its
     ///   booking: the slot goes to the next request where the algorithm allows it
     ///   ([`Cancelled`](floodwall_core::Cancelled)).
-    /// - With several policies, a request books a slot in each that refused it and waits
-    ///   for the latest. A slot booked where another policy then makes the request wait
-    ///   longer is used late, so that policy's pace holds over spans longer than that
-    ///   delay rather than between each two requests.
+    /// - With several policies, a request books a slot in each of them (a refusal
+    ///   counted in none, [`and_policy`](Self::and_policy)) and waits for the latest; a
+    ///   policy that cannot book then refuses it, cancelling the others' slots. A slot
+    ///   booked where another policy then makes the request wait longer is used late, so
+    ///   that policy's pace holds over spans longer than that delay rather than between
+    ///   each two requests.
     /// - `max_wait` is cut to [`Reservable::MAX_WAIT`](floodwall_core::Reservable::MAX_WAIT)
     ///   (an hour). Waiting needs a tokio runtime with its timer (axum, tonic and hyper
     ///   servers run on one), and a store that books slots ([`Store::reserve`]: the memory and
@@ -201,13 +203,15 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// Adds a policy every request must also pass: `.and_policy(per_day)` next to a
     /// per-second policy.
     ///
-    /// **Semantics.** A request is admitted only if every policy admits it. Policies are
-    /// checked in order, *every one of them even after one denies*, and nothing is
-    /// refunded: a denied request still counts against the policies that admitted it.
-    /// This is the safe choice. Refunding would need a second, non-atomic write that
-    /// concurrent requests could race through (admitting more than a quota), and a client
-    /// retrying against one exhausted policy keeps spending its others instead of probing
-    /// them for free. Order policies from the one most likely to deny.
+    /// **All or nothing.** A request is admitted only if every policy admits it, and is
+    /// then counted in all; if any refuses, none counts it, so a client refused by its
+    /// daily quota does not spend its per-second one. The store decides all the policies
+    /// at once ([`Store::check_all`]): atomically in memory, in one script call in Redis
+    /// (one slot on a cluster). The refusal names the policies that refused, and the
+    /// headers list every policy. A store without `check_all` (a store of your own that
+    /// does not implement it) is asked policy by policy instead, every policy counting
+    /// the request it admitted. The same holds for a chooser's
+    /// [`Choice::Policies`](crate::choose::Choice).
     pub fn and_policy(self, policy: Policy) -> Self {
         self.map(|s| {
             let mut list = s.policies.to_vec();

@@ -177,7 +177,7 @@ impl<St: Store + 'static, K: Send + Sync + 'static> Drop for Bookings<St, K> {
 }
 
 /// A request that some policies refused with a `retry_after` within the layer's bound:
-/// books a slot in each of them, waits for the latest on tokio's timer, and admits it; or
+/// books a slot in each of them (in each policy, when several counted none of it), waits for the latest on tokio's timer, and admits it; or
 /// refuses it as without waiting when it cannot wait (a bound reached, a slot now beyond
 /// the bound, a policy that cannot book).
 pub(crate) async fn book_and_wait<St, K, M>(
@@ -204,7 +204,11 @@ where
         key,
         held: SmallVec::new(),
     };
-    let refused: SmallVec<[usize; 2]> = tally.refused().collect();
+    // Several policies counted none of the refusal (all or nothing): every one books.
+    let refused: SmallVec<[usize; 2]> = match policies.as_slice().len() {
+        1 => tally.refused().collect(),
+        n => (0..n).collect(),
+    };
     let mut wait = Duration::ZERO;
     for i in refused {
         let policy: &Policy = &policies.as_slice()[i];

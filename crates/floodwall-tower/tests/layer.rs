@@ -84,7 +84,7 @@ async fn github_and_no_headers() {
 }
 
 #[tokio::test]
-async fn every_policy_must_pass_and_a_denial_still_consumes_the_others() {
+async fn every_policy_must_pass_and_a_denial_consumes_none() {
     let (store, _clock) = store();
     let burst = gcra("burst", "2/s");
     let hourly = Policy::new("hourly", Algorithm::FixedWindow, "10/hour".parse().unwrap()).unwrap();
@@ -100,16 +100,17 @@ async fn every_policy_must_pass_and_a_denial_still_consumes_the_others() {
     assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(
         refused.headers()["ratelimit"],
-        "\"burst\";r=0;t=1, \"hourly\";r=7;t=3600"
+        "\"burst\";r=0;t=1, \"hourly\";r=8;t=3600"
     );
     assert_eq!(
         refused.headers()["ratelimit-policy"],
         "\"burst\";q=2;w=1, \"hourly\";q=10;w=3600"
     );
-    // The denied request counted against "hourly": 3 spent, 7 left (a peek costs nothing).
+    // The denied request did not count against "hourly": 2 spent, 8 left (a peek costs
+    // nothing).
     let key = [4u8, 192, 0, 2, 9];
     let peek = store.check_sync(&key, &hourly, 0).unwrap();
-    assert_eq!(peek.remaining, 7);
+    assert_eq!(peek.remaining, 8);
 }
 
 #[tokio::test]
@@ -609,4 +610,44 @@ async fn the_whole_request_and_its_parts_get_the_same_answers() {
             }
         }
     }
+}
+
+/// A chooser's several policies, under concurrent requests: admitted only while both
+/// admit, the refusal names the policy that refused and the headers list both, and the
+/// refused requests never count against the daily quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_choice_of_several_policies_is_all_or_nothing_under_concurrency() {
+    let (store, _clock) = store();
+    let per_second = gcra("per-second", "20/s");
+    let daily = Policy::new("daily", Algorithm::FixedWindow, "1000/day".parse().unwrap()).unwrap();
+    let both: Arc<[Policy]> = Arc::from([daily.clone(), per_second]);
+    let svc = RateLimitLayer::new(store.clone(), gcra("unused", "1/s"))
+        .choose(move |_: &Parts, _: &[u8]| Choice::Policies(Arc::clone(&both)))
+        .on_reject(|d: &Denial| {
+            let mut res = Response::new(d.violated().collect::<Vec<_>>().join(","));
+            *res.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+            res
+        })
+        .layer(hello());
+    let tasks: Vec<_> = (0..200)
+        .map(|_| tokio::spawn(svc.clone().oneshot(from("192.0.2.7"))))
+        .collect();
+    let mut admitted = 0;
+    for task in tasks {
+        let res = task.await.unwrap().unwrap();
+        if res.status() == StatusCode::OK {
+            admitted += 1;
+            continue;
+        }
+        assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+        let listed = res.headers()["ratelimit"].to_str().unwrap().to_owned();
+        assert!(
+            listed.starts_with("\"daily\";r=980;") && listed.contains("\"per-second\";r=0"),
+            "{listed}"
+        );
+        assert_eq!(text(res).await, "per-second");
+    }
+    assert_eq!(admitted, 20);
+    let key = [4u8, 192, 0, 2, 7];
+    assert_eq!(store.check_sync(&key, &daily, 0).unwrap().remaining, 980);
 }

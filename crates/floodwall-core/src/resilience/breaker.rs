@@ -423,6 +423,43 @@ impl<S: Store, C: Clock> Store for Breaker<S, C> {
     }
 
     /// Passed on as a check is: failing fast while open, counted in the in-flight bound.
+    async fn check_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Result<Vec<Option<Decision>>, Error> {
+        for policy in policies {
+            policy.check_cost(cost)?;
+        }
+        let permit = self.circuit.admit()?;
+        let result = self.circuit.store.check_all(key, policies, cost).await;
+        permit.finish(&result);
+        result
+    }
+
+    /// As [`check_now`](Store::check_now).
+    fn check_all_now(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
+        let s = &self.circuit;
+        if let Err(e) = policies.iter().try_for_each(|p| p.check_cost(cost)) {
+            return Some(Err(e));
+        }
+        if s.open.load(Ordering::Acquire) {
+            let now = s.clock.now_micros();
+            let next = s.next_probe.load(Ordering::Acquire);
+            return (now < next).then(|| Err(s.refusal(now, next)));
+        }
+        let result = s.store.check_all_now(key, policies, cost)?;
+        s.record(evidence(&result), false);
+        Some(result)
+    }
+
+    /// Passed on as a check is: failing fast while open, counted in the in-flight bound.
     async fn reserve(
         &self,
         key: &[u8],

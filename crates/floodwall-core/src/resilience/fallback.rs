@@ -205,6 +205,61 @@ impl<S, C: Clock> Backstop<S, C> {
         }
     }
 
+    /// A check of several policies' answer, or the fallback's in its place: as
+    /// [`settle`](Self::settle), the local mode deciding all the shares at once.
+    fn settle_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+        result: Result<Vec<Option<Decision>>, Error>,
+    ) -> Result<Vec<Option<Decision>>, Error> {
+        let error = match result {
+            Ok(decisions) => {
+                self.disengage();
+                return Ok(decisions);
+            }
+            Err(e) if !e.is_store_failure() => return Err(e),
+            Err(e) => e,
+        };
+        for policy in policies {
+            policy.check_cost(cost)?;
+        }
+        self.engage(&error);
+        match self.mode {
+            FailMode::Open => {
+                self.failed_open.fetch_add(1, Ordering::Relaxed);
+                Ok(policies
+                    .iter()
+                    .map(|p| {
+                        let limit = p.limit();
+                        Some(
+                            Decision::new(true, limit, limit, Duration::ZERO, Duration::ZERO)
+                                .by_fallback(),
+                        )
+                    })
+                    .collect())
+            }
+            FailMode::Closed => {
+                self.failed_closed.fetch_add(1, Ordering::Relaxed);
+                Err(error)
+            }
+            FailMode::Local { nodes } => {
+                self.decided_locally.fetch_add(1, Ordering::Relaxed);
+                let shares: Vec<Policy> = policies
+                    .iter()
+                    .map(|p| self.with_share(p, nodes, Policy::clone))
+                    .collect();
+                let cost = shares.iter().fold(cost, |c, s| c.min(s.limit()));
+                let decisions = self.local.check_all_sync(key, &shares, cost)?;
+                Ok(decisions
+                    .into_iter()
+                    .map(|d| d.map(Decision::by_fallback))
+                    .collect())
+            }
+        }
+    }
+
     /// A reservation's answer, or the fallback's in its place: as [`settle`](Self::settle)
     /// for a check. Failing open books nothing and lets the request go at once; a local
     /// mode books in the local store, under the share.
@@ -316,6 +371,28 @@ impl<S: Store, C: Clock> Store for Fallback<S, C> {
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         let result = self.backstop.store.check_now(key, policy, cost)?;
         Some(self.backstop.settle(key, policy, cost, result))
+    }
+
+    /// The store's answer; while it fails, per the mode, all or nothing in a local mode
+    /// too (the local store's [`check_all`](Store::check_all) on the shares).
+    async fn check_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Result<Vec<Option<Decision>>, Error> {
+        let result = self.backstop.store.check_all(key, policies, cost).await;
+        self.backstop.settle_all(key, policies, cost, result)
+    }
+
+    fn check_all_now(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
+        let result = self.backstop.store.check_all_now(key, policies, cost)?;
+        Some(self.backstop.settle_all(key, policies, cost, result))
     }
 
     /// Books in the store; while it fails, per the mode (see [`Fallback`]): failing open

@@ -72,6 +72,26 @@ impl<S: Store> Store for Timeout<S> {
         self.store.check_now(key, policy, cost)
     }
 
+    async fn check_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Result<Vec<Option<Decision>>, Error> {
+        tokio::time::timeout(self.timeout, self.store.check_all(key, policies, cost))
+            .await
+            .unwrap_or(Err(Error::Timeout))
+    }
+
+    fn check_all_now(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
+        self.store.check_all_now(key, policies, cost)
+    }
+
     /// Bounded as a check is (the store's call, not the wait it answers).
     async fn reserve(
         &self,

@@ -79,6 +79,52 @@ pub trait Store: Send + Sync {
         None
     }
 
+    /// Decides a request of `cost` for `key` against every one of `policies` at once: the
+    /// request passes only if all allow it, and then it is recorded in all; if any refuses,
+    /// none records it. For a request under several limits (10/s and 1000/day): checked
+    /// one by one, the limits that allowed would spend quota on a request another refused.
+    ///
+    /// The answer has one entry per policy, in order: that policy's decision, recorded
+    /// only if all allowed. In a refusal, a policy that would have allowed the request
+    /// answers as a peek (cost 0) would: its figures as its state stays. `None` only in a
+    /// refusal, for a
+    /// policy that was not asked because another was refused without asking the store (a
+    /// [`DenyCache`]'s cached refusal). A cost one policy can never admit is
+    /// [`Error::CostTooHigh`], and nothing is recorded.
+    ///
+    /// The memory and Redis stores decide atomically, however many checks run at once
+    /// (`docs/all-or-nothing.md`). The default cannot (it would have to undo what it
+    /// recorded, and another request may have seen it meanwhile): it checks one policy
+    /// alone and answers [`Error::Unsupported`] for several.
+    fn check_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
+        async move {
+            match policies {
+                [] => Ok(Vec::new()),
+                [policy] => Ok(vec![Some(self.check(key, policy, cost).await?)]),
+                _ => Err(Error::Unsupported {
+                    what: "checking several policies at once (check_all)",
+                }),
+            }
+        }
+    }
+
+    /// [`check_all`](Self::check_all) without waiting, when this store can (as
+    /// [`check_now`](Self::check_now)); the default is `None`.
+    fn check_all_now(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
+        let _ = (key, policies, cost);
+        None
+    }
+
     /// Books the earliest slot at which a request of `cost` for `key` passes under
     /// `policy`, if it is at most `max_wait` away (cut to
     /// [`Reservable::MAX_WAIT`]), atomically with every other check of the key; a booking
@@ -161,6 +207,22 @@ pub trait DynStore: Send + Sync {
         cost: u64,
     ) -> Option<Result<Decision, Error>>;
 
+    /// [`Store::check_all`], boxed.
+    fn check_all_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policies: &'a [Policy],
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Vec<Option<Decision>>, Error>>;
+
+    /// [`Store::check_all_now`].
+    fn check_all_now_dyn(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Option<Result<Vec<Option<Decision>>, Error>>;
+
     /// [`Store::reserve`], boxed.
     fn reserve_boxed<'a>(
         &'a self,
@@ -214,6 +276,24 @@ impl<S: Store> DynStore for S {
         self.check_now(key, policy, cost)
     }
 
+    fn check_all_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policies: &'a [Policy],
+        cost: u64,
+    ) -> BoxFuture<'a, Result<Vec<Option<Decision>>, Error>> {
+        Box::pin(self.check_all(key, policies, cost))
+    }
+
+    fn check_all_now_dyn(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
+        self.check_all_now(key, policies, cost)
+    }
+
     fn reserve_boxed<'a>(
         &'a self,
         key: &'a [u8],
@@ -255,6 +335,24 @@ impl Store for dyn DynStore {
 
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         self.check_now_dyn(key, policy, cost)
+    }
+
+    async fn check_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Result<Vec<Option<Decision>>, Error> {
+        self.check_all_boxed(key, policies, cost).await
+    }
+
+    fn check_all_now(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
+        self.check_all_now_dyn(key, policies, cost)
     }
 
     async fn reserve(
@@ -304,6 +402,24 @@ impl<S: Store + ?Sized> Store for Arc<S> {
         (**self).check_now(key, policy, cost)
     }
 
+    fn check_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
+        (**self).check_all(key, policies, cost)
+    }
+
+    fn check_all_now(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
+        (**self).check_all_now(key, policies, cost)
+    }
+
     fn reserve(
         &self,
         key: &[u8],
@@ -351,6 +467,24 @@ impl<S: Store + ?Sized> Store for Box<S> {
         (**self).check_now(key, policy, cost)
     }
 
+    fn check_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
+        (**self).check_all(key, policies, cost)
+    }
+
+    fn check_all_now(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
+        (**self).check_all_now(key, policies, cost)
+    }
+
     fn reserve(
         &self,
         key: &[u8],
@@ -396,6 +530,24 @@ impl<S: Store + ?Sized> Store for &S {
 
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         (**self).check_now(key, policy, cost)
+    }
+
+    fn check_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
+        (**self).check_all(key, policies, cost)
+    }
+
+    fn check_all_now(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
+        (**self).check_all_now(key, policies, cost)
     }
 
     fn reserve(

@@ -207,6 +207,60 @@ impl<S: std::fmt::Debug, C: Clock> std::fmt::Debug for DenyCache<S, C> {
     }
 }
 
+/// When each policy of a [`Store::check_all`] was sent, for recording its answer
+/// (`None`: recorded not).
+type SentAll = Vec<Option<(u64, u64)>>;
+
+impl<S, C: Clock> DenyCache<S, C> {
+    /// A check of several policies: `Ok` refused from the cache (a cached refusal of any
+    /// policy refuses all), or `Err` with what recording the store's answer needs.
+    fn route_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Result<Result<Vec<Option<Decision>>, SentAll>, Error> {
+        let mut sent = Vec::with_capacity(policies.len());
+        for (i, policy) in policies.iter().enumerate() {
+            // `Mode::Now` never leads a flight, so a refusal here leaves nothing behind.
+            match self.route(key, policy, cost, Mode::Now)? {
+                Route::Local(d) => {
+                    let mut answer = vec![None; policies.len()];
+                    answer[i] = Some(d);
+                    return Ok(Ok(answer));
+                }
+                Route::Store {
+                    sent: at, epoch, ..
+                } => sent.push(Some((at, epoch))),
+                Route::Wait(_) | Route::Through => sent.push(None),
+            }
+        }
+        Ok(Err(sent))
+    }
+
+    /// Records a check of several policies' answer: every decision when all allowed,
+    /// only the refusals otherwise (the others recorded nothing in the store, so what
+    /// they say of its state is not true of it).
+    fn record_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+        sent: &[Option<(u64, u64)>],
+        result: &Result<Vec<Option<Decision>>, Error>,
+    ) {
+        let Ok(decisions) = result else { return };
+        let all = decisions.iter().flatten().all(|d| d.allowed);
+        for ((policy, sent), d) in policies.iter().zip(sent).zip(decisions) {
+            if let (Some((at, epoch)), Some(d)) = (sent, d)
+                && (all || !d.allowed)
+            {
+                self.record(key, policy, cost, *at, *epoch, d);
+            }
+        }
+    }
+}
+
 impl<S: Store, C: Clock> Store for DenyCache<S, C> {
     async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
         let mut route = self.route(key, policy, cost, Mode::Check)?;
@@ -273,6 +327,42 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
         if let (Some((sent, epoch)), Ok(d)) = (sent, &result) {
             self.record(key, policy, cost, sent, epoch, d);
         }
+        Some(result)
+    }
+
+    /// Refused here, without asking the store, when any policy has a cached refusal (the
+    /// others answer `None`: not asked); else the store decides all at once, and its
+    /// refusals are cached.
+    async fn check_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Result<Vec<Option<Decision>>, Error> {
+        let sent = match self.route_all(key, policies, cost)? {
+            Ok(local) => return Ok(local),
+            Err(sent) => sent,
+        };
+        self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
+        let result = self.store.check_all(key, policies, cost).await;
+        self.record_all(key, policies, cost, &sent, &result);
+        result
+    }
+
+    fn check_all_now(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
+        let sent = match self.route_all(key, policies, cost) {
+            Ok(Ok(local)) => return Some(Ok(local)),
+            Ok(Err(sent)) => sent,
+            Err(e) => return Some(Err(e)),
+        };
+        let result = self.store.check_all_now(key, policies, cost)?;
+        self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
+        self.record_all(key, policies, cost, &sent, &result);
         Some(result)
     }
 

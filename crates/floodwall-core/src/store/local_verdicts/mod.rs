@@ -350,6 +350,19 @@ impl<S: Store, C: Clock> Store for LocalVerdicts<S, C> {
         }
     }
 
+    /// Decided by the inner store, never locally: a local verdict is per policy, and
+    /// admitting under all at once needs every policy's shared state. The inner store's
+    /// answer is not folded into the verdicts.
+    async fn check_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Result<Vec<Option<Decision>>, Error> {
+        self.verdicts.store_calls.fetch_add(1, Ordering::Relaxed);
+        self.store.check_all(key, policies, cost).await
+    }
+
     /// Books in the inner store, never locally: a slot is a promise about the shared
     /// state. The counts this node admitted and has not sent yet are not seen by it (they
     /// go with the key's next refresh): the same approximation this mode makes for checks.

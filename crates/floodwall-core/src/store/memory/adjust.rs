@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{DEAD, KeyState, MemoryStore};
+use super::{BUSY, DEAD, KeyState, MemoryStore, wait_while_busy};
 use crate::algorithm::clamp_now;
 use crate::store::key::KeyBuf;
 use crate::store::lock;
@@ -37,11 +37,29 @@ impl<C: Clock> MemoryStore<C> {
                 }
             };
             let done = match (entry, policy.engine().gcra()) {
-                (KeyState::Gcra(tat), Some(gcra)) => tat
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
-                        (t != DEAD).then(|| gcra.adjust(t, now, adjustment).unwrap_or(t))
-                    })
-                    .is_ok(),
+                (KeyState::Gcra(tat), Some(gcra)) => {
+                    let mut t = tat.load(Ordering::Acquire);
+                    loop {
+                        // Held by a check of several policies (`all.rs`): its write first.
+                        if t == BUSY {
+                            t = wait_while_busy(tat);
+                            continue;
+                        }
+                        if t == DEAD {
+                            break false;
+                        }
+                        let next = gcra.adjust(t, now, adjustment).unwrap_or(t);
+                        match tat.compare_exchange_weak(
+                            t,
+                            next,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        ) {
+                            Ok(_) => break true,
+                            Err(seen) => t = seen,
+                        }
+                    }
+                }
                 (KeyState::Locked(l), None) => {
                     let mut guard = lock(&l.state);
                     match guard.as_mut() {

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{DEAD, KeyState, MemoryStore};
+use super::{BUSY, DEAD, KeyState, MemoryStore, wait_while_busy};
 use crate::algorithm::clamp_now;
 use crate::reservation::max_wait_micros;
 use crate::store::key::KeyBuf;
@@ -52,6 +52,10 @@ impl<C: Clock> MemoryStore<C> {
                     loop {
                         if current == DEAD {
                             break None;
+                        }
+                        if current == BUSY {
+                            current = wait_while_busy(tat);
+                            continue;
                         }
                         let (booked, next) = gcra.reserve(current, now, cost, max_wait);
                         let Some(next) = next else {
@@ -119,9 +123,12 @@ impl<C: Clock> MemoryStore<C> {
                 let [booked, _] = ticket.state();
                 match gcra.cancel(booked, booked, ticket.cost()) {
                     // Only from the very state the booking left (never from DEAD).
-                    Some(back) if booked != DEAD => tat
-                        .compare_exchange(booked, back, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok(),
+                    Some(back) if booked != DEAD => {
+                        // A check of several policies holding the key writes it back first.
+                        wait_while_busy(tat);
+                        tat.compare_exchange(booked, back, Ordering::AcqRel, Ordering::Acquire)
+                            .is_ok()
+                    }
                     _ => false,
                 }
             }

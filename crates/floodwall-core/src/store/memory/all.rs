@@ -1,0 +1,267 @@
+//! The memory store's check of one key against several policies at once
+//! ([`Store::check_all`](crate::Store::check_all)): every policy's state is held, each
+//! policy decides on it, and the states are written only if all allowed.
+//!
+//! Holding: a key under a lock-using algorithm by its lock; a GCRA key by swapping its
+//! TAT for `BUSY`, which a single check meeting it waits out. Several keys are always
+//! taken in one order (their entries' addresses), and a single check holds one key at a
+//! time and never waits while holding it, so no two checks wait on each other in a
+//! cycle. `docs/all-or-nothing.md` has the argument.
+
+use std::sync::MutexGuard;
+
+use smallvec::SmallVec;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{BUSY, DEAD, KeyState, Locked, MemoryStore, wait_while_busy};
+use crate::algorithm::clamp_now;
+use crate::store::key::KeyBuf;
+use crate::store::lock;
+use crate::{Clock, Decision, Error, Policy, State};
+
+impl<C: Clock> MemoryStore<C> {
+    /// [`Store::check_all`](crate::Store::check_all) without the future: `key` admitted
+    /// under every one of `policies` and recorded in all, or recorded in none; exact
+    /// however many threads check the key at once.
+    pub fn check_all_sync(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Result<Vec<Option<Decision>>, Error> {
+        for policy in policies {
+            policy.check_cost(cost)?;
+        }
+        // A peek records nothing, and one policy is a check: nothing to hold together.
+        if cost == 0 || policies.len() < 2 {
+            return policies
+                .iter()
+                .map(|p| self.check_sync(key, p, cost).map(Some))
+                .collect();
+        }
+        let now = clamp_now(self.inner.clock.now_micros());
+        let buf = KeyBuf::new(key);
+        let map = self.inner.map.pin();
+        loop {
+            // Every policy's entry, made if new, before any is held: making room may
+            // sweep, and a sweep kills entries.
+            let entries: SmallVec<[&KeyState; 4]> = policies
+                .iter()
+                .map(|p| {
+                    let k = buf.as_ref(p.namespace());
+                    match map.get(&k) {
+                        Some(entry) => entry,
+                        None => {
+                            let fresh = match p.engine().gcra() {
+                                Some(_) => KeyState::Gcra(AtomicU64::new(0)),
+                                None => KeyState::locked(),
+                            };
+                            self.insert(&map, k, fresh, now)
+                        }
+                    }
+                })
+                .collect();
+            match decide_all(&entries, policies, now, cost) {
+                Some(result) => return result,
+                // One was evicted under our feet: help remove it, then look again.
+                None => {
+                    for p in policies {
+                        let _ = map.remove_if(&buf.as_ref(p.namespace()), |_, s| s.is_dead());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One key's state, held by a check of several policies.
+enum Held<'a> {
+    /// A GCRA TAT swapped for `BUSY`: `value` is written back when this is dropped.
+    Gcra {
+        entry: &'a KeyState,
+        tat: &'a AtomicU64,
+        was: u64,
+        value: u64,
+    },
+    /// Any other algorithm's state, under its lock; decided on a copy.
+    Locked {
+        entry: &'a KeyState,
+        locked: &'a Locked,
+        guard: MutexGuard<'a, Option<State>>,
+        work: State,
+        expires: u64,
+    },
+}
+
+impl<'a> Held<'a> {
+    /// Holds `entry`; `None` if it was evicted.
+    fn take(entry: &'a KeyState) -> Option<Self> {
+        match entry {
+            KeyState::Gcra(tat) => {
+                let mut t = tat.load(Ordering::Acquire);
+                loop {
+                    match t {
+                        DEAD => return None,
+                        BUSY => t = wait_while_busy(tat),
+                        _ => match tat.compare_exchange_weak(
+                            t,
+                            BUSY,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        ) {
+                            Ok(_) => {
+                                return Some(Self::Gcra {
+                                    entry,
+                                    tat,
+                                    was: t,
+                                    value: t,
+                                });
+                            }
+                            Err(seen) => t = seen,
+                        },
+                    }
+                }
+            }
+            KeyState::Locked(locked) => {
+                let guard = lock(&locked.state);
+                let work = guard.as_ref()?.clone();
+                Some(Self::Locked {
+                    entry,
+                    locked,
+                    guard,
+                    work,
+                    expires: 0,
+                })
+            }
+        }
+    }
+
+    fn entry(&self) -> *const KeyState {
+        match self {
+            Self::Gcra { entry, .. } | Self::Locked { entry, .. } => *entry,
+        }
+    }
+
+    /// Decides `policy` on the held state, which then includes this decision.
+    fn decide(&mut self, policy: &Policy, now: u64, cost: u64) -> Result<Decision, Error> {
+        match (self, policy.engine().gcra()) {
+            (Self::Gcra { value, .. }, Some(gcra)) => {
+                let (judgement, next) = gcra.judge(*value, now, cost);
+                if let Some(next) = next {
+                    *value = next;
+                }
+                Ok(policy.to_decision_with_limit(gcra.raw(judgement), gcra.burst))
+            }
+            (Self::Locked { work, expires, .. }, None) => {
+                let raw = policy.engine().decide(work, now, cost)?;
+                *expires = (*expires).max(now + raw.reset);
+                Ok(policy.to_decision_with_limit(raw, policy.limit()))
+            }
+            _ => Err(Error::StateMismatch),
+        }
+    }
+
+    /// What `policy` says of the held state as the key had it (a peek): a refused
+    /// request's figures for a policy that would have allowed it, since nothing was
+    /// recorded.
+    fn peek(&self, policy: &Policy, now: u64) -> Result<Decision, Error> {
+        match (self, policy.engine().gcra()) {
+            (Self::Gcra { was, .. }, Some(gcra)) => {
+                let (judgement, _) = gcra.judge(*was, now, 0);
+                Ok(policy.to_decision_with_limit(gcra.raw(judgement), gcra.burst))
+            }
+            (Self::Locked { guard, .. }, None) => {
+                let mut state = guard.as_ref().cloned().unwrap_or_default();
+                let raw = policy.engine().decide(&mut state, now, 0)?;
+                Ok(policy.to_decision_with_limit(raw, policy.limit()))
+            }
+            _ => Err(Error::StateMismatch),
+        }
+    }
+
+    /// Makes what was decided on the held state the key's state.
+    fn commit(&mut self) {
+        match self {
+            // Written back on drop.
+            Self::Gcra { .. } => {}
+            Self::Locked {
+                locked,
+                guard,
+                work,
+                expires,
+                ..
+            } => {
+                **guard = Some(std::mem::take(work));
+                locked.expires.fetch_max(*expires, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Forgets what was decided: the key's state stays as it was.
+    fn roll_back(&mut self) {
+        if let Self::Gcra { was, value, .. } = self {
+            *value = *was;
+        }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Self::Gcra { tat, value, .. } = self {
+            // Only this holder writes a `BUSY` state.
+            tat.store(*value, Ordering::Release);
+        }
+    }
+}
+
+/// Holds every entry (each once, in address order), decides each policy in order on the
+/// held states, writes them only if every policy allowed, and lets go. `None`: an entry
+/// was evicted; look the keys up again.
+fn decide_all(
+    entries: &[&KeyState],
+    policies: &[Policy],
+    now: u64,
+    cost: u64,
+) -> Option<Result<Vec<Option<Decision>>, Error>> {
+    let mut order: SmallVec<[*const KeyState; 4]> =
+        entries.iter().map(|e| *e as *const _).collect();
+    order.sort_unstable();
+    order.dedup();
+    let mut held: SmallVec<[Held<'_>; 4]> = SmallVec::with_capacity(order.len());
+    for address in &order {
+        let entry = entries.iter().find(|e| std::ptr::eq(**e, *address))?;
+        // Dropping `held` on the way out lets go of what is held so far.
+        held.push(Held::take(entry)?);
+    }
+    let mut decisions = Vec::with_capacity(policies.len());
+    for (policy, entry) in policies.iter().zip(entries) {
+        let h = held
+            .iter_mut()
+            .find(|h| std::ptr::eq(h.entry(), *entry))
+            .expect("every entry is held");
+        match h.decide(policy, now, cost) {
+            Ok(d) => decisions.push(Some(d)),
+            Err(e) => {
+                held.iter_mut().for_each(Held::roll_back);
+                return Some(Err(e));
+            }
+        }
+    }
+    if decisions.iter().flatten().all(|d| d.allowed) {
+        held.iter_mut().for_each(Held::commit);
+        return Some(Ok(decisions));
+    }
+    // Refused: nothing is recorded, and the policies that would have allowed the request
+    // say what they hold as it stays.
+    for ((policy, entry), d) in policies.iter().zip(entries).zip(&mut decisions) {
+        if d.is_some_and(|d| d.allowed) {
+            let h = held.iter().find(|h| std::ptr::eq(h.entry(), *entry))?;
+            match h.peek(policy, now) {
+                Ok(peek) => *d = Some(peek),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+    held.iter_mut().for_each(Held::roll_back);
+    Some(Ok(decisions))
+}

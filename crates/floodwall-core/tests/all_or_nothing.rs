@@ -1,0 +1,218 @@
+//! `Store::check_all`: a request checked against several policies is recorded in all of
+//! them or in none, however many threads check the key at once, in the memory store and
+//! through the deny cache.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use floodwall_core::{Algorithm, DenyCache, ManualClock, MemoryStore, Policy, Quota, Store};
+
+const T0: u64 = 1_700_000_000_000_000;
+const THREADS: usize = 8;
+const PER_THREAD: usize = 200;
+
+/// Polls a future that is ready at once (every store here is in memory).
+fn now_or_never<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => panic!("an in-memory store waited"),
+    }
+}
+
+fn policy(name: &str, algorithm: Algorithm, count: u64) -> Policy {
+    Policy::new(name, algorithm, hourly(count)).unwrap()
+}
+
+fn hourly(count: u64) -> Quota {
+    Quota::new(count, Duration::from_secs(3600)).unwrap()
+}
+
+/// Many threads check one key against a roomy first policy and a small second one (of
+/// every pair of algorithms): the second admits its limit, and the first is charged for
+/// exactly those, never for the requests the second refused.
+#[test]
+fn a_refusal_by_one_policy_charges_none_under_concurrency() {
+    for first in Algorithm::all() {
+        for second in Algorithm::all() {
+            let store = MemoryStore::builder().clock(ManualClock::new(T0)).build();
+            let roomy = policy("roomy", first, 10_000);
+            let small = policy("small", second, 50);
+            let policies = [roomy.clone(), small.clone()];
+            let admitted = AtomicU64::new(0);
+            let refused_by_small = AtomicU64::new(0);
+            std::thread::scope(|s| {
+                for _ in 0..THREADS {
+                    s.spawn(|| {
+                        for _ in 0..PER_THREAD {
+                            let d = store.check_all_sync(b"k", &policies, 1).unwrap();
+                            let [Some(r), Some(m)] = d.as_slice() else {
+                                panic!("one decision per policy: {d:?}")
+                            };
+                            if r.allowed && m.allowed {
+                                admitted.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                assert!(r.allowed && !m.allowed, "{first:?}/{second:?}");
+                                refused_by_small.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    });
+                }
+            });
+            let admitted = admitted.into_inner();
+            assert_eq!(admitted, 50, "{first:?}/{second:?}");
+            assert_eq!(
+                refused_by_small.into_inner(),
+                (THREADS * PER_THREAD) as u64 - 50
+            );
+            // The first policy's quota: spent by the admitted requests only.
+            let peek = store.check_sync(b"k", &roomy, 0).unwrap();
+            assert_eq!(peek.remaining, 10_000 - admitted, "{first:?}/{second:?}");
+        }
+    }
+}
+
+/// Checks of several policies and single checks of one of them, together on one key:
+/// the quota is never exceeded, and the single checks see the shared state.
+#[test]
+fn single_checks_and_checks_of_all_share_one_exact_state() {
+    let store = MemoryStore::builder().clock(ManualClock::new(T0)).build();
+    let shared = Policy::gcra("shared", hourly(300)).unwrap();
+    let other = Policy::sliding_log("other", hourly(10_000)).unwrap();
+    let both = [other.clone(), shared.clone()];
+    let admitted = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (store, both, shared, admitted) = (&store, &both, &shared, &admitted);
+            s.spawn(move || {
+                for _ in 0..PER_THREAD {
+                    let allowed = if t % 2 == 0 {
+                        let d = store.check_all_sync(b"k", both, 1).unwrap();
+                        d.iter().flatten().all(|d| d.allowed)
+                    } else {
+                        store.check_sync(b"k", shared, 1).unwrap().allowed
+                    };
+                    if allowed {
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(admitted.into_inner(), 300);
+    let other_left = store.check_sync(b"k", &other, 0).unwrap().remaining;
+    let by_all = 10_000 - other_left;
+    assert!(
+        by_all <= 300,
+        "the other policy charged only with the shared one"
+    );
+}
+
+/// The same policy twice is two checks on one state, not a deadlock.
+#[test]
+fn one_policy_twice_is_charged_twice() {
+    let store = MemoryStore::builder().clock(ManualClock::new(T0)).build();
+    let p = Policy::gcra("p", hourly(3)).unwrap();
+    let d = store
+        .check_all_sync(b"k", &[p.clone(), p.clone()], 1)
+        .unwrap();
+    assert!(d.iter().flatten().all(|d| d.allowed));
+    assert_eq!(d[1].unwrap().remaining, 1);
+    let d = store
+        .check_all_sync(b"k", &[p.clone(), p.clone()], 1)
+        .unwrap();
+    assert!(d[0].unwrap().allowed && !d[1].unwrap().allowed);
+    assert_eq!(store.check_sync(b"k", &p, 0).unwrap().remaining, 1);
+}
+
+/// A cost one policy can never admit is an error, and charges no policy.
+#[test]
+fn a_cost_too_high_for_one_charges_none() {
+    let store = MemoryStore::builder().clock(ManualClock::new(T0)).build();
+    let big = Policy::token_bucket("big", hourly(100)).unwrap();
+    let small = Policy::gcra("small", hourly(5)).unwrap();
+    let err = store
+        .check_all_sync(b"k", &[big.clone(), small], 6)
+        .unwrap_err();
+    assert!(err.is_cost_too_high());
+    assert_eq!(store.check_sync(b"k", &big, 0).unwrap().remaining, 100);
+}
+
+/// Through the deny cache: once the second policy is spent, its cached refusal refuses
+/// the next checks without asking the store, and the first policy is never charged.
+#[test]
+fn a_cached_refusal_of_one_policy_refuses_all_without_the_store() {
+    let clock = ManualClock::new(T0);
+    let memory = MemoryStore::builder().clock(clock.clone()).build();
+    let cache = DenyCache::builder()
+        .clock(clock.clone())
+        .build(Arc::new(memory.clone()));
+    let roomy = Policy::gcra("roomy", hourly(100)).unwrap();
+    let small = Policy::fixed_window("small", hourly(2)).unwrap();
+    let both = [roomy.clone(), small];
+    for _ in 0..2 {
+        let d = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+        assert!(d.iter().flatten().all(|d| d.allowed));
+    }
+    // The second admission spent the window: the cache knows the next is refused.
+    let calls = cache.stats().store_calls;
+    assert_eq!(calls, 2);
+    for _ in 0..5 {
+        let d = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+        assert!(d[0].is_none(), "the first policy was not asked");
+        assert!(!d[1].unwrap().allowed);
+    }
+    assert_eq!(
+        cache.stats().store_calls,
+        calls,
+        "refused without the store"
+    );
+    assert_eq!(memory.check_sync(b"k", &roomy, 0).unwrap().remaining, 98);
+    // Through a `dyn` store too.
+    let dynamic: Arc<dyn floodwall_core::DynStore> = Arc::new(cache);
+    let d = dynamic.check_all_now(b"k", &both, 1).unwrap().unwrap();
+    assert!(!d[1].unwrap().allowed);
+}
+
+/// Charges and refunds of one policy (`adjust`), racing checks of several that hold its
+/// state: each pair of a charge and its refund leaves the quota as it was, so the policy
+/// ends charged for the admitted requests only (an adjustment written over a held state,
+/// or lost under it, would show here).
+#[test]
+fn adjustments_wait_for_a_held_state() {
+    use floodwall_core::Adjustment;
+    let store = MemoryStore::builder().clock(ManualClock::new(T0)).build();
+    let roomy = Policy::gcra("roomy", hourly(100_000)).unwrap();
+    let small = Policy::token_bucket("small", hourly(50)).unwrap();
+    let both = [roomy.clone(), small];
+    let admitted = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (store, both, roomy, admitted) = (&store, &both, &roomy, &admitted);
+            s.spawn(move || {
+                for _ in 0..PER_THREAD {
+                    if t % 2 == 0 {
+                        let d = store.check_all_sync(b"k", both, 1).unwrap();
+                        if d.iter().flatten().all(|d| d.allowed) {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    } else {
+                        store
+                            .adjust_sync(b"k", roomy, Adjustment::Charge(3))
+                            .unwrap();
+                        store
+                            .adjust_sync(b"k", roomy, Adjustment::Refund(3))
+                            .unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let admitted = admitted.into_inner();
+    assert_eq!(admitted, 50);
+    let left = store.check_sync(b"k", &roomy, 0).unwrap().remaining;
+    assert_eq!(left, 100_000 - admitted);
+}

@@ -1,0 +1,86 @@
+//! One key checked under several policies at once, all or nothing
+//! ([`Store::check_all`](floodwall_core::Store::check_all)): one script call over the
+//! policies' keys (`lua/all.lua`), which share the user key's hash tag and so one slot.
+
+use floodwall_core::{Decision, Error, Policy};
+use redis::Value;
+
+use crate::connection::Op;
+use crate::kind::Layout;
+use crate::reply;
+use crate::store::{RedisStore, decision};
+
+impl RedisStore {
+    /// Decides `key` under every one of `policies` at `now` (µs; `None` reads the
+    /// server's clock) in one script call, never coalesced: every key is read, each
+    /// policy decides, and the keys are written only if all allowed.
+    ///
+    /// [`Error::Unsupported`] for a sliding window or log among several policies (their
+    /// scripts are whole, with no sections to combine), and for a policy listed twice
+    /// (one key, which a script reads once): the tower layer then checks the policies
+    /// one by one.
+    pub(crate) async fn decide_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+        now: Option<u64>,
+    ) -> Result<Vec<Option<Decision>>, Error> {
+        for policy in policies {
+            policy.check_cost(cost)?;
+        }
+        if let [policy] = policies {
+            return Ok(vec![Some(self.decide(key, policy, cost, now).await?)]);
+        }
+        let unsupported = Error::Unsupported {
+            what: "checking a sliding window or log, or one policy twice, with other policies at once in Redis",
+        };
+        let layouts = policies
+            .iter()
+            .map(|p| Layout::of(p.parameters()))
+            .collect::<Option<Vec<_>>>()
+            .ok_or(Error::Unsupported {
+                what: "an algorithm floodwall-redis has no script for",
+            })?;
+        let keys: Vec<Vec<u8>> = policies.iter().map(|p| self.redis_key(key, p)).collect();
+        let mut distinct: Vec<&Vec<u8>> = keys.iter().collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if distinct.len() != keys.len() {
+            return Err(unsupported);
+        }
+        let Some(script) = self.inner.scripts.all(&layouts) else {
+            return Err(unsupported);
+        };
+        let mut inv = script.prepare_invoke();
+        for k in &keys {
+            inv.key(k.as_slice());
+        }
+        inv.arg(cost);
+        if let Some(now) = now {
+            inv.arg(now);
+        }
+        self.inner.counters.single();
+        let reply: Value = self.bounded(Op::Script(&inv)).await?;
+        let answers = reply::all(&layouts, cost, &reply)?;
+        policies
+            .iter()
+            .zip(answers)
+            .map(|(p, a)| decision(p, a).map(Some))
+            .collect()
+    }
+
+    /// [`check_all`](floodwall_core::Store::check_all) at `now_us` instead of the
+    /// server's clock, never through the deny cache: for tests and simulations, as
+    /// [`check_at`](Self::check_at).
+    pub async fn check_all_at(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+        now_us: u64,
+    ) -> Result<Vec<Option<Decision>>, Error> {
+        let now = now_us.min(crate::store::MAX_EXPLICIT_NOW);
+        self.decide_all(key, policies, cost, Some(now)).await
+    }
+}

@@ -1,0 +1,212 @@
+//! `Store::check_all` in Redis: one key under several policies in one script call,
+//! admitted and charged in all or charged in none, exact under concurrency, on one server
+//! and on a real 3-master cluster (the policies' keys share the user key's hash tag, so
+//! one slot). Decisions and figures equal the memory store's, which is exact by its own
+//! tests.
+
+mod common;
+
+use floodwall_core::{Decision, ManualClock, MemoryStore, Policy, Store};
+use floodwall_redis::RedisStore;
+use redis_harness::{RedisCluster, RedisServer, key_slot};
+
+use common::{command_calls, uncached_store};
+
+const NOW: u64 = 1_700_000_000_000_000;
+
+type Make = fn(String, floodwall_core::Quota) -> Result<Policy, floodwall_core::ConfigError>;
+
+fn policy(make: Make, name: &str, quota: &str) -> Policy {
+    make(name.to_owned(), quota.parse().unwrap()).unwrap()
+}
+
+/// A roomy first policy, a small second one: the second refuses long before the first.
+fn pairs() -> Vec<[Policy; 2]> {
+    vec![
+        [
+            policy(Policy::gcra, "roomy", "10000/day"),
+            policy(Policy::fixed_window, "small", "50/day"),
+        ],
+        [
+            policy(Policy::fixed_window, "roomy", "10000/day"),
+            policy(Policy::token_bucket, "small", "50/day"),
+        ],
+        [
+            policy(Policy::token_bucket, "roomy", "10000/day"),
+            policy(Policy::leaky_bucket, "small", "50/day"),
+        ],
+        [
+            policy(Policy::leaky_bucket, "roomy", "10000/day"),
+            policy(Policy::gcra, "small", "50/day"),
+        ],
+    ]
+}
+
+/// 64 tasks on one key against each pair: the small policy admits its 50, and the roomy
+/// one is charged those 50 only.
+async fn hammer(store: &RedisStore) {
+    for (n, pair) in pairs().into_iter().enumerate() {
+        let user = format!("hammered-{n}");
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                let (store, pair, user) = (store.clone(), pair.clone(), user.clone());
+                tokio::spawn(async move {
+                    let mut admitted = 0;
+                    for _ in 0..4 {
+                        let d = store
+                            .check_all_at(user.as_bytes(), &pair, 1, NOW)
+                            .await
+                            .unwrap();
+                        let [Some(roomy), Some(small)] = d.as_slice() else {
+                            panic!("one decision per policy: {d:?}")
+                        };
+                        assert!(roomy.allowed, "the roomy policy never refuses here");
+                        admitted += u64::from(small.allowed);
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        let mut admitted = 0;
+        for t in tasks {
+            admitted += t.await.unwrap();
+        }
+        assert_eq!(admitted, 50, "{pair:?}");
+        let roomy = store
+            .check_at(user.as_bytes(), &pair[0], 0, NOW)
+            .await
+            .unwrap();
+        assert_eq!(roomy.remaining, 10_000 - 50, "{pair:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn several_policies_are_all_or_nothing_under_concurrency() {
+    let server = RedisServer::start();
+    let store = uncached_store(&server.url()).await;
+    hammer(&store).await;
+}
+
+/// The same histories in Redis and in the memory store give the same decisions, figures
+/// included: the refused requests' peeks of the policies that would have allowed too.
+#[tokio::test]
+async fn redis_decides_as_the_memory_store_does() {
+    let server = RedisServer::start();
+    let store = uncached_store(&server.url()).await;
+    let memory = MemoryStore::builder().clock(ManualClock::new(NOW)).build();
+    let costs = [1, 3, 0, 7, 2, 9, 1, 1, 4, 0, 5];
+    for (n, pair) in pairs().into_iter().enumerate() {
+        let pair = [
+            pair[1].clone(),
+            policy(Policy::gcra, "mid", "20/min burst 12"),
+        ];
+        let user = format!("model-{n}");
+        for &cost in costs.iter().cycle().take(40) {
+            let redis = store
+                .check_all_at(user.as_bytes(), &pair, cost, NOW)
+                .await
+                .unwrap();
+            let mem = memory.check_all_sync(user.as_bytes(), &pair, cost).unwrap();
+            let figures = |d: &[Option<Decision>]| {
+                d.iter()
+                    .map(|d| d.map(|d| (d.allowed, d.remaining, d.retry_after, d.reset_after)))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(figures(&redis), figures(&mem), "{pair:?} cost {cost}");
+        }
+    }
+}
+
+/// Through the deny cache (the default): a refusal by the small policy is then answered
+/// without Redis, and still charges neither policy.
+#[tokio::test]
+async fn the_deny_cache_refuses_all_on_one_cached_refusal() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let pair = &pairs()[0];
+    for _ in 0..50 {
+        let d = store.check_all(b"cached", pair, 1).await.unwrap();
+        assert!(d.iter().flatten().all(|d| d.allowed));
+    }
+    let calls = || {
+        command_calls(&server)
+            .into_iter()
+            .filter(|(c, _)| c.contains("evalsha") || c.contains("eval"))
+            .map(|(_, n)| n)
+            .sum::<u64>()
+    };
+    let before = calls();
+    for _ in 0..10 {
+        let d = store.check_all(b"cached", pair, 1).await.unwrap();
+        assert!(d[0].is_none(), "the roomy policy was not asked");
+        assert!(!d[1].unwrap().allowed);
+    }
+    assert_eq!(calls(), before, "refused without a script call");
+    let roomy = store.check(b"cached", &pair[0], 0).await.unwrap();
+    assert_eq!(roomy.remaining, 10_000 - 50);
+}
+
+/// A key of another type under one policy fails the call before anything is written: the
+/// other policy is not charged. A sliding log among several policies is unsupported (the
+/// tower layer then checks them one by one).
+#[tokio::test]
+async fn a_failing_or_unsupported_check_charges_nothing() {
+    let server = RedisServer::start();
+    let store = uncached_store(&server.url()).await;
+    let pair = &pairs()[0];
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(store.redis_key(b"typed", &pair[1]))
+        .arg("f")
+        .arg("v")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let err = store
+        .check_all_at(b"typed", pair, 1, NOW)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, floodwall_core::Error::Backend { .. }),
+        "{err:?}"
+    );
+    let roomy = store.check_at(b"typed", &pair[0], 0, NOW).await.unwrap();
+    assert_eq!(roomy.remaining, 10_000);
+
+    let log = policy(Policy::sliding_log, "log", "5/min");
+    let err = store
+        .check_all(b"typed", &[pair[0].clone(), log], 1)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, floodwall_core::Error::Unsupported { .. }),
+        "{err:?}"
+    );
+}
+
+/// On a real 3-master cluster: every policy's key of one user is in one slot, so one
+/// script call runs there; all or nothing holds under concurrency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn several_policies_run_in_one_slot_on_a_cluster() {
+    let cluster = RedisCluster::start(3);
+    let store = RedisStore::builder()
+        .deny_cache(false)
+        .cluster(cluster.urls())
+        .await
+        .unwrap();
+    let mut nodes = std::collections::HashSet::new();
+    for n in 0..64 {
+        let user = format!("hammered-{n}");
+        for pair in pairs() {
+            let slots: Vec<u16> = pair
+                .iter()
+                .map(|p| key_slot(&store.redis_key(user.as_bytes(), p)))
+                .collect();
+            assert_eq!(slots[0], slots[1], "{user}");
+            nodes.insert(cluster.node_for_key(&store.redis_key(user.as_bytes(), &pair[0])));
+        }
+    }
+    assert_eq!(nodes.len(), 3, "the users spread over every node");
+    hammer(&store).await;
+}
