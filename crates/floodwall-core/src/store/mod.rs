@@ -384,200 +384,87 @@ impl Store for dyn DynStore {
     }
 }
 
-impl<S: Store + ?Sized> Store for Arc<S> {
-    fn check(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        (**self).check(key, policy, cost)
-    }
+/// `Store` for the pointers to a store (`Arc`, `Box`, `&`): every method is the pointee's,
+/// so a shared or borrowed store works wherever a store does.
+macro_rules! store_through_pointer {
+    ($($pointer:ty),+) => {$(
+        impl<S: Store + ?Sized> Store for $pointer {
+            fn check(
+                &self,
+                key: &[u8],
+                policy: &Policy,
+                cost: u64,
+            ) -> impl Future<Output = Result<Decision, Error>> + Send {
+                (**self).check(key, policy, cost)
+            }
 
-    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
-        (**self).reset(key, policy)
-    }
+            fn reset(
+                &self,
+                key: &[u8],
+                policy: &Policy,
+            ) -> impl Future<Output = Result<(), Error>> + Send {
+                (**self).reset(key, policy)
+            }
 
-    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        (**self).check_now(key, policy, cost)
-    }
+            fn check_now(
+                &self,
+                key: &[u8],
+                policy: &Policy,
+                cost: u64,
+            ) -> Option<Result<Decision, Error>> {
+                (**self).check_now(key, policy, cost)
+            }
 
-    fn check_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
-        (**self).check_all(key, policies, cost)
-    }
+            fn check_all(
+                &self,
+                key: &[u8],
+                policies: &[Policy],
+                cost: u64,
+            ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
+                (**self).check_all(key, policies, cost)
+            }
 
-    fn check_all_now(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-        (**self).check_all_now(key, policies, cost)
-    }
+            fn check_all_now(
+                &self,
+                key: &[u8],
+                policies: &[Policy],
+                cost: u64,
+            ) -> Option<Result<Vec<Option<Decision>>, Error>> {
+                (**self).check_all_now(key, policies, cost)
+            }
 
-    fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
-        (**self).reserve(key, policy, cost, max_wait)
-    }
+            fn reserve(
+                &self,
+                key: &[u8],
+                policy: &Reservable,
+                cost: u64,
+                max_wait: Duration,
+            ) -> impl Future<Output = Result<Reservation, Error>> + Send {
+                (**self).reserve(key, policy, cost, max_wait)
+            }
 
-    fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
-        (**self).cancel(key, policy, reservation)
-    }
+            fn cancel(
+                &self,
+                key: &[u8],
+                policy: &Reservable,
+                reservation: &Reservation,
+            ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
+                (**self).cancel(key, policy, reservation)
+            }
 
-    fn adjust(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: Adjustment,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        (**self).adjust(key, policy, adjustment)
-    }
+            fn adjust(
+                &self,
+                key: &[u8],
+                policy: &Policy,
+                adjustment: Adjustment,
+            ) -> impl Future<Output = Result<(), Error>> + Send {
+                (**self).adjust(key, policy, adjustment)
+            }
+        }
+    )+};
 }
 
-impl<S: Store + ?Sized> Store for Box<S> {
-    fn check(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        (**self).check(key, policy, cost)
-    }
-
-    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
-        (**self).reset(key, policy)
-    }
-
-    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        (**self).check_now(key, policy, cost)
-    }
-
-    fn check_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
-        (**self).check_all(key, policies, cost)
-    }
-
-    fn check_all_now(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-        (**self).check_all_now(key, policies, cost)
-    }
-
-    fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
-        (**self).reserve(key, policy, cost, max_wait)
-    }
-
-    fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
-        (**self).cancel(key, policy, reservation)
-    }
-
-    fn adjust(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: Adjustment,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        (**self).adjust(key, policy, adjustment)
-    }
-}
-
-impl<S: Store + ?Sized> Store for &S {
-    fn check(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        (**self).check(key, policy, cost)
-    }
-
-    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
-        (**self).reset(key, policy)
-    }
-
-    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        (**self).check_now(key, policy, cost)
-    }
-
-    fn check_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
-        (**self).check_all(key, policies, cost)
-    }
-
-    fn check_all_now(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-        (**self).check_all_now(key, policies, cost)
-    }
-
-    fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
-        (**self).reserve(key, policy, cost, max_wait)
-    }
-
-    fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
-        (**self).cancel(key, policy, reservation)
-    }
-
-    fn adjust(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: Adjustment,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        (**self).adjust(key, policy, adjustment)
-    }
-}
+store_through_pointer!(Arc<S>, Box<S>, &S);
 
 /// Locks `m`. A panic elsewhere while holding one of the stores' locks leaves the data
 /// consistent (every write is a single assignment), so a poisoned lock is still usable.
