@@ -17,6 +17,7 @@ use crate::{
 mod adjust;
 mod all;
 mod reserve;
+mod update;
 
 /// Marks a GCRA key state that was evicted: whoever holds it looks the key up again.
 const DEAD: u64 = u64::MAX;

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{BUSY, DEAD, KeyState, MemoryStore, wait_while_busy};
+use super::{DEAD, KeyState, MemoryStore, wait_while_busy};
 use crate::algorithm::clamp_now;
 use crate::reservation::max_wait_micros;
 use crate::store::key::KeyBuf;
@@ -29,75 +29,31 @@ impl<C: Clock> MemoryStore<C> {
         let now = clamp_now(self.inner.clock.now_micros());
         let buf = KeyBuf::new(key);
         let key = buf.as_ref(p.namespace());
-        let map = self.inner.map.pin();
-        loop {
-            let entry = match map.get(&key) {
-                Some(entry) => entry,
-                // A peek on an unknown key must not create one.
-                None if cost == 0 => {
-                    let (booked, _) = p.engine().reserve(&mut State::new(), now, 0, max_wait)?;
-                    return Ok(policy.reservation(booked, None));
-                }
-                None => {
-                    let fresh = match p.engine().gcra() {
-                        Some(_) => KeyState::Gcra(std::sync::atomic::AtomicU64::new(0)),
-                        None => KeyState::locked(),
-                    };
-                    self.insert(&map, key, fresh, now)
-                }
-            };
-            let booked = match (entry, p.engine().gcra()) {
-                (KeyState::Gcra(tat), Some(gcra)) => {
-                    let mut current = tat.load(Ordering::Acquire);
-                    loop {
-                        if current == DEAD {
-                            break None;
-                        }
-                        if current == BUSY {
-                            current = wait_while_busy(tat);
-                            continue;
-                        }
-                        let (booked, next) = gcra.reserve(current, now, cost, max_wait);
-                        let Some(next) = next else {
-                            break Some((booked, None));
-                        };
-                        match tat.compare_exchange_weak(
-                            current,
-                            next,
-                            Ordering::AcqRel,
-                            Ordering::Acquire,
-                        ) {
-                            Ok(_) => break Some((booked, Some([next, 0]))),
-                            Err(seen) => current = seen,
-                        }
-                    }
-                }
-                (KeyState::Locked(l), None) => {
-                    let mut guard = lock(&l.state);
-                    match guard.as_mut() {
-                        None => None,
-                        Some(state) => {
-                            let (booked, ticket) =
-                                p.engine().reserve(state, now, cost, max_wait)?;
-                            l.expires
-                                .fetch_max(now + booked.raw.reset, Ordering::AcqRel);
-                            Some((booked, ticket))
-                        }
-                    }
-                }
-                _ => return Err(Error::StateMismatch),
-            };
-            match booked {
-                Some((booked, ticket)) => {
-                    let ticket = ticket.map(|state| Ticket::new(cost, state));
-                    return Ok(policy.reservation(booked, ticket));
-                }
-                // Evicted under our feet: help remove it, then look again.
-                None => {
-                    let _ = map.remove_if(&key, |_, s| s.is_dead());
-                }
+        let booked = self.update(
+            key,
+            p,
+            now,
+            cost != 0,
+            |gcra, tat| {
+                let (booked, next) = gcra.reserve(tat, now, cost, max_wait);
+                ((booked, next.map(|next| [next, 0])), next)
+            },
+            |state| {
+                let (booked, ticket) = p.engine().reserve(state, now, cost, max_wait)?;
+                let fresh_in = booked.raw.reset;
+                Ok(((booked, ticket), fresh_in))
+            },
+        )?;
+        Ok(match booked {
+            Some((booked, ticket)) => {
+                policy.reservation(booked, ticket.map(|state| Ticket::new(cost, state)))
             }
-        }
+            // A peek on an unknown key must not create one.
+            None => {
+                let (booked, _) = p.engine().reserve(&mut State::new(), now, 0, max_wait)?;
+                policy.reservation(booked, None)
+            }
+        })
     }
 
     /// [`Store::cancel`](crate::Store::cancel) without the future: gives the slot back
