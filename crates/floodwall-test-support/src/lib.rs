@@ -212,6 +212,19 @@ pub async fn serve(router: axum::Router) -> SocketAddr {
     addr
 }
 
+/// Polls `done` every 10 ms until it holds, for 5 s at most, then panics naming `what`:
+/// for what a server or a dropped permit does on its own schedule (a request's future
+/// dropped after a disconnect, a release sent in the background).
+pub async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("never happened: {what}");
+}
+
 /// An event a test captured: its level, target and message.
 #[derive(Debug, Clone)]
 pub struct Logged {

@@ -13,7 +13,7 @@ use axum::routing::get;
 use floodwall::redis::RedisStore;
 use floodwall::tower::ConcurrencyLimitLayer;
 use floodwall::{Acquired, ConcurrencyLimit, ConcurrencyStore};
-use floodwall_test_support::{http_get, serve};
+use floodwall_test_support::{eventually, http_get, serve};
 use redis_harness::{RedisServer, Reply};
 use tokio::io::AsyncWriteExt;
 
@@ -34,16 +34,6 @@ fn server_now(server: &RedisServer) -> u64 {
         }
         other => panic!("TIME answered {other:?}"),
     }
-}
-
-async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..500 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never happened: {what}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

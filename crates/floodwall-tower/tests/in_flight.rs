@@ -14,7 +14,7 @@ use axum::body::Body;
 use bytes::Bytes;
 use floodwall_core::resilience::FailMode;
 use floodwall_core::{Acquired, ConcurrencyLimit, ConcurrencyStore, Error, MemoryStore};
-use floodwall_test_support::{from, hello, http_get, serve, text};
+use floodwall_test_support::{eventually, from, hello, http_get, serve, text};
 use floodwall_tower::extract::Global;
 use floodwall_tower::respond::Grpc;
 use floodwall_tower::{ConcurrencyLimitLayer, HeaderStyle, PermitBody, RateLimited};
@@ -367,18 +367,6 @@ async fn a_missing_key_headers_off_and_shadow_mode() {
         "the one over the limit is not counted"
     );
     drop(held);
-}
-
-/// Polls `done` until it holds (5 s at most): a server drops a request's future on its
-/// own schedule.
-async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..500 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never happened: {what}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
