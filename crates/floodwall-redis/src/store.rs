@@ -177,6 +177,15 @@ pub(crate) struct Inner {
     pub(crate) leases: Leases,
 }
 
+impl Inner {
+    /// One call, bounded by the store's timeout.
+    pub(crate) async fn bounded<T: redis::FromRedisValue>(&self, op: Op<'_>) -> Result<T, Error> {
+        tokio::time::timeout(self.timeout, self.conn.query(op))
+            .await
+            .unwrap_or(Err(Error::Timeout))
+    }
+}
+
 impl RedisStore {
     /// The key prefix used unless [`RedisStoreBuilder::prefix`] says otherwise.
     pub const DEFAULT_PREFIX: &'static str = "floodwall:";
@@ -332,9 +341,7 @@ impl RedisStore {
     }
 
     pub(crate) async fn bounded<T: redis::FromRedisValue>(&self, op: Op<'_>) -> Result<T, Error> {
-        tokio::time::timeout(self.inner.timeout, self.inner.conn.query(op))
-            .await
-            .unwrap_or(Err(Error::Timeout))
+        self.inner.bounded(op).await
     }
 }
 

@@ -44,13 +44,6 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// One call, bounded by the store's timeout.
-async fn bounded<T: redis::FromRedisValue>(store: &Inner, op: Op<'_>) -> Result<T, Error> {
-    tokio::time::timeout(store.timeout, store.conn.query(op))
-        .await
-        .unwrap_or(Err(Error::Timeout))
-}
-
 impl RedisStore {
     /// The Redis key (a sorted set of leases) counting `key`'s requests in flight under
     /// `limit`: `<prefix><name>:lease:{<user key>}`, e.g. to inspect it with `redis-cli`.
@@ -99,7 +92,7 @@ impl ConcurrencyStore for RedisStore {
             .arg(&*id)
             .arg(limit.max())
             .arg(micros(limit.lease()));
-        let in_flight = match bounded::<i64>(inner, Op::Script(&inv)).await {
+        let in_flight = match inner.bounded::<i64>(Op::Script(&inv)).await {
             Ok(n) if n >= 1 => n as u64,
             Ok(n) if n < 0 => {
                 return Ok(Acquired::Full(Full::new((-1 - n) as u64, limit.max())));
@@ -144,7 +137,7 @@ fn release(inner: &Arc<Inner>, runtime: &Handle, key: Arc<[u8]>, id: Arc<str>) {
     runtime.spawn(async move {
         let mut zrem = redis::cmd("ZREM");
         zrem.arg(&*key).arg(&*id);
-        if let Err(error) = bounded::<i64>(&inner, Op::Cmd(&zrem)).await {
+        if let Err(error) = inner.bounded::<i64>(Op::Cmd(&zrem)).await {
             tracing::debug!(
                 target: "floodwall",
                 %error,

@@ -228,5 +228,5 @@ async fn renew_key(
     for (_, held) in leases {
         inv.arg(&*held.id);
     }
-    super::bounded(store, Op::Script(&inv)).await
+    store.bounded(Op::Script(&inv)).await
 }
