@@ -20,9 +20,8 @@ pub(crate) struct InFlightConfig<St, K> {
     pub(crate) on_reject: Arc<dyn OnReject>,
     pub(crate) on_failure: Arc<dyn OnStoreFailure>,
     pub(crate) on_missing: OnMissingKey,
-    pub(crate) style: HeaderStyle,
-    /// The headers of `limit` in `style`, built once.
-    pub(crate) headers: Arc<InFlightHeaders>,
+    /// The headers of `limit` in the configured style, built once; `None` sends none.
+    pub(crate) headers: Option<Arc<InFlightHeaders>>,
     pub(crate) shadow: bool,
     pub(crate) fail_open: bool,
     /// Whether the store's last answer was a failure: logged once per outage.
@@ -41,8 +40,7 @@ impl<St: Clone, K> Clone for InFlightConfig<St, K> {
             on_reject: Arc::clone(&self.on_reject),
             on_failure: Arc::clone(&self.on_failure),
             on_missing: self.on_missing,
-            style: self.style,
-            headers: Arc::clone(&self.headers),
+            headers: self.headers.clone(),
             shadow: self.shadow,
             fail_open: self.fail_open,
             store_down: Arc::clone(&self.store_down),
@@ -69,16 +67,14 @@ pub(crate) struct Granted {
 
 impl<St, K> InFlightConfig<St, K> {
     pub(crate) fn new(store: St, key: K, limit: ConcurrencyLimit) -> Self {
-        let style = HeaderStyle::Ietf;
         Self {
             store,
             key: Arc::new(key),
-            headers: Arc::new(InFlightHeaders::new(style, &limit)),
+            headers: Some(Arc::new(InFlightHeaders::new(HeaderStyle::Ietf, &limit))),
             limit,
             on_reject: Arc::new(TooManyRequests),
             on_failure: Arc::new(ServiceUnavailable::default()),
             on_missing: OnMissingKey::Reject,
-            style,
             shadow: false,
             fail_open: false,
             store_down: Arc::new(AtomicBool::new(false)),
@@ -99,7 +95,6 @@ impl<St, K> InFlightConfig<St, K> {
             on_reject: self.on_reject,
             on_failure: self.on_failure,
             on_missing: self.on_missing,
-            style: self.style,
             headers: self.headers,
             shadow: self.shadow,
             fail_open: self.fail_open,
@@ -110,12 +105,12 @@ impl<St, K> InFlightConfig<St, K> {
 
     /// Headers in another style.
     pub(crate) fn set_style(&mut self, style: HeaderStyle) {
-        self.style = style;
-        self.headers = Arc::new(InFlightHeaders::new(style, &self.limit));
+        self.headers = (style != HeaderStyle::None)
+            .then(|| Arc::new(InFlightHeaders::new(style, &self.limit)));
     }
 
     fn headers_for(&self, remaining: u64) -> Option<(Arc<InFlightHeaders>, u64)> {
-        (self.style != HeaderStyle::None).then(|| (Arc::clone(&self.headers), remaining))
+        self.headers.as_ref().map(|h| (Arc::clone(h), remaining))
     }
 
     /// What the store's answer means for the request.
@@ -147,7 +142,9 @@ impl<St, K> InFlightConfig<St, K> {
                 }
                 Outcome::Refuse(M::denied(&denial, |denial| {
                     let mut res = self.on_reject.respond(denial);
-                    self.headers.write(remaining, res.headers_mut());
+                    if let Some(headers) = &self.headers {
+                        headers.write(remaining, res.headers_mut());
+                    }
                     res
                 }))
             }

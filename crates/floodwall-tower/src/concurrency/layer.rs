@@ -179,7 +179,14 @@ impl<St, K, M> fmt::Debug for ConcurrencyLimitLayer<St, K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConcurrencyLimitLayer")
             .field("limit", &self.config.limit)
-            .field("headers", &self.config.style)
+            .field(
+                "headers",
+                &self
+                    .config
+                    .headers
+                    .as_ref()
+                    .map_or(HeaderStyle::None, |h| h.style()),
+            )
             .field("shadow", &self.config.shadow)
             .finish_non_exhaustive()
     }
