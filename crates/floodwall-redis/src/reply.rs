@@ -21,7 +21,8 @@ use crate::kind::Layout;
 /// µs. The store checks it before it becomes a decision.
 pub(crate) type ScriptAnswer = [u64; 4];
 
-fn unexpected(reply: &Value) -> Error {
+/// A reply that does not read as the script's answer: the server's fault, told with it.
+pub(crate) fn unexpected(reply: &Value) -> Error {
     Error::backend(UnexpectedReply(format!("{reply:?}")))
 }
 

@@ -17,8 +17,8 @@ use floodwall_core::{Cancelled, Error, Reservable, Reservation, Ticket};
 use redis::{Script, Value};
 
 use crate::connection::Op;
-use crate::error::UnexpectedReply;
 use crate::kind::{Layout, ScriptKind};
+use crate::reply;
 use crate::store::{MAX_EXPLICIT_NOW, RedisStore, decision};
 
 /// The booking scripts, by [`ScriptKind`]; `None` for a kind that cannot book.
@@ -65,14 +65,11 @@ impl RedisStore {
     ) -> Result<Reservation, Error> {
         let p = policy.policy();
         p.check_cost(cost)?;
-        let layout = Layout::of(p.parameters()).ok_or(Error::Unsupported {
+        const UNSUPPORTED: Error = Error::Unsupported {
             what: "booking a slot under this algorithm",
-        })?;
-        let script = RESERVE[layout.kind as usize]
-            .as_ref()
-            .ok_or(Error::Unsupported {
-                what: "booking a slot under this algorithm",
-            })?;
+        };
+        let layout = Layout::of(p.parameters()).ok_or(UNSUPPORTED)?;
+        let script = RESERVE[layout.kind as usize].as_ref().ok_or(UNSUPPORTED)?;
         let max_wait = max_wait.min(Reservable::MAX_WAIT).as_micros() as u64;
         let mut inv = script.prepare_invoke();
         inv.key(self.redis_key(key, p)).arg(cost);
@@ -86,7 +83,7 @@ impl RedisStore {
         inv.arg(max_wait);
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
-        let bad = || Error::backend(UnexpectedReply(format!("{reply:?}")));
+        let bad = || reply::unexpected(&reply);
         let Value::Array(items) = &reply else {
             return Err(bad());
         };
@@ -123,36 +120,25 @@ impl RedisStore {
         let Some(ticket) = reservation.ticket else {
             return Ok(Cancelled::Spent);
         };
-        let p = policy.policy();
-        let layout = Layout::of(p.parameters()).ok_or(Error::Unsupported {
+        const UNSUPPORTED: Error = Error::Unsupported {
             what: "cancelling under this algorithm",
-        })?;
+        };
+        let p = policy.policy();
+        let layout = Layout::of(p.parameters()).ok_or(UNSUPPORTED)?;
         let stored = match ticket.state() {
             [value, 0] if !pair(layout) => value.to_string(),
             [owed, tick] => format!("{owed} {tick}"),
         };
-        let mut inv;
-        match layout.kind {
-            ScriptKind::Gcra | ScriptKind::LeakyBucket => {
-                inv = CANCEL_GCRA.prepare_invoke();
-                inv.key(self.redis_key(key, p))
-                    .arg(ticket.cost())
-                    .arg(stored)
-                    .arg(layout.args[0]);
-            }
-            ScriptKind::TokenBucket => {
-                inv = CANCEL_TOKEN_BUCKET.prepare_invoke();
-                inv.key(self.redis_key(key, p))
-                    .arg(ticket.cost())
-                    .arg(stored)
-                    .arg(layout.args[2]);
-            }
-            _ => {
-                return Err(Error::Unsupported {
-                    what: "cancelling under this algorithm",
-                });
-            }
-        }
+        let (script, parameter) = match layout.kind {
+            ScriptKind::Gcra | ScriptKind::LeakyBucket => (&*CANCEL_GCRA, layout.args[0]),
+            ScriptKind::TokenBucket => (&*CANCEL_TOKEN_BUCKET, layout.args[2]),
+            _ => return Err(UNSUPPORTED),
+        };
+        let mut inv = script.prepare_invoke();
+        inv.key(self.redis_key(key, p))
+            .arg(ticket.cost())
+            .arg(stored)
+            .arg(parameter);
         self.inner.counters.single();
         let returned: i64 = self.bounded(Op::Script(&inv)).await?;
         Ok(Cancelled::from_returned(returned == 1))
