@@ -72,7 +72,7 @@ impl RedisStore {
         };
         let mut inv = script.prepare_invoke();
         inv.key(self.redis_key(key, policy)).arg(amount);
-        for a in &layout.args[..layout.kind.spec().params] {
+        for a in layout.params() {
             inv.arg(a);
         }
         match now {

@@ -154,10 +154,7 @@ impl Single {
     fn args(&self, now: Option<u64>, cost: u64) -> impl Iterator<Item = u64> + '_ {
         let (cost, params): (Option<u64>, &[u64]) = match self.script {
             Chosen::Written(_) => ((cost != 1 || now.is_some()).then_some(cost), &[]),
-            Chosen::Generic(_) => {
-                let n = self.layout.kind.spec().params;
-                (Some(cost), &self.layout.args[..n])
-            }
+            Chosen::Generic(_) => (Some(cost), self.layout.params()),
         };
         cost.into_iter().chain(params.iter().copied()).chain(now)
     }

@@ -128,6 +128,11 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
+    /// The parameters the script reads, without the padding.
+    pub(crate) fn params(&self) -> &[u64] {
+        &self.args[..self.kind.spec().params]
+    }
+
     /// The layout of checks under `params`; `None` for an algorithm this crate has no
     /// script for (`Parameters` is non-exhaustive).
     pub(crate) fn of(params: Parameters) -> Option<Self> {

@@ -73,7 +73,7 @@ impl RedisStore {
         let max_wait = max_wait.min(Reservable::MAX_WAIT).as_micros() as u64;
         let mut inv = script.prepare_invoke();
         inv.key(self.redis_key(key, p)).arg(cost);
-        for a in &layout.args[..layout.kind.spec().params] {
+        for a in layout.params() {
             inv.arg(a);
         }
         match now {
