@@ -24,6 +24,7 @@ pub use floodwall_core::{ConfigError, Error};
 pub use floodwall_core::{DenyCache, DenyCacheBuilder, DenyCacheStats};
 pub use floodwall_core::{DynStore, MemoryStore, MemoryStoreBuilder, Store};
 pub use floodwall_core::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};
+pub use floodwall_core::{Penalty, parse_duration};
 
 /// Everything of `floodwall-core`, for what the root leaves out: writing a store of your
 /// own, or deciding with an algorithm directly ([`Policy::decide`] on a

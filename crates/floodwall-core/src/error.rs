@@ -100,6 +100,14 @@ pub enum ConfigError {
         /// The algorithm's name.
         algorithm: &'static str,
     },
+    /// A [`Penalty`](crate::Penalty) that could never work: banning after 0 refusals, a
+    /// span under a millisecond or over [`MAX_SPAN`](crate::MAX_SPAN), a growth factor
+    /// outside 1 ..= [`Penalty::MAX_GROWTH`](crate::Penalty::MAX_GROWTH), a cap below the
+    /// first ban.
+    BadPenalty {
+        /// Why the penalty was refused.
+        reason: String,
+    },
     /// A policy name was empty, too long, or used characters outside `[A-Za-z0-9_.:-]`.
     InvalidName {
         /// The name given.
@@ -168,6 +176,7 @@ impl fmt::Display for ConfigError {
                 "{algorithm} cannot book a future slot, so requests cannot wait under it; \
                  choose gcra, token_bucket or leaky_bucket, or refuse instead of waiting"
             ),
+            Self::BadPenalty { reason } => write!(f, "bad penalty: {reason}"),
             Self::InvalidName { name } => write!(
                 f,
                 "invalid policy name {name:?}: use 1 to 64 characters from [A-Za-z0-9_.:-]"

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::algorithm::{Engine, Parameters, Raw};
-use crate::{Algorithm, ConfigError, Decision, Error, Quota, State};
+use crate::{Algorithm, ConfigError, Decision, Error, Penalty, Quota, State};
 
 /// How a policy reports durations in its decisions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -46,7 +46,7 @@ pub struct Policy {
     inner: Arc<Inner>,
 }
 
-#[derive(PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 struct Inner {
     name: String,
     algorithm: Algorithm,
@@ -54,6 +54,7 @@ struct Inner {
     engine: Engine,
     rounding: Rounding,
     namespace: u64,
+    penalty: Option<Penalty>,
 }
 
 impl Policy {
@@ -183,6 +184,7 @@ impl Policy {
                 engine,
                 rounding,
                 namespace,
+                penalty: None,
             }),
         })
     }
@@ -220,12 +222,32 @@ impl Policy {
         let burst = (q.burst() / n).max(1);
         let quota = Quota::new(count, q.period())?.with_burst(burst)?;
         let name = self.inner.name.clone();
-        match Self::build(name.clone(), self.algorithm(), quota, self.rounding()) {
+        let share = match Self::build(name.clone(), self.algorithm(), quota, self.rounding()) {
             Err(ConfigError::BadTick { .. }) => {
                 Self::build(name, Algorithm::TOKEN_BUCKET, quota, self.rounding())
             }
             other => other,
+        }?;
+        Ok(match self.penalty() {
+            Some(penalty) => share.with_penalty(*penalty),
+            None => share,
+        })
+    }
+
+    /// This policy with `penalty`: keys refused too often are banned for a while (see
+    /// [`Penalty`]). The penalty changes nothing of what the algorithm stores, so a key's
+    /// state is the same with or without it.
+    pub fn with_penalty(&self, penalty: Penalty) -> Policy {
+        let mut inner = Inner::clone(&self.inner);
+        inner.penalty = Some(penalty);
+        Policy {
+            inner: Arc::new(inner),
         }
+    }
+
+    /// The penalty of keys refused too often, if any ([`with_penalty`](Self::with_penalty)).
+    pub fn penalty(&self) -> Option<&Penalty> {
+        self.inner.penalty.as_ref()
     }
 
     /// The name given at construction.
@@ -370,6 +392,7 @@ impl fmt::Debug for Policy {
             .field("name", &self.inner.name)
             .field("algorithm", &self.inner.algorithm)
             .field("quota", &format_args!("{}", self.inner.quota))
+            .field("penalty", &self.inner.penalty)
             .finish()
     }
 }

@@ -208,6 +208,24 @@ fn parse_number(s: &str) -> Option<u64> {
     s.replace('_', "").parse().ok()
 }
 
+/// Reads a duration as quotas write their periods: `500ms`, `30s`, `10min`, `1h`, `1day`
+/// (units `us`, `ms`, `s`/`sec`/`second(s)`, `m`/`min`/`minute(s)`, `h`/`hour(s)`,
+/// `d`/`day(s)`; no number means one). For configuration that names spans beside quotas
+/// (a [`Penalty`](crate::Penalty)'s ban), so both read alike.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(floodwall_core::parse_duration("10min")?, Duration::from_secs(600));
+/// assert!(floodwall_core::parse_duration("10 parsecs").is_err());
+/// # Ok::<(), floodwall_core::ConfigError>(())
+/// ```
+pub fn parse_duration(s: &str) -> Result<Duration, ConfigError> {
+    parse_period(s.trim()).map_err(|reason| ConfigError::Parse {
+        input: s.to_owned(),
+        reason: reason.to_owned(),
+    })
+}
+
 fn parse_period(s: &str) -> Result<Duration, &'static str> {
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (n, unit) = s.split_at(split);

@@ -77,6 +77,7 @@ pub mod choose;
 mod concurrency;
 mod config;
 mod decide;
+mod enforcement;
 mod error;
 pub mod extract;
 mod future;
@@ -97,6 +98,7 @@ pub use body::{RejectionBody, ResponseBody};
 pub use concurrency::{
     ConcurrencyLimitFuture, ConcurrencyLimitLayer, ConcurrencyLimitService, PermitBody,
 };
+pub use enforcement::Enforcement;
 pub use error::RateLimited;
 pub use future::ResponseFuture;
 pub use headers::{HeaderStyle, retry_after_secs};
