@@ -26,6 +26,9 @@ pub struct Decision {
     /// a cache in front ([`DenyCache`](crate::DenyCache)) must not remember it. `false` for
     /// every store's own answers.
     pub fallback: bool,
+    /// Whether the key is banned ([`Penalty`](crate::Penalty)): refused whatever its quota
+    /// says, with `retry_after` the ban's remainder. `false` in every other decision.
+    pub banned: bool,
     /// The exact figures in µs (`retry`, `reset`) behind durations a policy rounded
     /// ([`Rounding::WholeSeconds`](crate::Rounding::WholeSeconds)), for a
     /// [`DenyCache`](crate::DenyCache) to read; `None` when the durations are exact or
@@ -57,6 +60,7 @@ impl std::fmt::Debug for Decision {
             .field("retry_after", &self.retry_after)
             .field("reset_after", &self.reset_after)
             .field("fallback", &self.fallback)
+            .field("banned", &self.banned)
             .finish()
     }
 }
@@ -64,7 +68,7 @@ impl std::fmt::Debug for Decision {
 impl Decision {
     /// What a decision says, for equality and hashing.
     #[allow(clippy::type_complexity)]
-    fn key(&self) -> (bool, u64, u64, Option<Duration>, Duration, bool) {
+    fn key(&self) -> (bool, u64, u64, Option<Duration>, Duration, bool, bool) {
         (
             self.allowed,
             self.limit,
@@ -72,6 +76,7 @@ impl Decision {
             self.retry_after,
             self.reset_after,
             self.fallback,
+            self.banned,
         )
     }
 
@@ -114,6 +119,7 @@ impl Decision {
             retry_after,
             reset_after,
             fallback: false,
+            banned: false,
             exact: None,
         }
     }
@@ -124,5 +130,13 @@ impl Decision {
     pub fn by_fallback(mut self) -> Self {
         self.fallback = true;
         self
+    }
+
+    /// A refusal of a banned key ([`banned`](Self::banned)): nothing may pass for
+    /// `remaining` (the ban's remainder). Built by the stores that hold bans.
+    pub fn ban(limit: u64, remaining: Duration) -> Self {
+        let mut decision = Self::new(false, limit, 0, remaining, remaining);
+        decision.banned = true;
+        decision
     }
 }

@@ -358,6 +358,7 @@ impl Policy {
             retry_after: (!raw.allowed).then_some(retry),
             reset_after: reset,
             fallback: false,
+            banned: false,
             exact,
         }
     }

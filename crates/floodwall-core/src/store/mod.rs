@@ -178,6 +178,18 @@ pub trait Store: Send + Sync {
             what: "charging or refunding (adjust)",
         }))
     }
+
+    /// Lifts `key`'s ban under `policy` and forgets its refusals and earlier bans, as if
+    /// it had never been penalized (see [`Penalty`](crate::Penalty)); the key's quota
+    /// state is kept. For an operator who banned the wrong client. A key that is not
+    /// banned is left as it is. The default, for stores without penalties, is
+    /// [`Error::Unsupported`].
+    fn unban(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = (key, policy);
+        std::future::ready(Err(Error::Unsupported {
+            what: "lifting a ban (unban)",
+        }))
+    }
 }
 
 /// The object-safe form of [`Store`], for `Arc<dyn DynStore>` when the store's type is
@@ -246,6 +258,13 @@ pub trait DynStore: Send + Sync {
         key: &'a [u8],
         policy: &'a Policy,
         adjustment: Adjustment,
+    ) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// [`Store::unban`], boxed.
+    fn unban_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policy: &'a Policy,
     ) -> BoxFuture<'a, Result<(), Error>>;
 }
 
@@ -321,6 +340,14 @@ impl<S: Store> DynStore for S {
     ) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(self.adjust(key, policy, adjustment))
     }
+
+    fn unban_boxed<'a>(
+        &'a self,
+        key: &'a [u8],
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.unban(key, policy))
+    }
 }
 
 impl Store for dyn DynStore {
@@ -381,6 +408,10 @@ impl Store for dyn DynStore {
         adjustment: Adjustment,
     ) -> Result<(), Error> {
         self.adjust_boxed(key, policy, adjustment).await
+    }
+
+    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        self.unban_boxed(key, policy).await
     }
 }
 
@@ -459,6 +490,14 @@ macro_rules! store_through_pointer {
                 adjustment: Adjustment,
             ) -> impl Future<Output = Result<(), Error>> + Send {
                 (**self).adjust(key, policy, adjustment)
+            }
+
+            fn unban(
+                &self,
+                key: &[u8],
+                policy: &Policy,
+            ) -> impl Future<Output = Result<(), Error>> + Send {
+                (**self).unban(key, policy)
             }
         }
     )+};
