@@ -1,8 +1,9 @@
 //! The layer: a cheap, cloneable configuration that wraps services in [`RateLimit`].
 
+use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use floodwall_core::resilience::{Breaker, FailMode, Fallback};
@@ -14,9 +15,10 @@ use crate::choose::ChoosePolicy;
 use crate::config::Config;
 use crate::extract::{ExtractKey, OnMissingKey, PeerIp};
 use crate::headers::HeaderStyle;
+use crate::live::{Cell, LiveError, LiveLimits};
 use crate::respond::{OnReject, OnStoreFailure};
 use crate::wait::Waiters;
-use crate::{RateLimit, RejectWithError, RejectWithResponse};
+use crate::{Enforcement, RateLimit, RejectWithError, RejectWithResponse};
 
 /// Rate-limits the services it wraps: `.layer(RateLimitLayer::new(store, policy))`.
 ///
@@ -40,7 +42,34 @@ use crate::{RateLimit, RejectWithError, RejectWithResponse};
 /// each service it builds shares one `Arc` of it.
 pub struct RateLimitLayer<St, K = PeerIp, M = RejectWithResponse> {
     config: Config<St, K>,
+    /// Policies known by name, checked only when a chooser picks them.
+    registered: Vec<Policy>,
+    /// Modes set by name at build time.
+    modes: HashMap<String, Enforcement>,
+    /// What the services and the live handles share, made when first needed; clones share
+    /// it, a builder method starts a new one.
+    cell: Arc<OnceLock<Arc<Cell<St, K>>>>,
     _mode: PhantomData<fn() -> M>,
+}
+
+impl<St, K, M> RateLimitLayer<St, K, M> {
+    /// A layer of this configuration, with the modes and registered policies of `from`.
+    fn with_config<St2, K2, M2>(
+        config: Config<St2, K2>,
+        from: (Vec<Policy>, HashMap<String, Enforcement>),
+    ) -> RateLimitLayer<St2, K2, M2> {
+        RateLimitLayer {
+            config,
+            registered: from.0,
+            modes: from.1,
+            cell: Arc::default(),
+            _mode: PhantomData,
+        }
+    }
+
+    fn live_parts(&self) -> (Vec<Policy>, HashMap<String, Enforcement>) {
+        (self.registered.clone(), self.modes.clone())
+    }
 }
 
 impl<St: Store + Clone> RateLimitLayer<St> {
@@ -60,10 +89,10 @@ impl<St: Store + Clone> RateLimitLayer<St> {
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
     pub fn new(store: St, policy: Policy) -> Self {
-        Self {
-            config: Config::new(store, PeerIp::new(), policy),
-            _mode: PhantomData,
-        }
+        Self::with_config(
+            Config::new(store, PeerIp::new(), policy),
+            Default::default(),
+        )
     }
 }
 
@@ -96,12 +125,11 @@ impl<St: Store, K, M> RateLimitLayer<St, K, M> {
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
     pub fn fail_mode(self, mode: FailMode) -> RateLimitLayer<Fallback<Breaker<St>>, K, M> {
-        RateLimitLayer {
-            config: self
-                .config
-                .with_store(|store| Fallback::new(Breaker::new(store), mode)),
-            _mode: PhantomData,
-        }
+        let live = self.live_parts();
+        let config = self
+            .config
+            .with_store(|store| Fallback::new(Breaker::new(store), mode));
+        Self::with_config(config, live)
     }
 }
 
@@ -188,16 +216,15 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
         f(&mut self.config);
         // Anything built from the old configuration is stale.
         self.config.ietf_consts = Default::default();
+        self.cell = Arc::default();
         self
     }
 
     /// Limits by another key: `.key(ClientIp::new(trusted))`, `.key(HeaderKey::bearer())`,
     /// or any `|req: &Parts| -> Option<impl AsRef<[u8]>>`. See [`extract`](crate::extract).
     pub fn key<K2: ExtractKey>(self, key: K2) -> RateLimitLayer<St, K2, M> {
-        RateLimitLayer {
-            config: self.config.with_key(key),
-            _mode: PhantomData,
-        }
+        let live = self.live_parts();
+        Self::with_config(self.config.with_key(key), live)
     }
 
     /// Adds a policy every request must also pass: `.and_policy(per_day)` next to a
@@ -315,8 +342,72 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// Shadow mode: decide, log what would have been refused (at `info`, target
     /// `floodwall`), add the headers, but never refuse, not even on a store failure or a
     /// missing key. For trying a limit on real traffic before enforcing it.
+    ///
+    /// This is every policy in [`Enforcement::Shadow`], a chooser's too, except those
+    /// given a mode of their own with [`enforcement`](Self::enforcement) (or changed live
+    /// with [`LiveLimits::set_enforcement`]).
     pub fn shadow(self, shadow: bool) -> Self {
         self.map(|s| s.shadow = shadow)
+    }
+
+    /// Makes a policy known by name without checking it on every request: a chooser picks
+    /// it (`live.policy("login")`), and a [`LiveLimits`] handle can change its quota and
+    /// mode. A policy of the same name already known (the layer's own or registered) is
+    /// replaced.
+    pub fn register(self, policy: Policy) -> Self {
+        let mut this = self.map(|_| {});
+        match this
+            .config
+            .policies
+            .iter()
+            .position(|p| p.name() == policy.name())
+        {
+            Some(i) => {
+                let mut own = this.config.policies.to_vec();
+                own[i] = policy;
+                this.config.policies = own.into();
+            }
+            None => {
+                this.registered.retain(|p| p.name() != policy.name());
+                this.registered.push(policy);
+            }
+        }
+        this
+    }
+
+    /// The mode of the policy of this name (the layer's own or [registered](Self::register))
+    /// when the layer is built: [`Enforcement::Shadow`] to try it on real traffic,
+    /// [`Enforcement::Off`] to skip it, until a [`LiveLimits`] handle changes it.
+    /// Modes apply by name to whatever a request is checked against, so a chooser's
+    /// policy of this name has it too. An unknown name is an error, so a typo does not
+    /// go unnoticed.
+    ///
+    /// ```
+    /// use floodwall_core::{MemoryStore, Policy};
+    /// use floodwall_tower::{Enforcement, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("per-ip", "10/s".parse()?)?)
+    ///     .and_policy(Policy::fixed_window("daily", "10000/day".parse()?)?)
+    ///     .enforcement("daily", Enforcement::Shadow)?;
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn enforcement(self, name: &str, mode: Enforcement) -> Result<Self, LiveError> {
+        let known = self.config.policies.iter().chain(&self.registered);
+        if !known.into_iter().any(|p| p.name() == name) {
+            return Err(LiveError::UnknownPolicy {
+                name: name.to_owned(),
+            });
+        }
+        Ok(self.map_live(|modes| {
+            modes.insert(name.to_owned(), mode);
+        }))
+    }
+
+    fn map_live(mut self, f: impl FnOnce(&mut HashMap<String, Enforcement>)) -> Self {
+        f(&mut self.modes);
+        self.cell = Arc::default();
+        self
     }
 
     /// Reports refusals as errors instead of responses; see
@@ -335,8 +426,40 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     pub fn reject_with_error(self) -> RateLimitLayer<St, K, RejectWithError> {
         RateLimitLayer {
             config: self.config,
+            registered: self.registered,
+            modes: self.modes,
+            cell: self.cell,
             _mode: PhantomData,
         }
+    }
+}
+
+impl<St: Clone, K, M> RateLimitLayer<St, K, M> {
+    /// What the services and handles share: made at the first call, then the same for
+    /// this layer and its clones.
+    fn cell(&self) -> Arc<Cell<St, K>> {
+        let cell = self.cell.get_or_init(|| {
+            Arc::new(Cell::new(
+                self.config.clone(),
+                self.registered.clone(),
+                self.modes.clone(),
+            ))
+        });
+        Arc::clone(cell)
+    }
+}
+
+impl<St, K, M> RateLimitLayer<St, K, M>
+where
+    St: Clone + Send + Sync + 'static,
+    K: Send + Sync + 'static,
+{
+    /// The handle on this layer's policies and modes, to change them while the service
+    /// runs ([`LiveLimits`]). This layer, its clones and every service they build share
+    /// it; a builder method called afterwards (`and_policy`, `shadow`, ...) makes a new
+    /// layer with a handle of its own, so take the handle from the layer as installed.
+    pub fn live(&self) -> LiveLimits {
+        LiveLimits::new(self.cell())
     }
 }
 
@@ -344,7 +467,7 @@ impl<S, St: Clone, K, M> Layer<S> for RateLimitLayer<St, K, M> {
     type Service = RateLimit<S, St, K, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit::from_config(inner, Arc::new(self.config.clone()))
+        RateLimit::from_cell(inner, self.cell())
     }
 }
 
@@ -352,6 +475,9 @@ impl<St: Clone, K, M> Clone for RateLimitLayer<St, K, M> {
     fn clone(&self) -> Self {
         Self {
             config: self.config.clone(),
+            registered: self.registered.clone(),
+            modes: self.modes.clone(),
+            cell: Arc::clone(&self.cell),
             _mode: PhantomData,
         }
     }

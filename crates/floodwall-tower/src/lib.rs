@@ -84,6 +84,7 @@ mod future;
 mod headers;
 mod key;
 mod layer;
+mod live;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod mode;
@@ -104,6 +105,7 @@ pub use future::ResponseFuture;
 pub use headers::{HeaderStyle, retry_after_secs};
 pub use key::Key;
 pub use layer::RateLimitLayer;
+pub use live::{LiveError, LiveLimits};
 pub use mode::{RefusalMode, RejectWithError, RejectWithResponse};
 pub use service::RateLimit;
 pub use settle::Settle;
