@@ -40,11 +40,12 @@ pub struct RateLimit<S, St = MemoryStore, K = PeerIp, M = RejectWithResponse> {
 impl<S, St: Store + Clone> RateLimit<S, St> {
     /// Limits `inner` by `policy`, keyed by peer IP; see [`RateLimitLayer`] for the rest.
     pub fn new(inner: S, store: St, policy: Policy) -> Self {
+        let state = Arc::new(LiveState {
+            own: vec![policy.clone()],
+            ..LiveState::default()
+        });
         let config = Config::new(store, PeerIp::new(), policy);
-        Self::from_cell(
-            inner,
-            Arc::new(Cell::new(config, Vec::new(), Default::default())),
-        )
+        Self::from_cell(inner, Arc::new(Cell::new(config, state)))
     }
 
     /// A layer wrapping services in `RateLimit`: [`RateLimitLayer::new`].
@@ -88,12 +89,14 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         St: Store + 'static,
         K: ExtractKey,
     {
-        let version = self.cell.load();
-        Call::<S, M> {
+        let call = Call::<S, M> {
             inner: &mut self.inner,
             _mode: PhantomData,
+        };
+        if !self.cell.changed() {
+            return call.start(self.cell.initial(), req);
         }
-        .start(&version, req)
+        call.start_changed(&self.cell.current(), req)
     }
 }
 
@@ -127,6 +130,22 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
             }
         }
         self.start_parts(version, req)
+    }
+
+    /// [`start`](Self::start) under a version swapped in by a live change: out of line, so
+    /// that a layer never changed carries one copy of the request path.
+    #[inline(never)]
+    fn start_changed<B, St, K>(
+        self,
+        version: &Version<St, K>,
+        req: Request<B>,
+    ) -> ResponseFuture<S, B, M>
+    where
+        S: Service<Request<B>> + Clone,
+        St: Store + 'static,
+        K: ExtractKey,
+    {
+        self.start(version, req)
     }
 
     /// [`start`](Self::start) for a request whose key, policies or cost need its `Parts`.
