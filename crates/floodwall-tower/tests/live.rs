@@ -122,7 +122,8 @@ async fn off_checks_nothing_and_shadow_charges_without_refusing() {
     assert_eq!(header(&over, "ratelimit").unwrap(), "\"per-ip\";r=0;t=60");
 
     // Shadow charged what it admitted: enforced again, the key is refused.
-    live.set_enforcement("per-ip", Enforcement::Enforce).unwrap();
+    live.set_enforcement("per-ip", Enforcement::Enforce)
+        .unwrap();
     assert_eq!(send(&svc, "10.0.0.1", 1).await, [429]);
     assert_eq!(
         live.policies(),
@@ -182,8 +183,8 @@ async fn an_enforced_refusal_charges_no_shadow_policy() {
 #[tokio::test]
 async fn a_chooser_gets_the_live_policy_and_its_mode() {
     let (store, _clock) = store();
-    let layer = RateLimitLayer::new(store, gcra("default", "100/min"))
-        .register(gcra("login", "1/min"));
+    let layer =
+        RateLimitLayer::new(store, gcra("default", "100/min")).register(gcra("login", "1/min"));
     let live = layer.live();
     let chooser = live.clone();
     let layer = layer.choose(move |req: &Parts, _key: &[u8]| {
@@ -254,16 +255,25 @@ async fn the_layer_wide_shadow_is_every_policy_in_shadow() {
 #[test]
 fn unknown_names_and_bad_quotas_are_typed_errors() {
     let (store, _clock) = store();
-    let layer = RateLimitLayer::new(store, Policy::sliding_log("log", "5/s".parse().unwrap()).unwrap());
+    let layer = RateLimitLayer::new(
+        store,
+        Policy::sliding_log("log", "5/s".parse().unwrap()).unwrap(),
+    );
     let unknown = || LiveError::UnknownPolicy {
         name: "nope".into(),
     };
     assert_eq!(
-        layer.clone().enforcement("nope", Enforcement::Off).unwrap_err(),
+        layer
+            .clone()
+            .enforcement("nope", Enforcement::Off)
+            .unwrap_err(),
         unknown()
     );
     let live = layer.live();
-    assert_eq!(live.set_enforcement("nope", Enforcement::Off), Err(unknown()));
+    assert_eq!(
+        live.set_enforcement("nope", Enforcement::Off),
+        Err(unknown())
+    );
     assert_eq!(
         live.set_quota("nope", "1/s".parse().unwrap()),
         Err(unknown())
@@ -297,31 +307,43 @@ async fn concurrent_flips_lose_no_request_and_charge_each_at_most_once() {
     let live: LiveLimits = layer.live();
     let svc = layer.layer(hello());
 
+    // Requests answered, and flips made: the flipper flips after every 50 answers, on a
+    // thread of its own; a sender waits rather than run more than 25 answers ahead of it,
+    // so flips land among requests in flight whatever the scheduling.
     let done = Arc::new(AtomicU64::new(0));
+    let flips = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let flipper = {
-        let (live, done, stop) = (live.clone(), Arc::clone(&done), Arc::clone(&stop));
-        tokio::spawn(async move {
+        let (live, done, flips, stop) = (
+            live.clone(),
+            Arc::clone(&done),
+            Arc::clone(&flips),
+            Arc::clone(&stop),
+        );
+        std::thread::spawn(move || {
             let modes = [Enforcement::Shadow, Enforcement::Off, Enforcement::Enforce];
-            let mut flips = 0u64;
             while !stop.load(Ordering::Acquire) {
-                // A flip after every 50 requests answered: flips land among requests in flight.
-                if done.load(Ordering::Acquire) >= 50 * (flips + 1) {
-                    live.set_enforcement("p", modes[(flips % 3) as usize])
+                let made = flips.load(Ordering::Acquire);
+                if done.load(Ordering::Acquire) >= 50 * (made + 1) {
+                    live.set_enforcement("p", modes[(made % 3) as usize])
                         .unwrap();
-                    flips += 1;
+                    flips.store(made + 1, Ordering::Release);
                 }
-                tokio::task::yield_now().await;
+                std::thread::yield_now();
             }
-            flips
         })
     };
     let senders: Vec<_> = (0..TASKS)
         .map(|_| {
-            let (svc, done) = (svc.clone(), Arc::clone(&done));
+            let (svc, done, flips) = (svc.clone(), Arc::clone(&done), Arc::clone(&flips));
             tokio::spawn(async move {
                 let (mut checked, mut off) = (0u64, 0u64);
                 for _ in 0..EACH {
+                    while done.load(Ordering::Acquire)
+                        >= 50 * (flips.load(Ordering::Acquire) + 1) + 25
+                    {
+                        tokio::task::yield_now().await;
+                    }
                     let res = svc.clone().oneshot(from("10.0.0.1")).await.unwrap();
                     assert_eq!(res.status(), StatusCode::OK);
                     match res.headers().get("ratelimit") {
@@ -341,11 +363,12 @@ async fn concurrent_flips_lose_no_request_and_charge_each_at_most_once() {
         off += o;
     }
     stop.store(true, Ordering::Release);
-    let flips = flipper.await.unwrap();
+    flipper.join().unwrap();
+    let flips = flips.load(Ordering::Acquire);
 
     // Every request was answered, once.
     assert_eq!(checked + off, TASKS * EACH);
-    assert!(flips >= 3, "the modes went round at least once: {flips}");
+    assert!(flips >= 60, "a flip per 50 answers: {flips}");
     assert!(checked > 0 && off > 0, "checked {checked}, off {off}");
     // The store charged exactly the requests that were checked: none twice, none off.
     let now = live.policy("p").unwrap();

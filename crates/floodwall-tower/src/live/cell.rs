@@ -69,8 +69,10 @@ fn config<St: Clone, K>(
 /// A layer's configuration as its services read it, one per layer (and its clones); the
 /// layer's [`Shared`](super::Shared) state sends it every live change.
 pub(crate) struct Cell<St, K> {
-    /// Whether a live change was made: until then requests read `initial`, a field
-    /// away, rather than load `current`.
+    /// Whether no live change was made and every policy of `initial` is enforced: requests
+    /// then take `initial`'s configuration, a field away, rather than load `current`.
+    plain: AtomicBool,
+    /// Whether a live change was made: until then `initial` is current.
     changed: AtomicBool,
     initial: Version<St, K>,
     current: ArcSwap<Version<St, K>>,
@@ -83,6 +85,7 @@ impl<St: Clone, K> Cell<St, K> {
     pub(crate) fn new(template: Config<St, K>, state: Arc<LiveState>) -> Self {
         let initial = Version::new(&template, state);
         Self {
+            plain: AtomicBool::new(initial.shadow.is_none()),
             changed: AtomicBool::new(false),
             current: ArcSwap::from_pointee(initial.clone()),
             initial,
@@ -92,10 +95,11 @@ impl<St: Clone, K> Cell<St, K> {
 }
 
 impl<St, K> Cell<St, K> {
-    /// Whether a live change was made: until then, [`initial`](Self::initial) is current.
+    /// Whether [`initial`](Self::initial)'s `enforce` is all a request needs: no live
+    /// change, every policy enforced.
     #[inline(always)]
-    pub(crate) fn changed(&self) -> bool {
-        self.changed.load(Ordering::Acquire)
+    pub(crate) fn plain(&self) -> bool {
+        self.plain.load(Ordering::Acquire)
     }
 
     /// The version the layer was built with.
@@ -104,9 +108,13 @@ impl<St, K> Cell<St, K> {
         &self.initial
     }
 
-    /// The current version, once a change was made.
-    pub(crate) fn current(&self) -> Guard<Arc<Version<St, K>>> {
-        self.current.load()
+    /// The current version once a live change was made; until then `None`: the initial
+    /// one is current.
+    pub(crate) fn current(&self) -> Option<Guard<Arc<Version<St, K>>>> {
+        if !self.changed.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(self.current.load())
     }
 }
 
@@ -129,5 +137,6 @@ where
         let version = Version::new(&self.template, Arc::clone(state));
         self.current.store(Arc::new(version));
         self.changed.store(true, Ordering::Release);
+        self.plain.store(false, Ordering::Release);
     }
 }
