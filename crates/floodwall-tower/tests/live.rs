@@ -398,3 +398,22 @@ async fn a_shadow_refusal_is_logged_and_an_enforced_one_is_not() {
     assert_eq!(shadow[0].target, "floodwall");
     assert_eq!(shadow[0].level, tracing::Level::INFO);
 }
+
+#[test]
+fn a_quota_change_keeps_the_algorithm_and_the_penalty() {
+    use floodwall_core::{Algorithm, Penalty};
+    use std::time::Duration;
+    let (store, _clock) = store();
+    let penalty = Penalty::new(3, Duration::from_secs(60), Duration::from_secs(600)).unwrap();
+    let bucket = Policy::token_bucket("uploads", "10/s".parse().unwrap())
+        .unwrap()
+        .with_penalty(penalty);
+    let layer = RateLimitLayer::new(store, bucket);
+    let live = layer.live();
+    live.set_quota("uploads", "20/s burst 50".parse().unwrap())
+        .unwrap();
+    let now = live.policy("uploads").unwrap();
+    assert_eq!(now.algorithm(), Algorithm::TOKEN_BUCKET);
+    assert_eq!(now.limit(), 50);
+    assert_eq!(now.penalty(), Some(&penalty));
+}
