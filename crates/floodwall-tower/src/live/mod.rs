@@ -89,7 +89,9 @@ impl LiveLimits {
         self.target.update(|state| state.replace(policy))
     }
 
-    /// Gives the policy of this name a new quota, keeping its algorithm and penalty.
+    /// Gives the policy of this name a new quota, keeping its algorithm and penalty. The
+    /// new policy is built by [`Policy::new`], so a [`Policy::redis_cell`]'s whole-second
+    /// rounding is not kept: give such a policy with [`set_policy`](Self::set_policy).
     ///
     /// The error is the algorithm's refusal of the quota ([`LiveError::Config`]), or
     /// an unknown name; either way nothing changes.
