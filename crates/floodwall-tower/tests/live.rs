@@ -513,3 +513,35 @@ async fn each_response_is_of_one_version_while_the_quota_changes() {
     );
     assert!(changes.load(Ordering::Acquire) >= 20);
 }
+
+/// Waiting (`wait_up_to`) with a policy in shadow: the enforced policy's refusal within
+/// the wait waits for its slot; the shadow policy is checked once the request is
+/// admitted, and only logs its refusal.
+#[tokio::test(start_paused = true)]
+async fn an_enforced_policy_waits_and_a_shadow_one_is_checked_after() {
+    let clock = TokioClock::new();
+    let store = floodwall_core::MemoryStore::builder()
+        .clock(clock.clone())
+        .build();
+    let layer = RateLimitLayer::new(store, gcra("smooth", "10/s burst 1"))
+        .and_policy(gcra("trial", "1/min"))
+        .enforcement("trial", Enforcement::Shadow)
+        .unwrap()
+        .wait_up_to(std::time::Duration::from_secs(1))
+        .unwrap();
+    let live = layer.live();
+    let svc = layer.layer(hello());
+    let t0 = clock.start();
+
+    assert_eq!(send(&svc, "10.0.0.1", 2).await, [200, 200]);
+    // The second waited for its slot, 100 ms on.
+    assert_eq!(
+        tokio::time::Instant::now() - t0,
+        std::time::Duration::from_millis(100)
+    );
+
+    // `trial` counted only its one admission: enforced now, the key is refused at once.
+    live.set_enforcement("smooth", Enforcement::Off).unwrap();
+    live.set_enforcement("trial", Enforcement::Enforce).unwrap();
+    assert_eq!(send(&svc, "10.0.0.1", 1).await, [429]);
+}
