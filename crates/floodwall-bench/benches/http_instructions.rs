@@ -13,7 +13,9 @@
 //! the floor of writing them); floodwall in memory with its default headers, without
 //! headers, and refusing (429 with headers, every counted request: its 1/h quota admits
 //! only the first warm-up one); floodwall with `wait_up_to` (its allowed path: waiting
-//! costs nothing until a request is refused); tower_governor with the same quota.
+//! costs nothing until a request is refused); floodwall after a live change of its quota
+//! (to the same quota: what reading the current version costs); tower_governor with the
+//! same quota.
 //!
 //! With `--features metrics` the layer is built with its `metrics` feature: every
 //! floodwall row then counts with no recorder installed, and one more row,
@@ -46,7 +48,7 @@ const REQUESTS: u64 = 2_000;
 /// Uncounted requests first (the map's first entry, allocations warmed).
 const WARM: u64 = 200;
 /// (name, what it is), in the order printed; the first is the baseline.
-const VARIANTS: [(&str, &str); 10] = [
+const VARIANTS: [(&str, &str); 11] = [
     ("none", "no limiter"),
     ("identity", "an identity layer"),
     (
@@ -64,6 +66,10 @@ const VARIANTS: [(&str, &str); 10] = [
     (
         "floodwall-two",
         "floodwall, two policies (and_policy: all or nothing)",
+    ),
+    (
+        "floodwall-live",
+        "floodwall after a live change (set_quota, same quota)",
     ),
     ("tower_governor", "tower_governor, same quota"),
 ];
@@ -130,6 +136,15 @@ fn app(variant: &str) -> Router {
                     .expect("a policy"),
             ),
         ),
+        "floodwall-live" => {
+            let layer = RateLimitLayer::new(MemoryStore::new(), policy());
+            let live = layer.live();
+            // After the services are built: a change before is their initial version.
+            let app = hello().layer(layer);
+            live.set_quota("bench", *policy().quota())
+                .expect("a known policy");
+            app
+        }
         "floodwall-refusing" => hello().layer(RateLimitLayer::new(
             MemoryStore::new(),
             Policy::gcra("deny", "1/h".parse().expect("a quota")).expect("a policy"),

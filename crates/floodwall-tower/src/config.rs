@@ -30,7 +30,12 @@ pub(crate) struct Config<St, K> {
     pub(crate) on_failure: Arc<dyn OnStoreFailure>,
     pub(crate) on_missing: OnMissingKey,
     pub(crate) headers: HeaderStyle,
+    /// Whether this configuration's policies are in shadow mode (the layer-wide
+    /// [`shadow`](crate::RateLimitLayer::shadow), or a version's shadow policies).
     pub(crate) shadow: bool,
+    /// Whether the layer enforces none of its own policies (each in shadow or off): a
+    /// request without a key is then let through, as in shadow mode.
+    pub(crate) enforces_none: bool,
     pub(crate) fail_open: bool,
     /// The IETF header values of `policies`, found on first use (`None`: not interned,
     /// built per response).
@@ -61,6 +66,7 @@ impl<St: Clone, K> Clone for Config<St, K> {
             on_missing: self.on_missing,
             headers: self.headers,
             shadow: self.shadow,
+            enforces_none: self.enforces_none,
             fail_open: self.fail_open,
             ietf_consts: self.ietf_consts.clone(),
             store_down: Arc::clone(&self.store_down),
@@ -84,6 +90,7 @@ impl<St, K> Config<St, K> {
             on_missing: OnMissingKey::Reject,
             headers: HeaderStyle::Ietf,
             shadow: false,
+            enforces_none: false,
             fail_open: false,
             ietf_consts: OnceLock::new(),
             store_down: Arc::new(AtomicBool::new(false)),
@@ -119,6 +126,7 @@ impl<St, K> Config<St, K> {
             on_missing: self.on_missing,
             headers: self.headers,
             shadow: self.shadow,
+            enforces_none: self.enforces_none,
             fail_open: self.fail_open,
             ietf_consts: self.ietf_consts,
             store_down: self.store_down,

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use floodwall_core::resilience::{Breaker, FailMode, Fallback};
@@ -14,9 +14,10 @@ use crate::choose::ChoosePolicy;
 use crate::config::Config;
 use crate::extract::{ExtractKey, OnMissingKey, PeerIp};
 use crate::headers::HeaderStyle;
+use crate::live::{Cell, LiveError, LiveLimits, LiveState, Shared};
 use crate::respond::{OnReject, OnStoreFailure};
 use crate::wait::Waiters;
-use crate::{RateLimit, RejectWithError, RejectWithResponse};
+use crate::{Enforcement, RateLimit, RejectWithError, RejectWithResponse};
 
 /// Rate-limits the services it wraps: `.layer(RateLimitLayer::new(store, policy))`.
 ///
@@ -32,15 +33,46 @@ use crate::{RateLimit, RejectWithError, RejectWithResponse};
 /// | store failure | 503 + `Retry-After` ([`ServiceUnavailable`](crate::respond::ServiceUnavailable)), fail closed | [`fail_mode`](Self::fail_mode), [`on_store_failure`](Self::on_store_failure), [`fail_open`](Self::fail_open) |
 /// | no key | refuse with the extractor's status ([`OnMissingKey::Reject`]) | [`on_missing_key`](Self::on_missing_key) |
 /// | headers | IETF `RateLimit` / `RateLimit-Policy` ([`HeaderStyle::Ietf`]) | [`headers`](Self::headers) |
-/// | enforcement | on | [`shadow`](Self::shadow) |
+/// | enforcement | every policy enforced | [`shadow`](Self::shadow), [`enforcement`](Self::enforcement) per policy |
+/// | changes while serving | through the handle | [`live`](Self::live) ([`LiveLimits`]), [`register`](Self::register) |
 /// | refusals are | responses | [`reject_with_error`](Self::reject_with_error) |
 /// | waiting for the next slot | off: refused at once | [`wait_up_to`](Self::wait_up_to), [`max_waiting`](Self::max_waiting), [`wait_jitter`](Self::wait_jitter) |
 ///
 /// Cloning the layer clones the store handle and the configuration (reference counts);
 /// each service it builds shares one `Arc` of it.
 pub struct RateLimitLayer<St, K = PeerIp, M = RejectWithResponse> {
+    /// Everything but the policies and modes (its `policies` and `shadow` are unused).
     config: Config<St, K>,
+    /// The policies and modes, shared with the [`LiveLimits`] handles: the builder
+    /// methods that set them start a new one, the others keep it.
+    live: Arc<Shared>,
+    /// What the services read, made at the first `layer` (or `live`) call; clones share
+    /// it, any builder method starts a new one.
+    cell: Arc<OnceLock<Arc<Cell<St, K>>>>,
     _mode: PhantomData<fn() -> M>,
+}
+
+impl<St, K, M> RateLimitLayer<St, K, M> {
+    /// A layer of this configuration with these policies and modes.
+    fn with_config<St2, K2, M2>(
+        config: Config<St2, K2>,
+        live: Arc<Shared>,
+    ) -> RateLimitLayer<St2, K2, M2> {
+        RateLimitLayer {
+            config,
+            live,
+            cell: Arc::default(),
+            _mode: PhantomData,
+        }
+    }
+
+    /// This layer with its policies or modes changed: a new [`Shared`], so that a layer
+    /// built from the same base keeps its own.
+    fn map_live(mut self, f: impl FnOnce(&mut LiveState)) -> Self {
+        self.live = self.live.fork(f);
+        self.cell = Arc::default();
+        self
+    }
 }
 
 impl<St: Store + Clone> RateLimitLayer<St> {
@@ -60,10 +92,11 @@ impl<St: Store + Clone> RateLimitLayer<St> {
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
     pub fn new(store: St, policy: Policy) -> Self {
-        Self {
-            config: Config::new(store, PeerIp::new(), policy),
-            _mode: PhantomData,
-        }
+        let live = Shared::new(LiveState {
+            own: vec![policy.clone()],
+            ..LiveState::default()
+        });
+        Self::with_config(Config::new(store, PeerIp::new(), policy), live)
     }
 }
 
@@ -96,12 +129,10 @@ impl<St: Store, K, M> RateLimitLayer<St, K, M> {
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
     pub fn fail_mode(self, mode: FailMode) -> RateLimitLayer<Fallback<Breaker<St>>, K, M> {
-        RateLimitLayer {
-            config: self
-                .config
-                .with_store(|store| Fallback::new(Breaker::new(store), mode)),
-            _mode: PhantomData,
-        }
+        let config = self
+            .config
+            .with_store(|store| Fallback::new(Breaker::new(store), mode));
+        Self::with_config(config, self.live)
     }
 }
 
@@ -161,7 +192,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
     pub fn wait_up_to(self, max_wait: Duration) -> Result<Self, ConfigError> {
-        for policy in self.config.policies.iter() {
+        for policy in &self.live.state().own {
             policy.reservable()?;
         }
         Ok(self.map(|s| s.waiting.max_wait = Some(max_wait.min(Reservable::MAX_WAIT))))
@@ -188,16 +219,14 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
         f(&mut self.config);
         // Anything built from the old configuration is stale.
         self.config.ietf_consts = Default::default();
+        self.cell = Arc::default();
         self
     }
 
     /// Limits by another key: `.key(ClientIp::new(trusted))`, `.key(HeaderKey::bearer())`,
     /// or any `|req: &Parts| -> Option<impl AsRef<[u8]>>`. See [`extract`](crate::extract).
     pub fn key<K2: ExtractKey>(self, key: K2) -> RateLimitLayer<St, K2, M> {
-        RateLimitLayer {
-            config: self.config.with_key(key),
-            _mode: PhantomData,
-        }
+        Self::with_config(self.config.with_key(key), self.live)
     }
 
     /// Adds a policy every request must also pass: `.and_policy(per_day)` next to a
@@ -213,11 +242,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// the request it admitted. The same holds for a chooser's
     /// [`Choice::Policies`](crate::choose::Choice).
     pub fn and_policy(self, policy: Policy) -> Self {
-        self.map(|s| {
-            let mut list = s.policies.to_vec();
-            list.push(policy);
-            s.policies = list.into();
-        })
+        self.map_live(|state| state.own.push(policy))
     }
 
     /// Chooses the policies per request: per route, per method, per tier, per key. A
@@ -315,8 +340,49 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// Shadow mode: decide, log what would have been refused (at `info`, target
     /// `floodwall`), add the headers, but never refuse, not even on a store failure or a
     /// missing key. For trying a limit on real traffic before enforcing it.
+    ///
+    /// This is every policy in [`Enforcement::Shadow`], a chooser's too, except those
+    /// given a mode of their own with [`enforcement`](Self::enforcement) (or changed live
+    /// with [`LiveLimits::set_enforcement`]).
     pub fn shadow(self, shadow: bool) -> Self {
-        self.map(|s| s.shadow = shadow)
+        self.map_live(|state| {
+            state.fallback = if shadow {
+                Enforcement::Shadow
+            } else {
+                Enforcement::Enforce
+            }
+        })
+    }
+
+    /// Makes a policy known by name without checking it on every request: a chooser picks
+    /// it (`live.policy("login")`), and a [`LiveLimits`] handle can change its quota and
+    /// mode. A policy of the same name already known (the layer's own or registered) is
+    /// replaced.
+    pub fn register(self, policy: Policy) -> Self {
+        self.map_live(|state| state.register(policy))
+    }
+
+    /// The mode of the policy of this name (the layer's own or [registered](Self::register))
+    /// when the layer is built: [`Enforcement::Shadow`] to try it on real traffic,
+    /// [`Enforcement::Off`] to skip it, until a [`LiveLimits`] handle changes it.
+    /// Modes apply by name to whatever a request is checked against, so a chooser's
+    /// policy of this name has it too. An unknown name is an error, so a typo does not
+    /// go unnoticed.
+    ///
+    /// ```
+    /// use floodwall_core::{MemoryStore, Policy};
+    /// use floodwall_tower::{Enforcement, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("per-ip", "10/s".parse()?)?)
+    ///     .and_policy(Policy::fixed_window("daily", "10000/day".parse()?)?)
+    ///     .enforcement("daily", Enforcement::Shadow)?;
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn enforcement(self, name: &str, mode: Enforcement) -> Result<Self, LiveError> {
+        let mut state = LiveState::clone(&self.live.state());
+        state.set_mode(name, mode)?;
+        Ok(self.map_live(|s| *s = state))
     }
 
     /// Reports refusals as errors instead of responses; see
@@ -335,16 +401,49 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     pub fn reject_with_error(self) -> RateLimitLayer<St, K, RejectWithError> {
         RateLimitLayer {
             config: self.config,
+            live: self.live,
+            cell: self.cell,
             _mode: PhantomData,
         }
     }
 }
 
-impl<S, St: Clone, K, M> Layer<S> for RateLimitLayer<St, K, M> {
+impl<St, K, M> RateLimitLayer<St, K, M>
+where
+    St: Clone + Send + Sync + 'static,
+    K: Send + Sync + 'static,
+{
+    /// What the services read: made at the first call, then the same for this layer and
+    /// its clones.
+    fn cell(&self) -> Arc<Cell<St, K>> {
+        let cell = self
+            .cell
+            .get_or_init(|| self.live.cell(self.config.clone()));
+        Arc::clone(cell)
+    }
+}
+
+impl<St, K, M> RateLimitLayer<St, K, M> {
+    /// The handle on this layer's policies and modes, to change them while the service
+    /// runs ([`LiveLimits`]): this layer, its clones and every service they build follow
+    /// it. The builder methods that set policies or modes ([`and_policy`](Self::and_policy),
+    /// [`register`](Self::register), [`enforcement`](Self::enforcement),
+    /// [`shadow`](Self::shadow)) give the layer a handle of their own, so take it after
+    /// them; the others keep it (a chooser built with the handle can be added after).
+    pub fn live(&self) -> LiveLimits {
+        LiveLimits::new(Arc::clone(&self.live))
+    }
+}
+
+impl<S, St, K, M> Layer<S> for RateLimitLayer<St, K, M>
+where
+    St: Clone + Send + Sync + 'static,
+    K: Send + Sync + 'static,
+{
     type Service = RateLimit<S, St, K, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit::from_config(inner, Arc::new(self.config.clone()))
+        RateLimit::from_cell(inner, self.cell())
     }
 }
 
@@ -352,6 +451,8 @@ impl<St: Clone, K, M> Clone for RateLimitLayer<St, K, M> {
     fn clone(&self) -> Self {
         Self {
             config: self.config.clone(),
+            live: Arc::clone(&self.live),
+            cell: Arc::clone(&self.cell),
             _mode: PhantomData,
         }
     }
@@ -360,9 +461,8 @@ impl<St: Clone, K, M> Clone for RateLimitLayer<St, K, M> {
 impl<St, K, M> fmt::Debug for RateLimitLayer<St, K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
-            .field("policies", &self.config.policies)
+            .field("live", &self.live())
             .field("headers", &self.config.headers)
-            .field("shadow", &self.config.shadow)
             .finish_non_exhaustive()
     }
 }

@@ -23,6 +23,8 @@
 //!   [policy chooser](choose) (per route, method, tier or key), several policies on one
 //!   request, [shadow mode](RateLimitLayer::shadow), and an
 //!   [error mode](RateLimitLayer::reject_with_error) with [`RateLimited`].
+//! - Quotas and [modes](Enforcement) (enforced, shadow, off) change while the service runs,
+//!   per request atomically, through the layer's [`LiveLimits`] handle.
 //!
 //! # Examples
 //!
@@ -84,6 +86,7 @@ mod future;
 mod headers;
 mod key;
 mod layer;
+mod live;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod mode;
@@ -104,6 +107,7 @@ pub use future::ResponseFuture;
 pub use headers::{HeaderStyle, retry_after_secs};
 pub use key::Key;
 pub use layer::RateLimitLayer;
+pub use live::{LiveError, LiveLimits};
 pub use mode::{RefusalMode, RejectWithError, RejectWithResponse};
 pub use service::RateLimit;
 pub use settle::Settle;

@@ -15,9 +15,10 @@ use crate::config::Config;
 use crate::decide::{Admission, Checked, Pending, PolicyList};
 use crate::extract::{ExtractKey, KeyError, PeerIp};
 use crate::future::{CheckFuture, ResponseFuture};
+use crate::live::{Cell, LiveState, Version};
 use crate::mode::RefusalMode;
 use crate::settle::Settler;
-use crate::{Key, RateLimitLayer, RejectWithError, RejectWithResponse};
+use crate::{Enforcement, Key, RateLimitLayer, RejectWithError, RejectWithResponse};
 
 /// Rate-limits the requests to an inner service; built by [`RateLimitLayer`].
 ///
@@ -32,14 +33,19 @@ use crate::{Key, RateLimitLayer, RejectWithError, RejectWithResponse};
 /// Cloning is cheap: the configuration is shared behind one `Arc`.
 pub struct RateLimit<S, St = MemoryStore, K = PeerIp, M = RejectWithResponse> {
     inner: S,
-    config: Arc<Config<St, K>>,
+    cell: Arc<Cell<St, K>>,
     _mode: PhantomData<fn() -> M>,
 }
 
 impl<S, St: Store + Clone> RateLimit<S, St> {
     /// Limits `inner` by `policy`, keyed by peer IP; see [`RateLimitLayer`] for the rest.
     pub fn new(inner: S, store: St, policy: Policy) -> Self {
-        Self::from_config(inner, Arc::new(Config::new(store, PeerIp::new(), policy)))
+        let state = Arc::new(LiveState {
+            own: vec![policy.clone()],
+            ..LiveState::default()
+        });
+        let config = Config::new(store, PeerIp::new(), policy);
+        Self::from_cell(inner, Arc::new(Cell::new(config, state)))
     }
 
     /// A layer wrapping services in `RateLimit`: [`RateLimitLayer::new`].
@@ -49,10 +55,10 @@ impl<S, St: Store + Clone> RateLimit<S, St> {
 }
 
 impl<S, St, K, M> RateLimit<S, St, K, M> {
-    pub(crate) fn from_config(inner: S, config: Arc<Config<St, K>>) -> Self {
+    pub(crate) fn from_cell(inner: S, cell: Arc<Cell<St, K>>) -> Self {
         Self {
             inner,
-            config,
+            cell,
             _mode: PhantomData,
         }
     }
@@ -74,42 +80,96 @@ impl<S, St, K, M> RateLimit<S, St, K, M> {
 }
 
 impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
-    /// Starts handling a request; `M` picks how refusals are reported.
-    ///
-    /// The usual request (no cost function, no chooser, an extractor that reads the whole
-    /// request) is checked without being taken apart, and an admitted one is passed on as
-    /// it came: moving its head out to a `Parts` and back is two copies of some 200 bytes.
+    /// Starts handling a request under the current version of the configuration, read
+    /// once: the whole request is checked, charged and answered under it.
+    #[inline(always)]
     fn start<B>(&mut self, req: Request<B>) -> ResponseFuture<S, B, M>
     where
         S: Service<Request<B>> + Clone,
         St: Store + 'static,
         K: ExtractKey,
     {
-        let config = &*self.config;
-        if config.chooser.is_none() && config.cost.is_none() {
-            let mut key = Key::new();
-            if let Some(found) = config.key.extract_request(&req, &mut key) {
-                return match found {
-                    Ok(()) => self.check(req, &mut key, Choice::Default, 1),
-                    Err(error) => self.missing_key(req, error),
-                };
-            }
+        let call = Call::<S, M> {
+            inner: &mut self.inner,
+            _mode: PhantomData,
+        };
+        // The layer as built, every policy enforced: the request path as if there were no
+        // live changes, one flag's load more.
+        if self.cell.plain() {
+            return call.start(&self.cell.initial().enforce, req);
         }
-        self.start_parts(req)
+        call.start_live(&self.cell, req)
     }
+}
 
-    /// [`start`](Self::start) for a request whose key, policies or cost need its `Parts`.
-    fn start_parts<B>(&mut self, req: Request<B>) -> ResponseFuture<S, B, M>
+/// One request's call: the ready inner service, borrowed while the version is read.
+struct Call<'a, S, M> {
+    inner: &'a mut S,
+    _mode: PhantomData<fn() -> M>,
+}
+
+impl<S, M: RefusalMode> Call<'_, S, M> {
+    /// Starts handling a request; `M` picks how refusals are reported.
+    ///
+    /// The usual request (no cost function, no chooser, an extractor that reads the whole
+    /// request) is checked without being taken apart, and an admitted one is passed on as
+    /// it came: moving its head out to a `Parts` and back is two copies of some 200 bytes.
+    #[inline(always)]
+    fn start<B, St, K>(
+        self,
+        config: &Arc<Config<St, K>>,
+        req: Request<B>,
+    ) -> ResponseFuture<S, B, M>
     where
         S: Service<Request<B>> + Clone,
         St: Store + 'static,
         K: ExtractKey,
     {
-        let config = &*self.config;
+        if config.chooser.is_none() && config.cost.is_none() {
+            let mut key = Key::new();
+            if let Some(found) = config.key.extract_request(&req, &mut key) {
+                return match found {
+                    Ok(()) => self.check_with(config, req, &mut key, Choice::Default, 1),
+                    Err(error) => self.missing_key(config, req, error),
+                };
+            }
+        }
+        self.start_parts(config, None, req)
+    }
+
+    /// [`start`](Self::start) under a live change or with a policy not enforced: the
+    /// current version, read once for the whole request. Out of line and through the
+    /// request's `Parts`, so that the usual path keeps its key extractor inlined.
+    #[inline(never)]
+    fn start_live<B, St, K>(self, cell: &Cell<St, K>, req: Request<B>) -> ResponseFuture<S, B, M>
+    where
+        S: Service<Request<B>> + Clone,
+        St: Store + 'static,
+        K: ExtractKey,
+    {
+        let current = cell.current();
+        let version = current.as_ref().map_or(cell.initial(), |v| &**v);
+        self.start_parts(&version.enforce, Some(version), req)
+    }
+
+    /// [`start`](Self::start) for a request whose key, policies or cost need its `Parts`.
+    /// `version` is `None` for the layer as built with every policy enforced: `config` is
+    /// then all there is to it.
+    fn start_parts<B, St, K>(
+        self,
+        config: &Arc<Config<St, K>>,
+        version: Option<&Version<St, K>>,
+        req: Request<B>,
+    ) -> ResponseFuture<S, B, M>
+    where
+        S: Service<Request<B>> + Clone,
+        St: Store + 'static,
+        K: ExtractKey,
+    {
         let (parts, body) = req.into_parts();
         let mut key = Key::new();
         if let Err(error) = config.key.extract(&parts, &mut key) {
-            return self.missing_key(Request::from_parts(parts, body), error);
+            return self.missing_key(config, Request::from_parts(parts, body), error);
         }
         let choice = match &config.chooser {
             Some(chooser) => chooser.choose(&parts, key.as_bytes()),
@@ -122,16 +182,24 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
             );
         }
         let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
-        self.check(Request::from_parts(parts, body), &mut key, choice, cost)
+        let req = Request::from_parts(parts, body);
+        match version.and_then(|v| Some((v, v.shadow.as_ref()?))) {
+            Some((version, shadow)) => {
+                self.check_modes(version, shadow, req, &mut key, choice, cost)
+            }
+            None => self.check_with(config, req, &mut key, choice, cost),
+        }
     }
 
-    /// Checks `key` against the chosen policies (never [`Choice::Skip`]) and calls the inner
-    /// service if they admit the request.
+    /// Checks `key` against the chosen policies (never [`Choice::Skip`]) under `config`
+    /// (which refuses, or in shadow mode only logs; [`Choice::Default`] is its own
+    /// policies), and calls the inner service if they admit the request.
     // Forced inline into `start`: as a call it costs instructions on every request
     // (measured by crates/floodwall-bench/benches/http_instructions.rs).
     #[inline(always)]
-    fn check<B>(
-        &mut self,
+    fn check_with<B, St, K>(
+        self,
+        config: &Arc<Config<St, K>>,
         req: Request<B>,
         key: &mut Key,
         choice: Choice,
@@ -142,7 +210,6 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         St: Store + 'static,
         K: ExtractKey,
     {
-        let config = &*self.config;
         let policies: &[Policy] = match &choice {
             Choice::Default | Choice::Skip => &config.policies,
             Choice::Policy(policy) => std::slice::from_ref(policy),
@@ -151,7 +218,7 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         match config.decide_now::<M>(key, policies, cost) {
             // `self.inner` is the service `poll_ready` made ready: call it in place.
             Checked::Decided(Admission::Admit(report)) => {
-                match Settler::new(&self.config, key, policies, cost) {
+                match Settler::new(config, key, policies, cost) {
                     None => ResponseFuture::calling(self.inner.call(req), report),
                     Some(settle) => ResponseFuture::settling(self.inner.call(req), report, settle),
                 }
@@ -160,49 +227,84 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
             // one under attack, or on Redis).
             Checked::Decided(Admission::Refuse(refusal)) => ResponseFuture::refused(refusal),
             Checked::Waiting(pending) => {
-                let settle = Settler::new(&self.config, key, policies, cost);
-                self.wait(req, key, choice, cost, pending, settle)
+                let settle = Settler::new(config, key, policies, cost);
+                let (config, policies) = (Arc::clone(config), owned(config, choice));
+                let key = std::mem::take(key);
+                let check = Box::pin(async move {
+                    Config::decide_rest::<M>(config, key, policies, cost, pending).await
+                });
+                self.checking(check, req, settle)
             }
         }
     }
 
-    /// A request whose store must be waited for (to check, or for the slot of a refusal
-    /// within the layer's wait): the check runs in a future that owns what it borrows.
-    fn wait<B>(
-        &mut self,
+    /// [`check_with`](Self::check_with) under a version where some policy is not enforced: the
+    /// enforced policies decide (all or nothing among themselves); once they admit, the
+    /// shadow ones are checked and charged (all or nothing among themselves), and only
+    /// log a refusal; policies that are off are not checked. See docs/live-changes.md.
+    #[inline(never)]
+    fn check_modes<B, St, K>(
+        self,
+        version: &Version<St, K>,
+        shadow: &Arc<Config<St, K>>,
         req: Request<B>,
         key: &mut Key,
         choice: Choice,
         cost: u64,
-        pending: Pending,
-        settle: Option<Settler>,
     ) -> ResponseFuture<S, B, M>
     where
         S: Service<Request<B>> + Clone,
         St: Store + 'static,
         K: ExtractKey,
     {
-        let policies = self.owned(choice);
-        let config = Arc::clone(&self.config);
-        let key = std::mem::take(key);
-        let check = Box::pin(async move {
-            Config::decide_rest::<M>(config, key, policies, cost, pending).await
-        });
-        self.checking(check, req, settle)
-    }
-
-    /// The chosen policies, owned by a future.
-    fn owned(&self, choice: Choice) -> PolicyList {
-        match choice {
-            Choice::Policy(policy) => PolicyList::One(policy),
-            Choice::Policies(list) => PolicyList::Many(list),
-            Choice::Default | Choice::Skip => PolicyList::Many(self.config.policies.clone()),
+        let enforce = &version.enforce;
+        let (enforced, shadowed): (Arc<[Policy]>, Arc<[Policy]>) = match &choice {
+            Choice::Default | Choice::Skip => {
+                (Arc::clone(&enforce.policies), Arc::clone(&shadow.policies))
+            }
+            Choice::Policy(policy) => sort(&version.state, std::slice::from_ref(policy)),
+            Choice::Policies(list) => sort(&version.state, list),
+        };
+        // The layer's own stay `Default`: their headers are interned per version.
+        let own = |list| match choice {
+            Choice::Default | Choice::Skip => Choice::Default,
+            _ => Choice::Policies(list),
+        };
+        match (enforced.is_empty(), shadowed.is_empty()) {
+            (true, true) => ResponseFuture::calling(self.inner.call(req), None),
+            (false, true) => self.check_with(enforce, req, key, own(enforced), cost),
+            (true, false) => self.check_with(shadow, req, key, own(shadowed), cost),
+            (false, false) => {
+                let both: Vec<Policy> = enforced.iter().chain(shadowed.iter()).cloned().collect();
+                let settle = Settler::new(enforce, key, &both, cost);
+                let (enforce, shadow) = (Arc::clone(enforce), Arc::clone(shadow));
+                let key = std::mem::take(key);
+                let check = Box::pin(async move {
+                    let enforced = PolicyList::Many(enforced);
+                    let pending = Pending::default();
+                    match Config::decide_rest::<M>(enforce, key.clone(), enforced, cost, pending)
+                        .await
+                    {
+                        // The headers are the enforced policies': those that can refuse.
+                        Admission::Admit(fields) => {
+                            let shadowed = PolicyList::Many(shadowed);
+                            let pending = Pending::default();
+                            // In shadow mode, always an admission.
+                            let _ = Config::decide_rest::<M>(shadow, key, shadowed, cost, pending)
+                                .await;
+                            Admission::Admit(fields)
+                        }
+                        refused => refused,
+                    }
+                });
+                self.checking(check, req, settle)
+            }
         }
     }
 
     /// A future that decides (and may wait) before calling the inner service.
     fn checking<B>(
-        &mut self,
+        self,
         check: CheckFuture<M::Refusal>,
         req: Request<B>,
         settle: Option<Settler>,
@@ -213,21 +315,44 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         // Take the ready service for this request and leave a clone to be made ready for
         // the next one.
         let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+        let inner = std::mem::replace(self.inner, clone);
         ResponseFuture::checking(check, inner, req, settle)
     }
 
     /// A request without a key: refused, or let through unlimited.
-    fn missing_key<B>(&mut self, req: Request<B>, error: KeyError) -> ResponseFuture<S, B, M>
+    fn missing_key<B, St, K>(
+        self,
+        config: &Config<St, K>,
+        req: Request<B>,
+        error: KeyError,
+    ) -> ResponseFuture<S, B, M>
     where
         S: Service<Request<B>>,
         St: Store,
     {
-        match self.config.missing_key::<M>(error) {
+        match config.missing_key::<M>(error) {
             Some(refusal) => ResponseFuture::refused(refusal),
             None => ResponseFuture::calling(self.inner.call(req), None),
         }
     }
+}
+
+/// The chosen policies, owned by a future.
+fn owned<St, K>(config: &Config<St, K>, choice: Choice) -> PolicyList {
+    match choice {
+        Choice::Policy(policy) => PolicyList::One(policy),
+        Choice::Policies(list) => PolicyList::Many(list),
+        Choice::Default | Choice::Skip => PolicyList::Many(config.policies.clone()),
+    }
+}
+
+/// A chooser's policies sorted by their modes: (enforced, shadow); those off are left out.
+fn sort(state: &LiveState, policies: &[Policy]) -> (Arc<[Policy]>, Arc<[Policy]>) {
+    let of = |mode| {
+        let each = policies.iter().filter(|p| state.mode(p.name()) == mode);
+        each.cloned().collect()
+    };
+    (of(Enforcement::Enforce), of(Enforcement::Shadow))
 }
 
 impl<S, St, K, B, ResB> Service<Request<B>> for RateLimit<S, St, K, RejectWithResponse>
@@ -277,7 +402,7 @@ where
 
 impl<S: Clone, St, K, M> Clone for RateLimit<S, St, K, M> {
     fn clone(&self) -> Self {
-        Self::from_config(self.inner.clone(), self.config.clone())
+        Self::from_cell(self.inner.clone(), Arc::clone(&self.cell))
     }
 }
 
@@ -285,7 +410,7 @@ impl<S: fmt::Debug, St, K, M> fmt::Debug for RateLimit<S, St, K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit")
             .field("inner", &self.inner)
-            .field("policies", &self.config.policies)
+            .field("policies", &self.cell.initial().enforce.policies)
             .finish_non_exhaustive()
     }
 }

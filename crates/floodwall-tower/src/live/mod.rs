@@ -1,0 +1,158 @@
+//! Changing a running layer's policies and modes: [`LiveLimits`], the handle an app keeps
+//! (docs/live-changes.md says what a change does to requests in flight and to stored
+//! state).
+
+mod cell;
+mod shared;
+mod state;
+
+use std::fmt;
+use std::sync::Arc;
+
+use floodwall_core::{ConfigError, Policy, Quota};
+
+pub(crate) use cell::{Cell, Version};
+pub(crate) use shared::Shared;
+pub(crate) use state::LiveState;
+
+use crate::Enforcement;
+
+/// The handle on a layer's policies and their modes, changeable while the service runs:
+/// from [`RateLimitLayer::live`](crate::RateLimitLayer::live).
+///
+/// Every service the layer builds reads the current version once per request (one
+/// lock-free load; a flag until the first change), so a request is checked, charged and
+/// answered under one version, the old or the new, never a mix. A change builds a new
+/// version and swaps it in: it never waits for requests, nor they for it.
+///
+/// Known policies are the layer's own (`new`, `and_policy`) and the
+/// [registered](crate::RateLimitLayer::register) ones; a mode applies by name to any
+/// policy a request is checked against, a chooser's included, so a chooser that returns
+/// `live.policy("login")` gets the live quota and mode of `login`.
+///
+/// Cheap to clone (one `Arc`); `Send + Sync`.
+///
+/// ```
+/// use floodwall_core::{MemoryStore, Policy};
+/// use floodwall_tower::{Enforcement, RateLimitLayer};
+///
+/// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("per-ip", "10/s".parse()?)?);
+/// let live = layer.live();
+/// // ... serve with `layer`, then, from an admin route or a config watcher:
+/// live.set_quota("per-ip", "20/s burst 40".parse()?)?;
+/// live.set_enforcement("per-ip", Enforcement::Shadow)?;
+/// assert_eq!(live.policy("per-ip").unwrap().limit(), 40);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct LiveLimits {
+    target: Arc<Shared>,
+}
+
+/// What receives a layer's changes: a [`Cell`], whatever its store and key types.
+pub(crate) trait Apply: Send + Sync + 'static {
+    /// Builds the version of these policies and modes and swaps it in.
+    fn apply(&self, state: &Arc<LiveState>);
+}
+
+impl LiveLimits {
+    pub(crate) fn new(target: Arc<Shared>) -> Self {
+        Self { target }
+    }
+
+    /// The current version of the policy of this name (the layer's own or a registered
+    /// one).
+    pub fn policy(&self, name: &str) -> Option<Policy> {
+        self.target.state().find(name).cloned()
+    }
+
+    /// The mode of the policy of this name, if it is known.
+    pub fn enforcement(&self, name: &str) -> Option<Enforcement> {
+        let state = self.target.state();
+        state.find(name).map(|p| state.mode(p.name()))
+    }
+
+    /// Every known policy with its mode: the layer's own first, in order, then the
+    /// registered ones.
+    pub fn policies(&self) -> Vec<(Policy, Enforcement)> {
+        let state = self.target.state();
+        let all = state.own.iter().chain(&state.registered);
+        all.map(|p| (p.clone(), state.mode(p.name()))).collect()
+    }
+
+    /// Replaces the policy of `policy.name()`, which must be known: its quota, algorithm
+    /// or penalty. Requests that start after this returns are checked against it.
+    ///
+    /// The stores keep state per policy version where the state's shape allows it (see
+    /// docs/quota-changes.md); otherwise a key starts afresh under the new policy.
+    pub fn set_policy(&self, policy: Policy) -> Result<(), LiveError> {
+        self.target.update(|state| state.replace(policy))
+    }
+
+    /// Gives the policy of this name a new quota, keeping its algorithm and penalty. The
+    /// new policy is built by [`Policy::new`], so a [`Policy::redis_cell`]'s whole-second
+    /// rounding is not kept: give such a policy with [`set_policy`](Self::set_policy).
+    ///
+    /// The error is the algorithm's refusal of the quota ([`LiveError::Config`]), or
+    /// an unknown name; either way nothing changes.
+    pub fn set_quota(&self, name: &str, quota: Quota) -> Result<(), LiveError> {
+        self.target.update(|state| {
+            let old = state.find(name).ok_or_else(|| state::unknown(name))?;
+            let mut new = Policy::new(name, old.algorithm(), quota)?;
+            if let Some(penalty) = old.penalty() {
+                new = new.with_penalty(*penalty);
+            }
+            state.replace(new)
+        })
+    }
+
+    /// Sets the mode of the policy of this name, which must be known.
+    pub fn set_enforcement(&self, name: &str, mode: Enforcement) -> Result<(), LiveError> {
+        self.target.update(|state| state.set_mode(name, mode))
+    }
+}
+
+impl fmt::Debug for LiveLimits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LiveLimits")
+            .field("policies", &self.policies())
+            .finish()
+    }
+}
+
+/// Why a live change was refused; nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LiveError {
+    /// No policy of this name is known to the layer (its own or registered).
+    UnknownPolicy {
+        /// The name asked for.
+        name: String,
+    },
+    /// The new quota does not suit the policy's algorithm.
+    Config(ConfigError),
+}
+
+impl From<ConfigError> for LiveError {
+    fn from(e: ConfigError) -> Self {
+        Self::Config(e)
+    }
+}
+
+impl fmt::Display for LiveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownPolicy { name } => write!(f, "no policy named `{name}` in this layer"),
+            Self::Config(e) => write!(f, "invalid policy: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for LiveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Config(e) => Some(e),
+            Self::UnknownPolicy { .. } => None,
+        }
+    }
+}
