@@ -369,3 +369,26 @@ async fn a_bad_reload_changes_nothing() {
     assert_eq!(passes(&mut service, "192.0.2.1", "/").await, 3);
     assert_eq!(passes(&mut service, "192.0.2.1", "/admin").await, 1);
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_hangup_signal_reloads_the_file() {
+    let file = TempFile::new("hangup.toml", &reloadable("3/min", "skip = true"));
+    let (store, _clock) = store();
+    let (_layer, limits) = PolicyFile::load(&file.0).unwrap().layer(store);
+    // Registered before the signal is sent: from then on SIGHUP reloads, never kills.
+    let task = limits.reload_on_hangup(&file.0).unwrap();
+
+    file.write(&reloadable("7/min", "skip = true"));
+    let pid = std::process::id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    floodwall_test_support::eventually("the reload on SIGHUP", || {
+        limits.live().policy("per-ip").unwrap().limit() == 7
+    })
+    .await;
+    task.abort();
+}
