@@ -1,6 +1,5 @@
 //! The layer: a cheap, cloneable configuration that wraps services in [`RateLimit`].
 
-use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
@@ -15,7 +14,7 @@ use crate::choose::ChoosePolicy;
 use crate::config::Config;
 use crate::extract::{ExtractKey, OnMissingKey, PeerIp};
 use crate::headers::HeaderStyle;
-use crate::live::{Cell, LiveError, LiveLimits};
+use crate::live::{Cell, LiveError, LiveLimits, LiveState, Shared};
 use crate::respond::{OnReject, OnStoreFailure};
 use crate::wait::Waiters;
 use crate::{Enforcement, RateLimit, RejectWithError, RejectWithResponse};
@@ -41,34 +40,37 @@ use crate::{Enforcement, RateLimit, RejectWithError, RejectWithResponse};
 /// Cloning the layer clones the store handle and the configuration (reference counts);
 /// each service it builds shares one `Arc` of it.
 pub struct RateLimitLayer<St, K = PeerIp, M = RejectWithResponse> {
+    /// Everything but the policies and modes (its `policies` and `shadow` are unused).
     config: Config<St, K>,
-    /// Policies known by name, checked only when a chooser picks them.
-    registered: Vec<Policy>,
-    /// Modes set by name at build time.
-    modes: HashMap<String, Enforcement>,
-    /// What the services and the live handles share, made when first needed; clones share
-    /// it, a builder method starts a new one.
+    /// The policies and modes, shared with the [`LiveLimits`] handles: the builder
+    /// methods that set them start a new one, the others keep it.
+    live: Arc<Shared>,
+    /// What the services read, made at the first `layer` (or `live`) call; clones share
+    /// it, any builder method starts a new one.
     cell: Arc<OnceLock<Arc<Cell<St, K>>>>,
     _mode: PhantomData<fn() -> M>,
 }
 
 impl<St, K, M> RateLimitLayer<St, K, M> {
-    /// A layer of this configuration, with the modes and registered policies of `from`.
+    /// A layer of this configuration with these policies and modes.
     fn with_config<St2, K2, M2>(
         config: Config<St2, K2>,
-        from: (Vec<Policy>, HashMap<String, Enforcement>),
+        live: Arc<Shared>,
     ) -> RateLimitLayer<St2, K2, M2> {
         RateLimitLayer {
             config,
-            registered: from.0,
-            modes: from.1,
+            live,
             cell: Arc::default(),
             _mode: PhantomData,
         }
     }
 
-    fn live_parts(&self) -> (Vec<Policy>, HashMap<String, Enforcement>) {
-        (self.registered.clone(), self.modes.clone())
+    /// This layer with its policies or modes changed: a new [`Shared`], so that a layer
+    /// built from the same base keeps its own.
+    fn map_live(mut self, f: impl FnOnce(&mut LiveState)) -> Self {
+        self.live = self.live.fork(f);
+        self.cell = Arc::default();
+        self
     }
 }
 
@@ -89,10 +91,11 @@ impl<St: Store + Clone> RateLimitLayer<St> {
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
     pub fn new(store: St, policy: Policy) -> Self {
-        Self::with_config(
-            Config::new(store, PeerIp::new(), policy),
-            Default::default(),
-        )
+        let live = Shared::new(LiveState {
+            own: vec![policy.clone()],
+            ..LiveState::default()
+        });
+        Self::with_config(Config::new(store, PeerIp::new(), policy), live)
     }
 }
 
@@ -125,11 +128,10 @@ impl<St: Store, K, M> RateLimitLayer<St, K, M> {
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
     pub fn fail_mode(self, mode: FailMode) -> RateLimitLayer<Fallback<Breaker<St>>, K, M> {
-        let live = self.live_parts();
         let config = self
             .config
             .with_store(|store| Fallback::new(Breaker::new(store), mode));
-        Self::with_config(config, live)
+        Self::with_config(config, self.live)
     }
 }
 
@@ -189,7 +191,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
     pub fn wait_up_to(self, max_wait: Duration) -> Result<Self, ConfigError> {
-        for policy in self.config.policies.iter() {
+        for policy in &self.live.state().own {
             policy.reservable()?;
         }
         Ok(self.map(|s| s.waiting.max_wait = Some(max_wait.min(Reservable::MAX_WAIT))))
@@ -223,8 +225,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// Limits by another key: `.key(ClientIp::new(trusted))`, `.key(HeaderKey::bearer())`,
     /// or any `|req: &Parts| -> Option<impl AsRef<[u8]>>`. See [`extract`](crate::extract).
     pub fn key<K2: ExtractKey>(self, key: K2) -> RateLimitLayer<St, K2, M> {
-        let live = self.live_parts();
-        Self::with_config(self.config.with_key(key), live)
+        Self::with_config(self.config.with_key(key), self.live)
     }
 
     /// Adds a policy every request must also pass: `.and_policy(per_day)` next to a
@@ -240,11 +241,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// the request it admitted. The same holds for a chooser's
     /// [`Choice::Policies`](crate::choose::Choice).
     pub fn and_policy(self, policy: Policy) -> Self {
-        self.map(|s| {
-            let mut list = s.policies.to_vec();
-            list.push(policy);
-            s.policies = list.into();
-        })
+        self.map_live(|state| state.own.push(policy))
     }
 
     /// Chooses the policies per request: per route, per method, per tier, per key. A
@@ -347,7 +344,13 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// given a mode of their own with [`enforcement`](Self::enforcement) (or changed live
     /// with [`LiveLimits::set_enforcement`]).
     pub fn shadow(self, shadow: bool) -> Self {
-        self.map(|s| s.shadow = shadow)
+        self.map_live(|state| {
+            state.fallback = if shadow {
+                Enforcement::Shadow
+            } else {
+                Enforcement::Enforce
+            }
+        })
     }
 
     /// Makes a policy known by name without checking it on every request: a chooser picks
@@ -355,24 +358,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// mode. A policy of the same name already known (the layer's own or registered) is
     /// replaced.
     pub fn register(self, policy: Policy) -> Self {
-        let mut this = self.map(|_| {});
-        match this
-            .config
-            .policies
-            .iter()
-            .position(|p| p.name() == policy.name())
-        {
-            Some(i) => {
-                let mut own = this.config.policies.to_vec();
-                own[i] = policy;
-                this.config.policies = own.into();
-            }
-            None => {
-                this.registered.retain(|p| p.name() != policy.name());
-                this.registered.push(policy);
-            }
-        }
-        this
+        self.map_live(|state| state.register(policy))
     }
 
     /// The mode of the policy of this name (the layer's own or [registered](Self::register))
@@ -393,21 +379,9 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn enforcement(self, name: &str, mode: Enforcement) -> Result<Self, LiveError> {
-        let known = self.config.policies.iter().chain(&self.registered);
-        if !known.into_iter().any(|p| p.name() == name) {
-            return Err(LiveError::UnknownPolicy {
-                name: name.to_owned(),
-            });
-        }
-        Ok(self.map_live(|modes| {
-            modes.insert(name.to_owned(), mode);
-        }))
-    }
-
-    fn map_live(mut self, f: impl FnOnce(&mut HashMap<String, Enforcement>)) -> Self {
-        f(&mut self.modes);
-        self.cell = Arc::default();
-        self
+        let mut state = LiveState::clone(&self.live.state());
+        state.set_mode(name, mode)?;
+        Ok(self.map_live(|s| *s = state))
     }
 
     /// Reports refusals as errors instead of responses; see
@@ -426,26 +400,10 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     pub fn reject_with_error(self) -> RateLimitLayer<St, K, RejectWithError> {
         RateLimitLayer {
             config: self.config,
-            registered: self.registered,
-            modes: self.modes,
+            live: self.live,
             cell: self.cell,
             _mode: PhantomData,
         }
-    }
-}
-
-impl<St: Clone, K, M> RateLimitLayer<St, K, M> {
-    /// What the services and handles share: made at the first call, then the same for
-    /// this layer and its clones.
-    fn cell(&self) -> Arc<Cell<St, K>> {
-        let cell = self.cell.get_or_init(|| {
-            Arc::new(Cell::new(
-                self.config.clone(),
-                self.registered.clone(),
-                self.modes.clone(),
-            ))
-        });
-        Arc::clone(cell)
     }
 }
 
@@ -454,16 +412,33 @@ where
     St: Clone + Send + Sync + 'static,
     K: Send + Sync + 'static,
 {
-    /// The handle on this layer's policies and modes, to change them while the service
-    /// runs ([`LiveLimits`]). This layer, its clones and every service they build share
-    /// it; a builder method called afterwards (`and_policy`, `shadow`, ...) makes a new
-    /// layer with a handle of its own, so take the handle from the layer as installed.
-    pub fn live(&self) -> LiveLimits {
-        LiveLimits::new(self.cell())
+    /// What the services read: made at the first call, then the same for this layer and
+    /// its clones.
+    fn cell(&self) -> Arc<Cell<St, K>> {
+        let cell = self
+            .cell
+            .get_or_init(|| self.live.cell(self.config.clone()));
+        Arc::clone(cell)
     }
 }
 
-impl<S, St: Clone, K, M> Layer<S> for RateLimitLayer<St, K, M> {
+impl<St, K, M> RateLimitLayer<St, K, M> {
+    /// The handle on this layer's policies and modes, to change them while the service
+    /// runs ([`LiveLimits`]): this layer, its clones and every service they build follow
+    /// it. The builder methods that set policies or modes ([`and_policy`](Self::and_policy),
+    /// [`register`](Self::register), [`enforcement`](Self::enforcement),
+    /// [`shadow`](Self::shadow)) give the layer a handle of their own, so take it after
+    /// them; the others keep it (a chooser built with the handle can be added after).
+    pub fn live(&self) -> LiveLimits {
+        LiveLimits::new(Arc::clone(&self.live))
+    }
+}
+
+impl<S, St, K, M> Layer<S> for RateLimitLayer<St, K, M>
+where
+    St: Clone + Send + Sync + 'static,
+    K: Send + Sync + 'static,
+{
     type Service = RateLimit<S, St, K, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
@@ -475,8 +450,7 @@ impl<St: Clone, K, M> Clone for RateLimitLayer<St, K, M> {
     fn clone(&self) -> Self {
         Self {
             config: self.config.clone(),
-            registered: self.registered.clone(),
-            modes: self.modes.clone(),
+            live: Arc::clone(&self.live),
             cell: Arc::clone(&self.cell),
             _mode: PhantomData,
         }
@@ -486,9 +460,8 @@ impl<St: Clone, K, M> Clone for RateLimitLayer<St, K, M> {
 impl<St, K, M> fmt::Debug for RateLimitLayer<St, K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
-            .field("policies", &self.config.policies)
+            .field("live", &self.live())
             .field("headers", &self.config.headers)
-            .field("shadow", &self.config.shadow)
             .finish_non_exhaustive()
     }
 }

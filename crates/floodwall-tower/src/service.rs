@@ -40,11 +40,12 @@ pub struct RateLimit<S, St = MemoryStore, K = PeerIp, M = RejectWithResponse> {
 impl<S, St: Store + Clone> RateLimit<S, St> {
     /// Limits `inner` by `policy`, keyed by peer IP; see [`RateLimitLayer`] for the rest.
     pub fn new(inner: S, store: St, policy: Policy) -> Self {
+        let state = Arc::new(LiveState {
+            own: vec![policy.clone()],
+            ..LiveState::default()
+        });
         let config = Config::new(store, PeerIp::new(), policy);
-        Self::from_cell(
-            inner,
-            Arc::new(Cell::new(config, Vec::new(), Default::default())),
-        )
+        Self::from_cell(inner, Arc::new(Cell::new(config, state)))
     }
 
     /// A layer wrapping services in `RateLimit`: [`RateLimitLayer::new`].
@@ -88,12 +89,16 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         St: Store + 'static,
         K: ExtractKey,
     {
-        let version = self.cell.load();
-        Call::<S, M> {
+        let call = Call::<S, M> {
             inner: &mut self.inner,
             _mode: PhantomData,
+        };
+        // The layer as built, every policy enforced: the request path as if there were no
+        // live changes, one flag's load more.
+        if self.cell.plain() {
+            return call.start(&self.cell.initial().enforce, req);
         }
-        .start(&version, req)
+        call.start_live(&self.cell, req)
     }
 }
 
@@ -110,29 +115,9 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
     /// request) is checked without being taken apart, and an admitted one is passed on as
     /// it came: moving its head out to a `Parts` and back is two copies of some 200 bytes.
     #[inline(always)]
-    fn start<B, St, K>(self, version: &Version<St, K>, req: Request<B>) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-        St: Store + 'static,
-        K: ExtractKey,
-    {
-        let config = &*version.enforce;
-        if config.chooser.is_none() && config.cost.is_none() {
-            let mut key = Key::new();
-            if let Some(found) = config.key.extract_request(&req, &mut key) {
-                return match found {
-                    Ok(()) => self.check(version, req, &mut key, Choice::Default, 1),
-                    Err(error) => self.missing_key(config, req, error),
-                };
-            }
-        }
-        self.start_parts(version, req)
-    }
-
-    /// [`start`](Self::start) for a request whose key, policies or cost need its `Parts`.
-    fn start_parts<B, St, K>(
+    fn start<B, St, K>(
         self,
-        version: &Version<St, K>,
+        config: &Arc<Config<St, K>>,
         req: Request<B>,
     ) -> ResponseFuture<S, B, M>
     where
@@ -140,7 +125,47 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
         St: Store + 'static,
         K: ExtractKey,
     {
-        let config = &*version.enforce;
+        if config.chooser.is_none() && config.cost.is_none() {
+            let mut key = Key::new();
+            if let Some(found) = config.key.extract_request(&req, &mut key) {
+                return match found {
+                    Ok(()) => self.check_with(config, req, &mut key, Choice::Default, 1),
+                    Err(error) => self.missing_key(config, req, error),
+                };
+            }
+        }
+        self.start_parts(config, None, req)
+    }
+
+    /// [`start`](Self::start) under a live change or with a policy not enforced: the
+    /// current version, read once for the whole request. Out of line and through the
+    /// request's `Parts`, so that the usual path keeps its key extractor inlined.
+    #[inline(never)]
+    fn start_live<B, St, K>(self, cell: &Cell<St, K>, req: Request<B>) -> ResponseFuture<S, B, M>
+    where
+        S: Service<Request<B>> + Clone,
+        St: Store + 'static,
+        K: ExtractKey,
+    {
+        let current = cell.current();
+        let version = current.as_ref().map_or(cell.initial(), |v| &**v);
+        self.start_parts(&version.enforce, Some(version), req)
+    }
+
+    /// [`start`](Self::start) for a request whose key, policies or cost need its `Parts`.
+    /// `version` is `None` for the layer as built with every policy enforced: `config` is
+    /// then all there is to it.
+    fn start_parts<B, St, K>(
+        self,
+        config: &Arc<Config<St, K>>,
+        version: Option<&Version<St, K>>,
+        req: Request<B>,
+    ) -> ResponseFuture<S, B, M>
+    where
+        S: Service<Request<B>> + Clone,
+        St: Store + 'static,
+        K: ExtractKey,
+    {
         let (parts, body) = req.into_parts();
         let mut key = Key::new();
         if let Err(error) = config.key.extract(&parts, &mut key) {
@@ -157,41 +182,20 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
             );
         }
         let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
-        self.check(
-            version,
-            Request::from_parts(parts, body),
-            &mut key,
-            choice,
-            cost,
-        )
+        let req = Request::from_parts(parts, body);
+        match version.and_then(|v| Some((v, v.shadow.as_ref()?))) {
+            Some((version, shadow)) => {
+                self.check_modes(version, shadow, req, &mut key, choice, cost)
+            }
+            None => self.check_with(config, req, &mut key, choice, cost),
+        }
     }
 
-    /// Checks `key` against the chosen policies (never [`Choice::Skip`]) and calls the inner
-    /// service if they admit the request.
+    /// Checks `key` against the chosen policies (never [`Choice::Skip`]) under `config`
+    /// (which refuses, or in shadow mode only logs; [`Choice::Default`] is its own
+    /// policies), and calls the inner service if they admit the request.
     // Forced inline into `start`: as a call it costs instructions on every request
     // (measured by crates/floodwall-bench/benches/http_instructions.rs).
-    #[inline(always)]
-    fn check<B, St, K>(
-        self,
-        version: &Version<St, K>,
-        req: Request<B>,
-        key: &mut Key,
-        choice: Choice,
-        cost: u64,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-        St: Store + 'static,
-        K: ExtractKey,
-    {
-        if let Some(shadow) = &version.shadow {
-            return self.check_modes(version, shadow, req, key, choice, cost);
-        }
-        self.check_with(&version.enforce, req, key, choice, cost)
-    }
-
-    /// [`check`](Self::check) under `config` (which refuses, or in shadow mode only logs):
-    /// [`Choice::Default`] is its own policies.
     #[inline(always)]
     fn check_with<B, St, K>(
         self,
@@ -234,7 +238,7 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
         }
     }
 
-    /// [`check`](Self::check) under a version where some policy is not enforced: the
+    /// [`check_with`](Self::check_with) under a version where some policy is not enforced: the
     /// enforced policies decide (all or nothing among themselves); once they admit, the
     /// shadow ones are checked and charged (all or nothing among themselves), and only
     /// log a refusal; policies that are off are not checked. See docs/live-changes.md.

@@ -1,16 +1,14 @@
 //! Where a layer's services find the current version of its configuration: the one it was
 //! built with until a live change, then the latest one swapped in.
 
-use std::fmt;
-use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::{ArcSwap, Guard};
 use floodwall_core::Policy;
 
+use super::Apply;
 use super::state::LiveState;
-use super::{LiveError, Target};
 use crate::Enforcement;
 use crate::config::Config;
 
@@ -28,8 +26,7 @@ pub(crate) struct Version<St, K> {
 }
 
 impl<St: Clone, K> Version<St, K> {
-    fn new(template: &Config<St, K>, state: LiveState) -> Self {
-        let state = Arc::new(state);
+    fn new(template: &Config<St, K>, state: Arc<LiveState>) -> Self {
         if state.all_enforced() {
             return Self {
                 enforce: Arc::new(config(template, state.own.clone(), false, false)),
@@ -69,82 +66,55 @@ fn config<St: Clone, K>(
     config
 }
 
-/// A layer's configuration, shared by every service it builds and by its [`LiveLimits`]
-/// handles.
-///
-/// [`LiveLimits`]: super::LiveLimits
+/// A layer's configuration as its services read it, one per layer (and its clones); the
+/// layer's [`Shared`](super::Shared) state sends it every live change.
 pub(crate) struct Cell<St, K> {
-    /// Whether a live change was made: until then requests read `initial`, a field
-    /// away, rather than load `current`.
+    /// Whether no live change was made and every policy of `initial` is enforced: requests
+    /// then take `initial`'s configuration, a field away, rather than load `current`.
+    plain: AtomicBool,
+    /// Whether a live change was made: until then `initial` is current.
     changed: AtomicBool,
     initial: Version<St, K>,
     current: ArcSwap<Version<St, K>>,
     /// What every version is built from (its policies and modes replaced).
     template: Config<St, K>,
-    /// One change at a time: each reads the current version and builds on it.
-    writer: Mutex<()>,
-}
-
-/// The version one request reads: it keeps it for the whole request.
-pub(crate) enum Loaded<'a, St, K> {
-    Initial(&'a Version<St, K>),
-    Swapped(Guard<Arc<Version<St, K>>>),
-}
-
-impl<St, K> Deref for Loaded<'_, St, K> {
-    type Target = Version<St, K>;
-
-    #[inline(always)]
-    fn deref(&self) -> &Version<St, K> {
-        match self {
-            Self::Initial(version) => version,
-            Self::Swapped(guard) => guard,
-        }
-    }
 }
 
 impl<St: Clone, K> Cell<St, K> {
-    /// The cell of a layer built with `template` (its own policies and layer-wide shadow
-    /// flag), `registered` policies and `modes` by name.
-    pub(crate) fn new(
-        template: Config<St, K>,
-        registered: Vec<Policy>,
-        modes: std::collections::HashMap<String, Enforcement>,
-    ) -> Self {
-        let state = LiveState {
-            own: template.policies.to_vec(),
-            registered,
-            modes,
-            fallback: if template.shadow {
-                Enforcement::Shadow
-            } else {
-                Enforcement::Enforce
-            },
-        };
+    /// The cell of a layer configured as `template`, with these policies and modes.
+    pub(crate) fn new(template: Config<St, K>, state: Arc<LiveState>) -> Self {
         let initial = Version::new(&template, state);
         Self {
+            plain: AtomicBool::new(initial.shadow.is_none()),
             changed: AtomicBool::new(false),
             current: ArcSwap::from_pointee(initial.clone()),
             initial,
             template,
-            writer: Mutex::new(()),
         }
     }
 }
 
 impl<St, K> Cell<St, K> {
-    /// The current version: one load of a flag until the first live change.
+    /// Whether [`initial`](Self::initial)'s `enforce` is all a request needs: no live
+    /// change, every policy enforced.
     #[inline(always)]
-    pub(crate) fn load(&self) -> Loaded<'_, St, K> {
-        if !self.changed.load(Ordering::Acquire) {
-            return Loaded::Initial(&self.initial);
-        }
-        Loaded::Swapped(self.current.load())
+    pub(crate) fn plain(&self) -> bool {
+        self.plain.load(Ordering::Acquire)
     }
 
-    /// The version the layer was built with (for `Debug`).
+    /// The version the layer was built with.
+    #[inline(always)]
     pub(crate) fn initial(&self) -> &Version<St, K> {
         &self.initial
+    }
+
+    /// The current version once a live change was made; until then `None`: the initial
+    /// one is current.
+    pub(crate) fn current(&self) -> Option<Guard<Arc<Version<St, K>>>> {
+        if !self.changed.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(self.current.load())
     }
 }
 
@@ -158,33 +128,15 @@ impl<St, K> Clone for Version<St, K> {
     }
 }
 
-impl<St, K> Target for Cell<St, K>
+impl<St, K> Apply for Cell<St, K>
 where
     St: Clone + Send + Sync + 'static,
     K: Send + Sync + 'static,
 {
-    fn state(&self) -> Arc<LiveState> {
-        Arc::clone(&self.load().state)
-    }
-
-    fn update(
-        &self,
-        change: &mut dyn FnMut(&mut LiveState) -> Result<(), LiveError>,
-    ) -> Result<(), LiveError> {
-        let _one_at_a_time = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut state = LiveState::clone(&self.current.load().state);
-        change(&mut state)?;
-        self.current
-            .store(Arc::new(Version::new(&self.template, state)));
+    fn apply(&self, state: &Arc<LiveState>) {
+        let version = Version::new(&self.template, Arc::clone(state));
+        self.current.store(Arc::new(version));
         self.changed.store(true, Ordering::Release);
-        Ok(())
-    }
-}
-
-impl<St, K> fmt::Debug for Cell<St, K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cell")
-            .field("state", &self.current.load().state)
-            .finish_non_exhaustive()
+        self.plain.store(false, Ordering::Release);
     }
 }

@@ -3,6 +3,7 @@
 //! state).
 
 mod cell;
+mod shared;
 mod state;
 
 use std::fmt;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use floodwall_core::{ConfigError, Policy, Quota};
 
 pub(crate) use cell::{Cell, Version};
+pub(crate) use shared::Shared;
 pub(crate) use state::LiveState;
 
 use crate::Enforcement;
@@ -44,23 +46,17 @@ use crate::Enforcement;
 /// ```
 #[derive(Clone)]
 pub struct LiveLimits {
-    target: Arc<dyn Target>,
+    target: Arc<Shared>,
 }
 
-/// What a handle changes: a layer's [`Cell`], whatever its store and key types.
-pub(crate) trait Target: Send + Sync + 'static {
-    /// The current policies and modes.
-    fn state(&self) -> Arc<LiveState>;
-    /// Applies `change` to the current state and swaps the result in, one change at a
-    /// time; nothing changes if it fails.
-    fn update(
-        &self,
-        change: &mut dyn FnMut(&mut LiveState) -> Result<(), LiveError>,
-    ) -> Result<(), LiveError>;
+/// What receives a layer's changes: a [`Cell`], whatever its store and key types.
+pub(crate) trait Apply: Send + Sync + 'static {
+    /// Builds the version of these policies and modes and swaps it in.
+    fn apply(&self, state: &Arc<LiveState>);
 }
 
 impl LiveLimits {
-    pub(crate) fn new(target: Arc<dyn Target>) -> Self {
+    pub(crate) fn new(target: Arc<Shared>) -> Self {
         Self { target }
     }
 
@@ -90,8 +86,7 @@ impl LiveLimits {
     /// The stores keep state per policy version where the state's shape allows it (see
     /// docs/quota-changes.md); otherwise a key starts afresh under the new policy.
     pub fn set_policy(&self, policy: Policy) -> Result<(), LiveError> {
-        self.target
-            .update(&mut |state| state.replace(policy.clone()))
+        self.target.update(|state| state.replace(policy))
     }
 
     /// Gives the policy of this name a new quota, keeping its algorithm and penalty.
@@ -99,9 +94,9 @@ impl LiveLimits {
     /// The error is the algorithm's refusal of the quota ([`LiveError::Config`]), or
     /// an unknown name; either way nothing changes.
     pub fn set_quota(&self, name: &str, quota: Quota) -> Result<(), LiveError> {
-        self.target.update(&mut |state| {
+        self.target.update(|state| {
             let old = state.find(name).ok_or_else(|| state::unknown(name))?;
-            let mut new = Policy::new(name, old.algorithm(), quota.clone())?;
+            let mut new = Policy::new(name, old.algorithm(), quota)?;
             if let Some(penalty) = old.penalty() {
                 new = new.with_penalty(penalty.clone());
             }
@@ -111,7 +106,7 @@ impl LiveLimits {
 
     /// Sets the mode of the policy of this name, which must be known.
     pub fn set_enforcement(&self, name: &str, mode: Enforcement) -> Result<(), LiveError> {
-        self.target.update(&mut |state| state.set_mode(name, mode))
+        self.target.update(|state| state.set_mode(name, mode))
     }
 }
 

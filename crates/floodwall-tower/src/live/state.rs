@@ -60,6 +60,14 @@ impl LiveState {
         Ok(())
     }
 
+    /// Adds a policy known by name only, or replaces the known one of that name.
+    pub(crate) fn register(&mut self, policy: Policy) {
+        match self.find_mut(policy.name()) {
+            Some(slot) => *slot = policy,
+            None => self.registered.push(policy),
+        }
+    }
+
     /// Sets the mode of a known policy.
     pub(crate) fn set_mode(&mut self, name: &str, mode: Enforcement) -> Result<(), LiveError> {
         if self.find(name).is_none() {

@@ -1,0 +1,76 @@
+//! A layer's policies and modes, shared by its live handles and the cells of its services:
+//! a change is made here once and sent to every cell.
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use arc_swap::ArcSwap;
+
+use super::state::LiveState;
+use super::{Apply, Cell, LiveError};
+use crate::config::Config;
+
+/// The current policies and modes, and the cells that build their versions from them.
+pub(crate) struct Shared {
+    /// Read without a lock (a chooser may read it per request).
+    state: ArcSwap<LiveState>,
+    /// The cells to send each change to; holding it makes changes one at a time.
+    cells: Mutex<Vec<Weak<dyn Apply>>>,
+}
+
+impl Shared {
+    pub(crate) fn new(state: LiveState) -> Arc<Self> {
+        Arc::new(Self {
+            state: ArcSwap::from_pointee(state),
+            cells: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The current policies and modes.
+    pub(crate) fn state(&self) -> Arc<LiveState> {
+        self.state.load_full()
+    }
+
+    /// A new `Shared` starting from this one's state changed by `change`: what a builder
+    /// method that sets policies or modes makes, so that layers built from one base do
+    /// not share their changes.
+    pub(crate) fn fork(&self, change: impl FnOnce(&mut LiveState)) -> Arc<Self> {
+        let mut state = LiveState::clone(&self.state.load());
+        change(&mut state);
+        Self::new(state)
+    }
+
+    /// Applies `change` to the current state and sends the result to every cell; nothing
+    /// changes if it fails.
+    pub(crate) fn update(
+        &self,
+        change: impl FnOnce(&mut LiveState) -> Result<(), LiveError>,
+    ) -> Result<(), LiveError> {
+        let mut cells = self.cells.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = LiveState::clone(&self.state.load());
+        change(&mut state)?;
+        let state = Arc::new(state);
+        self.state.store(Arc::clone(&state));
+        cells.retain(|cell| match cell.upgrade() {
+            Some(cell) => {
+                cell.apply(&state);
+                true
+            }
+            None => false,
+        });
+        Ok(())
+    }
+
+    /// A cell for services configured as `template`, following this state's changes.
+    pub(crate) fn cell<St, K>(&self, template: Config<St, K>) -> Arc<Cell<St, K>>
+    where
+        St: Clone + Send + Sync + 'static,
+        K: Send + Sync + 'static,
+    {
+        let mut cells = self.cells.lock().unwrap_or_else(PoisonError::into_inner);
+        let cell = Arc::new(Cell::new(template, self.state.load_full()));
+        let weak: Weak<dyn Apply> = Arc::downgrade(&cell) as Weak<Cell<St, K>>;
+        cells.retain(|c| c.strong_count() > 0);
+        cells.push(weak);
+        cell
+    }
+}
