@@ -72,7 +72,7 @@
 //!   responders returning axum's `impl IntoResponse` (`respond::Axum`).
 //! - `tonic`: read the peer from tonic's `TcpConnectInfo`.
 //! - `file`: the policies, their modes and penalties, the key and the routes read from a
-//!   TOML file and reloaded on `SIGHUP` ([`file`]).
+//!   TOML file and reloaded on `SIGHUP` ([`file`](mod@file)).
 
 mod body;
 pub mod choose;

@@ -119,18 +119,16 @@ fn explain(mut field: String, message: &str) -> (String, String, Option<String>)
             None,
         );
     }
-    if let Some(rest) = message.strip_prefix("unknown field ") {
-        if let Some((name, expected)) = rest.split_once(", expected ") {
-            let name = name.trim_matches('`');
-            if !field.ends_with(name) {
-                field = join(&field, name);
-            }
-            return (
-                field,
-                expected.to_owned(),
-                Some("an unknown field".to_owned()),
-            );
+    if let Some((name, expected)) = message
+        .strip_prefix("unknown field ")
+        .and_then(|rest| rest.split_once(", expected "))
+    {
+        let name = name.trim_matches('`');
+        if !field.ends_with(name) {
+            field = join(&field, name);
         }
+        let found = Some("an unknown field".to_owned());
+        return (field, expected.to_owned(), found);
     }
     match message.split_once(", expected ") {
         Some((found, expected)) => {

@@ -98,7 +98,7 @@ impl LiveLimits {
             let old = state.find(name).ok_or_else(|| state::unknown(name))?;
             let mut new = Policy::new(name, old.algorithm(), quota)?;
             if let Some(penalty) = old.penalty() {
-                new = new.with_penalty(penalty.clone());
+                new = new.with_penalty(*penalty);
             }
             state.replace(new)
         })
