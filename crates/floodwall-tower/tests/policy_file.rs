@@ -341,7 +341,7 @@ async fn a_bad_reload_changes_nothing() {
             reloadable("9/min", "skip = true")
                 + "\n[[policy]]\nname = \"extra\"\nquota = \"1/s\"\n",
             Some(15),
-            "policy.name",
+            "policy[2].name",
         ),
         // So does a removed one, and another key.
         (

@@ -378,7 +378,7 @@ impl Check<'_> {
             policy,
             mode,
             default: raw.default,
-            name_at: self.at(&raw.name, "", "", None),
+            name_at: self.at(&raw.name, field("name"), "", None),
         })
     }
 

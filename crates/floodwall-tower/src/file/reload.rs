@@ -67,7 +67,7 @@ impl FileLimits {
         for entry in &file.policies {
             if !running.iter().any(|(p, _)| p.name() == entry.name()) {
                 return Err(entry.name_at.with(
-                    "policy.name",
+                    entry.name_at.field(),
                     "the name of a policy the service started with",
                     Some(format!(
                         "\"{}\", a new policy: adding a policy needs a restart",
@@ -94,9 +94,12 @@ impl FileLimits {
         for entry in &file.policies {
             let name = entry.name();
             let refused = |e: crate::live::LiveError| {
-                entry
-                    .name_at
-                    .with("policy", "a policy the layer accepts", Some(e.to_string()))
+                let at = &entry.name_at;
+                at.with(
+                    at.field(),
+                    "a policy the layer accepts",
+                    Some(e.to_string()),
+                )
             };
             let mut differs = false;
             if self.live.policy(name).as_ref() != Some(&entry.policy) {
