@@ -209,6 +209,15 @@ fn a_bad_file_gets_its_line_and_field() {
         "route[0].policies",
         "skip = true",
     );
+    // The same route twice (a trailing slash changes nothing).
+    assert_error(
+        &format!(
+            "{GOOD_POLICY}[[route]]\npath = \"/a\"\nskip = true\n[[route]]\npath = \"/a/\"\nskip = true\n"
+        ),
+        9,
+        "route[1].path",
+        "the same as route[0]",
+    );
     // A missing field.
     assert_error(
         "[[policy]]\nname = \"a\"\n",

@@ -543,7 +543,12 @@ impl Check<'_> {
                     Target::Policies(names.into())
                 }
             };
-            if let Some(first) = seen.insert((path.to_owned(), methods.clone()), i) {
+            // `/login/` is `/login`: the same route twice.
+            let prefix = match path.trim_end_matches('/') {
+                "" => "/",
+                trimmed => trimmed,
+            };
+            if let Some(first) = seen.insert((prefix.to_owned(), methods.clone()), i) {
                 return Err(self.at(
                     &route.path,
                     field("path"),
