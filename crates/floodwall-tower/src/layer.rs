@@ -33,7 +33,8 @@ use crate::{Enforcement, RateLimit, RejectWithError, RejectWithResponse};
 /// | store failure | 503 + `Retry-After` ([`ServiceUnavailable`](crate::respond::ServiceUnavailable)), fail closed | [`fail_mode`](Self::fail_mode), [`on_store_failure`](Self::on_store_failure), [`fail_open`](Self::fail_open) |
 /// | no key | refuse with the extractor's status ([`OnMissingKey::Reject`]) | [`on_missing_key`](Self::on_missing_key) |
 /// | headers | IETF `RateLimit` / `RateLimit-Policy` ([`HeaderStyle::Ietf`]) | [`headers`](Self::headers) |
-/// | enforcement | on | [`shadow`](Self::shadow) |
+/// | enforcement | every policy enforced | [`shadow`](Self::shadow), [`enforcement`](Self::enforcement) per policy |
+/// | changes while serving | through the handle | [`live`](Self::live) ([`LiveLimits`]), [`register`](Self::register) |
 /// | refusals are | responses | [`reject_with_error`](Self::reject_with_error) |
 /// | waiting for the next slot | off: refused at once | [`wait_up_to`](Self::wait_up_to), [`max_waiting`](Self::max_waiting), [`wait_jitter`](Self::wait_jitter) |
 ///

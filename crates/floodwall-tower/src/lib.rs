@@ -23,6 +23,8 @@
 //!   [policy chooser](choose) (per route, method, tier or key), several policies on one
 //!   request, [shadow mode](RateLimitLayer::shadow), and an
 //!   [error mode](RateLimitLayer::reject_with_error) with [`RateLimited`].
+//! - Quotas and [modes](Enforcement) (enforced, shadow, off) change while the service runs,
+//!   per request atomically, through the layer's [`LiveLimits`] handle.
 //!
 //! # Examples
 //!

@@ -53,8 +53,10 @@ pub enum Outcome {
     Allowed,
     /// The policy refused the request (envoy's `over_limit`).
     Refused,
-    /// The policy would have refused it, but the layer runs in shadow mode (envoy's
-    /// `shadow_mode`): it went through.
+    /// The policy would have refused it, but it is in shadow mode (envoy's
+    /// `shadow_mode`: [`Enforcement::Shadow`](crate::Enforcement::Shadow), or the
+    /// layer-wide [`shadow`](crate::RateLimitLayer::shadow)): it went through. A policy
+    /// that is [off](crate::Enforcement::Off) counts nothing.
     ShadowRefused,
     /// The store failed to answer; the layer then failed open or closed as configured.
     StoreError,

@@ -375,3 +375,45 @@ async fn concurrent_flips_lose_no_request_and_charge_each_at_most_once() {
     let peek = store.check(b"global", &now, 0).await.unwrap();
     assert_eq!(BURST - peek.remaining, checked);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_shadow_refusal_is_logged_and_an_enforced_one_is_not() {
+    let logs = Logs::default();
+    let _subscriber = tracing::subscriber::set_default(logs.clone());
+    let (store, _clock) = store();
+    let layer = RateLimitLayer::new(store, gcra("trial", "1/min"));
+    let live = layer.live();
+    live.set_enforcement("trial", Enforcement::Shadow).unwrap();
+    let svc = layer.layer(hello());
+    assert_eq!(send(&svc, "10.0.0.1", 2).await, [200, 200]);
+    live.set_enforcement("trial", Enforcement::Enforce).unwrap();
+    assert_eq!(send(&svc, "10.0.0.1", 1).await, [429]);
+
+    let shadow: Vec<_> = logs
+        .recorded()
+        .into_iter()
+        .filter(|l| l.message.contains("would have been rate limited"))
+        .collect();
+    assert_eq!(shadow.len(), 1, "{shadow:?}");
+    assert_eq!(shadow[0].target, "floodwall");
+    assert_eq!(shadow[0].level, tracing::Level::INFO);
+}
+
+#[test]
+fn a_quota_change_keeps_the_algorithm_and_the_penalty() {
+    use floodwall_core::{Algorithm, Penalty};
+    use std::time::Duration;
+    let (store, _clock) = store();
+    let penalty = Penalty::new(3, Duration::from_secs(60), Duration::from_secs(600)).unwrap();
+    let bucket = Policy::token_bucket("uploads", "10/s".parse().unwrap())
+        .unwrap()
+        .with_penalty(penalty);
+    let layer = RateLimitLayer::new(store, bucket);
+    let live = layer.live();
+    live.set_quota("uploads", "20/s burst 50".parse().unwrap())
+        .unwrap();
+    let now = live.policy("uploads").unwrap();
+    assert_eq!(now.algorithm(), Algorithm::TOKEN_BUCKET);
+    assert_eq!(now.limit(), 50);
+    assert_eq!(now.penalty(), Some(&penalty));
+}

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use axum::body::Body;
 use floodwall_core::{ManualClock, MemoryStore, Store};
 use floodwall_test_support::*;
-use floodwall_tower::RateLimitLayer;
 use floodwall_tower::metrics::{NEAR_LIMIT, REQUESTS, STORE_DURATION};
+use floodwall_tower::{Enforcement, RateLimitLayer};
 use http::Request;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tower::{Layer, Service, ServiceExt};
@@ -230,4 +230,30 @@ async fn an_in_flight_limit_counts_under_its_name() {
     let seen = seen(&snapshotter);
     assert_eq!(requests(&seen, "jobs", "allowed"), 3);
     assert_eq!(requests(&seen, "jobs", "refused"), 1);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_policy_in_shadow_counts_shadow_refused_and_one_off_counts_nothing() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (store, _clock) = store();
+    let layer = RateLimitLayer::new(store, gcra("enforced", "10/min"))
+        .and_policy(gcra("trial", "1/min"))
+        .and_policy(gcra("unused", "1/min"));
+    let live = layer.live();
+    live.set_enforcement("trial", Enforcement::Shadow).unwrap();
+    live.set_enforcement("unused", Enforcement::Off).unwrap();
+    let mut svc = layer.layer(hello());
+
+    assert_eq!(send(&mut svc, "10.0.0.3", 3).await, [200, 200, 200]);
+
+    let seen = seen(&snapshotter);
+    assert_eq!(requests(&seen, "enforced", "allowed"), 3);
+    assert_eq!(requests(&seen, "trial", "allowed"), 1);
+    assert_eq!(requests(&seen, "trial", "shadow_refused"), 2);
+    assert_eq!(requests(&seen, "trial", "refused"), 0);
+    for result in ["allowed", "refused", "shadow_refused"] {
+        assert_eq!(requests(&seen, "unused", result), 0, "{result}");
+    }
 }

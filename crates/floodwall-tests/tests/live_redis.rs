@@ -1,0 +1,63 @@
+//! Live changes over the Redis store: a quota changed and a mode flipped through the
+//! layer's `LiveLimits` while a real axum server on loopback serves from a real
+//! `redis-server`.
+
+use axum::Router;
+use axum::routing::get;
+use floodwall::Policy;
+use floodwall::redis::RedisStore;
+use floodwall::tower::{Enforcement, RateLimitLayer};
+use floodwall_test_support::{http_get, serve};
+use redis_harness::RedisServer;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_changed_live_is_enforced_from_redis() {
+    let redis = RedisServer::start();
+    let store = RedisStore::connect(&redis.url()).await.unwrap();
+    let layer = RateLimitLayer::new(
+        store,
+        Policy::gcra("per-ip", "2/min".parse().unwrap()).unwrap(),
+    );
+    let live = layer.live();
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }))
+        .layer(layer);
+    let addr = serve(app).await;
+
+    assert_eq!(http_get(addr, "/", &[]).await.status, 200);
+    assert_eq!(http_get(addr, "/", &[]).await.status, 200);
+    assert_eq!(http_get(addr, "/", &[]).await.status, 429);
+
+    live.set_quota("per-ip", "5/min".parse().unwrap()).unwrap();
+    // The exhausted client is admitted again as the larger quota allows, and the headers
+    // name the new quota.
+    let again = http_get(addr, "/", &[]).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.header("ratelimit-policy"), "\"per-ip\";q=5;w=60");
+    // ... and the new quota runs out in its turn: within its 5.
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        statuses.push(http_get(addr, "/", &[]).await.status);
+    }
+    assert!(statuses.contains(&429), "{statuses:?}");
+    let refused = statuses.iter().position(|s| *s == 429).unwrap();
+    assert!(
+        statuses[..refused].iter().all(|s| *s == 200),
+        "{statuses:?}"
+    );
+
+    // In shadow mode the exhausted client goes through, headers still sent; enforced
+    // again, it is refused: shadow mode charged nothing it refused.
+    live.set_enforcement("per-ip", Enforcement::Shadow).unwrap();
+    let shadowed = http_get(addr, "/", &[]).await;
+    assert_eq!(shadowed.status, 200);
+    assert_eq!(shadowed.header("ratelimit-policy"), "\"per-ip\";q=5;w=60");
+    live.set_enforcement("per-ip", Enforcement::Enforce)
+        .unwrap();
+    assert_eq!(http_get(addr, "/", &[]).await.status, 429);
+
+    // Smaller again: the next response names it.
+    live.set_quota("per-ip", "1/min".parse().unwrap()).unwrap();
+    let one = http_get(addr, "/", &[]).await;
+    assert_eq!(one.header("ratelimit-policy"), "\"per-ip\";q=1;w=60");
+}
