@@ -295,6 +295,8 @@ async fn a_reload_changes_quotas_modes_and_routes_live() {
     let file = TempFile::new("live.toml", &reloadable("3/min", "policies = [\"admin\"]"));
     let (store, _clock) = store();
     let (layer, limits) = PolicyFile::load(&file.0).unwrap().layer(store);
+    // A builder method that sets no policy nor mode keeps the layer's handle.
+    let layer = layer.fail_open();
     let mut service = tower::ServiceBuilder::new()
         .layer(layer)
         .service(floodwall_test_support::hello());

@@ -153,10 +153,12 @@ impl PolicyFile {
     }
 
     /// [`layer`](Self::layer), with more builder methods applied before the handle is
-    /// taken (a layer's builder methods make a new layer with a handle of its own, so
-    /// they cannot come after): `file.layer_with(store, |l| l.on_reject(Json))`. Do not
-    /// call [`choose`](RateLimitLayer::choose) or [`key`](RateLimitLayer::key) there:
-    /// they would replace the file's routes or key.
+    /// taken: `file.layer_with(store, |l| l.shadow(true))`. The builder methods that set
+    /// policies or modes (`and_policy`, `register`, `enforcement`, `shadow`) give a layer
+    /// a live handle of its own, so they go here; the others (`on_reject`, `fail_mode`,
+    /// `headers`, ...) may as well come after [`layer`](Self::layer). Do not call
+    /// [`choose`](RateLimitLayer::choose) or [`key`](RateLimitLayer::key) here: they
+    /// would replace the file's routes or key.
     pub fn layer_with<St, St2, M>(
         &self,
         store: St,
