@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -15,6 +16,7 @@ use floodwall_tower::file::{FileError, PolicyFile};
 use http::{Request, StatusCode};
 use tower::{Service, ServiceExt};
 
+const MINUTE: Duration = Duration::from_secs(60);
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/policies.toml");
 
 fn app() -> Router {
@@ -38,7 +40,12 @@ async fn the_example_file_limits_each_route_by_its_policies() {
         ]
     );
     let login = file.policies().nth(1).unwrap().0;
-    assert_eq!(login.penalty().map(|p| p.after()), Some(5));
+    let penalty = login.penalty().unwrap();
+    assert_eq!(
+        (penalty.after(), penalty.within(), penalty.ban()),
+        (5, MINUTE * 10, MINUTE * 15)
+    );
+    assert_eq!((penalty.growth(), penalty.max_ban()), (2, MINUTE * 60 * 24));
     assert_eq!(login.algorithm().name(), "sliding_log");
 
     // A manual clock: no time passes between requests.
@@ -402,4 +409,39 @@ async fn a_hangup_signal_reloads_the_file() {
     })
     .await;
     task.abort();
+}
+
+#[tokio::test]
+async fn the_key_is_the_one_the_file_names() {
+    let file = PolicyFile::parse(
+        "[key]\nkind = \"header\"\nheader = \"x-api-key\"\nsalt = \"pepper\"\n\n\
+         [[policy]]\nname = \"per-key\"\nquota = \"2/min\"\ndefault = true\n",
+        "key.toml",
+    )
+    .unwrap();
+    let (store, _clock) = store();
+    let (layer, _limits) = file.layer(store);
+    let service = tower::ServiceBuilder::new()
+        .layer(layer)
+        .service(floodwall_test_support::hello());
+    let with_key = |key: &str| {
+        let mut req = request("192.0.2.1", "/");
+        req.headers_mut().insert("x-api-key", key.parse().unwrap());
+        req
+    };
+    let status = |req| {
+        let service = service.clone();
+        async move { service.oneshot(req).await.unwrap().status() }
+    };
+    // One address, two keys: limited apart.
+    for _ in 0..2 {
+        assert_eq!(status(with_key("a")).await, StatusCode::OK);
+    }
+    assert_eq!(status(with_key("a")).await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(status(with_key("b")).await, StatusCode::OK);
+    // No key: refused with the extractor's status, as the layer does.
+    assert_eq!(
+        status(request("192.0.2.1", "/")).await,
+        StatusCode::BAD_REQUEST
+    );
 }
