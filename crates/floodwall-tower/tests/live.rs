@@ -417,3 +417,99 @@ fn a_quota_change_keeps_the_algorithm_and_the_penalty() {
     assert_eq!(now.limit(), 50);
     assert_eq!(now.penalty(), Some(&penalty));
 }
+
+/// A quota changed back and forth under concurrent traffic: each response's headers come
+/// from one version, its `RateLimit-Policy` and its `RateLimit` alike. Under the smaller
+/// quota (100,000 an hour) a key's remaining is below 100,000, under the larger (200,000)
+/// above it, whether a change keeps the key's state or starts it afresh; a response mixing
+/// the versions would break that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_response_is_of_one_version_while_the_quota_changes() {
+    const TASKS: u64 = 4;
+    const EACH: u64 = 300;
+    let (store, _clock) = store();
+    let small = "100000/hour";
+    let large = "200000/hour";
+    let layer = RateLimitLayer::new(store, gcra("p", small)).key(Global);
+    let live = layer.live();
+    let svc = layer.layer(hello());
+
+    let done = Arc::new(AtomicU64::new(0));
+    let changes = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let changer = {
+        let (live, done, changes, stop) = (
+            live.clone(),
+            Arc::clone(&done),
+            Arc::clone(&changes),
+            Arc::clone(&stop),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                let made = changes.load(Ordering::Acquire);
+                if done.load(Ordering::Acquire) >= 50 * (made + 1) {
+                    let quota = if made % 2 == 0 { large } else { small };
+                    live.set_quota("p", quota.parse().unwrap()).unwrap();
+                    changes.store(made + 1, Ordering::Release);
+                }
+                std::thread::yield_now();
+            }
+        })
+    };
+    let senders: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let (svc, done, changes) = (svc.clone(), Arc::clone(&done), Arc::clone(&changes));
+            tokio::spawn(async move {
+                let mut seen = [0u64; 2];
+                for _ in 0..EACH {
+                    while done.load(Ordering::Acquire)
+                        >= 50 * (changes.load(Ordering::Acquire) + 1) + 25
+                    {
+                        tokio::task::yield_now().await;
+                    }
+                    let res = svc.clone().oneshot(from("10.0.0.1")).await.unwrap();
+                    let policy = header(&res, "ratelimit-policy").unwrap();
+                    let limit = header(&res, "ratelimit").unwrap();
+                    let r: u64 = limit
+                        .split(";r=")
+                        .nth(1)
+                        .and_then(|rest| rest.split(';').next())
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    let q = policy
+                        .split(";q=")
+                        .nth(1)
+                        .and_then(|rest| rest.split(';').next());
+                    match q.unwrap() {
+                        "100000" => {
+                            assert!(r < 100_000, "{policy} with {limit}");
+                            seen[0] += 1;
+                        }
+                        "200000" => {
+                            assert!(r >= 100_000, "{policy} with {limit}");
+                            seen[1] += 1;
+                        }
+                        other => panic!("unexpected RateLimit-Policy {other}"),
+                    }
+                    done.fetch_add(1, Ordering::AcqRel);
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut seen = [0u64; 2];
+    for sender in senders {
+        let s = sender.await.unwrap();
+        seen[0] += s[0];
+        seen[1] += s[1];
+    }
+    stop.store(true, Ordering::Release);
+    changer.join().unwrap();
+    assert_eq!(seen[0] + seen[1], TASKS * EACH);
+    assert!(
+        seen[0] > 0 && seen[1] > 0,
+        "both versions answered: {seen:?}"
+    );
+    assert!(changes.load(Ordering::Acquire) >= 20);
+}
