@@ -9,9 +9,11 @@
 //! | `TRUSTED_PROXIES` | none | CIDRs of reverse proxies whose `X-Forwarded-For` is believed (`10.0.0.0/8,127.0.0.1`) |
 //! | `REDIS_URL` | unset | share limits through Redis instead of memory (build with `--features redis`) |
 //! | `REDIS_CLUSTER_URLS` | unset | the same through a Redis Cluster (comma-separated node URLs) |
+//! | `POLICY_FILE` | unset | the policies, key and routes from this TOML file instead of `RATE`, `ALGORITHM` and `TRUSTED_PROXIES` (`examples/policies.toml`); `SIGHUP` reloads it |
 
 use std::env;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use floodwall::tower::extract::parse_cidrs;
@@ -27,6 +29,8 @@ pub(crate) struct Config {
     pub(crate) policy: Policy,
     pub(crate) trusted: Vec<IpNet>,
     pub(crate) store: StoreChoice,
+    /// Where the limits come from when set: the other limit variables are then ignored.
+    pub(crate) policy_file: Option<PathBuf>,
 }
 
 /// Where limits live, as the environment says; connecting waits for the runtime.
@@ -93,11 +97,21 @@ impl Config {
             (None, None) => StoreChoice::Memory,
         };
 
+        let policy_file = var("POLICY_FILE")?.map(PathBuf::from);
+        if policy_file.is_some() {
+            for ignored in ["RATE", "ALGORITHM", "TRUSTED_PROXIES"] {
+                if var(ignored)?.is_some() {
+                    println!("note: {ignored} is ignored: POLICY_FILE sets the limits");
+                }
+            }
+        }
+
         Ok(Self {
             listen,
             policy,
             trusted,
             store,
+            policy_file,
         })
     }
 }

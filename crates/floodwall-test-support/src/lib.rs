@@ -159,10 +159,23 @@ impl Wire {
     }
 }
 
-/// Sends one HTTP/1.1 request over a fresh connection and reads the whole response.
+/// Sends one HTTP/1.1 GET over a fresh connection and reads the whole response.
 pub async fn http_get(addr: SocketAddr, path: &str, extra_headers: &[(&str, &str)]) -> Wire {
+    http_request(addr, "GET", path, extra_headers).await
+}
+
+/// Sends one HTTP/1.1 request of `method` (no body) over a fresh connection and reads the
+/// whole response.
+pub async fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    extra_headers: &[(&str, &str)],
+) -> Wire {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n"
+    );
     for (name, value) in extra_headers {
         req.push_str(&format!("{name}: {value}\r\n"));
     }

@@ -73,6 +73,8 @@
 //! - `axum`: read the peer from axum's `ConnectInfo` and the route from `MatchedPath`;
 //!   responders returning axum's `impl IntoResponse` (`respond::Axum`).
 //! - `tonic`: read the peer from tonic's `TcpConnectInfo`.
+//! - `file`: the policies, their modes and penalties, the key and the routes read from a
+//!   TOML file and reloaded on `SIGHUP` ([`file`](mod@file)).
 
 mod body;
 pub mod choose;
@@ -82,6 +84,8 @@ mod decide;
 mod enforcement;
 mod error;
 pub mod extract;
+#[cfg(feature = "file")]
+pub mod file;
 mod future;
 mod headers;
 mod key;

@@ -1,0 +1,119 @@
+//! The key a policy file names: one of this crate's extractors, chosen at run time.
+
+use http::Request;
+use http::request::Parts;
+use ipnet::IpNet;
+
+use crate::Key;
+use crate::extract::{ClientIp, ExtractKey, ForwardedHeader, Global, HeaderKey, KeyError, PeerIp};
+
+/// The key extractor a policy file's `[key]` table describes: the peer's IP (the default),
+/// the client's IP behind trusted proxies, a header's value, a bearer token, or one key
+/// for everyone. It extracts exactly as the extractor it names does.
+#[derive(Clone, Debug)]
+pub struct FileKey(Kind);
+
+#[derive(Clone, Debug)]
+enum Kind {
+    PeerIp(PeerIp),
+    ClientIp(ClientIp),
+    Header(HeaderKey),
+    Global,
+}
+
+/// What `[key]` said, validated: compared on reload (a different key needs a restart,
+/// since every count would move to new keys) and turned into a [`FileKey`].
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub(super) struct KeySpec {
+    pub(super) kind: KeyKind,
+    pub(super) trusted: Vec<IpNet>,
+    pub(super) forwarded: bool,
+    pub(super) header: Option<http::HeaderName>,
+    pub(super) salt: Option<String>,
+    pub(super) ipv4_prefix: Option<u8>,
+    pub(super) ipv6_prefix: Option<u8>,
+}
+
+/// The kinds of key a file can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(super) enum KeyKind {
+    #[default]
+    PeerIp,
+    ClientIp,
+    Header,
+    Bearer,
+    Global,
+}
+
+impl KeyKind {
+    /// Every kind with its name in the file.
+    pub(super) const ALL: [(&'static str, KeyKind); 5] = [
+        ("peer_ip", KeyKind::PeerIp),
+        ("client_ip", KeyKind::ClientIp),
+        ("header", KeyKind::Header),
+        ("bearer", KeyKind::Bearer),
+        ("global", KeyKind::Global),
+    ];
+}
+
+impl KeySpec {
+    pub(super) fn extractor(&self) -> FileKey {
+        let kind = match self.kind {
+            KeyKind::PeerIp => {
+                let mut peer = PeerIp::new();
+                if let Some(bits) = self.ipv4_prefix {
+                    peer = peer.ipv4_prefix(bits);
+                }
+                if let Some(bits) = self.ipv6_prefix {
+                    peer = peer.ipv6_prefix(bits);
+                }
+                Kind::PeerIp(peer)
+            }
+            KeyKind::ClientIp => {
+                let mut client = ClientIp::new(self.trusted.iter().copied());
+                if self.forwarded {
+                    client = client.header(ForwardedHeader::Forwarded);
+                }
+                if let Some(bits) = self.ipv4_prefix {
+                    client = client.ipv4_prefix(bits);
+                }
+                if let Some(bits) = self.ipv6_prefix {
+                    client = client.ipv6_prefix(bits);
+                }
+                Kind::ClientIp(client)
+            }
+            KeyKind::Header | KeyKind::Bearer => {
+                let mut key = match &self.header {
+                    Some(name) if self.kind == KeyKind::Header => HeaderKey::new(name.clone()),
+                    _ => HeaderKey::bearer(),
+                };
+                if let Some(salt) = &self.salt {
+                    key = key.salt(salt.as_bytes());
+                }
+                Kind::Header(key)
+            }
+            KeyKind::Global => Kind::Global,
+        };
+        FileKey(kind)
+    }
+}
+
+impl ExtractKey for FileKey {
+    fn extract(&self, req: &Parts, key: &mut Key) -> Result<(), KeyError> {
+        match &self.0 {
+            Kind::PeerIp(e) => e.extract(req, key),
+            Kind::ClientIp(e) => e.extract(req, key),
+            Kind::Header(e) => e.extract(req, key),
+            Kind::Global => Global.extract(req, key),
+        }
+    }
+
+    fn extract_request<B>(&self, req: &Request<B>, key: &mut Key) -> Option<Result<(), KeyError>> {
+        match &self.0 {
+            Kind::PeerIp(e) => e.extract_request(req, key),
+            Kind::ClientIp(e) => e.extract_request(req, key),
+            Kind::Header(e) => e.extract_request(req, key),
+            Kind::Global => Global.extract_request(req, key),
+        }
+    }
+}

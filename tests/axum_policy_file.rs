@@ -1,0 +1,140 @@
+//! The axum example as a process, its limits from `POLICY_FILE` (a copy of
+//! `examples/policies.toml`), reloaded by `kill -HUP`: a changed mode applies without a
+//! restart, and a bad file changes nothing and is reported with its line.
+//!
+//! It runs the example binary that `cargo test` builds beside the tests (with `--test
+//! axum_policy_file` alone, add `--example axum` so that binary is built too).
+#![cfg(unix)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+
+/// The example server, killed when the test ends however it ends.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `target/<profile>/examples/axum`: this test is `target/<profile>/deps/axum_policy_file-<hash>`.
+fn example_binary() -> PathBuf {
+    let test = std::env::current_exe().expect("the test binary's own path");
+    let profile_dir = test
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary lives in target/<profile>/deps");
+    let binary = profile_dir
+        .join("examples")
+        .join(format!("axum{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        binary.is_file(),
+        "the axum example is not built at {}: run the whole `cargo test --workspace \
+         --all-features`, or add `--example axum` to a `--test axum_policy_file` run",
+        binary.display()
+    );
+    binary
+}
+
+/// POSTs to `path` over a fresh connection: the status.
+fn post(addr: &str, path: &str) -> u16 {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    raw.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+fn hang_up(server: &Server) {
+    let sent = Command::new("kill")
+        .args(["-HUP", &server.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+#[test]
+fn the_example_serves_a_policy_file_and_reloads_it_on_sighup() {
+    let example = include_str!("../examples/policies.toml");
+    let dir = std::env::temp_dir().join(format!("floodwall-axum-policy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("policies.toml");
+    std::fs::write(&path, example).unwrap();
+
+    let mut child = Command::new(example_binary())
+        .env("LISTEN", "127.0.0.1:0")
+        .env("POLICY_FILE", &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let server = Server(child);
+    // The server's lines, as it prints them.
+    let (lines_tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The first line names the address once the listener is bound.
+    let first = lines.recv().expect("the server's first line");
+    let addr = first
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .trim_end_matches(',')
+        .to_owned();
+    let next_reload = || loop {
+        let line = lines.recv().expect("the server printed a reload's outcome");
+        if line.contains("reloaded") {
+            return line;
+        }
+    };
+
+    // The file's login policy: 5 per 10 minutes.
+    for i in 0..5 {
+        assert_eq!(post(&addr, "/login"), 200, "login {i}");
+    }
+    assert_eq!(post(&addr, "/login"), 429);
+
+    // login turned off in the file: no restart.
+    let off = example.replace("quota = \"5/10min\"", "quota = \"5/10min\"\nmode = \"off\"");
+    assert_ne!(off, example);
+    std::fs::write(&path, &off).unwrap();
+    hang_up(&server);
+    let outcome = next_reload();
+    assert!(
+        outcome.starts_with("reloaded") && outcome.contains("login"),
+        "{outcome}"
+    );
+    assert_eq!(post(&addr, "/login"), 200);
+
+    // A bad file: reported with its line, and nothing changes.
+    let bad = format!("{off}oops = 1\n");
+    std::fs::write(&path, &bad).unwrap();
+    hang_up(&server);
+    let outcome = next_reload();
+    let line = bad.lines().count();
+    assert!(outcome.starts_with("not reloaded"), "{outcome}");
+    assert!(
+        outcome.contains(&format!(":{line}:1: route[2].oops")),
+        "{outcome}"
+    );
+    assert_eq!(post(&addr, "/login"), 200);
+
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
