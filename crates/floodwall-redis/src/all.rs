@@ -18,7 +18,8 @@ impl RedisStore {
     /// [`Error::Unsupported`] for a sliding window or log among several policies (their
     /// scripts are whole, with no sections to combine), and for a policy listed twice
     /// (one key, which a script reads once): the tower layer then checks the policies
-    /// one by one.
+    /// one by one. So is a policy with a penalty among several: its script strikes and bans
+    /// on its own refusals, which `lua/all.lua` does not combine.
     pub(crate) async fn decide_all(
         &self,
         key: &[u8],
@@ -31,6 +32,11 @@ impl RedisStore {
         }
         if let [policy] = policies {
             return Ok(vec![Some(self.decide(key, policy, cost, now).await?)]);
+        }
+        if policies.iter().any(|p| p.penalty().is_some()) {
+            return Err(Error::Unsupported {
+                what: "checking a policy with a penalty with other policies at once in Redis",
+            });
         }
         let unsupported = Error::Unsupported {
             what: "checking a sliding window or log, or one policy twice, with other policies at once in Redis",

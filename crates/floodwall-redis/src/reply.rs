@@ -47,6 +47,18 @@ pub(crate) fn single(layout: Layout, cost: u64, reply: &Value) -> Result<ScriptA
     }
 }
 
+/// The remainder (µs) of a ban, when `reply` is a penalized script's answer for a banned
+/// key, `'ban <remainder>'` (`lua/penalty.lua`); `None` for any other reply.
+pub(crate) fn banned(reply: &Value) -> Option<u64> {
+    let Value::BulkString(bytes) = reply else {
+        return None;
+    };
+    std::str::from_utf8(bytes.strip_prefix(b"ban ")?)
+        .ok()?
+        .parse()
+        .ok()
+}
+
 /// GCRA's (and so the leaky bucket's) answer, `[interval, tolerance]`: `reset_after` (µs),
 /// the TAT's lead over now.
 pub(crate) fn gcra(
@@ -320,6 +332,15 @@ mod tests {
             &Value::Array(vec![Value::Int(100); 2]),
         );
         assert_eq!(answers.unwrap().len(), 2);
+        // A ban reads only as a ban.
+        assert_eq!(banned(&Value::BulkString(b"ban 1500".to_vec())), Some(1500));
+        for v in [&b"ban -1"[..], b"ban", b"ban 1 2", b"0 5 10 20"] {
+            assert_eq!(banned(&Value::BulkString(v.to_vec())), None, "{v:?}");
+            if v.starts_with(b"ban") {
+                assert!(single(G, 1, &Value::BulkString(v.to_vec())).is_err());
+            }
+        }
+        assert_eq!(banned(&Value::Int(5)), None);
         // The extreme is read without overflowing.
         assert!(single(G, 1, &Value::Int(i64::MIN)).is_ok());
         assert!(single(G, u64::MAX, &Value::Int(i64::MIN)).is_err());

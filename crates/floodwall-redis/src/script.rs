@@ -10,6 +10,12 @@
 //! its file after the prelude, with no batch. A single check's script either has its
 //! policy's parameters written into its text as numbers or reads them from `ARGV` (see
 //! `crate::call` for which).
+//!
+//! A policy with a penalty runs scripts of their own ([`penalized`], [`reserve`] with
+//! `penalized`): `lua/penalty.lua`'s `@ban` section where the drivers mark `{ban}` (before
+//! the rate key is read) and its `@strike` section where `lua/single.lua` marks `{strike}`
+//! (after the step). Every other script has nothing there, so its text, hash and cost are
+//! what they were before penalties existed.
 
 use floodwall_core::Parameters;
 
@@ -21,6 +27,30 @@ const BATCH: &str = include_str!("lua/batch.lua");
 const RESERVE: &str = include_str!("lua/reserve.lua");
 const ADJUST: &str = include_str!("lua/adjust.lua");
 const ALL: &str = include_str!("lua/all.lua");
+const PENALTY: &str = include_str!("lua/penalty.lua");
+
+/// How many numbers a penalty passes its script: after, within, ban, growth, max_ban and
+/// remembered (durations in µs), in that order (`{q1}`..`{q6}` in `lua/penalty.lua`).
+pub(crate) const PENALTY_PARAMS: usize = 6;
+
+/// `lua/penalty.lua`'s `@ban` and `@strike` sections.
+fn penalty_sections() -> (&'static str, &'static str) {
+    const CUT: &str = "lua/penalty.lua has `-- @ban` and `-- @strike` lines (unit-tested)";
+    let (_, rest) = PENALTY.split_once("-- @ban\n").expect(CUT);
+    rest.split_once("-- @strike\n").expect(CUT)
+}
+
+/// `source` with the penalty's placeholders `{q1}`..`{q6}` written as numbers, or as reads
+/// of `ARGV[first..]` when `written` is `None`.
+fn with_penalty(source: &str, written: Option<&[u64; PENALTY_PARAMS]>, first: usize) -> String {
+    (0..PENALTY_PARAMS).fold(source.to_owned(), |text, i| {
+        let value = match written {
+            Some(params) => params[i].to_string(),
+            None => format!("tonumber(ARGV[{}])", first + i),
+        };
+        text.replace(&format!("{{q{}}}", i + 1), &value)
+    })
+}
 
 /// Where a batch's explicit time sits: after the count of checks and three (padded)
 /// parameters; the count of keys follows it.
@@ -104,10 +134,18 @@ impl<'a> Sections<'a> {
 }
 
 /// The prelude, the algorithm's parameters, and the driver with the algorithm's sections
-/// pasted where it marks them (and its `{now}` written).
-fn assemble(algorithm: &str, driver: &str, now: usize) -> String {
+/// pasted where it marks them (and its `{now}` written); with the penalty's sections when
+/// `penalized`, else with nothing where the driver marks them.
+fn assemble(algorithm: &str, driver: &str, now: usize, penalized: bool) -> String {
     let s = Sections::of(algorithm);
-    let mut body = at_now(driver, now);
+    let (ban, strike) = if penalized {
+        penalty_sections()
+    } else {
+        ("", "")
+    };
+    let mut body = at_now(driver, now)
+        .replace("-- {ban}\n", ban)
+        .replace("-- {strike}\n", strike);
     if driver == BATCH {
         for (marker, lines) in s.batch_lines() {
             body = body.replace(marker, &lines);
@@ -131,10 +169,43 @@ pub(crate) fn single(kind: ScriptKind, written: Option<&[u64; 3]>) -> String {
         None => spec.params + 2,
     };
     let text = match spec.lua {
-        Lua::Stepped(algorithm) => assemble(algorithm, SINGLE, now),
+        Lua::Stepped(algorithm) => assemble(algorithm, SINGLE, now, false),
         Lua::Whole(script) => format!("{}{script}", at_now(PRELUDE, now)),
     };
     with_params(&text, written)
+}
+
+/// A single check's script of `kind` under a penalty: as [`single`], with the penalty's
+/// sections, and the penalty's numbers written in with the parameters or, with `None`, read
+/// after them (`ARGV`: the cost, the parameters, the penalty's numbers, then an explicit
+/// time). KEYS[2..4] are the penalty's keys (`crate::key::penalty_keys`). A whole script
+/// (the sliding window and log) runs as a function whose answer says whether it refused.
+pub(crate) fn penalized(
+    kind: ScriptKind,
+    written: Option<(&[u64; 3], &[u64; PENALTY_PARAMS])>,
+) -> String {
+    let spec = kind.spec();
+    let now = match written {
+        Some(_) => 2,
+        None => spec.params + PENALTY_PARAMS + 2,
+    };
+    let text = match spec.lua {
+        Lua::Stepped(algorithm) => assemble(algorithm, SINGLE, now, true),
+        Lua::Whole(script) => {
+            let (ban, strike) = penalty_sections();
+            format!(
+                "{prelude}{ban}local pen_reply = (function()\n{script}end)()\n\
+                 if type(pen_reply) == 'table' then return pen_reply end\n\
+                 local allowed = 1\n\
+                 if (type(pen_reply) == 'number' and pen_reply < 0) or \
+                 string.sub(tostring(pen_reply), 1, 2) == '0 ' then allowed = 0 end\n\
+                 {strike}return pen_reply\n",
+                prelude = at_now(PRELUDE, now),
+            )
+        }
+    };
+    let text = with_params(&text, written.map(|w| w.0));
+    with_penalty(&text, written.map(|w| w.1), spec.params + 2)
 }
 
 /// The script deciding one key under each of `layouts` at once, all or nothing (see
@@ -170,7 +241,10 @@ pub(crate) fn all(layouts: &[Layout]) -> Option<String> {
 /// `ARGV`; `None` for a kind that is never batched.
 pub(crate) fn batch(kind: ScriptKind) -> Option<String> {
     match kind.spec().lua {
-        Lua::Stepped(algorithm) => Some(with_params(&assemble(algorithm, BATCH, BATCH_NOW), None)),
+        Lua::Stepped(algorithm) => Some(with_params(
+            &assemble(algorithm, BATCH, BATCH_NOW, false),
+            None,
+        )),
         Lua::Whole(_) => None,
     }
 }
@@ -178,8 +252,9 @@ pub(crate) fn batch(kind: ScriptKind) -> Option<String> {
 /// The booking script of `kind` (see `crate::reserve`), which reads its parameters from
 /// `ARGV` after the cost; the explicit time and the longest wait follow them. `None` for
 /// the kinds that cannot book a slot (windows and logs, whose state has no future
-/// position).
-pub(crate) fn reserve(kind: ScriptKind) -> Option<String> {
+/// position). With `penalized`, a banned key is answered as a check's ban (`lua/penalty.lua`'s
+/// `@ban`, on KEYS[2]) and books nothing; a booking counts no strike.
+pub(crate) fn reserve(kind: ScriptKind, penalized: bool) -> Option<String> {
     let bookable = matches!(
         kind,
         ScriptKind::Gcra | ScriptKind::LeakyBucket | ScriptKind::TokenBucket
@@ -187,7 +262,10 @@ pub(crate) fn reserve(kind: ScriptKind) -> Option<String> {
     match kind.spec().lua {
         Lua::Stepped(algorithm) if bookable => {
             let now = kind.spec().params + 2;
-            Some(with_params(&assemble(algorithm, RESERVE, now), None))
+            Some(with_params(
+                &assemble(algorithm, RESERVE, now, penalized),
+                None,
+            ))
         }
         _ => None,
     }
@@ -201,7 +279,7 @@ pub(crate) fn adjust(kind: ScriptKind, section: &str) -> Option<String> {
         Lua::Stepped(algorithm) => {
             let driver = ADJUST.replace("-- {adjust}\n", section);
             let now = kind.spec().params + 2;
-            Some(with_params(&assemble(algorithm, &driver, now), None))
+            Some(with_params(&assemble(algorithm, &driver, now, false), None))
         }
         Lua::Whole(_) => None,
     }
@@ -251,6 +329,51 @@ mod tests {
                     assert!(!DRIVER.contains(&word), "{kind:?} uses `{word}`");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_penalized_script_has_the_penalty_around_the_step_and_no_placeholder_left() {
+        let (ban, strike) = penalty_sections();
+        assert!(ban.contains("KEYS[2]") && strike.contains("KEYS[4]"));
+        let numbers = [
+            5,
+            60_000_000,
+            600_000_000,
+            2,
+            86_400_000_000,
+            90_000_000_000,
+        ];
+        for a in floodwall_core::Algorithm::all() {
+            let p = floodwall_core::Policy::new("p", a, "10/s".parse().unwrap()).unwrap();
+            let layout = Layout::of(p.parameters()).unwrap();
+            let written = penalized(layout.kind, Some((&layout.args, &numbers)));
+            let generic = penalized(layout.kind, None);
+            for text in [&written, &generic] {
+                assert!(text.starts_with("-- floodwall: prepended"), "{a}");
+                for marker in ["{now}", "{p1}", "{q1}", "{q6}", "-- {", "-- @"] {
+                    assert!(!text.contains(marker), "{a}: {marker}");
+                }
+                // The ban is read before the rate key, the strike after the step.
+                let first = text
+                    .match_indices("redis.call('")
+                    .map(|(i, _)| &text[i..])
+                    .find(|call| !call.starts_with("redis.call('TIME'"))
+                    .unwrap();
+                assert!(first.starts_with("redis.call('GET', KEYS[2])"), "{a}");
+            }
+            assert!(
+                written.contains("local pen_after, pen_within, pen_ban = 5, 60000000, 600000000")
+            );
+            assert!(!written.contains("ARGV[3]"), "{a}: written in");
+            // Generic: the cost, the parameters, then the penalty's six numbers, then now.
+            let params = layout.kind.spec().params;
+            let last = params + PENALTY_PARAMS + 1;
+            assert!(generic.contains(&format!("tonumber(ARGV[{last}])")), "{a}");
+            assert!(generic.contains(&format!("ARGV[{}]", last + 1)), "{a}: now");
+            // A policy without a penalty runs the script it always ran.
+            let plain = single(layout.kind, Some(&layout.args));
+            assert!(!plain.contains("pen_") && !plain.contains("KEYS[2]"), "{a}");
         }
     }
 

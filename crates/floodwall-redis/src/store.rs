@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use floodwall_core::{
-    Cancelled, Decision, DenyCache, DenyCacheStats, Error, Policy, Reservable, Reservation, Store,
+    Cancelled, Decision, DenyCache, DenyCacheStats, Error, Penalty, Policy, Reservable,
+    Reservation, Store,
 };
 use redis::Value;
 
@@ -117,6 +118,10 @@ impl Store for Direct {
 
     fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
         self.0.delete(key, policy)
+    }
+
+    fn unban(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
+        self.0.lift(key, policy)
     }
 
     fn check_all(
@@ -293,6 +298,11 @@ impl RedisStore {
     ) -> Result<Decision, Error> {
         policy.check_cost(cost)?;
         let redis_key = self.redis_key(key, policy);
+        if let Some(penalty) = policy.penalty() {
+            return self
+                .penalized(key, &redis_key, policy, penalty, cost, now)
+                .await;
+        }
         if let Some(coalescer) = &self.inner.coalescer
             && let Some(batch) = Layout::of(policy.parameters()).and_then(Batch::of)
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
@@ -325,6 +335,45 @@ impl RedisStore {
         decision(policy, self.answer(redis_key, layout, cost, now).await?)
     }
 
+    /// One check under a policy with `penalty`, one script call, never coalesced (its
+    /// script is its own, and reads the penalty's keys besides the rate key): a banned key
+    /// is answered [`Decision::ban`] with the ban's remainder.
+    async fn penalized(
+        &self,
+        key: &[u8],
+        redis_key: &[u8],
+        policy: &Policy,
+        penalty: &Penalty,
+        cost: u64,
+        now: Option<u64>,
+    ) -> Result<Decision, Error> {
+        let layout = Layout::of(policy.parameters()).ok_or_else(|| {
+            Error::backend(format!(
+                "floodwall-redis has no script for the {} algorithm",
+                policy.algorithm()
+            ))
+        })?;
+        let single = self.inner.scripts.penalized(layout, penalty);
+        let keys = key::penalty_keys(&self.inner.prefix, policy.name(), key);
+        let inv = single.invocation(redis_key, &keys, now, cost);
+        self.inner.counters.single();
+        let reply: Value = self.bounded(Op::Script(&inv)).await?;
+        if let Some(left) = reply::banned(&reply) {
+            return Ok(Decision::ban(policy.limit(), Duration::from_micros(left)));
+        }
+        decision(policy, reply::single(layout, cost, &reply)?)
+    }
+
+    /// Deletes `key`'s ban, strikes and remembered bans under `policy` (one `DEL` of the
+    /// three keys, which share a slot), bypassing the deny cache.
+    async fn lift(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        let mut del = redis::cmd("DEL");
+        for k in key::penalty_keys(&self.inner.prefix, policy.name(), key) {
+            del.arg(k);
+        }
+        self.bounded::<i64>(Op::Cmd(&del)).await.map(drop)
+    }
+
     /// The script's answer to one check under `layout`, from one script call.
     pub(crate) async fn answer(
         &self,
@@ -334,7 +383,7 @@ impl RedisStore {
         now: Option<u64>,
     ) -> Result<ScriptAnswer, Error> {
         let single = self.inner.scripts.single(layout);
-        let inv = single.invocation(redis_key, now, cost);
+        let inv = single.invocation(redis_key, &[], now, cost);
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
         reply::single(layout, cost, &reply)
@@ -380,6 +429,14 @@ impl Store for RedisStore {
             Some(deny) => deny.reset(key, policy).await,
             None => self.delete(key, policy).await,
         }
+    }
+
+    /// Lifts `key`'s ban under `policy` at once for every store on this Redis: one `DEL` of
+    /// its ban, strikes and remembered bans (its quota state is kept). Other processes'
+    /// deny caches may hold the ban a little longer (see docs/penalties.md).
+    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        // TODO(pen): through the deny cache once it forgets a held ban on unban.
+        self.lift(key, policy).await
     }
 
     /// A refusal the deny cache holds, answered without a future (the tower layer asks
