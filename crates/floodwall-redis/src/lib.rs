@@ -57,6 +57,16 @@
 //! expires soon after its state is back to fresh: at most a quarter of the algorithm's
 //! longest span later, + 1 ms.
 //!
+//! A policy with a [`Penalty`](floodwall_core::Penalty) adds three keys per user key once
+//! it is refused, in the same slot and without fingerprint, so that a ban outlives a new
+//! quota ([`RedisStore::penalty_keys`]; docs/redis.md, "Penalties in Redis"):
+//!
+//! ```text
+//! <prefix><policy name>:ban:{<user key>}      the ban's end
+//! <prefix><policy name>:strikes:{<user key>}  refusals counted
+//! <prefix><policy name>:bans:{<user key>}     bans remembered, for the next to grow
+//! ```
+//!
 //! # Cost per decision
 //!
 //! A check is one `EVALSHA` round trip (the pool adds a PING per checkout); with

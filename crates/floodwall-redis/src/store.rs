@@ -260,6 +260,14 @@ impl RedisStore {
         key::redis_key(&self.inner.prefix, policy, key)
     }
 
+    /// The Redis keys of `key`'s ban, refusals counted (strikes) and bans remembered
+    /// under `policy`'s penalty, in that order (see the crate docs for the layout): for
+    /// an operator's `redis-cli`. They share the rate key's slot; none exists until the
+    /// key is refused.
+    pub fn penalty_keys(&self, key: &[u8], policy: &Policy) -> [Vec<u8>; 3] {
+        key::penalty_keys(&self.inner.prefix, policy.name(), key)
+    }
+
     /// The prefix every key starts with.
     pub fn prefix(&self) -> &str {
         &self.inner.prefix
@@ -354,7 +362,7 @@ impl RedisStore {
             ))
         })?;
         let single = self.inner.scripts.penalized(layout, penalty);
-        let keys = key::penalty_keys(&self.inner.prefix, policy.name(), key);
+        let keys = self.penalty_keys(key, policy);
         let inv = single.invocation(redis_key, &keys, now, cost);
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
@@ -368,7 +376,7 @@ impl RedisStore {
     /// three keys, which share a slot), bypassing the deny cache.
     async fn lift(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
         let mut del = redis::cmd("DEL");
-        for k in key::penalty_keys(&self.inner.prefix, policy.name(), key) {
+        for k in self.penalty_keys(key, policy) {
             del.arg(k);
         }
         self.bounded::<i64>(Op::Cmd(&del)).await.map(drop)
