@@ -33,7 +33,7 @@ static GENERIC_PENALIZED: LazyLock<[Script; ScriptKind::ALL.len()]> =
     LazyLock::new(|| ScriptKind::ALL.map(|kind| Script::new(&script::penalized(kind, None))));
 
 /// A penalty's numbers as its script reads them (see [`script::PENALTY_PARAMS`]).
-pub(crate) fn penalty_params(penalty: &Penalty) -> [u64; script::PENALTY_PARAMS] {
+pub(crate) fn penalty_params(penalty: &Penalty) -> PenaltyParams {
     let us = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
     [
         u64::from(penalty.after()),
@@ -74,15 +74,14 @@ pub(crate) struct Scripts {
     penalized: ScriptMap<(ScriptKind, [u64; 3], PenaltyParams)>,
     /// The scripts deciding one key under several policies at once (`crate::all`), by
     /// their policies' parameter sets, up to the same bound.
-    all: ScriptMap<Vec<(ScriptKind, [u64; 3])>>,
+    all: ScriptMap<Vec<(ScriptKind, [u64; 3], Option<PenaltyParams>)>>,
     bound: usize,
 }
 
 /// Scripts by what their text is made of.
 type ScriptMap<K> = papaya::HashMap<K, Arc<Script>, ahash::RandomState>;
 
-/// A penalty's numbers (see [`penalty_params`]).
-type PenaltyParams = [u64; script::PENALTY_PARAMS];
+use crate::script::PenaltyParams;
 
 /// A script one check runs: the generic one of its kind, or its parameters' own.
 enum Chosen {
@@ -119,13 +118,21 @@ impl Scripts {
     /// The script deciding one key under each of `layouts` at once; `None` when one of
     /// them has no sections to paste (see [`script::all`]). Past the bound, a script is
     /// made for the call (the same text, so Redis keeps it once).
-    pub(crate) fn all(&self, layouts: &[Layout]) -> Option<Arc<Script>> {
-        let text_of: Vec<_> = layouts.iter().map(|l| (l.kind, l.args)).collect();
+    pub(crate) fn all(
+        &self,
+        layouts: &[Layout],
+        penalties: &[Option<PenaltyParams>],
+    ) -> Option<Arc<Script>> {
+        let text_of: Vec<_> = layouts
+            .iter()
+            .zip(penalties)
+            .map(|(l, p)| (l.kind, l.args, *p))
+            .collect();
         let map = self.all.pin();
         if let Some(script) = map.get(&text_of) {
             return Some(Arc::clone(script));
         }
-        let script = Arc::new(Script::new(&script::all(layouts)?));
+        let script = Arc::new(Script::new(&script::all(layouts, penalties)?));
         if map.len() < self.bound {
             map.insert(text_of, Arc::clone(&script));
         }

@@ -198,29 +198,38 @@ pub(crate) fn batch(
     }
 }
 
+/// One policy's answer in a check of several at once: its quota's, or its ban's remainder
+/// (µs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    Quota(ScriptAnswer),
+    Banned(u64),
+}
+
 /// The answers of a check of one key under each of `layouts` at once (`crate::all`), one
-/// per policy: read with `cost`, except that in a refusal a policy that allowed answered
-/// as a peek, so it is read with cost 0.
-pub(crate) fn all(
-    layouts: &[Layout],
-    cost: u64,
-    reply: &Value,
-) -> Result<Vec<ScriptAnswer>, Error> {
+/// per policy: read with `cost`, except that in a refusal (a quota's or a ban) a policy
+/// that allowed answered as a peek, so it is read with cost 0.
+pub(crate) fn all(layouts: &[Layout], cost: u64, reply: &Value) -> Result<Vec<Answer>, Error> {
     let Value::Array(items) = reply else {
         return Err(unexpected(reply));
     };
     if items.len() != layouts.len() {
         return Err(unexpected(reply));
     }
+    let read = |item: &Value, layout: Layout, cost: u64| match banned(item) {
+        Some(left) => Ok(Answer::Banned(left)),
+        None => single(layout, cost, item).map(Answer::Quota),
+    };
     let mut answers = items
         .iter()
         .zip(layouts)
-        .map(|(item, layout)| single(*layout, cost, item))
+        .map(|(item, layout)| read(item, *layout, cost))
         .collect::<Result<Vec<_>, _>>()?;
-    if answers.iter().any(|a| a[0] == 0) {
+    let allowed = |a: &Answer| matches!(a, Answer::Quota(q) if q[0] == 1);
+    if !answers.iter().all(allowed) {
         for ((answer, item), layout) in answers.iter_mut().zip(items).zip(layouts) {
-            if answer[0] == 1 {
-                *answer = single(*layout, 0, item)?;
+            if allowed(answer) {
+                *answer = read(item, *layout, 0)?;
             }
         }
     }

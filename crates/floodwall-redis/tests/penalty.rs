@@ -351,16 +351,53 @@ async fn a_banned_key_books_no_slot() {
 }
 
 #[tokio::test]
-async fn several_policies_with_a_penalty_among_them_are_left_to_the_layer() {
+async fn several_policies_at_once_strike_and_ban_only_the_policy_that_refused() {
     let server = RedisServer::start();
     let store = uncached_store(&server.url()).await;
     let plain = Policy::gcra("a", "5/s".parse().unwrap()).unwrap();
-    let both = [plain, login("b")];
-    let got = store.check_all_at(b"k", &both, 1, NOW).await;
+    let both = [plain.clone(), login("b")];
+    let all = |now| store.check_all_at(b"k", &both, 1, now);
+    let first = all(NOW).await.unwrap();
+    assert!(first.iter().all(|d| d.unwrap().allowed));
+    // b refuses on its own: a strike of b; a answers as a peek, charged nothing.
+    for _ in 0..2 {
+        let [a, b] = <[_; 2]>::try_from(all(NOW).await.unwrap()).unwrap();
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(a.allowed && a.remaining == 4 && !b.allowed && !b.banned);
+    }
+    let [a, b] = <[_; 2]>::try_from(all(NOW).await.unwrap()).unwrap();
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert!(b.banned && b.retry_after == Some(10 * SEC));
+    assert!(a.allowed && a.remaining == 4 && !a.banned);
+    // While b bans the key, nothing is recorded in a either: a peeks, full again later.
+    let rate_a = get(&server, &store.redis_key(b"k", &plain));
+    let [a, b] = <[_; 2]>::try_from(all(NOW + 2 * S).await.unwrap()).unwrap();
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert!(b.banned && b.retry_after == Some(8 * SEC));
+    assert!(a.allowed && a.remaining == 5);
+    assert_eq!(get(&server, &store.redis_key(b"k", &plain)), rate_a);
+    // A penalized policy refused only because another refused counts no strike.
+    let tight = Policy::gcra("tight", "1/min".parse().unwrap()).unwrap();
+    let loose = Policy::gcra("loose", "100/min".parse().unwrap())
+        .unwrap()
+        .with_penalty(Penalty::new(1, 60 * SEC, 10 * SEC).unwrap());
+    let pair = [tight, loose.clone()];
+    for i in 0..5 {
+        let got = store.check_all_at(b"k", &pair, 1, NOW).await.unwrap();
+        assert_eq!(got[0].unwrap().allowed, i == 0);
+        assert!(!got[1].unwrap().banned);
+    }
+    let [_, strikes, _] = store.penalty_keys(b"k", &loose);
+    assert_eq!(get(&server, &strikes), Reply::Nil);
+    // One name twice (one set of penalty keys) is left to the layer.
+    let twice = [
+        login("same"),
+        Policy::gcra("same", "2/min".parse().unwrap())
+            .unwrap()
+            .with_penalty(penalty()),
+    ];
+    let got = store.check_all_at(b"k", &twice, 1, NOW).await;
     assert!(matches!(got, Err(Error::Unsupported { .. })), "{got:?}");
-    // One policy alone is a check as any other.
-    let one = store.check_all_at(b"k", &both[1..], 1, NOW).await.unwrap();
-    assert!(one[0].unwrap().allowed);
 }
 
 #[tokio::test]

@@ -1,13 +1,14 @@
--- A policy's penalty (floodwall-core's Penalty, docs/penalties.md): after `after` refusals
--- within `within`, the key is banned; ban number n (counted while earlier bans are
--- remembered) lasts ban x growth^(n-1), cut to max_ban. Pasted by src/script.rs around a
--- check's step, only into the scripts of policies with a penalty: the others' scripts are
--- unchanged. KEYS[2..4]: the ban, the refusals counted (strikes), the bans remembered
--- (src/key.rs), in the rate key's slot. Times are µs, on the script's `now` (the server's
--- clock, or the explicit time): each value holds the time it lapses at, so a ban ends on
--- the clock that decided it; a key's TTL only lets Redis drop it afterwards (+ `slack`).
--- A banned key is answered 'ban <remainder µs>' (src/reply.rs), before its rate key is
--- read: a ban costs TIME + GET. Names start with `pen_`, which no algorithm uses.
+-- A policy's penalty (floodwall-core's Penalty; the rules are docs/penalties.md's): after
+-- `after` refusals within `within`, the key is banned; ban number n (counted while earlier
+-- bans are remembered) lasts ban x growth^(n-1), cut to max_ban. Pasted by src/script.rs
+-- around a check's step, only into the scripts of policies with a penalty: the others'
+-- scripts are unchanged. KEYS[2..4]: the ban, the refusals counted (strikes), the bans
+-- remembered (src/key.rs), in the rate key's slot (src/script.rs renumbers them in a
+-- script of several policies). Times are µs on the script's `now` (the server's clock, or
+-- the explicit time): each value holds the time it lapses at, so a ban ends on the clock
+-- that decided it; a key's TTL only lets Redis drop it afterwards (+ `slack`). A banned
+-- key is answered 'ban <remainder µs>' (src/reply.rs), before its rate key is read: a ban
+-- costs TIME + GET. Names start with `pen_`, which no algorithm uses.
 -- @ban
 -- '<end µs>'; an ended ban is no ban, whatever its TTL says.
 local pen_until = redis.call('GET', KEYS[2])
@@ -17,12 +18,13 @@ if pen_until then
   if pen_until > now then return string.format('ban %d', pen_until - now) end
 end
 -- @strike
--- A refusal is a strike, counted in a window of `within` from the first one:
+-- A refusal of a cost of 1 or more is a strike (a refused peek is not), counted in a window
+-- of `within` from the first one, while now < its end:
 -- '<window end µs> <strikes>'. The strike reaching `after` bans the key, and is answered
 -- as the ban; the strikes are forgotten, the bans remembered ('<forget at µs> <bans>')
 -- until `remembered` after the ban ends. Every key is read before any is written, so an
 -- unreadable one (BAD, or another type's WRONGTYPE) fails the call having written nothing.
-if allowed == 0 then
+if allowed == 0 and cost > 0 then
   local pen_after, pen_within, pen_ban = {q1}, {q2}, {q3}
   local pen_growth, pen_max, pen_remembered = {q4}, {q5}, {q6}
   local pen_end, pen_strikes = 0, 0
