@@ -64,6 +64,11 @@ impl<S, C: Clock> DenyCache<S, C> {
         let Some((retry, reset)) = exact(policy, d) else {
             return;
         };
+        // Under a penalty, a refusal is a strike the store must count: only bans are
+        // answered here (`docs/penalties.md`).
+        if policy.penalty().is_some() && !d.banned {
+            return;
+        }
         let cache = &self.cache;
         let mut ban_end = 0;
         let fact = if d.allowed {

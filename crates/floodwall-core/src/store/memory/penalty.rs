@@ -115,9 +115,7 @@ impl Records {
                 let length = micros(penalty.nth_ban(n));
                 s.ban_end = now.saturating_add(length);
                 s.bans = n;
-                s.forget_at = s
-                    .ban_end
-                    .saturating_add(micros(penalty.remembered_for()));
+                s.forget_at = s.ban_end.saturating_add(micros(penalty.remembered_for()));
                 s.count = 0;
                 banned = Some(length);
             }
@@ -244,10 +242,10 @@ impl<C: Clock> MemoryStore<C> {
         now: u64,
     ) -> Option<Decision> {
         let buf = KeyBuf::new(key);
-        let remainder = self
-            .inner
-            .penalties
-            .strike(buf.as_ref(policy.namespace()), penalty, now)?;
+        let remainder =
+            self.inner
+                .penalties
+                .strike(buf.as_ref(policy.namespace()), penalty, now)?;
         Some(ban_decision(policy, remainder))
     }
 
@@ -257,7 +255,10 @@ impl<C: Clock> MemoryStore<C> {
         p.penalty()?;
         let now = clamp_now(self.inner.clock.now_micros());
         let buf = KeyBuf::new(key);
-        let remainder = self.inner.penalties.banned(buf.as_ref(p.namespace()), now)?;
+        let remainder = self
+            .inner
+            .penalties
+            .banned(buf.as_ref(p.namespace()), now)?;
         Some(Reservation::refused(ban_decision(p, remainder)))
     }
 
