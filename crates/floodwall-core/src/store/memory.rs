@@ -16,7 +16,10 @@ use crate::{
 
 mod adjust;
 mod all;
+mod penalty;
 mod reserve;
+
+pub(crate) use penalty::ban_decision;
 mod update;
 
 /// Marks a GCRA key state that was evicted: whoever holds it looks the key up again.
@@ -81,6 +84,8 @@ struct Inner<C> {
     evicted: AtomicU64,
     /// Requests in flight per key, for [`ConcurrencyLimit`](crate::ConcurrencyLimit)s.
     slots: Arc<Slots>,
+    /// Strikes and bans of the policies with a [`Penalty`](crate::Penalty) (`penalty.rs`).
+    penalties: penalty::Records,
 }
 
 /// What one key holds: its algorithm state, in the form its algorithm updates it.
@@ -159,6 +164,7 @@ impl<C> MemoryStoreBuilder<C> {
                 clock: self.clock,
                 evicted: AtomicU64::new(0),
                 slots: Slots::new(self.max_keys),
+                penalties: penalty::Records::new(self.max_keys),
             }),
         }
     }
@@ -186,8 +192,20 @@ impl<C: Clock> MemoryStore<C> {
     // Inlined into callers, GCRA's path keeps its values in registers: as a call it spilled
     // registers and its result right before the map's unpinning, a full barrier that waits
     // for those stores (BENCHMARKS.md §1 measures it).
+    ///
+    /// A policy with a [`Penalty`](crate::Penalty) answers a banned key its ban, and
+    /// counts its refusals as strikes (`docs/penalties.md`).
     #[inline(always)]
     pub fn check_sync(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        if let Some(penalty) = policy.penalty() {
+            return self.check_penalized(key, policy, penalty, cost);
+        }
+        self.check_quota(key, policy, cost)
+    }
+
+    /// The quota's decision alone, penalty or not.
+    #[inline(always)]
+    fn check_quota(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
         let (raw, limit) = match policy.engine().gcra() {
             Some(gcra) => {
                 // First: reading the counter is the slowest step, and the lookup overlaps it.
@@ -295,7 +313,8 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// Forgets `key` under `policy`.
+    /// Forgets `key`'s quota state under `policy`. A ban and strikes stay: lifting them is
+    /// [`unban_sync`](Self::unban_sync)'s.
     pub fn reset_sync(&self, key: &[u8], policy: &Policy) {
         let buf = KeyBuf::new(key);
         let key = buf.as_ref(policy.namespace());
@@ -306,11 +325,12 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// Drops every expired state now, instead of waiting for the cap to be reached.
-    /// Returns how many were dropped.
+    /// Drops every expired state (and penalty record) now, instead of waiting for the cap
+    /// to be reached. Returns how many were dropped.
     pub fn sweep_expired(&self) -> usize {
         let _sweeping = self.inner.cap.exclusive();
-        self.drop_expired(clamp_now(self.inner.clock.now_micros()))
+        let now = clamp_now(self.inner.clock.now_micros());
+        self.drop_expired(now) + self.inner.penalties.drop_expired(now)
     }
 
     fn drop_expired(&self, now: u64) -> usize {
@@ -342,9 +362,16 @@ impl<C: Clock> MemoryStore<C> {
 }
 
 impl<C> MemoryStore<C> {
-    /// Keys held now.
+    /// Keys held now (quota states; penalty records are counted by
+    /// [`penalized`](Self::penalized)).
     pub fn len(&self) -> usize {
         self.inner.map.len()
+    }
+
+    /// Penalty records held now: keys with strikes, a ban or remembered bans under a
+    /// policy with a [`Penalty`](crate::Penalty).
+    pub fn penalized(&self) -> usize {
+        self.inner.penalties.len()
     }
 
     /// Whether no key is held.
@@ -571,5 +598,10 @@ impl<C: Clock> Store for MemoryStore<C> {
         adjustment: crate::Adjustment,
     ) -> impl Future<Output = Result<(), Error>> + Send {
         ready(self.adjust_sync(key, policy, adjustment))
+    }
+
+    fn unban(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
+        self.unban_sync(key, policy);
+        ready(Ok(()))
     }
 }
