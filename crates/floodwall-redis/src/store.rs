@@ -439,12 +439,16 @@ impl Store for RedisStore {
         }
     }
 
-    /// Lifts `key`'s ban under `policy` at once for every store on this Redis: one `DEL` of
-    /// its ban, strikes and remembered bans (its quota state is kept). Other processes'
-    /// deny caches may hold the ban a little longer (see docs/penalties.md).
+    /// Lifts `key`'s ban under `policy`: one `DEL` of its ban, strikes and remembered bans
+    /// (its quota state is kept), seen at once by every store on this Redis without a
+    /// deny cache, and by this one's (which forgets the key first). Other processes' deny
+    /// caches see it within their
+    /// [`max_ban_hold`](RedisStoreBuilder::deny_cache_max_ban_hold) (docs/penalties.md).
     async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        // TODO(pen): through the deny cache once it forgets a held ban on unban.
-        self.lift(key, policy).await
+        match &self.deny {
+            Some(deny) => deny.unban(key, policy).await,
+            None => self.lift(key, policy).await,
+        }
     }
 
     /// A refusal the deny cache holds, answered without a future (the tower layer asks

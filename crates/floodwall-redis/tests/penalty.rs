@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use floodwall_core::{Error, Penalty, Policy, Reservable, Store};
+use floodwall_core::{DenyCache, Error, ManualClock, Penalty, Policy, Reservable, Store};
 use floodwall_redis::RedisStore;
 use redis_harness::{RedisCluster, RedisServer, Reply};
 
@@ -481,4 +481,83 @@ async fn on_a_cluster_the_penalty_keys_share_the_rate_keys_slot_and_bans_hold() 
                 .banned
         );
     }
+}
+
+#[tokio::test]
+async fn through_deny_caches_a_ban_costs_redis_nothing_and_an_unban_elsewhere_arrives_within_the_hold()
+ {
+    let server = RedisServer::start();
+    let policy = login("login");
+    let hold = Duration::from_secs(1);
+    let (clock_a, clock_b) = (ManualClock::new(0), ManualClock::new(0));
+    let node = |clock: ManualClock| {
+        let url = server.url();
+        async move {
+            DenyCache::builder()
+                .max_ban_hold(hold)
+                .clock(clock)
+                .build(uncached_store(&url).await)
+        }
+    };
+    let (a, b) = (node(clock_a.clone()).await, node(clock_b).await);
+    // Node A sees the flood: every refusal reaches Redis (a strike), until the ban.
+    let mut before_ban = 0;
+    while !a.check(b"mallory", &policy, 1).await.unwrap().banned {
+        before_ban += 1;
+    }
+    assert_eq!(before_ban, 3, "one admission, two refusals");
+    assert_eq!(a.stats().store_calls, 4);
+    // Banned, the key costs Redis nothing on A within the hold.
+    for _ in 0..100 {
+        assert!(a.check(b"mallory", &policy, 1).await.unwrap().banned);
+    }
+    assert_eq!(a.stats().store_calls, 4);
+    // Node B asks Redis once and is told the ban.
+    assert!(b.check(b"mallory", &policy, 1).await.unwrap().banned);
+    assert!(b.check(b"mallory", &policy, 1).await.unwrap().banned);
+    assert_eq!(b.stats().store_calls, 1);
+    // Unbanned through B: B asks Redis at once, and the quota decides (1/min: refused).
+    b.unban(b"mallory", &policy).await.unwrap();
+    let d = b.check(b"mallory", &policy, 1).await.unwrap();
+    assert!(!d.allowed && !d.banned);
+    // A holds what it knew for at most the hold, on its clock; then it asks Redis.
+    assert!(a.check(b"mallory", &policy, 1).await.unwrap().banned);
+    clock_a.advance(hold);
+    let d = a.check(b"mallory", &policy, 1).await.unwrap();
+    assert!(!d.allowed && !d.banned);
+    assert_eq!(a.stats().store_calls, 5);
+}
+
+#[tokio::test]
+async fn a_store_with_its_deny_cache_holds_a_ban_and_forgets_it_on_its_own_unban() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder()
+        .deny_cache_max_ban_hold(Duration::from_secs(3600))
+        .multiplexed(&server.url())
+        .await
+        .unwrap();
+    let policy = login("login");
+    while !store.check(b"trudy", &policy, 1).await.unwrap().banned {}
+    let calls = store.stats().script_calls;
+    for _ in 0..50 {
+        let d = store.check(b"trudy", &policy, 1).await.unwrap();
+        assert!(d.banned && d.retry_after.unwrap() <= 10 * SEC);
+        // The tower layer asks without a future first: answered too.
+        assert!(
+            store
+                .check_now(b"trudy", &policy, 1)
+                .unwrap()
+                .unwrap()
+                .banned
+        );
+    }
+    assert_eq!(
+        store.stats().script_calls,
+        calls,
+        "a banned key costs Redis nothing"
+    );
+    store.unban(b"trudy", &policy).await.unwrap();
+    let d = store.check(b"trudy", &policy, 1).await.unwrap();
+    assert!(!d.banned && !d.allowed);
+    assert_eq!(store.stats().script_calls, calls + 1);
 }
