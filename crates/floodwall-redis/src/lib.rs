@@ -135,7 +135,7 @@ mod store;
 pub use builder::RedisStoreBuilder;
 pub use error::BuildError;
 pub use key::{MAX_HEX_KEY_LEN, MAX_RAW_KEY_LEN};
-pub use script::script_for;
+pub use script::{penalized_script_for, script_for};
 pub use stats::RedisStats;
 pub use store::RedisStore;
 

@@ -17,7 +17,7 @@
 //! (after the step). Every other script has nothing there, so its text, hash and cost are
 //! what they were before penalties existed.
 
-use floodwall_core::Parameters;
+use floodwall_core::{Parameters, Penalty};
 
 use crate::kind::{Layout, Lua, ScriptKind};
 
@@ -341,6 +341,16 @@ pub(crate) fn adjust(kind: ScriptKind, section: &str) -> Option<String> {
 /// `None` for an algorithm this crate has no script for.
 pub fn script_for(params: Parameters) -> Option<String> {
     Layout::of(params).map(|l| single(l.kind, Some(&l.args)))
+}
+
+/// The script a check under `params` with `penalty` runs, its numbers written in, as
+/// [`script_for`] is for a policy without one: for measuring or reviewing it. A check of
+/// cost 1 on the server's clock is `EVALSHA <sha> 4 <key> <ban> <strikes> <bans>` (the
+/// keys of [`RedisStore::penalty_keys`](crate::RedisStore::penalty_keys)).
+pub fn penalized_script_for(params: Parameters, penalty: &Penalty) -> Option<String> {
+    let layout = Layout::of(params)?;
+    let numbers = crate::call::penalty_params(penalty);
+    Some(penalized(layout.kind, Some((&layout.args, &numbers))))
 }
 
 #[cfg(test)]
