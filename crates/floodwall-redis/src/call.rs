@@ -74,12 +74,15 @@ pub(crate) struct Scripts {
     penalized: ScriptMap<(ScriptKind, [u64; 3], PenaltyParams)>,
     /// The scripts deciding one key under several policies at once (`crate::all`), by
     /// their policies' parameter sets, up to the same bound.
-    all: ScriptMap<Vec<(ScriptKind, [u64; 3], Option<PenaltyParams>)>>,
+    all: ScriptMap<Vec<TextOf>>,
     bound: usize,
 }
 
 /// Scripts by what their text is made of.
 type ScriptMap<K> = papaya::HashMap<K, Arc<Script>, ahash::RandomState>;
+
+/// What one policy's part of a script is made of: its kind, parameters and penalty.
+type TextOf = (ScriptKind, [u64; 3], Option<PenaltyParams>);
 
 use crate::script::PenaltyParams;
 
