@@ -436,6 +436,42 @@ async fn broken_penalty_keys_fail_cleanly_and_change_nothing() {
     // Unban deletes whatever is there, and the key is penalized afresh.
     store.unban(b"k", &policy).await.unwrap();
     assert_eq!(until_banned(&store, b"k", &policy, NOW).await, 2);
+    // A whole script's error (a sliding log's sorted set that is someone else's) comes
+    // out of the function it runs in, as the error it is.
+    let log = Policy::sliding_log("log", "1/min".parse().unwrap())
+        .unwrap()
+        .with_penalty(penalty());
+    let rate_key = text(&store.redis_key(b"k", &log));
+    server.cmd(&["ZADD", &rate_key, "1", "x"]);
+    let got = store.check_at(b"k", &log, 1, NOW).await;
+    let Err(Error::Backend { source }) = &got else {
+        panic!("{got:?}")
+    };
+    assert!(source.to_string().contains("unreadable"), "{source}");
+}
+
+#[tokio::test]
+async fn concurrent_refusals_ban_once_and_are_never_coalesced() {
+    let server = RedisServer::start();
+    // Coalescing on (the default), the deny cache off: every check is a call.
+    let store = uncached_store(&server.url()).await;
+    let policy = login("crowd");
+    assert!(store.check(b"k", &policy, 1).await.unwrap().allowed);
+    let mut checks = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        let (store, policy) = (store.clone(), policy.clone());
+        checks.spawn(async move { store.check(b"k", &policy, 1).await.unwrap() });
+    }
+    let decisions = checks.join_all().await;
+    // Exactly `after` strikes: two plain refusals, then the ban for everyone else.
+    let plain = decisions.iter().filter(|d| !d.banned).count();
+    assert_eq!(plain, 2);
+    assert!(decisions.iter().all(|d| !d.allowed));
+    let [_, _, bans] = store.penalty_keys(b"k", &policy);
+    let remembered = server.cmd(&["GET", &text(&bans)]);
+    assert!(remembered.ends_with(" 1"), "one ban: {remembered}");
+    let stats = store.stats();
+    assert_eq!((stats.script_calls, stats.coalesced), (65, 0), "{stats:?}");
 }
 
 #[tokio::test]
