@@ -79,6 +79,12 @@
 //! [deny cache](RedisStoreBuilder::deny_cache) (on by default) knows Redis would refuse
 //! costs no round trip at all.
 //!
+//! A policy with a [`Penalty`](floodwall_core::Penalty) runs a script of its own, never
+//! coalesced, with three more keys: a check adds a `GET` of its ban; a refusal a `GET` and
+//! a `SET` of its strikes; a banned key costs `TIME` + `GET`, or, with the deny cache, one
+//! call per [ban hold](RedisStoreBuilder::deny_cache_max_ban_hold). Policies without one
+//! run exactly the scripts they ran before penalties existed.
+//!
 //! `MEMORY USAGE` on Redis 7.0 (jemalloc, 64-bit) for a policy `per-ip` of `100/min` and the
 //! user key `203.0.113.7`, e.g. `floodwall:per-ip:gcra.b54436b1:{203.0.113.7}` (44 bytes; a
 //! longer key costs its extra bytes), as `tests/server.rs` prints it. Commands are those the

@@ -382,10 +382,23 @@ mod tests {
         }
         let driver: Vec<&str> = words(BATCH).collect();
         assert!(DRIVER.iter().all(|name| driver.contains(name)));
+        // The penalty's sections and the several-policies driver's own names.
+        const PENALTY_NAMES: [&str; 4] = ["ALL_KEYS", "banned", "strike", "allowed"];
         for kind in ScriptKind::ALL {
-            if let Lua::Stepped(text) = kind.spec().lua {
-                for word in words(text) {
+            let text = match kind.spec().lua {
+                Lua::Stepped(text) | Lua::Whole(text) => text,
+            };
+            for word in words(text) {
+                assert!(!word.starts_with("pen_"), "{kind:?} uses `{word}`");
+                if matches!(kind.spec().lua, Lua::Stepped(_)) {
                     assert!(!DRIVER.contains(&word), "{kind:?} uses `{word}`");
+                    assert!(
+                        !PENALTY_NAMES[..3].contains(&word),
+                        "{kind:?} uses `{word}`"
+                    );
+                } else {
+                    // A whole script runs in a function; the wrapper's `allowed` follows it.
+                    assert!(!PENALTY_NAMES.contains(&word), "{kind:?} uses `{word}`");
                 }
             }
         }
