@@ -309,6 +309,29 @@ async fn unban_forgets_earlier_bans_so_the_next_is_a_first_one() {
 }
 
 #[tokio::test]
+async fn a_reset_forgets_the_quota_only_and_the_ban_holds() {
+    let server = RedisServer::start();
+    let store = uncached_store(&server.url()).await;
+    let policy = login("reset");
+    assert!(store.check_at(b"k", &policy, 1, NOW).await.unwrap().allowed);
+    until_banned(&store, b"k", &policy, NOW).await;
+    store.reset(b"k", &policy).await.unwrap();
+    let rate_key = text(&store.redis_key(b"k", &policy));
+    assert_eq!(server.cmd(&["EXISTS", &rate_key]), "0");
+    let d = store.check_at(b"k", &policy, 1, NOW + S).await.unwrap();
+    assert!(d.banned && d.retry_after == Some(9 * SEC));
+    // Once lifted, the fresh quota admits.
+    store.unban(b"k", &policy).await.unwrap();
+    assert!(
+        store
+            .check_at(b"k", &policy, 1, NOW + S)
+            .await
+            .unwrap()
+            .allowed
+    );
+}
+
+#[tokio::test]
 async fn a_banned_key_books_no_slot() {
     let server = RedisServer::start();
     let store = uncached_store(&server.url()).await;
