@@ -3,22 +3,25 @@
 //! by policies with a [`Penalty`]. A record is made by a key's first strike, and dropped
 //! once it says nothing more (its window, ban and remembered bans all over).
 
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use smallvec::SmallVec;
 
 use super::MemoryStore;
-use crate::algorithm::clamp_now;
+use crate::algorithm::{Raw, clamp_now};
 use crate::store::evict::{Cap, evict_soonest};
 use crate::store::key::{KeyBuf, KeyRef, MapKey};
 use crate::store::{lock, micros};
 use crate::{Clock, Decision, Error, Penalty, Policy, Reservable, Reservation};
 
-/// Every key's penalty record, bounded like the quota states.
+type Map = papaya::HashMap<MapKey, Record, ahash::RandomState>;
+
+/// Every key's penalty record, bounded like the quota states. The map is made by the
+/// first strike: a store whose policies have no penalty holds no second map at all.
 pub(super) struct Records {
-    map: papaya::HashMap<MapKey, Record, ahash::RandomState>,
+    map: OnceLock<Map>,
     cap: Cap,
 }
 
@@ -53,16 +56,14 @@ impl Strikes {
 impl Records {
     pub(super) fn new(max_keys: usize) -> Self {
         Self {
-            map: papaya::HashMap::builder()
-                .hasher(ahash::RandomState::new())
-                .build(),
+            map: OnceLock::new(),
             cap: Cap::new(max_keys),
         }
     }
 
     /// The remainder of the key's ban at `now` (µs), if it is banned.
     fn banned(&self, key: KeyRef<'_>, now: u64) -> Option<u64> {
-        let map = self.map.pin();
+        let map = self.map.get()?.pin();
         let record = map.get(&key)?;
         let rec = lock(&record.rec);
         rec.as_ref()
@@ -73,7 +74,14 @@ impl Records {
     /// Counts a strike at `now`: `Some(µs)` when the key is banned after it (by this
     /// strike, the whole ban; by another check meanwhile, its remainder, and no strike).
     fn strike(&self, key: KeyRef<'_>, penalty: &Penalty, now: u64) -> Option<u64> {
-        let map = self.map.pin();
+        let map = self
+            .map
+            .get_or_init(|| {
+                papaya::HashMap::builder()
+                    .hasher(ahash::RandomState::new())
+                    .build()
+            })
+            .pin();
         loop {
             let record = match map.get(&key) {
                 Some(record) => record,
@@ -128,7 +136,8 @@ impl Records {
 
     /// Forgets the key's strikes, ban and remembered bans.
     fn forget(&self, key: KeyRef<'_>) {
-        let map = self.map.pin();
+        let Some(map) = self.map.get() else { return };
+        let map = map.pin();
         if let Some(record) = map.get(&key) {
             *lock(&record.rec) = None;
             let _ = map.remove_if(&key, |_, r| lock(&r.rec).is_none());
@@ -137,12 +146,13 @@ impl Records {
 
     /// Records held now.
     pub(super) fn len(&self) -> usize {
-        self.map.len()
+        self.map.get().map_or(0, Map::len)
     }
 
     /// Drops the records that say nothing any more; returns how many.
     pub(super) fn drop_expired(&self, now: u64) -> usize {
-        let map = self.map.pin();
+        let Some(map) = self.map.get() else { return 0 };
+        let map = map.pin();
         let before = map.len();
         map.retain(|_, r| !(r.expires.load(Ordering::Acquire) <= now && kill(r, now)));
         before.saturating_sub(map.len())
@@ -150,12 +160,13 @@ impl Records {
 
     /// At the cap: drops expired records, then those expiring soonest.
     fn make_room(&self, now: u64) {
+        let Some(map) = self.map.get() else { return };
         self.cap.make_room(
-            || self.map.len(),
+            || map.len(),
             |target| {
                 self.drop_expired(now);
                 evict_soonest(
-                    &self.map,
+                    map,
                     target,
                     now,
                     |r: &Record| r.expires.load(Ordering::Acquire),
@@ -182,32 +193,43 @@ pub(crate) fn ban_decision(policy: &Policy, remainder: u64) -> Decision {
     d
 }
 
+/// [`ban_decision`]'s figures, for `check_sync` to build.
+fn ban_raw(policy: &Policy, remainder: u64) -> (Raw, u64, bool) {
+    let raw = Raw {
+        allowed: false,
+        remaining: 0,
+        retry: remainder,
+        reset: remainder,
+    };
+    (raw, policy.limit(), true)
+}
+
 impl<C: Clock> MemoryStore<C> {
     /// [`check_sync`](Self::check_sync) for a policy with a penalty: a banned key is
     /// answered its ban; a refusal is a strike, and the strike that bans answers the ban.
-    #[inline(never)]
+    /// The figures, the limit and whether the key is banned, as `check_sync` builds them.
     pub(super) fn check_penalized(
         &self,
         key: &[u8],
         policy: &Policy,
         penalty: &Penalty,
         cost: u64,
-    ) -> Result<Decision, Error> {
+    ) -> Result<(Raw, u64, bool), Error> {
         policy.check_cost(cost)?;
         let now = clamp_now(self.inner.clock.now_micros());
         let buf = KeyBuf::new(key);
         let map_key = buf.as_ref(policy.namespace());
         let records = &self.inner.penalties;
         if let Some(remainder) = records.banned(map_key, now) {
-            return Ok(ban_decision(policy, remainder));
+            return Ok(ban_raw(policy, remainder));
         }
-        let d = self.check_quota(key, policy, cost)?;
-        if d.allowed || cost == 0 {
-            return Ok(d);
+        let (raw, limit) = self.quota_raw(key, policy, cost)?;
+        if raw.allowed || cost == 0 {
+            return Ok((raw, limit, false));
         }
         Ok(match records.strike(map_key, penalty, now) {
-            Some(remainder) => ban_decision(policy, remainder),
-            None => d,
+            Some(remainder) => ban_raw(policy, remainder),
+            None => (raw, limit, false),
         })
     }
 
