@@ -11,7 +11,10 @@
 //! check of cost 1 on the server's clock sends no argument (BENCHMARKS.md §2 measures it).
 //! A store writes scripts so for a bounded number of parameter sets
 //! (`RedisStoreBuilder::written_scripts`); checks under any more run the kind's generic
-//! script, which reads the parameters from `ARGV`, as batches always do.
+//! script, which reads the parameters from `ARGV`, as batches always do. A policy with a
+//! penalty has scripts of its own ([`Scripts::penalized`]), its penalty's numbers written
+//! in (or read after the parameters) and its three penalty keys declared after the rate
+//! key; they are never batched.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
@@ -21,7 +24,7 @@ use redis::{Cmd, RedisWrite, Script, ScriptInvocation, ToRedisArgs};
 
 use crate::coalesce::Group;
 use crate::kind::{Layout, ScriptKind};
-use crate::script;
+use crate::script::{self, PenaltyParams};
 
 /// The generic single-check scripts, by [`ScriptKind`] (`kind as usize`).
 static GENERIC: LazyLock<[Script; ScriptKind::ALL.len()]> =
@@ -83,8 +86,6 @@ type ScriptMap<K> = papaya::HashMap<K, Arc<Script>, ahash::RandomState>;
 
 /// What one policy's part of a script is made of: its kind, parameters and penalty.
 type TextOf = (ScriptKind, [u64; 3], Option<PenaltyParams>);
-
-use crate::script::PenaltyParams;
 
 /// A script one check runs: the generic one of its kind, or its parameters' own.
 enum Chosen {
