@@ -29,8 +29,10 @@ impl<C: Clock> MemoryStore<C> {
         policies: &[Policy],
         cost: u64,
     ) -> Result<Vec<Option<Decision>>, Error> {
+        let mut penalized = false;
         for policy in policies {
             policy.check_cost(cost)?;
+            penalized |= policy.penalty().is_some();
         }
         // A peek records nothing, and one policy is a check: nothing to hold together.
         if cost == 0 || policies.len() < 2 {
@@ -39,7 +41,7 @@ impl<C: Clock> MemoryStore<C> {
                 .map(|p| self.check_sync(key, p, cost).map(Some))
                 .collect();
         }
-        if policies.iter().any(|p| p.penalty().is_some()) {
+        if penalized {
             return self.check_all_penalized(key, policies, cost);
         }
         self.check_all_quotas(key, policies, cost)
