@@ -615,6 +615,18 @@ async fn a_store_with_its_deny_cache_holds_a_ban_and_forgets_it_on_its_own_unban
         calls,
         "a banned key costs Redis nothing"
     );
+    // A waiting layer's booking of a banned key books nothing, even with a wait longer
+    // than the ban.
+    let reservable = Reservable::new(policy.clone()).unwrap();
+    let r = store
+        .reserve(b"trudy", &reservable, 1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(
+        r.decision.banned && r.ticket.is_none() && r.wait.is_zero(),
+        "{r:?}"
+    );
+    let calls = store.stats().script_calls;
     store.unban(b"trudy", &policy).await.unwrap();
     let d = store.check(b"trudy", &policy, 1).await.unwrap();
     assert!(!d.banned && !d.allowed);
