@@ -1,13 +1,17 @@
 //! One key checked under several policies at once, all or nothing
 //! ([`Store::check_all`](floodwall_core::Store::check_all)): one script call over the
-//! policies' keys (`lua/all.lua`), which share the user key's hash tag and so one slot.
+//! policies' keys (`lua/all.lua`), which share the user key's hash tag and so one slot;
+//! with the keys of the penalized policies' bans after them (`lua/all_penalty.lua`).
+
+use std::time::Duration;
 
 use floodwall_core::{Decision, Error, Policy};
 use redis::Value;
 
+use crate::call::penalty_params;
 use crate::connection::Op;
 use crate::kind::Layout;
-use crate::reply;
+use crate::reply::{self, Answer};
 use crate::store::{RedisStore, decision};
 
 impl RedisStore {
@@ -19,6 +23,10 @@ impl RedisStore {
     /// scripts are whole, with no sections to combine), and for a policy listed twice
     /// (one key, which a script reads once): the tower layer then checks the policies
     /// one by one.
+    ///
+    /// Policies with a penalty take part (docs/penalties.md, rule 8): their ban, strike and
+    /// remembered-bans keys follow the rate keys, in the policies' order, all in the user
+    /// key's slot; a ban under any policy records nothing in any.
     pub(crate) async fn decide_all(
         &self,
         key: &[u8],
@@ -33,7 +41,7 @@ impl RedisStore {
             return Ok(vec![Some(self.decide(key, policy, cost, now).await?)]);
         }
         let unsupported = Error::Unsupported {
-            what: "checking a sliding window or log, or one policy twice, with other policies at once in Redis",
+            what: "checking a sliding window or log, or one policy (or policy name) twice, with other policies at once in Redis",
         };
         let layouts = policies
             .iter()
@@ -42,14 +50,21 @@ impl RedisStore {
             .ok_or(Error::Unsupported {
                 what: "an algorithm floodwall-redis has no script for",
             })?;
-        let keys: Vec<Vec<u8>> = policies.iter().map(|p| self.redis_key(key, p)).collect();
+        let mut keys: Vec<Vec<u8>> = policies.iter().map(|p| self.redis_key(key, p)).collect();
+        let penalties: Vec<_> = policies
+            .iter()
+            .map(|p| p.penalty().map(penalty_params))
+            .collect();
+        for p in policies.iter().filter(|p| p.penalty().is_some()) {
+            keys.extend(self.penalty_keys(key, p));
+        }
         let mut distinct: Vec<&Vec<u8>> = keys.iter().collect();
         distinct.sort_unstable();
         distinct.dedup();
         if distinct.len() != keys.len() {
             return Err(unsupported);
         }
-        let Some(script) = self.inner.scripts.all(&layouts) else {
+        let Some(script) = self.inner.scripts.all(&layouts, &penalties) else {
             return Err(unsupported);
         };
         let mut inv = script.prepare_invoke();
@@ -66,7 +81,12 @@ impl RedisStore {
         policies
             .iter()
             .zip(answers)
-            .map(|(p, a)| decision(p, a).map(Some))
+            .map(|(p, a)| match a {
+                Answer::Quota(a) => decision(p, a).map(Some),
+                Answer::Banned(left) => {
+                    Ok(Some(Decision::ban(p.limit(), Duration::from_micros(left))))
+                }
+            })
             .collect()
     }
 

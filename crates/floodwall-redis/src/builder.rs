@@ -36,6 +36,7 @@ pub struct RedisStoreBuilder {
     pool_size: u32,
     coalesce: bool,
     deny_cache: bool,
+    max_ban_hold: Duration,
     written_scripts: usize,
 }
 
@@ -48,6 +49,7 @@ impl RedisStoreBuilder {
             pool_size: RedisStore::DEFAULT_POOL_SIZE,
             coalesce: true,
             deny_cache: true,
+            max_ban_hold: DenyCache::DEFAULT_MAX_BAN_HOLD,
             written_scripts: RedisStore::DEFAULT_WRITTEN_SCRIPTS,
         }
     }
@@ -319,6 +321,24 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// How long the [deny cache](Self::deny_cache) answers a ban
+    /// ([`Decision::banned`](floodwall_core::Decision::banned), under a policy's
+    /// [`Penalty`](floodwall_core::Penalty)) without asking Redis again; default
+    /// [`DenyCache::DEFAULT_MAX_BAN_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_BAN_HOLD).
+    /// An [`unban`](floodwall_core::Store::unban) through another process reaches this one
+    /// at most this long after it; a banned key costs Redis one call per this span per
+    /// process. Zero holds no ban: every check of a banned key is a script call (a `GET`
+    /// of its ban).
+    ///
+    /// ```
+    /// let b = floodwall_redis::RedisStore::builder()
+    ///     .deny_cache_max_ban_hold(std::time::Duration::from_millis(200));
+    /// ```
+    pub fn deny_cache_max_ban_hold(mut self, hold: Duration) -> Self {
+        self.max_ban_hold = hold;
+        self
+    }
+
     /// For how many parameter sets (distinct quotas per algorithm; default
     /// [`DEFAULT_WRITTEN_SCRIPTS`](RedisStore::DEFAULT_WRITTEN_SCRIPTS)) the store loads a
     /// script of their own, with the parameters written in: a check of cost 1 then sends
@@ -366,6 +386,7 @@ impl RedisStoreBuilder {
             Arc::new(
                 DenyCache::builder()
                     .max_wait(self.timeout.max(DenyCache::DEFAULT_MAX_WAIT))
+                    .max_ban_hold(self.max_ban_hold)
                     .build(Direct(direct.clone())),
             )
         });

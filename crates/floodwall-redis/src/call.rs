@@ -11,20 +11,42 @@
 //! check of cost 1 on the server's clock sends no argument (BENCHMARKS.md §2 measures it).
 //! A store writes scripts so for a bounded number of parameter sets
 //! (`RedisStoreBuilder::written_scripts`); checks under any more run the kind's generic
-//! script, which reads the parameters from `ARGV`, as batches always do.
+//! script, which reads the parameters from `ARGV`, as batches always do. A policy with a
+//! penalty has scripts of its own ([`Scripts::penalized`]), its penalty's numbers written
+//! in (or read after the parameters) and its three penalty keys declared after the rate
+//! key; they are never batched.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
+use floodwall_core::Penalty;
 use redis::{Cmd, RedisWrite, Script, ScriptInvocation, ToRedisArgs};
 
 use crate::coalesce::Group;
 use crate::kind::{Layout, ScriptKind};
-use crate::script;
+use crate::script::{self, PenaltyParams};
 
 /// The generic single-check scripts, by [`ScriptKind`] (`kind as usize`).
 static GENERIC: LazyLock<[Script; ScriptKind::ALL.len()]> =
     LazyLock::new(|| ScriptKind::ALL.map(|kind| Script::new(&script::single(kind, None))));
+
+/// The generic single-check scripts of policies with a penalty, by [`ScriptKind`]: they
+/// read the penalty's numbers after the parameters.
+static GENERIC_PENALIZED: LazyLock<[Script; ScriptKind::ALL.len()]> =
+    LazyLock::new(|| ScriptKind::ALL.map(|kind| Script::new(&script::penalized(kind, None))));
+
+/// A penalty's numbers as its script reads them (see [`script::PENALTY_PARAMS`]).
+pub(crate) fn penalty_params(penalty: &Penalty) -> PenaltyParams {
+    let us = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    [
+        u64::from(penalty.after()),
+        us(penalty.within()),
+        us(penalty.ban()),
+        u64::from(penalty.growth()),
+        us(penalty.max_ban()),
+        us(penalty.remembered_for()),
+    ]
+}
 
 /// The batch scripts (see `crate::coalesce`), by [`ScriptKind`]; `None` for a kind that is
 /// never coalesced.
@@ -50,14 +72,20 @@ pub(crate) struct BatchScript {
 /// script cache, which nothing empties.
 pub(crate) struct Scripts {
     written: papaya::HashMap<(ScriptKind, [u64; 3]), Arc<Script>, ahash::RandomState>,
+    /// The same for policies with a penalty, by their parameters and the penalty's, up to
+    /// the same bound.
+    penalized: ScriptMap<(ScriptKind, [u64; 3], PenaltyParams)>,
     /// The scripts deciding one key under several policies at once (`crate::all`), by
     /// their policies' parameter sets, up to the same bound.
-    all: ScriptMap<Vec<(ScriptKind, [u64; 3])>>,
+    all: ScriptMap<Vec<TextOf>>,
     bound: usize,
 }
 
 /// Scripts by what their text is made of.
 type ScriptMap<K> = papaya::HashMap<K, Arc<Script>, ahash::RandomState>;
+
+/// What one policy's part of a script is made of: its kind, parameters and penalty.
+type TextOf = (ScriptKind, [u64; 3], Option<PenaltyParams>);
 
 /// A script one check runs: the generic one of its kind, or its parameters' own.
 enum Chosen {
@@ -70,6 +98,8 @@ enum Chosen {
 pub(crate) struct Single {
     script: Chosen,
     layout: Layout,
+    /// The penalty's numbers, for a policy with one (its script reads KEYS[2..4]).
+    penalty: Option<PenaltyParams>,
 }
 
 impl Scripts {
@@ -77,6 +107,9 @@ impl Scripts {
     pub(crate) fn new(bound: usize) -> Self {
         Self {
             written: papaya::HashMap::builder()
+                .hasher(ahash::RandomState::new())
+                .build(),
+            penalized: papaya::HashMap::builder()
                 .hasher(ahash::RandomState::new())
                 .build(),
             all: papaya::HashMap::builder()
@@ -89,13 +122,21 @@ impl Scripts {
     /// The script deciding one key under each of `layouts` at once; `None` when one of
     /// them has no sections to paste (see [`script::all`]). Past the bound, a script is
     /// made for the call (the same text, so Redis keeps it once).
-    pub(crate) fn all(&self, layouts: &[Layout]) -> Option<Arc<Script>> {
-        let text_of: Vec<_> = layouts.iter().map(|l| (l.kind, l.args)).collect();
+    pub(crate) fn all(
+        &self,
+        layouts: &[Layout],
+        penalties: &[Option<PenaltyParams>],
+    ) -> Option<Arc<Script>> {
+        let text_of: Vec<_> = layouts
+            .iter()
+            .zip(penalties)
+            .map(|(l, p)| (l.kind, l.args, *p))
+            .collect();
         let map = self.all.pin();
         if let Some(script) = map.get(&text_of) {
             return Some(Arc::clone(script));
         }
-        let script = Arc::new(Script::new(&script::all(layouts)?));
+        let script = Arc::new(Script::new(&script::all(layouts, penalties)?));
         if map.len() < self.bound {
             map.insert(text_of, Arc::clone(&script));
         }
@@ -118,7 +159,36 @@ impl Scripts {
                 )))
             }))),
         };
-        Single { script, layout }
+        Single {
+            script,
+            layout,
+            penalty: None,
+        }
+    }
+
+    /// The script for a check under `layout` with `penalty`: with its numbers written in
+    /// for up to the bound's parameter sets, as [`single`](Self::single).
+    pub(crate) fn penalized(&self, layout: Layout, penalty: &Penalty) -> Single {
+        let numbers = penalty_params(penalty);
+        let map = self.penalized.pin();
+        let text_of = (layout.kind, layout.args, numbers);
+        let script = match map.get(&text_of) {
+            Some(script) => Chosen::Written(Arc::clone(script)),
+            None if map.len() >= self.bound => {
+                Chosen::Generic(&GENERIC_PENALIZED[layout.kind as usize])
+            }
+            None => Chosen::Written(Arc::clone(map.get_or_insert_with(text_of, || {
+                Arc::new(Script::new(&script::penalized(
+                    layout.kind,
+                    Some((&layout.args, &numbers)),
+                )))
+            }))),
+        };
+        Single {
+            script,
+            layout,
+            penalty: Some(numbers),
+        }
     }
 
     /// How many parameter sets have a script of their own.
@@ -130,11 +200,13 @@ impl Scripts {
 
 impl Single {
     /// The EVALSHA call deciding `cost` on `key` at `now` (µs; `None` reads the server's
-    /// clock). `ARGV`: the cost, the parameters unless written in, then the time if
-    /// explicit; a written script on the server's clock is sent no cost of 1.
+    /// clock). `ARGV`: the cost, the parameters (and a penalty's numbers) unless written
+    /// in, then the time if explicit; a written script on the server's clock is sent no
+    /// cost of 1. A penalized script's `penalty_keys` follow `key`.
     pub(crate) fn invocation(
         &self,
         key: &[u8],
+        penalty_keys: &[Vec<u8>],
         now: Option<u64>,
         cost: u64,
     ) -> ScriptInvocation<'_> {
@@ -144,6 +216,9 @@ impl Single {
         };
         let mut inv = script.prepare_invoke();
         inv.key(key);
+        for k in penalty_keys {
+            inv.key(k.as_slice());
+        }
         for a in self.args(now, cost) {
             inv.arg(a);
         }
@@ -152,11 +227,19 @@ impl Single {
 
     /// The `ARGV` of [`invocation`](Self::invocation).
     fn args(&self, now: Option<u64>, cost: u64) -> impl Iterator<Item = u64> + '_ {
-        let (cost, params): (Option<u64>, &[u64]) = match self.script {
-            Chosen::Written(_) => ((cost != 1 || now.is_some()).then_some(cost), &[]),
-            Chosen::Generic(_) => (Some(cost), self.layout.params()),
-        };
-        cost.into_iter().chain(params.iter().copied()).chain(now)
+        let (cost, params, penalty): (Option<u64>, &[u64], &[u64]) =
+            match (&self.script, &self.penalty) {
+                (Chosen::Written(_), _) => ((cost != 1 || now.is_some()).then_some(cost), &[], &[]),
+                (Chosen::Generic(_), penalty) => (
+                    Some(cost),
+                    self.layout.params(),
+                    penalty.as_ref().map_or(&[][..], |p| &p[..]),
+                ),
+            };
+        cost.into_iter()
+            .chain(params.iter().copied())
+            .chain(penalty.iter().copied())
+            .chain(now)
     }
 }
 
@@ -370,6 +453,7 @@ mod tests {
         let generic = Single {
             script: Chosen::Generic(&GENERIC[ScriptKind::Gcra as usize]),
             layout: single.layout,
+            penalty: None,
         };
         let sent: Vec<u64> = generic.args(None, 1).collect();
         assert_eq!(sent, [1, single.layout.args[0], single.layout.args[1]]);

@@ -21,6 +21,22 @@
 //!   version, 8 hex digits) keeps states of different shapes apart: changing a policy's
 //!   quota, or a release changing what a script stores, starts its keys afresh, as the
 //!   memory store does, instead of misreading old state (docs/redis.md lists the formats).
+//!
+//! A policy with a [`Penalty`](floodwall_core::Penalty) keeps three more keys per user key,
+//! written only once the key is refused ([`penalty_keys`]):
+//!
+//! ```text
+//! <prefix><policy name>:ban:{<user key>}       the ban: '<end, µs>'
+//! <prefix><policy name>:strikes:{<user key>}   refusals counted: '<window end, µs> <count>'
+//! <prefix><policy name>:bans:{<user key>}      bans remembered: '<forget at, µs> <count>'
+//! floodwall:login:ban:{203.0.113.7}
+//! ```
+//!
+//! The user key is written as in the rate key, so all four share the hash tag and one
+//! cluster slot, and one script reads and writes them. They have no fingerprint: a ban
+//! outlives a change of the policy's quota (or of its penalty) and a release changing what
+//! the quota's script stores. Like lease keys they have no `.` where rate keys have their
+//! algorithm's tag and fingerprint, so no rate key is one of them.
 
 use std::fmt::Write as _;
 
@@ -110,6 +126,22 @@ pub(crate) fn lease_key(prefix: &str, name: &str, user_key: &[u8]) -> Vec<u8> {
     out.push_str(":lease:");
     push_tagged(&mut out, user_key);
     out.into_bytes()
+}
+
+/// The keys of `user_key`'s ban, refusals counted and bans remembered under the policy
+/// `name` (see the module docs), in the order the penalty's script declares them after the
+/// rate key.
+pub(crate) fn penalty_keys(prefix: &str, name: &str, user_key: &[u8]) -> [Vec<u8>; 3] {
+    ["ban", "strikes", "bans"].map(|what| {
+        let mut out = String::with_capacity(prefix.len() + name.len() + 10 + 68);
+        out.push_str(prefix);
+        out.push_str(name);
+        out.push(':');
+        out.push_str(what);
+        out.push(':');
+        push_tagged(&mut out, user_key);
+        out.into_bytes()
+    })
 }
 
 /// `{<user key>}`, `x{<hex>}` or `#{<sha-256 hex>}` (see the module docs).
@@ -243,6 +275,25 @@ mod tests {
         let rate = String::from_utf8(redis_key("fw:", &p, b"203.0.113.7")).unwrap();
         assert_ne!(rate, k);
         assert!(!rate.contains(":lease:"));
+    }
+
+    #[test]
+    fn penalty_keys_share_the_rate_keys_slot_and_outlive_a_new_quota() {
+        let p = policy("10/s");
+        let [ban, strikes, bans] = penalty_keys("fw:", p.name(), b"203.0.113.7");
+        assert_eq!(ban, b"fw:api:ban:{203.0.113.7}");
+        assert_eq!(strikes, b"fw:api:strikes:{203.0.113.7}");
+        assert_eq!(bans, b"fw:api:bans:{203.0.113.7}");
+        for user in [&b"203.0.113.7"[..], &[4, 203, 0, 113, 7], &[0xab; 40]] {
+            let slot = crate::slots::slot_of(&redis_key("fw:", &p, user));
+            let again = crate::slots::slot_of(&redis_key("fw:", &policy("20/s"), user));
+            assert_eq!(slot, again);
+            for k in penalty_keys("fw:", p.name(), user) {
+                assert_eq!(crate::slots::slot_of(&k), slot, "{k:?}");
+                let untagged = k.split(|&b| b == b'{').next().unwrap();
+                assert!(!untagged.contains(&b'.'), "{k:?}");
+            }
+        }
     }
 
     #[test]

@@ -57,6 +57,16 @@
 //! expires soon after its state is back to fresh: at most a quarter of the algorithm's
 //! longest span later, + 1 ms.
 //!
+//! A policy with a [`Penalty`](floodwall_core::Penalty) adds three keys per user key once
+//! it is refused, in the same slot and without fingerprint, so that a ban outlives a new
+//! quota ([`RedisStore::penalty_keys`]; docs/redis.md, "Penalties in Redis"):
+//!
+//! ```text
+//! <prefix><policy name>:ban:{<user key>}      the ban's end
+//! <prefix><policy name>:strikes:{<user key>}  refusals counted
+//! <prefix><policy name>:bans:{<user key>}     bans remembered, for the next to grow
+//! ```
+//!
 //! # Cost per decision
 //!
 //! A check is one `EVALSHA` round trip (the pool adds a PING per checkout); with
@@ -68,6 +78,12 @@
 //! its own ([`written_scripts`](RedisStoreBuilder::written_scripts)). A check the
 //! [deny cache](RedisStoreBuilder::deny_cache) (on by default) knows Redis would refuse
 //! costs no round trip at all.
+//!
+//! A policy with a [`Penalty`](floodwall_core::Penalty) runs a script of its own, never
+//! coalesced, with three more keys: a check adds a `GET` of its ban; a refusal a `GET` and
+//! a `SET` of its strikes; a banned key costs `TIME` + `GET`, or, with the deny cache, one
+//! call per [ban hold](RedisStoreBuilder::deny_cache_max_ban_hold). Policies without one
+//! run exactly the scripts they ran before penalties existed.
 //!
 //! `MEMORY USAGE` on Redis 7.0 (jemalloc, 64-bit) for a policy `per-ip` of `100/min` and the
 //! user key `203.0.113.7`, e.g. `floodwall:per-ip:gcra.b54436b1:{203.0.113.7}` (44 bytes; a
@@ -125,7 +141,7 @@ mod store;
 pub use builder::RedisStoreBuilder;
 pub use error::BuildError;
 pub use key::{MAX_HEX_KEY_LEN, MAX_RAW_KEY_LEN};
-pub use script::script_for;
+pub use script::{penalized_script_for, script_for};
 pub use stats::RedisStats;
 pub use store::RedisStore;
 

@@ -47,6 +47,18 @@ pub(crate) fn single(layout: Layout, cost: u64, reply: &Value) -> Result<ScriptA
     }
 }
 
+/// The remainder (µs) of a ban, when `reply` is a penalized script's answer for a banned
+/// key, `'ban <remainder>'` (`lua/penalty.lua`); `None` for any other reply.
+pub(crate) fn banned(reply: &Value) -> Option<u64> {
+    let Value::BulkString(bytes) = reply else {
+        return None;
+    };
+    std::str::from_utf8(bytes.strip_prefix(b"ban ")?)
+        .ok()?
+        .parse()
+        .ok()
+}
+
 /// GCRA's (and so the leaky bucket's) answer, `[interval, tolerance]`: `reset_after` (µs),
 /// the TAT's lead over now.
 pub(crate) fn gcra(
@@ -186,29 +198,38 @@ pub(crate) fn batch(
     }
 }
 
+/// One policy's answer in a check of several at once: its quota's, or its ban's remainder
+/// (µs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    Quota(ScriptAnswer),
+    Banned(u64),
+}
+
 /// The answers of a check of one key under each of `layouts` at once (`crate::all`), one
-/// per policy: read with `cost`, except that in a refusal a policy that allowed answered
-/// as a peek, so it is read with cost 0.
-pub(crate) fn all(
-    layouts: &[Layout],
-    cost: u64,
-    reply: &Value,
-) -> Result<Vec<ScriptAnswer>, Error> {
+/// per policy: read with `cost`, except that in a refusal (a quota's or a ban) a policy
+/// that allowed answered as a peek, so it is read with cost 0.
+pub(crate) fn all(layouts: &[Layout], cost: u64, reply: &Value) -> Result<Vec<Answer>, Error> {
     let Value::Array(items) = reply else {
         return Err(unexpected(reply));
     };
     if items.len() != layouts.len() {
         return Err(unexpected(reply));
     }
+    let read = |item: &Value, layout: Layout, cost: u64| match banned(item) {
+        Some(left) => Ok(Answer::Banned(left)),
+        None => single(layout, cost, item).map(Answer::Quota),
+    };
     let mut answers = items
         .iter()
         .zip(layouts)
-        .map(|(item, layout)| single(*layout, cost, item))
+        .map(|(item, layout)| read(item, *layout, cost))
         .collect::<Result<Vec<_>, _>>()?;
-    if answers.iter().any(|a| a[0] == 0) {
+    let allowed = |a: &Answer| matches!(a, Answer::Quota(q) if q[0] == 1);
+    if !answers.iter().all(allowed) {
         for ((answer, item), layout) in answers.iter_mut().zip(items).zip(layouts) {
-            if answer[0] == 1 {
-                *answer = single(*layout, 0, item)?;
+            if allowed(answer) {
+                *answer = read(item, *layout, 0)?;
             }
         }
     }
@@ -320,6 +341,15 @@ mod tests {
             &Value::Array(vec![Value::Int(100); 2]),
         );
         assert_eq!(answers.unwrap().len(), 2);
+        // A ban reads only as a ban.
+        assert_eq!(banned(&Value::BulkString(b"ban 1500".to_vec())), Some(1500));
+        for v in [&b"ban -1"[..], b"ban", b"ban 1 2", b"0 5 10 20"] {
+            assert_eq!(banned(&Value::BulkString(v.to_vec())), None, "{v:?}");
+            if v.starts_with(b"ban") {
+                assert!(single(G, 1, &Value::BulkString(v.to_vec())).is_err());
+            }
+        }
+        assert_eq!(banned(&Value::Int(5)), None);
         // The extreme is read without overflowing.
         assert!(single(G, 1, &Value::Int(i64::MIN)).is_ok());
         assert!(single(G, u64::MAX, &Value::Int(i64::MIN)).is_err());

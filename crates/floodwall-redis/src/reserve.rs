@@ -13,7 +13,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use floodwall_core::{Cancelled, Error, Reservable, Reservation, Ticket};
+use floodwall_core::{Cancelled, Decision, Error, Reservable, Reservation, Ticket};
 use redis::{Script, Value};
 
 use crate::connection::Op;
@@ -23,7 +23,12 @@ use crate::store::{MAX_EXPLICIT_NOW, RedisStore, decision};
 
 /// The booking scripts, by [`ScriptKind`]; `None` for a kind that cannot book.
 static RESERVE: LazyLock<[Option<Script>; ScriptKind::ALL.len()]> = LazyLock::new(|| {
-    ScriptKind::ALL.map(|kind| crate::script::reserve(kind).map(|t| Script::new(&t)))
+    ScriptKind::ALL.map(|kind| crate::script::reserve(kind, false).map(|t| Script::new(&t)))
+});
+
+/// The booking scripts of policies with a penalty: a banned key books nothing.
+static RESERVE_PENALIZED: LazyLock<[Option<Script>; ScriptKind::ALL.len()]> = LazyLock::new(|| {
+    ScriptKind::ALL.map(|kind| crate::script::reserve(kind, true).map(|t| Script::new(&t)))
 });
 
 static CANCEL_GCRA: LazyLock<Script> =
@@ -69,10 +74,19 @@ impl RedisStore {
             what: "booking a slot under this algorithm",
         };
         let layout = Layout::of(p.parameters()).ok_or(UNSUPPORTED)?;
-        let script = RESERVE[layout.kind as usize].as_ref().ok_or(UNSUPPORTED)?;
+        let scripts = match p.penalty() {
+            Some(_) => &RESERVE_PENALIZED,
+            None => &RESERVE,
+        };
+        let script = scripts[layout.kind as usize].as_ref().ok_or(UNSUPPORTED)?;
         let max_wait = max_wait.min(Reservable::MAX_WAIT).as_micros() as u64;
         let mut inv = script.prepare_invoke();
-        inv.key(self.redis_key(key, p)).arg(cost);
+        inv.key(self.redis_key(key, p));
+        if p.penalty().is_some() {
+            let [ban, _, _] = crate::key::penalty_keys(self.prefix(), p.name(), key);
+            inv.key(ban);
+        }
+        inv.arg(cost);
         for a in layout.params() {
             inv.arg(a);
         }
@@ -83,6 +97,12 @@ impl RedisStore {
         inv.arg(max_wait);
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
+        if let Some(left) = reply::banned(&reply) {
+            return Ok(Reservation::refused(Decision::ban(
+                p.limit(),
+                Duration::from_micros(left),
+            )));
+        }
         let bad = || reply::unexpected(&reply);
         let Value::Array(items) = &reply else {
             return Err(bad());
@@ -173,8 +193,11 @@ mod tests {
 
     #[test]
     fn the_booking_kinds_have_a_script_with_no_placeholder_left() {
-        for kind in ScriptKind::ALL {
-            let Some(t) = crate::script::reserve(kind) else {
+        for (kind, penalized) in ScriptKind::ALL
+            .into_iter()
+            .flat_map(|k| [(k, false), (k, true)])
+        {
+            let Some(t) = crate::script::reserve(kind, penalized) else {
                 assert!(!matches!(
                     kind,
                     ScriptKind::Gcra | ScriptKind::LeakyBucket | ScriptKind::TokenBucket
@@ -182,6 +205,9 @@ mod tests {
                 continue;
             };
             assert!(t.starts_with("-- floodwall: prepended"), "{kind:?}");
+            // A penalized booking reads the ban first, and strikes nothing.
+            assert_eq!(t.contains("KEYS[2]"), penalized, "{kind:?}");
+            assert!(!t.contains("KEYS[3]") && !t.contains("{q1}"), "{kind:?}");
             for marker in ["{now}", "{p1}", "{p2}", "{p3}", "-- {", "{maxwait}"] {
                 assert!(!t.contains(marker), "{kind:?}: {marker}");
             }

@@ -10,8 +10,14 @@
 //! its file after the prelude, with no batch. A single check's script either has its
 //! policy's parameters written into its text as numbers or reads them from `ARGV` (see
 //! `crate::call` for which).
+//!
+//! A policy with a penalty runs scripts of their own ([`penalized`], [`reserve`] with
+//! `penalized`): `lua/penalty.lua`'s `@ban` section where the drivers mark `{ban}` (before
+//! the rate key is read) and its `@strike` section where `lua/single.lua` marks `{strike}`
+//! (after the step). Every other script has nothing there, so its text, hash and cost are
+//! what they were before penalties existed.
 
-use floodwall_core::Parameters;
+use floodwall_core::{Parameters, Penalty};
 
 use crate::kind::{Layout, Lua, ScriptKind};
 
@@ -21,6 +27,34 @@ const BATCH: &str = include_str!("lua/batch.lua");
 const RESERVE: &str = include_str!("lua/reserve.lua");
 const ADJUST: &str = include_str!("lua/adjust.lua");
 const ALL: &str = include_str!("lua/all.lua");
+const PENALTY: &str = include_str!("lua/penalty.lua");
+const ALL_PENALTY: &str = include_str!("lua/all_penalty.lua");
+
+/// How many numbers a penalty passes its script: after, within, ban, growth, max_ban and
+/// remembered (durations in µs), in that order (`{q1}`..`{q6}` in `lua/penalty.lua`).
+pub(crate) const PENALTY_PARAMS: usize = 6;
+
+/// A penalty's numbers, as its script reads them.
+pub(crate) type PenaltyParams = [u64; PENALTY_PARAMS];
+
+/// `lua/penalty.lua`'s `@ban` and `@strike` sections.
+fn penalty_sections() -> (&'static str, &'static str) {
+    const CUT: &str = "lua/penalty.lua has `-- @ban` and `-- @strike` lines (unit-tested)";
+    let (_, rest) = PENALTY.split_once("-- @ban\n").expect(CUT);
+    rest.split_once("-- @strike\n").expect(CUT)
+}
+
+/// `source` with the penalty's placeholders `{q1}`..`{q6}` written as numbers, or as reads
+/// of `ARGV[first..]` when `written` is `None`.
+fn with_penalty(source: &str, written: Option<&PenaltyParams>, first: usize) -> String {
+    (0..PENALTY_PARAMS).fold(source.to_owned(), |text, i| {
+        let value = match written {
+            Some(params) => params[i].to_string(),
+            None => format!("tonumber(ARGV[{}])", first + i),
+        };
+        text.replace(&format!("{{q{}}}", i + 1), &value)
+    })
+}
 
 /// Where a batch's explicit time sits: after the count of checks and three (padded)
 /// parameters; the count of keys follows it.
@@ -104,10 +138,18 @@ impl<'a> Sections<'a> {
 }
 
 /// The prelude, the algorithm's parameters, and the driver with the algorithm's sections
-/// pasted where it marks them (and its `{now}` written).
-fn assemble(algorithm: &str, driver: &str, now: usize) -> String {
+/// pasted where it marks them (and its `{now}` written); with the penalty's sections when
+/// `penalized`, else with nothing where the driver marks them.
+fn assemble(algorithm: &str, driver: &str, now: usize, penalized: bool) -> String {
     let s = Sections::of(algorithm);
-    let mut body = at_now(driver, now);
+    let (ban, strike) = if penalized {
+        penalty_sections()
+    } else {
+        ("", "")
+    };
+    let mut body = at_now(driver, now)
+        .replace("-- {ban}\n", ban)
+        .replace("-- {strike}\n", strike);
     if driver == BATCH {
         for (marker, lines) in s.batch_lines() {
             body = body.replace(marker, &lines);
@@ -131,19 +173,56 @@ pub(crate) fn single(kind: ScriptKind, written: Option<&[u64; 3]>) -> String {
         None => spec.params + 2,
     };
     let text = match spec.lua {
-        Lua::Stepped(algorithm) => assemble(algorithm, SINGLE, now),
+        Lua::Stepped(algorithm) => assemble(algorithm, SINGLE, now, false),
         Lua::Whole(script) => format!("{}{script}", at_now(PRELUDE, now)),
     };
     with_params(&text, written)
+}
+
+/// A single check's script of `kind` under a penalty: as [`single`], with the penalty's
+/// sections, and the penalty's numbers written in with the parameters or, with `None`, read
+/// after them (`ARGV`: the cost, the parameters, the penalty's numbers, then an explicit
+/// time). KEYS[2..4] are the penalty's keys (`crate::key::penalty_keys`). A whole script
+/// (the sliding window and log) runs as a function whose answer says whether it refused.
+pub(crate) fn penalized(kind: ScriptKind, written: Option<(&[u64; 3], &PenaltyParams)>) -> String {
+    let spec = kind.spec();
+    let now = match written {
+        Some(_) => 2,
+        None => spec.params + PENALTY_PARAMS + 2,
+    };
+    let text = match spec.lua {
+        Lua::Stepped(algorithm) => assemble(algorithm, SINGLE, now, true),
+        Lua::Whole(script) => {
+            let (ban, strike) = penalty_sections();
+            format!(
+                "{prelude}{ban}local pen_reply = (function()\n{script}end)()\n\
+                 if type(pen_reply) == 'table' then return pen_reply end\n\
+                 local allowed = 1\n\
+                 if (type(pen_reply) == 'number' and pen_reply < 0) or \
+                 string.sub(tostring(pen_reply), 1, 2) == '0 ' then allowed = 0 end\n\
+                 {strike}return pen_reply\n",
+                prelude = at_now(PRELUDE, now),
+            )
+        }
+    };
+    let text = with_params(&text, written.map(|w| w.0));
+    with_penalty(&text, written.map(|w| w.1), spec.params + 2)
 }
 
 /// The script deciding one key under each of `layouts` at once, all or nothing (see
 /// `crate::all`): the prelude, then `lua/all.lua` with each policy's sections, its
 /// parameters written in, pasted into a function of its own. `None` when one of them is
 /// not [stepped](Lua::Stepped) (the sliding window and log are whole scripts).
-pub(crate) fn all(layouts: &[Layout]) -> Option<String> {
+///
+/// `penalties` has each policy's penalty numbers, if any: then `lua/all_penalty.lua`'s
+/// sections go where `lua/all.lua` marks them, and each penalized policy's ban and strike
+/// (`lua/penalty.lua`) are functions of their own, on its three keys, which follow the
+/// rate keys in the order of the policies. Without any penalty the text is as it was
+/// before penalties existed.
+pub(crate) fn all(layouts: &[Layout], penalties: &[Option<PenaltyParams>]) -> Option<String> {
     const NOW: usize = 2;
     let mut policies = String::new();
+    let mut next_key = layouts.len() + 1;
     for (i, layout) in layouts.iter().enumerate() {
         let Lua::Stepped(algorithm) = layout.kind.spec().lua else {
             return None;
@@ -161,16 +240,60 @@ pub(crate) fn all(layouts: &[Layout]) -> Option<String> {
             reply = s.reply,
         );
         policies.push_str(&with_params(&function, Some(&layout.args)));
+        if let Some(Some(numbers)) = penalties.get(i - 1) {
+            let (ban, strike) = penalty_sections();
+            let functions = format!(
+                "banned[{i}] = function()\n{ban}end\n\
+                 strike[{i}] = function(allowed)\n{strike}end\n"
+            );
+            // KEYS[2..4] of a single check are this policy's three keys here.
+            let functions = (2..5).fold(functions, |text, k| {
+                text.replace(
+                    &format!("KEYS[{k}]"),
+                    &format!("ALL_KEYS[\u{1}{}]", next_key + k - 2),
+                )
+            });
+            policies.push_str(&with_penalty(
+                &functions.replace('\u{1}', ""),
+                Some(numbers),
+                0,
+            ));
+            next_key += 3;
+        }
     }
-    let body = ALL.replace("-- {policies}\n", &policies);
+    let penalized = next_key > layouts.len() + 1;
+    let mut body = ALL.replace("-- {policies}\n", &policies);
+    for (marker, section) in all_penalty_sections() {
+        let section = if penalized { section } else { "" };
+        body = body.replace(marker, section);
+    }
+    let body = body.replace("{m}", &layouts.len().to_string());
     Some(format!("{}{body}", at_now(PRELUDE, NOW)))
+}
+
+/// `lua/all_penalty.lua`'s sections, by the marker of `lua/all.lua` each goes to.
+fn all_penalty_sections() -> [(&'static str, &'static str); 4] {
+    const CUT: &str = "lua/all_penalty.lua has its four `-- @` lines (unit-tested)";
+    let (_, rest) = ALL_PENALTY.split_once("-- @penalty keys\n").expect(CUT);
+    let (keys, rest) = rest.split_once("-- @bans\n").expect(CUT);
+    let (bans, rest) = rest.split_once("-- @strikes\n").expect(CUT);
+    let (strikes, struck) = rest.split_once("-- @struck\n").expect(CUT);
+    [
+        ("-- {penalty keys}\n", keys),
+        ("-- {bans}\n", bans),
+        ("-- {strikes}\n", strikes),
+        ("-- {struck}\n", struck),
+    ]
 }
 
 /// The batch script of `kind` (see `crate::coalesce`), which reads its parameters from
 /// `ARGV`; `None` for a kind that is never batched.
 pub(crate) fn batch(kind: ScriptKind) -> Option<String> {
     match kind.spec().lua {
-        Lua::Stepped(algorithm) => Some(with_params(&assemble(algorithm, BATCH, BATCH_NOW), None)),
+        Lua::Stepped(algorithm) => Some(with_params(
+            &assemble(algorithm, BATCH, BATCH_NOW, false),
+            None,
+        )),
         Lua::Whole(_) => None,
     }
 }
@@ -178,8 +301,9 @@ pub(crate) fn batch(kind: ScriptKind) -> Option<String> {
 /// The booking script of `kind` (see `crate::reserve`), which reads its parameters from
 /// `ARGV` after the cost; the explicit time and the longest wait follow them. `None` for
 /// the kinds that cannot book a slot (windows and logs, whose state has no future
-/// position).
-pub(crate) fn reserve(kind: ScriptKind) -> Option<String> {
+/// position). With `penalized`, a banned key is answered as a check's ban (`lua/penalty.lua`'s
+/// `@ban`, on KEYS[2]) and books nothing; a booking counts no strike.
+pub(crate) fn reserve(kind: ScriptKind, penalized: bool) -> Option<String> {
     let bookable = matches!(
         kind,
         ScriptKind::Gcra | ScriptKind::LeakyBucket | ScriptKind::TokenBucket
@@ -187,7 +311,10 @@ pub(crate) fn reserve(kind: ScriptKind) -> Option<String> {
     match kind.spec().lua {
         Lua::Stepped(algorithm) if bookable => {
             let now = kind.spec().params + 2;
-            Some(with_params(&assemble(algorithm, RESERVE, now), None))
+            Some(with_params(
+                &assemble(algorithm, RESERVE, now, penalized),
+                None,
+            ))
         }
         _ => None,
     }
@@ -201,7 +328,7 @@ pub(crate) fn adjust(kind: ScriptKind, section: &str) -> Option<String> {
         Lua::Stepped(algorithm) => {
             let driver = ADJUST.replace("-- {adjust}\n", section);
             let now = kind.spec().params + 2;
-            Some(with_params(&assemble(algorithm, &driver, now), None))
+            Some(with_params(&assemble(algorithm, &driver, now, false), None))
         }
         Lua::Whole(_) => None,
     }
@@ -214,6 +341,16 @@ pub(crate) fn adjust(kind: ScriptKind, section: &str) -> Option<String> {
 /// `None` for an algorithm this crate has no script for.
 pub fn script_for(params: Parameters) -> Option<String> {
     Layout::of(params).map(|l| single(l.kind, Some(&l.args)))
+}
+
+/// The script a check under `params` with `penalty` runs, its numbers written in, as
+/// [`script_for`] is for a policy without one: for measuring or reviewing it. A check of
+/// cost 1 on the server's clock is `EVALSHA <sha> 4 <key> <ban> <strikes> <bans>` (the
+/// keys of [`RedisStore::penalty_keys`](crate::RedisStore::penalty_keys)).
+pub fn penalized_script_for(params: Parameters, penalty: &Penalty) -> Option<String> {
+    let layout = Layout::of(params)?;
+    let numbers = crate::call::penalty_params(penalty);
+    Some(penalized(layout.kind, Some((&layout.args, &numbers))))
 }
 
 #[cfg(test)]
@@ -245,13 +382,100 @@ mod tests {
         }
         let driver: Vec<&str> = words(BATCH).collect();
         assert!(DRIVER.iter().all(|name| driver.contains(name)));
+        // The penalty's sections and the several-policies driver's own names.
+        const PENALTY_NAMES: [&str; 4] = ["ALL_KEYS", "banned", "strike", "allowed"];
         for kind in ScriptKind::ALL {
-            if let Lua::Stepped(text) = kind.spec().lua {
-                for word in words(text) {
+            let text = match kind.spec().lua {
+                Lua::Stepped(text) | Lua::Whole(text) => text,
+            };
+            for word in words(text) {
+                assert!(!word.starts_with("pen_"), "{kind:?} uses `{word}`");
+                if matches!(kind.spec().lua, Lua::Stepped(_)) {
                     assert!(!DRIVER.contains(&word), "{kind:?} uses `{word}`");
+                    assert!(
+                        !PENALTY_NAMES[..3].contains(&word),
+                        "{kind:?} uses `{word}`"
+                    );
+                } else {
+                    // A whole script runs in a function; the wrapper's `allowed` follows it.
+                    assert!(!PENALTY_NAMES.contains(&word), "{kind:?} uses `{word}`");
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_penalized_script_has_the_penalty_around_the_step_and_no_placeholder_left() {
+        let (ban, strike) = penalty_sections();
+        assert!(ban.contains("KEYS[2]") && strike.contains("KEYS[4]"));
+        let numbers = [
+            5,
+            60_000_000,
+            600_000_000,
+            2,
+            86_400_000_000,
+            90_000_000_000,
+        ];
+        for a in floodwall_core::Algorithm::all() {
+            let p = floodwall_core::Policy::new("p", a, "10/s".parse().unwrap()).unwrap();
+            let layout = Layout::of(p.parameters()).unwrap();
+            let written = penalized(layout.kind, Some((&layout.args, &numbers)));
+            let generic = penalized(layout.kind, None);
+            for text in [&written, &generic] {
+                assert!(text.starts_with("-- floodwall: prepended"), "{a}");
+                for marker in ["{now}", "{p1}", "{q1}", "{q6}", "-- {", "-- @"] {
+                    assert!(!text.contains(marker), "{a}: {marker}");
+                }
+                // The ban is read before the rate key, the strike after the step.
+                let first = text
+                    .match_indices("redis.call('")
+                    .map(|(i, _)| &text[i..])
+                    .find(|call| !call.starts_with("redis.call('TIME'"))
+                    .unwrap();
+                assert!(first.starts_with("redis.call('GET', KEYS[2])"), "{a}");
+            }
+            assert!(
+                written.contains("local pen_after, pen_within, pen_ban = 5, 60000000, 600000000")
+            );
+            assert!(!written.contains("ARGV[3]"), "{a}: written in");
+            // Generic: the cost, the parameters, then the penalty's six numbers, then now.
+            let params = layout.kind.spec().params;
+            let last = params + PENALTY_PARAMS + 1;
+            assert!(generic.contains(&format!("tonumber(ARGV[{last}])")), "{a}");
+            assert!(generic.contains(&format!("ARGV[{}]", last + 1)), "{a}: now");
+            // A policy without a penalty runs the script it always ran.
+            let plain = single(layout.kind, Some(&layout.args));
+            assert!(!plain.contains("pen_") && !plain.contains("KEYS[2]"), "{a}");
+        }
+    }
+
+    #[test]
+    fn several_policies_with_penalties_read_their_own_keys_after_the_rate_keys() {
+        let layout = |p: floodwall_core::Policy| Layout::of(p.parameters()).unwrap();
+        let gcra = layout(floodwall_core::Policy::gcra("a", "10/s".parse().unwrap()).unwrap());
+        let fw =
+            layout(floodwall_core::Policy::fixed_window("b", "7/min".parse().unwrap()).unwrap());
+        let numbers = [3, 1, 2, 1, 2, 9];
+        let plain = all(&[gcra, fw, gcra], &[None, None, None]).unwrap();
+        assert!(!plain.contains("pen_") && !plain.contains("ALL_KEYS"));
+        // The first and third penalized: keys 4..6, then 7..9.
+        let text = all(&[gcra, fw, gcra], &[Some(numbers), None, Some(numbers)]).unwrap();
+        for marker in ["{now}", "{p1}", "{q1}", "{m}", "-- {", "-- @", "\u{1}"] {
+            assert!(!text.contains(marker), "{marker}");
+        }
+        assert!(text.contains("local KEYS = {unpack(ALL_KEYS, 1, 3)}"));
+        for (i, first) in [(1, 4), (3, 7)] {
+            let strike = text
+                .split_once(&format!("strike[{i}] = function"))
+                .unwrap()
+                .1;
+            let strike = strike.split_once("\nend\n").unwrap().0;
+            for k in first..first + 3 {
+                assert!(strike.contains(&format!("ALL_KEYS[{k}]")), "{i}: {k}");
+            }
+        }
+        assert!(!text.contains("banned[2] ="));
+        assert!((2..5).all(|k| !text.contains(&format!("', KEYS[{k}]"))));
     }
 
     #[test]
@@ -260,7 +484,7 @@ mod tests {
         let gcra = layout(floodwall_core::Policy::gcra("a", "10/s".parse().unwrap()).unwrap());
         let fw =
             layout(floodwall_core::Policy::fixed_window("b", "7/min".parse().unwrap()).unwrap());
-        let text = all(&[gcra, fw]).unwrap();
+        let text = all(&[gcra, fw], &[None, None]).unwrap();
         assert!(text.starts_with("-- floodwall: prepended"));
         assert!(
             text.contains("decide[1] = function(c)") && text.contains("decide[2] = function(c)")
@@ -276,7 +500,7 @@ mod tests {
         );
         // A sliding log has no sections to paste.
         let log = layout(floodwall_core::Policy::sliding_log("c", "5/s".parse().unwrap()).unwrap());
-        assert!(all(&[gcra, log]).is_none());
+        assert!(all(&[gcra, log], &[None, None]).is_none());
     }
 
     #[test]

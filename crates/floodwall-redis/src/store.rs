@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use floodwall_core::{
-    Cancelled, Decision, DenyCache, DenyCacheStats, Error, Policy, Reservable, Reservation, Store,
+    Cancelled, Decision, DenyCache, DenyCacheStats, Error, Penalty, Policy, Reservable,
+    Reservation, Store,
 };
 use redis::Value;
 
@@ -117,6 +118,10 @@ impl Store for Direct {
 
     fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
         self.0.delete(key, policy)
+    }
+
+    fn unban(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
+        self.0.lift(key, policy)
     }
 
     fn check_all(
@@ -255,6 +260,14 @@ impl RedisStore {
         key::redis_key(&self.inner.prefix, policy, key)
     }
 
+    /// The Redis keys of `key`'s ban, refusals counted (strikes) and bans remembered
+    /// under `policy`'s penalty, in that order (see the crate docs for the layout): for
+    /// an operator's `redis-cli`. They share the rate key's slot; none exists until the
+    /// key is refused.
+    pub fn penalty_keys(&self, key: &[u8], policy: &Policy) -> [Vec<u8>; 3] {
+        key::penalty_keys(&self.inner.prefix, policy.name(), key)
+    }
+
     /// The prefix every key starts with.
     pub fn prefix(&self) -> &str {
         &self.inner.prefix
@@ -293,6 +306,11 @@ impl RedisStore {
     ) -> Result<Decision, Error> {
         policy.check_cost(cost)?;
         let redis_key = self.redis_key(key, policy);
+        if let Some(penalty) = policy.penalty() {
+            return self
+                .penalized(key, &redis_key, policy, penalty, cost, now)
+                .await;
+        }
         if let Some(coalescer) = &self.inner.coalescer
             && let Some(batch) = Layout::of(policy.parameters()).and_then(Batch::of)
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
@@ -325,6 +343,45 @@ impl RedisStore {
         decision(policy, self.answer(redis_key, layout, cost, now).await?)
     }
 
+    /// One check under a policy with `penalty`, one script call, never coalesced (its
+    /// script is its own, and reads the penalty's keys besides the rate key): a banned key
+    /// is answered [`Decision::ban`] with the ban's remainder.
+    async fn penalized(
+        &self,
+        key: &[u8],
+        redis_key: &[u8],
+        policy: &Policy,
+        penalty: &Penalty,
+        cost: u64,
+        now: Option<u64>,
+    ) -> Result<Decision, Error> {
+        let layout = Layout::of(policy.parameters()).ok_or_else(|| {
+            Error::backend(format!(
+                "floodwall-redis has no script for the {} algorithm",
+                policy.algorithm()
+            ))
+        })?;
+        let single = self.inner.scripts.penalized(layout, penalty);
+        let keys = self.penalty_keys(key, policy);
+        let inv = single.invocation(redis_key, &keys, now, cost);
+        self.inner.counters.single();
+        let reply: Value = self.bounded(Op::Script(&inv)).await?;
+        if let Some(left) = reply::banned(&reply) {
+            return Ok(Decision::ban(policy.limit(), Duration::from_micros(left)));
+        }
+        decision(policy, reply::single(layout, cost, &reply)?)
+    }
+
+    /// Deletes `key`'s ban, strikes and remembered bans under `policy` (one `DEL` of the
+    /// three keys, which share a slot), bypassing the deny cache.
+    async fn lift(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        let mut del = redis::cmd("DEL");
+        for k in self.penalty_keys(key, policy) {
+            del.arg(k);
+        }
+        self.bounded::<i64>(Op::Cmd(&del)).await.map(drop)
+    }
+
     /// The script's answer to one check under `layout`, from one script call.
     pub(crate) async fn answer(
         &self,
@@ -334,7 +391,7 @@ impl RedisStore {
         now: Option<u64>,
     ) -> Result<ScriptAnswer, Error> {
         let single = self.inner.scripts.single(layout);
-        let inv = single.invocation(redis_key, now, cost);
+        let inv = single.invocation(redis_key, &[], now, cost);
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
         reply::single(layout, cost, &reply)
@@ -379,6 +436,18 @@ impl Store for RedisStore {
         match &self.deny {
             Some(deny) => deny.reset(key, policy).await,
             None => self.delete(key, policy).await,
+        }
+    }
+
+    /// Lifts `key`'s ban under `policy`: one `DEL` of its ban, strikes and remembered bans
+    /// (its quota state is kept), seen at once by every store on this Redis without a
+    /// deny cache, and by this one's (which forgets the key first). Other processes' deny
+    /// caches see it within their
+    /// [`max_ban_hold`](RedisStoreBuilder::deny_cache_max_ban_hold) (docs/penalties.md).
+    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        match &self.deny {
+            Some(deny) => deny.unban(key, policy).await,
+            None => self.lift(key, policy).await,
         }
     }
 

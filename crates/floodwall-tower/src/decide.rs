@@ -100,7 +100,8 @@ impl Tally {
             && self
                 .decisions
                 .iter()
-                .all(|(_, d)| d.allowed || d.retry_after.is_some_and(|r| r <= max))
+                // A banned key does not wait out its ban: it is refused.
+                .all(|(_, d)| d.allowed || (!d.banned && d.retry_after.is_some_and(|r| r <= max)))
     }
 
     /// The indexes of the policies that refused.

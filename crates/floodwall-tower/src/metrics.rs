@@ -63,16 +63,21 @@ pub enum Outcome {
     /// A [`Fallback`](floodwall_core::resilience::Fallback) decided in the failing
     /// store's stead, admitting or refusing.
     Fallback,
+    /// The policy refused the request because its key is banned
+    /// ([`Penalty`](floodwall_core::Penalty)): told apart from `refused` so a dashboard
+    /// shows brute-force clients held off. In shadow mode it counts as `shadow_refused`.
+    Banned,
 }
 
 impl Outcome {
     /// Every outcome, in the order of [`as_str`](Self::as_str)'s index.
-    pub const ALL: [Outcome; 5] = [
+    pub const ALL: [Outcome; 6] = [
         Self::Allowed,
         Self::Refused,
         Self::ShadowRefused,
         Self::StoreError,
         Self::Fallback,
+        Self::Banned,
     ];
 
     /// The label value.
@@ -83,6 +88,7 @@ impl Outcome {
             Self::ShadowRefused => "shadow_refused",
             Self::StoreError => "store_error",
             Self::Fallback => "fallback",
+            Self::Banned => "banned",
         }
     }
 
@@ -91,6 +97,7 @@ impl Outcome {
         match (decision.fallback, decision.allowed, shadow) {
             (true, _, _) => Self::Fallback,
             (false, true, _) => Self::Allowed,
+            (false, false, false) if decision.banned => Self::Banned,
             (false, false, false) => Self::Refused,
             (false, false, true) => Self::ShadowRefused,
         }
@@ -104,7 +111,7 @@ pub(crate) fn near_limit(decision: &Decision) -> bool {
 
 /// One policy's registered handles.
 pub(crate) struct Handles {
-    requests: [Counter; 5],
+    requests: [Counter; 6],
     near_limit: Counter,
     duration: Histogram,
 }

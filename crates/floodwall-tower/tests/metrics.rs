@@ -257,3 +257,27 @@ async fn a_policy_in_shadow_counts_shadow_refused_and_one_off_counts_nothing() {
         assert_eq!(requests(&seen, "unused", result), 0, "{result}");
     }
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_banned_key_is_counted_as_banned_not_refused() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (store, _clock) = store();
+    let penalty = floodwall_core::Penalty::new(
+        2,
+        std::time::Duration::from_secs(60),
+        std::time::Duration::from_secs(600),
+    )
+    .unwrap();
+    let policy = gcra("login", "1/min").with_penalty(penalty);
+    let mut svc = RateLimitLayer::new(store, policy).layer(hello());
+
+    let statuses = send(&mut svc, "203.0.113.7", 5).await;
+    assert_eq!(statuses, [200, 429, 429, 429, 429]);
+    let seen = seen(&snapshotter);
+    assert_eq!(requests(&seen, "login", "allowed"), 1);
+    // The first strike is a plain refusal; the second bans, and the ban answers the rest.
+    assert_eq!(requests(&seen, "login", "refused"), 1);
+    assert_eq!(requests(&seen, "login", "banned"), 3);
+}

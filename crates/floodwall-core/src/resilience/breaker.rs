@@ -504,6 +504,14 @@ impl<S: Store, C: Clock> Store for Breaker<S, C> {
         permit.finish(&result);
         result
     }
+
+    /// Passed on as a reset is; while open, refused (the ban stays).
+    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        let permit = self.circuit.admit()?;
+        let result = self.circuit.store.unban(key, policy).await;
+        permit.finish(&result);
+        result
+    }
 }
 
 impl<S, C> Clone for Breaker<S, C> {

@@ -457,6 +457,16 @@ impl<S: Store, C: Clock> Store for Fallback<S, C> {
             (result, _) => result,
         }
     }
+
+    /// Unbans in the store, and in the local store too in a local mode (a ban it gave
+    /// while the store failed is lifted as well). The store's error, if any, is returned.
+    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        let s = &self.backstop;
+        if let FailMode::Local { nodes } = s.mode {
+            s.with_share(policy, nodes, |share| s.local.unban_sync(key, share));
+        }
+        s.store.unban(key, policy).await
+    }
 }
 
 impl<S, C> Clone for Fallback<S, C> {

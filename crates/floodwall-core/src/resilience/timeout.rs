@@ -129,4 +129,10 @@ impl<S: Store> Store for Timeout<S> {
             .await
             .unwrap_or(Err(Error::Timeout))
     }
+
+    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        tokio::time::timeout(self.timeout, self.store.unban(key, policy))
+            .await
+            .unwrap_or(Err(Error::Timeout))
+    }
 }

@@ -16,7 +16,10 @@ use crate::{
 
 mod adjust;
 mod all;
+mod penalty;
 mod reserve;
+
+pub(crate) use penalty::ban_decision;
 mod update;
 
 /// Marks a GCRA key state that was evicted: whoever holds it looks the key up again.
@@ -81,6 +84,8 @@ struct Inner<C> {
     evicted: AtomicU64,
     /// Requests in flight per key, for [`ConcurrencyLimit`](crate::ConcurrencyLimit)s.
     slots: Arc<Slots>,
+    /// Strikes and bans of the policies with a [`Penalty`](crate::Penalty) (`penalty.rs`).
+    penalties: penalty::Records,
 }
 
 /// What one key holds: its algorithm state, in the form its algorithm updates it.
@@ -159,6 +164,7 @@ impl<C> MemoryStoreBuilder<C> {
                 clock: self.clock,
                 evicted: AtomicU64::new(0),
                 slots: Slots::new(self.max_keys),
+                penalties: penalty::Records::new(self.max_keys),
             }),
         }
     }
@@ -186,11 +192,60 @@ impl<C: Clock> MemoryStore<C> {
     // Inlined into callers, GCRA's path keeps its values in registers: as a call it spilled
     // registers and its result right before the map's unpinning, a full barrier that waits
     // for those stores (BENCHMARKS.md §1 measures it).
+    ///
+    /// A policy with a [`Penalty`](crate::Penalty) answers a banned key its ban, and
+    /// counts its refusals as strikes (`docs/penalties.md`).
     #[inline(always)]
     pub fn check_sync(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        let (raw, limit) = match policy.engine().gcra() {
-            Some(gcra) => {
+        let (raw, limit, banned) = match policy.engine().gcra() {
+            // A penalty takes the path out of line, with the other algorithms: GCRA's
+            // stays as it was without penalties (the `http_instructions` bench). Every path
+            // ends in one `to_decision_with_limit`: a path returning a `Decision` of its
+            // own made the compiler build GCRA's in a temporary (24 instructions more).
+            Some(gcra) if policy.penalty().is_none() => {
                 // First: reading the counter is the slowest step, and the lookup overlaps it.
+                let now = clamp_now(self.inner.clock.now_micros());
+                let judgement = match KeyRef::short(policy.namespace(), key) {
+                    Some(key) => self.check_gcra(key, gcra, cost, now)?,
+                    None => self.check_gcra_long(key, policy.namespace(), gcra, cost, now)?,
+                };
+                (gcra.raw(judgement), gcra.burst, false)
+            }
+            _ => self.check_other(key, policy, cost)?,
+        };
+        let mut decision = policy.to_decision_with_limit(raw, limit);
+        decision.banned = banned;
+        Ok(decision)
+    }
+
+    /// Every check but GCRA's without a penalty: a penalty's first, then the quota. The
+    /// figures, the limit, and whether the key is banned.
+    #[inline(never)]
+    fn check_other(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<(Raw, u64, bool), Error> {
+        match policy.penalty() {
+            Some(penalty) => self.check_penalized(key, policy, penalty, cost),
+            None => {
+                let (raw, limit) = self.quota_raw(key, policy, cost)?;
+                Ok((raw, limit, false))
+            }
+        }
+    }
+
+    /// The quota's decision alone, penalty or not.
+    fn check_quota(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+        let (raw, limit) = self.quota_raw(key, policy, cost)?;
+        Ok(policy.to_decision_with_limit(raw, limit))
+    }
+
+    /// [`check_quota`](Self::check_quota)'s figures and limit.
+    fn quota_raw(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<(Raw, u64), Error> {
+        Ok(match policy.engine().gcra() {
+            Some(gcra) => {
                 let now = clamp_now(self.inner.clock.now_micros());
                 let judgement = match KeyRef::short(policy.namespace(), key) {
                     Some(key) => self.check_gcra(key, gcra, cost, now)?,
@@ -199,8 +254,7 @@ impl<C: Clock> MemoryStore<C> {
                 (gcra.raw(judgement), gcra.burst)
             }
             None => (self.check_locked(key, policy, cost)?, policy.limit()),
-        };
-        Ok(policy.to_decision_with_limit(raw, limit))
+        })
     }
 
     /// [`check_gcra`](Self::check_gcra) for a key stored as its digest.
@@ -295,7 +349,8 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// Forgets `key` under `policy`.
+    /// Forgets `key`'s quota state under `policy`. A ban and strikes stay: lifting them is
+    /// [`unban_sync`](Self::unban_sync)'s.
     pub fn reset_sync(&self, key: &[u8], policy: &Policy) {
         let buf = KeyBuf::new(key);
         let key = buf.as_ref(policy.namespace());
@@ -306,11 +361,12 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// Drops every expired state now, instead of waiting for the cap to be reached.
-    /// Returns how many were dropped.
+    /// Drops every expired state (and penalty record) now, instead of waiting for the cap
+    /// to be reached. Returns how many were dropped.
     pub fn sweep_expired(&self) -> usize {
         let _sweeping = self.inner.cap.exclusive();
-        self.drop_expired(clamp_now(self.inner.clock.now_micros()))
+        let now = clamp_now(self.inner.clock.now_micros());
+        self.drop_expired(now) + self.inner.penalties.drop_expired(now)
     }
 
     fn drop_expired(&self, now: u64) -> usize {
@@ -342,9 +398,16 @@ impl<C: Clock> MemoryStore<C> {
 }
 
 impl<C> MemoryStore<C> {
-    /// Keys held now.
+    /// Keys held now (quota states; penalty records are counted by
+    /// [`penalized`](Self::penalized)).
     pub fn len(&self) -> usize {
         self.inner.map.len()
+    }
+
+    /// Penalty records held now: keys with strikes, a ban or remembered bans under a
+    /// policy with a [`Penalty`](crate::Penalty).
+    pub fn penalized(&self) -> usize {
+        self.inner.penalties.len()
     }
 
     /// Whether no key is held.
@@ -571,5 +634,10 @@ impl<C: Clock> Store for MemoryStore<C> {
         adjustment: crate::Adjustment,
     ) -> impl Future<Output = Result<(), Error>> + Send {
         ready(self.adjust_sync(key, policy, adjustment))
+    }
+
+    fn unban(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
+        self.unban_sync(key, policy);
+        ready(Ok(()))
     }
 }

@@ -9,10 +9,12 @@
 -- written in, are pasted into a function of its own where marked (src/script.rs), so that
 -- two policies' names never meet; `decide[i](c)` answers allowed, then functions writing
 -- the state and giving the answer, or the error `@load` met.
+-- {penalty keys}
 local values = {}
 for i = 1, #KEYS do values[i] = redis.call('GET', KEYS[i]) end
 local decide = {}
 -- {policies}
+-- {bans}
 local decided, every = {}, true
 for i = 1, #KEYS do
   local allowed, save, reply = decide[i](cost)
@@ -20,6 +22,7 @@ for i = 1, #KEYS do
   decided[i] = {allowed, save, reply}
   if allowed ~= 1 then every = false end
 end
+-- {strikes}
 local out = {}
 for i = 1, #KEYS do
   local d = decided[i]
@@ -33,4 +36,5 @@ for i = 1, #KEYS do
     out[i] = d[3]()
   end
 end
+-- {struck}
 return out

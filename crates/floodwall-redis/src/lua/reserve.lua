@@ -8,6 +8,7 @@
 -- server's now, so the slot's lead is added to the slack. Never coalesced. The reply is
 -- the table {allowed, remaining, retry, reset, wait, the state as stored (the ticket a
 -- cancellation compares)}; durations in µs from now.
+-- {ban}
 local key = KEYS[1]
 local stored = redis.call('GET', key)
 -- {load}

@@ -17,7 +17,8 @@ const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+
 /// ```
 ///
 /// `retry_after` is whole seconds (as in `Retry-After`), `null` when the request's cost
-/// can never pass.
+/// can never pass. A banned key ([`Denial::banned`]) gets `"banned":true` at the end, with
+/// `retry_after` the ban's remainder.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Json;
 
@@ -28,6 +29,7 @@ impl OnReject for Json {
         push_retry_after(&mut body, denial);
         body.push_str(r#","violated_policies":"#);
         push_names(&mut body, denial);
+        push_banned(&mut body, denial);
         body.push('}');
         response(StatusCode::TOO_MANY_REQUESTS, APPLICATION_JSON, body)
     }
@@ -41,6 +43,8 @@ impl OnReject for Json {
 ///  "title":"Request cannot be satisfied as assigned quota has been exceeded",
 ///  "status":429,"violated-policies":["per-ip"],"retry-after":3}
 /// ```
+///
+/// A banned key ([`Denial::banned`]) gets the extension member `"banned":true` at the end.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProblemJson;
 
@@ -55,6 +59,7 @@ impl OnReject for ProblemJson {
         push_names(&mut body, denial);
         body.push_str(r#","retry-after":"#);
         push_retry_after(&mut body, denial);
+        push_banned(&mut body, denial);
         body.push('}');
         response(StatusCode::TOO_MANY_REQUESTS, PROBLEM_JSON, body)
     }
@@ -66,6 +71,12 @@ fn push_retry_after(body: &mut String, denial: &Denial) {
             let _ = write!(body, "{secs}");
         }
         None => body.push_str("null"),
+    }
+}
+
+fn push_banned(body: &mut String, denial: &Denial) {
+    if denial.banned() {
+        body.push_str(r#","banned":true"#);
     }
 }
 

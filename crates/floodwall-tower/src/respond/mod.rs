@@ -135,6 +135,13 @@ impl Denial {
             .chain(self.in_flight.iter().map(|(l, _)| l.name()))
     }
 
+    /// Whether a policy refused because the request's key is banned
+    /// ([`Penalty`](floodwall_core::Penalty)): [`retry_after`](Self::retry_after) is then
+    /// (at least) the ban's remainder. For a body that tells the client so.
+    pub fn banned(&self) -> bool {
+        self.decisions.iter().any(|(_, d)| d.banned)
+    }
+
     /// When the request's cost can never pass: `(cost, the policy's limit)`.
     pub fn cost_too_high(&self) -> Option<(u64, u64)> {
         self.too_costly.as_ref().map(|(_, cost, max)| (*cost, *max))

@@ -14,6 +14,7 @@ use crate::{Clock, SystemClock};
 pub struct DenyCacheBuilder<C = SystemClock> {
     pub(super) max_keys: usize,
     pub(super) max_wait: Duration,
+    pub(super) max_ban_hold: Duration,
     pub(super) clock: C,
 }
 
@@ -44,12 +45,23 @@ impl<C: Clock> DenyCacheBuilder<C> {
         self
     }
 
+    /// The longest a ban ([`Decision::banned`](crate::Decision::banned)) is answered
+    /// locally before one check goes to the store again; default
+    /// [`DenyCache::DEFAULT_MAX_BAN_HOLD`]. An unban on another node reaches this cache
+    /// at most this long after it (`docs/penalties.md`); a banned key costs the store one
+    /// call per this span. Zero holds no ban.
+    pub fn max_ban_hold(mut self, max_ban_hold: Duration) -> Self {
+        self.max_ban_hold = max_ban_hold;
+        self
+    }
+
     /// The clock local windows are measured with: a [`ManualClock`](crate::ManualClock)
     /// in tests. It must advance at the store's rate (see [`DenyCache`]).
     pub fn clock<C2: Clock>(self, clock: C2) -> DenyCacheBuilder<C2> {
         DenyCacheBuilder {
             max_keys: self.max_keys,
             max_wait: self.max_wait,
+            max_ban_hold: self.max_ban_hold,
             clock,
         }
     }
@@ -65,6 +77,7 @@ impl<C: Clock> DenyCacheBuilder<C> {
                 cap: Cap::new(self.max_keys),
                 clock: self.clock,
                 max_wait: micros(self.max_wait),
+                max_ban_hold: micros(self.max_ban_hold),
                 resets: AtomicU64::new(0),
                 store_calls: AtomicU64::new(0),
                 denied_locally: AtomicU64::new(0),

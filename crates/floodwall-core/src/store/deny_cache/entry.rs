@@ -8,6 +8,7 @@ use super::DenyCache;
 use super::flight::Flight;
 use crate::store::evict::evict_soonest;
 use crate::store::key::{KeyBuf, MapKey};
+use crate::store::memory::ban_decision;
 use crate::{Clock, Decision, Parameters, Policy, Rounding};
 
 pub(super) type Map = papaya::HashMap<MapKey, Entry, ahash::RandomState>;
@@ -19,6 +20,10 @@ pub(super) struct Entry {
     pub(super) cost: u64,
     /// When the store said the key would be back to full, as a lower bound.
     pub(super) reset_at: u64,
+    /// When the key's ban ends (local µs; 0: the fact is no ban). A ban is held only until
+    /// `until`, at most [`max_ban_hold`](super::DenyCacheBuilder::max_ban_hold) from the
+    /// check, but answered with its whole remainder (`docs/penalties.md`).
+    pub(super) ban_end: u64,
     /// Once the fact has lapsed: the one check of the key in flight to the store, whose
     /// answer checks of a cost `>=` its own wait for.
     pub(super) flight: Option<Arc<Flight>>,
@@ -27,7 +32,17 @@ pub(super) struct Entry {
 impl Entry {
     /// The same fact (a flight set on it since does not count).
     fn same_fact(&self, other: &Entry) -> bool {
-        (self.until, self.cost, self.reset_at) == (other.until, other.cost, other.reset_at)
+        (self.until, self.cost, self.reset_at, self.ban_end)
+            == (other.until, other.cost, other.reset_at, other.ban_end)
+    }
+
+    /// The local refusal this fact gives at `now` (before `until`): the ban's remainder
+    /// for a ban, else the refusal until `until`.
+    pub(super) fn answer(&self, policy: &Policy, now: u64) -> Decision {
+        if self.ban_end > now {
+            return ban_decision(policy, self.ban_end - now);
+        }
+        refusal(policy, now, self.until, self.reset_at)
     }
 
     pub(super) fn led_by(&self, flight: &Arc<Flight>) -> bool {
@@ -49,13 +64,26 @@ impl<S, C: Clock> DenyCache<S, C> {
         let Some((retry, reset)) = exact(policy, d) else {
             return;
         };
+        // Under a penalty, a refusal is a strike the store must count: only bans are
+        // answered here (`docs/penalties.md`).
+        if policy.penalty().is_some() && !d.banned {
+            return;
+        }
+        let cache = &self.cache;
+        let mut ban_end = 0;
         let fact = if d.allowed {
             exhausted(policy, d.remaining, reset)
+        } else if d.banned {
+            // Every cost is refused while banned, but held only for the bound: an unban
+            // on another node reaches this one no later than that.
+            retry.map(|r| {
+                ban_end = sent.saturating_add(r);
+                (1, r.min(cache.max_ban_hold))
+            })
         } else {
             retry.map(|r| (cost, r))
         };
         let Some((cost, wait)) = fact else { return };
-        let cache = &self.cache;
         let now = cache.clock.now_micros();
         let until = sent.saturating_add(wait);
         if until <= now || cache.resets.load(Ordering::SeqCst) != epoch {
@@ -65,6 +93,7 @@ impl<S, C: Clock> DenyCache<S, C> {
             until,
             cost,
             reset_at: sent.saturating_add(reset),
+            ban_end,
             flight: None,
         };
         let buf = KeyBuf::new(key);

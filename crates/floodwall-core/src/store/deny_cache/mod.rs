@@ -87,6 +87,8 @@ struct Cache<C> {
     clock: C,
     /// How long a check waits for another's answer, in µs.
     max_wait: u64,
+    /// How long a ban is answered locally, in µs.
+    max_ban_hold: u64,
     /// Bumped by every reset: an answer to a check sent before a reset is not recorded.
     resets: AtomicU64,
     store_calls: AtomicU64,
@@ -125,11 +127,16 @@ impl DenyCache<(), SystemClock> {
     /// or fails before it.
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
 
+    /// The default bound on holding a ban locally: 1 s, so an unban on another node is
+    /// seen here within a second, for one store call per second per banned key.
+    pub const DEFAULT_MAX_BAN_HOLD: Duration = Duration::from_secs(1);
+
     /// A builder with the default cap and bound, and the system clock.
     pub fn builder() -> DenyCacheBuilder {
         DenyCacheBuilder {
             max_keys: Self::DEFAULT_MAX_KEYS,
             max_wait: Self::DEFAULT_MAX_WAIT,
+            max_ban_hold: Self::DEFAULT_MAX_BAN_HOLD,
             clock: SystemClock,
         }
     }
@@ -184,6 +191,11 @@ impl<S, C: Clock> DenyCache<S, C> {
     /// The bound on a wait for another check's answer.
     pub fn max_wait(&self) -> Duration {
         Duration::from_micros(self.cache.max_wait)
+    }
+
+    /// The bound on holding a ban locally.
+    pub fn max_ban_hold(&self) -> Duration {
+        Duration::from_micros(self.cache.max_ban_hold)
     }
 }
 
@@ -364,6 +376,18 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
         self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
         self.record_all(key, policies, cost, &sent, &result);
         Some(result)
+    }
+
+    /// Forgets the key's cached refusals (a ban among them) here at once, then unbans in
+    /// the store: the next check on this node asks the store. Other nodes' caches learn
+    /// of it within their [`max_ban_hold`](DenyCacheBuilder::max_ban_hold).
+    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        self.forget(key, policy);
+        let result = self.store.unban(key, policy).await;
+        // A check sent while the unban was in flight may have been answered the ban:
+        // forget again, and refuse to record answers to checks sent before now.
+        self.forget(key, policy);
+        result
     }
 
     /// Refused here when a cached refusal lasts beyond `max_wait`; else the store books

@@ -5,7 +5,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::DenyCache;
-use super::entry::refusal;
 use crate::reservation::max_wait_micros;
 use crate::store::key::KeyBuf;
 use crate::{Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, Store};
@@ -60,11 +59,13 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
         let buf = KeyBuf::new(key);
         let map = self.cache.map.pin();
         let e = map.get(&buf.as_ref(policy.namespace()))?;
-        if now >= e.until || cost < e.cost || e.until - now <= max_wait {
+        // A ban refuses a booking whatever the wait.
+        let banned = e.ban_end > now;
+        if now >= e.until || cost < e.cost || (!banned && e.until - now <= max_wait) {
             return None;
         }
         self.cache.denied_locally.fetch_add(1, Ordering::Relaxed);
-        Some(refusal(policy, now, e.until, e.reset_at))
+        Some(e.answer(policy, now))
     }
 
     /// [`Store::cancel`] through the cache: a slot given back may let the store admit

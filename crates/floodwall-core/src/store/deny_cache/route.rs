@@ -73,7 +73,7 @@ impl<S, C: Clock> DenyCache<S, C> {
                 return Ok(store);
             }
             cache.denied_locally.fetch_add(1, Ordering::Relaxed);
-            return Ok(Route::Local(refusal(policy, now, e.until, e.reset_at)));
+            return Ok(Route::Local(e.answer(policy, now)));
         }
         // Lapsed: wait for the check in flight, or lead one (taking over from a leader out
         // past its deadline).
@@ -141,8 +141,10 @@ impl<S, C: Clock> DenyCache<S, C> {
         d: &Decision,
     ) -> FlightEnd {
         match exact(policy, d) {
+            // A ban is not handed to the waiting checks: they look again, and find the
+            // ban recorded (held for its bound, answered with its remainder).
             Some((Some(r), reset))
-                if !d.allowed && self.cache.resets.load(Ordering::SeqCst) == epoch =>
+                if !d.allowed && !d.banned && self.cache.resets.load(Ordering::SeqCst) == epoch =>
             {
                 FlightEnd::Refused {
                     until: sent.saturating_add(r),

@@ -401,4 +401,13 @@ impl<S: Store, C: Clock> Store for LocalVerdicts<S, C> {
         self.forget(key, policy);
         result
     }
+
+    /// Unbans in the inner store and forgets the key's verdict (which may be a ban), before
+    /// and after, as a reset does.
+    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+        self.forget(key, policy);
+        let result = self.store.unban(key, policy).await;
+        self.forget(key, policy);
+        result
+    }
 }

@@ -29,8 +29,10 @@ impl<C: Clock> MemoryStore<C> {
         policies: &[Policy],
         cost: u64,
     ) -> Result<Vec<Option<Decision>>, Error> {
+        let mut penalized = false;
         for policy in policies {
             policy.check_cost(cost)?;
+            penalized |= policy.penalty().is_some();
         }
         // A peek records nothing, and one policy is a check: nothing to hold together.
         if cost == 0 || policies.len() < 2 {
@@ -39,6 +41,53 @@ impl<C: Clock> MemoryStore<C> {
                 .map(|p| self.check_sync(key, p, cost).map(Some))
                 .collect();
         }
+        if penalized {
+            return self.check_all_penalized(key, policies, cost);
+        }
+        self.check_all_quotas(key, policies, cost)
+    }
+
+    /// [`check_all_sync`](Self::check_all_sync) when a policy has a penalty
+    /// (`docs/penalties.md`): a key banned under any policy records nothing in any (the
+    /// banned policies answer their ban, the others a peek); else the quotas decide, and
+    /// each penalized policy whose own quota refused counts a strike.
+    fn check_all_penalized(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Result<Vec<Option<Decision>>, Error> {
+        let now = clamp_now(self.inner.clock.now_micros());
+        if let Some(bans) = self.bans_of(key, policies, now) {
+            return policies
+                .iter()
+                .zip(bans)
+                .map(|(p, ban)| match ban {
+                    Some(ban) => Ok(Some(ban)),
+                    None => self.check_quota(key, p, 0).map(Some),
+                })
+                .collect();
+        }
+        let mut decisions = self.check_all_quotas(key, policies, cost)?;
+        for (p, d) in policies.iter().zip(&mut decisions) {
+            if let (Some(penalty), Some(d)) = (p.penalty(), d.as_mut())
+                && !d.allowed
+                && let Some(ban) = self.strike(key, p, penalty, now)
+            {
+                *d = ban;
+            }
+        }
+        Ok(decisions)
+    }
+
+    /// The quotas of several policies (two at least, cost 1 at least) held and decided
+    /// together, without their penalties.
+    fn check_all_quotas(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Result<Vec<Option<Decision>>, Error> {
         let now = clamp_now(self.inner.clock.now_micros());
         let buf = KeyBuf::new(key);
         let map = self.inner.map.pin();

@@ -25,6 +25,9 @@ impl<C: Clock> MemoryStore<C> {
     ) -> Result<Reservation, Error> {
         let p = policy.policy();
         p.check_cost(cost)?;
+        if let Some(ban) = self.reserve_banned(key, policy) {
+            return Ok(ban);
+        }
         let max_wait = max_wait_micros(max_wait);
         let now = clamp_now(self.inner.clock.now_micros());
         let buf = KeyBuf::new(key);

@@ -1,0 +1,305 @@
+//! The memory store's penalties (`docs/penalties.md`): per (policy, key), the strikes in
+//! their window and the ban, in a map of their own beside the quota states, touched only
+//! by policies with a [`Penalty`]. A record is made by a key's first strike, and dropped
+//! once it says nothing more (its window, ban and remembered bans all over).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use smallvec::SmallVec;
+
+use super::MemoryStore;
+use crate::algorithm::{Raw, clamp_now};
+use crate::store::evict::{Cap, evict_soonest};
+use crate::store::key::{KeyBuf, KeyRef, MapKey};
+use crate::store::{lock, micros};
+use crate::{Clock, Decision, Error, Penalty, Policy, Reservable, Reservation};
+
+type Map = papaya::HashMap<MapKey, Record, ahash::RandomState>;
+
+/// Every key's penalty record, bounded like the quota states. The map is made by the
+/// first strike: a store whose policies have no penalty holds no second map at all.
+pub(super) struct Records {
+    map: OnceLock<Map>,
+    cap: Cap,
+}
+
+/// One key's record: `expires` (µs) is when it becomes equal to no record at all.
+struct Record {
+    expires: AtomicU64,
+    /// `None` once evicted: whoever holds it looks the key up again.
+    rec: Mutex<Option<Strikes>>,
+}
+
+/// What a key's refusals have earned it (all instants in µs on the store's clock).
+#[derive(Debug, Clone, Copy, Default)]
+struct Strikes {
+    /// Strikes counted in the window opened at `window_start`.
+    count: u32,
+    window_start: u64,
+    /// When the current ban ends (0: none, or over once `now >= ban_end`).
+    ban_end: u64,
+    /// Bans remembered, for the next one's length, until `forget_at`.
+    bans: u32,
+    forget_at: u64,
+}
+
+impl Strikes {
+    /// When this record says nothing any more.
+    fn expires(&self, penalty: &Penalty) -> u64 {
+        let window_end = self.window_start.saturating_add(micros(penalty.within()));
+        window_end.max(self.ban_end).max(self.forget_at)
+    }
+}
+
+impl Records {
+    pub(super) fn new(max_keys: usize) -> Self {
+        Self {
+            map: OnceLock::new(),
+            cap: Cap::new(max_keys),
+        }
+    }
+
+    /// The remainder of the key's ban at `now` (µs), if it is banned.
+    fn banned(&self, key: KeyRef<'_>, now: u64) -> Option<u64> {
+        let map = self.map.get()?.pin();
+        let record = map.get(&key)?;
+        let rec = lock(&record.rec);
+        rec.as_ref()
+            .filter(|s| s.ban_end > now)
+            .map(|s| s.ban_end - now)
+    }
+
+    /// Counts a strike at `now`: `Some(µs)` when the key is banned after it (by this
+    /// strike, the whole ban; by another check meanwhile, its remainder, and no strike).
+    fn strike(&self, key: KeyRef<'_>, penalty: &Penalty, now: u64) -> Option<u64> {
+        let map = self
+            .map
+            .get_or_init(|| {
+                papaya::HashMap::builder()
+                    .hasher(ahash::RandomState::new())
+                    .build()
+            })
+            .pin();
+        loop {
+            let record = match map.get(&key) {
+                Some(record) => record,
+                None => {
+                    self.make_room(now);
+                    let fresh = Record {
+                        expires: AtomicU64::new(0),
+                        rec: Mutex::new(Some(Strikes::default())),
+                    };
+                    match map.try_insert(key.to_owned(), fresh) {
+                        Ok(record) => record,
+                        Err(occupied) => occupied.current,
+                    }
+                }
+            };
+            let mut guard = lock(&record.rec);
+            let Some(s) = guard.as_mut() else {
+                // Evicted under our feet: help remove it, then look again.
+                drop(guard);
+                let _ = map.remove_if(&key, |_, r| lock(&r.rec).is_none());
+                continue;
+            };
+            if s.ban_end > now {
+                return Some(s.ban_end - now);
+            }
+            let within = micros(penalty.within());
+            if s.count == 0 || now >= s.window_start.saturating_add(within) {
+                s.count = 0;
+                s.window_start = now;
+            }
+            s.count += 1;
+            let mut banned = None;
+            if s.count >= penalty.after() {
+                let n = if now < s.forget_at {
+                    s.bans.saturating_add(1)
+                } else {
+                    1
+                };
+                let length = micros(penalty.nth_ban(n));
+                s.ban_end = now.saturating_add(length);
+                s.bans = n;
+                s.forget_at = s.ban_end.saturating_add(micros(penalty.remembered_for()));
+                s.count = 0;
+                banned = Some(length);
+            }
+            record
+                .expires
+                .fetch_max(s.expires(penalty), Ordering::AcqRel);
+            return banned;
+        }
+    }
+
+    /// Forgets the key's strikes, ban and remembered bans.
+    fn forget(&self, key: KeyRef<'_>) {
+        let Some(map) = self.map.get() else { return };
+        let map = map.pin();
+        if let Some(record) = map.get(&key) {
+            *lock(&record.rec) = None;
+            let _ = map.remove_if(&key, |_, r| lock(&r.rec).is_none());
+        }
+    }
+
+    /// Records held now.
+    pub(super) fn len(&self) -> usize {
+        self.map.get().map_or(0, Map::len)
+    }
+
+    /// Drops the records that say nothing any more; returns how many.
+    pub(super) fn drop_expired(&self, now: u64) -> usize {
+        let Some(map) = self.map.get() else { return 0 };
+        let map = map.pin();
+        let before = map.len();
+        map.retain(|_, r| !(r.expires.load(Ordering::Acquire) <= now && kill(r, now)));
+        before.saturating_sub(map.len())
+    }
+
+    /// At the cap: drops expired records, then those expiring soonest.
+    fn make_room(&self, now: u64) {
+        let Some(map) = self.map.get() else { return };
+        self.cap.make_room(
+            || map.len(),
+            |target| {
+                self.drop_expired(now);
+                evict_soonest(
+                    map,
+                    target,
+                    now,
+                    |r: &Record| r.expires.load(Ordering::Acquire),
+                    kill,
+                );
+            },
+        );
+    }
+}
+
+/// Marks a record dead if it still expires by `by` (atomic with a strike); true if dead.
+fn kill(record: &Record, by: u64) -> bool {
+    let mut rec = lock(&record.rec);
+    if rec.is_some() && record.expires.load(Ordering::Acquire) <= by {
+        *rec = None;
+    }
+    rec.is_none()
+}
+
+/// A ban's answer with `remainder` µs to go, rounded as the policy reports durations.
+pub(crate) fn ban_decision(policy: &Policy, remainder: u64) -> Decision {
+    let mut d = policy.decision_from_micros(false, 0, remainder, remainder);
+    d.banned = true;
+    d
+}
+
+/// [`ban_decision`]'s figures, for `check_sync` to build.
+fn ban_raw(policy: &Policy, remainder: u64) -> (Raw, u64, bool) {
+    let raw = Raw {
+        allowed: false,
+        remaining: 0,
+        retry: remainder,
+        reset: remainder,
+    };
+    (raw, policy.limit(), true)
+}
+
+impl<C: Clock> MemoryStore<C> {
+    /// [`check_sync`](Self::check_sync) for a policy with a penalty: a banned key is
+    /// answered its ban; a refusal is a strike, and the strike that bans answers the ban.
+    /// The figures, the limit and whether the key is banned, as `check_sync` builds them.
+    pub(super) fn check_penalized(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        penalty: &Penalty,
+        cost: u64,
+    ) -> Result<(Raw, u64, bool), Error> {
+        policy.check_cost(cost)?;
+        let now = clamp_now(self.inner.clock.now_micros());
+        let buf = KeyBuf::new(key);
+        let map_key = buf.as_ref(policy.namespace());
+        let records = &self.inner.penalties;
+        if let Some(remainder) = records.banned(map_key, now) {
+            return Ok(ban_raw(policy, remainder));
+        }
+        let (raw, limit) = self.quota_raw(key, policy, cost)?;
+        if raw.allowed || cost == 0 {
+            return Ok((raw, limit, false));
+        }
+        Ok(match records.strike(map_key, penalty, now) {
+            Some(remainder) => ban_raw(policy, remainder),
+            None => (raw, limit, false),
+        })
+    }
+
+    /// For a check of several policies: each banned policy's ban at `now` (`None` for the
+    /// others), or `None` if no policy bans the key.
+    pub(super) fn bans_of(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        now: u64,
+    ) -> Option<SmallVec<[Option<Decision>; 4]>> {
+        let buf = KeyBuf::new(key);
+        let records = &self.inner.penalties;
+        let bans: SmallVec<[Option<Decision>; 4]> = policies
+            .iter()
+            .map(|p| {
+                p.penalty()?;
+                let remainder = records.banned(buf.as_ref(p.namespace()), now)?;
+                Some(ban_decision(p, remainder))
+            })
+            .collect();
+        bans.iter().any(Option::is_some).then_some(bans)
+    }
+
+    /// Counts a strike for a policy of a check of several that refused by its own quota;
+    /// the ban's answer if the key is banned after it.
+    pub(super) fn strike(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        penalty: &Penalty,
+        now: u64,
+    ) -> Option<Decision> {
+        let buf = KeyBuf::new(key);
+        let remainder =
+            self.inner
+                .penalties
+                .strike(buf.as_ref(policy.namespace()), penalty, now)?;
+        Some(ban_decision(policy, remainder))
+    }
+
+    /// A booking's answer when `policy` bans the key: refused, whatever the wait.
+    pub(super) fn reserve_banned(&self, key: &[u8], policy: &Reservable) -> Option<Reservation> {
+        let p = policy.policy();
+        p.penalty()?;
+        let now = clamp_now(self.inner.clock.now_micros());
+        let buf = KeyBuf::new(key);
+        let remainder = self
+            .inner
+            .penalties
+            .banned(buf.as_ref(p.namespace()), now)?;
+        Some(Reservation::refused(ban_decision(p, remainder)))
+    }
+
+    /// [`Store::unban`](crate::Store::unban) without the future: lifts `key`'s ban under
+    /// `policy` and forgets its strikes and earlier bans; its quota state is kept
+    /// (`docs/penalties.md`).
+    pub fn unban_sync(&self, key: &[u8], policy: &Policy) {
+        let buf = KeyBuf::new(key);
+        self.inner.penalties.forget(buf.as_ref(policy.namespace()));
+    }
+
+    /// How long `key` stays banned under `policy` from now, if it is: for an operator's
+    /// view, and for tests.
+    pub fn ban_remaining(&self, key: &[u8], policy: &Policy) -> Option<Duration> {
+        let now = clamp_now(self.inner.clock.now_micros());
+        let buf = KeyBuf::new(key);
+        self.inner
+            .penalties
+            .banned(buf.as_ref(policy.namespace()), now)
+            .map(Duration::from_micros)
+    }
+}

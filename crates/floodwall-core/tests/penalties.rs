@@ -1,0 +1,364 @@
+//! Penalties (`docs/penalties.md`) in the memory store and through the deny cache: strikes
+//! in their window, exact ban lengths, growth and forgetting, unban, and a key hammered by
+//! many threads banned once. Time is a `ManualClock`: no sleeps.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use floodwall_core::{
+    Decision, DenyCache, ManualClock, MemoryStore, Penalty, Policy, Reservable, Store,
+};
+
+const T0: u64 = 1_700_000_000_000_000;
+const S: Duration = Duration::from_secs(1);
+const US: Duration = Duration::from_micros(1);
+
+/// Polls a future that is ready at once (every store here is in memory).
+fn now_or_never<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => panic!("an in-memory store waited"),
+    }
+}
+
+fn memory() -> (MemoryStore<ManualClock>, ManualClock) {
+    let clock = ManualClock::new(T0);
+    (MemoryStore::builder().clock(clock.clone()).build(), clock)
+}
+
+/// One request an hour: every check after the first is refused for the rest of the test.
+fn hourly(penalty: Penalty) -> Policy {
+    Policy::gcra("login", "1/h".parse().unwrap())
+        .unwrap()
+        .with_penalty(penalty)
+}
+
+fn check(store: &MemoryStore<ManualClock>, policy: &Policy) -> Decision {
+    store.check_sync(b"mallory", policy, 1).unwrap()
+}
+
+/// Refuses the key `n` times (the first check of the hour is admitted), returning the last.
+fn refuse(store: &MemoryStore<ManualClock>, policy: &Policy, n: u32) -> Decision {
+    let mut last = None;
+    for _ in 0..n {
+        let d = check(store, policy);
+        assert!(!d.allowed);
+        last = Some(d);
+    }
+    last.unwrap()
+}
+
+#[test]
+fn the_kth_refusal_bans_for_the_ban_and_not_one_microsecond_less() {
+    let (store, clock) = memory();
+    let policy = Policy::gcra("login", "1/min".parse().unwrap())
+        .unwrap()
+        .with_penalty(Penalty::new(3, 60 * S, 600 * S).unwrap());
+    assert!(check(&store, &policy).allowed);
+    for _ in 0..2 {
+        let d = check(&store, &policy);
+        assert!(!d.allowed && !d.banned, "two strikes are not a ban: {d:?}");
+        assert!(d.retry_after.unwrap() <= 60 * S);
+    }
+    let third = check(&store, &policy);
+    assert!(third.banned, "the third strike bans at once: {third:?}");
+    assert_eq!(third.retry_after, Some(600 * S));
+    assert_eq!(third.remaining, 0);
+
+    clock.advance(600 * S - US);
+    let last = check(&store, &policy);
+    assert!(last.banned);
+    assert_eq!(last.retry_after, Some(US));
+    // A peek of a banned key answers the ban too.
+    assert!(store.check_sync(b"mallory", &policy, 0).unwrap().banned);
+    clock.advance(US);
+    let free = check(&store, &policy);
+    assert!(free.allowed && !free.banned, "the ban is over: {free:?}");
+    assert_eq!(store.ban_remaining(b"mallory", &policy), None);
+}
+
+#[test]
+fn strikes_spread_over_windows_never_ban() {
+    let (store, clock) = memory();
+    let policy = hourly(Penalty::new(3, 10 * S, 60 * S).unwrap());
+    assert!(check(&store, &policy).allowed);
+    for _ in 0..50 {
+        // Two strikes in each window of 10 s (the window opens at its first strike).
+        refuse(&store, &policy, 1);
+        clock.advance(9 * S);
+        let d = refuse(&store, &policy, 1);
+        assert!(!d.banned);
+        clock.advance(S);
+    }
+    // Peeks never strike: a thousand of them, then two strikes, are no ban either.
+    for _ in 0..1000 {
+        assert!(!store.check_sync(b"mallory", &policy, 0).unwrap().banned);
+    }
+    assert!(!refuse(&store, &policy, 2).banned);
+    assert!(
+        refuse(&store, &policy, 1).banned,
+        "the third in one window bans"
+    );
+}
+
+#[test]
+fn bans_grow_while_remembered_up_to_the_cap() {
+    let (store, clock) = memory();
+    let penalty = Penalty::new(1, S, 10 * S)
+        .unwrap()
+        .growing(3, 60 * S)
+        .unwrap();
+    let policy = hourly(penalty);
+    assert!(check(&store, &policy).allowed);
+    for expected in [10, 30, 60, 60] {
+        let d = check(&store, &policy);
+        assert!(d.banned);
+        assert_eq!(d.retry_after, Some(expected * S));
+        clock.advance(expected * S);
+    }
+}
+
+#[test]
+fn bans_are_forgotten_after_remembered_for() {
+    let (store, clock) = memory();
+    let penalty = Penalty::new(1, S, 10 * S)
+        .unwrap()
+        .growing(3, 600 * S)
+        .unwrap()
+        .forget_after(100 * S)
+        .unwrap();
+    let policy = hourly(penalty);
+    assert!(check(&store, &policy).allowed);
+    assert_eq!(check(&store, &policy).retry_after, Some(10 * S));
+    // Still remembered 1 µs before the bans are forgotten: the next one grows.
+    clock.advance(10 * S + 100 * S - US);
+    assert_eq!(check(&store, &policy).retry_after, Some(30 * S));
+    // Forgotten exactly `remembered_for` after the last ban ended: a first ban again.
+    clock.advance(30 * S + 100 * S);
+    assert_eq!(check(&store, &policy).retry_after, Some(10 * S));
+}
+
+#[test]
+fn unban_lifts_at_once_and_keeps_the_quota_state() {
+    let (store, _clock) = memory();
+    let penalty = Penalty::new(2, 60 * S, 600 * S)
+        .unwrap()
+        .growing(2, 3600 * S)
+        .unwrap();
+    let policy = hourly(penalty);
+    assert!(check(&store, &policy).allowed);
+    assert!(refuse(&store, &policy, 2).banned);
+    now_or_never(store.unban(b"mallory", &policy)).unwrap();
+    assert_eq!(store.penalized(), 0);
+    // Unbanned, but the quota still remembers the admission: refused by it, not banned.
+    let d = check(&store, &policy);
+    assert!(!d.allowed && !d.banned, "{d:?}");
+    assert!(d.retry_after.unwrap() > 3500 * S);
+    // Strikes and bans were forgotten: that was a first strike, the next bans, and for a
+    // first ban's length.
+    let again = check(&store, &policy);
+    assert!(again.banned);
+    assert_eq!(again.retry_after, Some(600 * S));
+    // A reset forgets the quota, not the ban.
+    now_or_never(store.reset(b"mallory", &policy)).unwrap();
+    assert!(check(&store, &policy).banned);
+}
+
+#[test]
+fn policies_without_a_penalty_keep_no_records() {
+    let (store, _clock) = memory();
+    let policy = Policy::gcra("plain", "1/h".parse().unwrap()).unwrap();
+    for _ in 0..100 {
+        assert!(!check(&store, &policy).banned);
+    }
+    assert_eq!(store.penalized(), 0);
+    // A store that does not hold bans says so.
+    struct NoBans;
+    impl Store for NoBans {
+        async fn check(
+            &self,
+            _: &[u8],
+            _: &Policy,
+            _: u64,
+        ) -> Result<Decision, floodwall_core::Error> {
+            unreachable!()
+        }
+        async fn reset(&self, _: &[u8], _: &Policy) -> Result<(), floodwall_core::Error> {
+            Ok(())
+        }
+    }
+    assert!(matches!(
+        now_or_never(NoBans.unban(b"k", &policy)),
+        Err(floodwall_core::Error::Unsupported { .. })
+    ));
+}
+
+#[test]
+fn a_key_hammered_by_eight_threads_is_banned_once() {
+    let (store, clock) = memory();
+    let penalty = Penalty::new(5, 60 * S, 100 * S)
+        .unwrap()
+        .growing(2, 1000 * S)
+        .unwrap();
+    let policy = hourly(penalty);
+    let barrier = Arc::new(std::sync::Barrier::new(8));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (store, policy, barrier) = (store.clone(), policy.clone(), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                barrier.wait();
+                (0..2000)
+                    .filter(|_| store.check_sync(b"mallory", &policy, 1).unwrap().allowed)
+                    .count()
+            })
+        })
+        .collect();
+    let admitted: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(admitted, 1);
+    assert_eq!(store.ban_remaining(b"mallory", &policy), Some(100 * S));
+    // Had two bans started, the next would be the third (400 s), not the second.
+    clock.advance(100 * S);
+    let d = refuse(&store, &policy, 5);
+    assert!(d.banned);
+    assert_eq!(d.retry_after, Some(200 * S));
+}
+
+#[test]
+fn a_ban_under_one_policy_refuses_all_and_records_nothing() {
+    let (store, _clock) = memory();
+    let banning = hourly(Penalty::new(1, S, 60 * S).unwrap());
+    let roomy = Policy::gcra("roomy", "100/s".parse().unwrap()).unwrap();
+    let both = [banning.clone(), roomy.clone()];
+    assert!(
+        store
+            .check_all_sync(b"mallory", &both, 1)
+            .unwrap()
+            .iter()
+            .flatten()
+            .all(|d| d.allowed)
+    );
+    let roomy_before = store.check_sync(b"mallory", &roomy, 0).unwrap().remaining;
+    // Refused by `banning`'s quota: its strike bans, and the answer says so.
+    let refused = store.check_all_sync(b"mallory", &both, 1).unwrap();
+    assert!(refused[0].unwrap().banned);
+    assert!(refused[1].unwrap().allowed, "the other answers a peek");
+    // Banned: every check of the pair is refused, and `roomy` is charged nothing.
+    for _ in 0..10 {
+        let d = store.check_all_sync(b"mallory", &both, 1).unwrap();
+        assert_eq!(d[0].unwrap().retry_after, Some(60 * S));
+        assert!(d[0].unwrap().banned);
+    }
+    assert_eq!(
+        store.check_sync(b"mallory", &roomy, 0).unwrap().remaining,
+        roomy_before
+    );
+}
+
+#[test]
+fn a_banned_key_books_nothing() {
+    let (store, _clock) = memory();
+    let policy = Policy::gcra("paced", "1/s".parse().unwrap())
+        .unwrap()
+        .with_penalty(Penalty::new(1, S, 3600 * S).unwrap());
+    assert!(check(&store, &policy).allowed);
+    assert!(check(&store, &policy).banned);
+    let reservable = Reservable::new(policy.clone()).unwrap();
+    let r = store
+        .reserve_sync(b"mallory", &reservable, 1, 7200 * S)
+        .unwrap();
+    assert!(!r.is_booked());
+    assert!(r.decision.banned);
+    assert_eq!(r.decision.retry_after, Some(3600 * S));
+}
+
+/// The deny cache over the memory store, on one clock: the inner store stands for the
+/// shared one, `unban` on it for an operator's call through another node.
+fn cached() -> (
+    DenyCache<MemoryStore<ManualClock>, ManualClock>,
+    ManualClock,
+) {
+    let (store, clock) = memory();
+    let cache = DenyCache::builder()
+        .clock(clock.clone())
+        .max_ban_hold(2 * S)
+        .build(store);
+    (cache, clock)
+}
+
+fn cached_check(
+    cache: &DenyCache<MemoryStore<ManualClock>, ManualClock>,
+    policy: &Policy,
+) -> Decision {
+    cache.check_now(b"mallory", policy, 1).unwrap().unwrap()
+}
+
+#[test]
+fn the_deny_cache_answers_a_ban_without_the_store_for_its_hold() {
+    let (cache, clock) = cached();
+    let policy = hourly(Penalty::new(1, S, 600 * S).unwrap());
+    assert!(cached_check(&cache, &policy).allowed);
+    assert!(cached_check(&cache, &policy).banned);
+    let calls = cache.stats().store_calls;
+    for i in 0..100 {
+        clock.advance(Duration::from_millis(10));
+        let d = cached_check(&cache, &policy);
+        assert!(d.banned);
+        // The ban's remainder, not the hold's.
+        assert_eq!(
+            d.retry_after,
+            Some(600 * S - (i + 1) * Duration::from_millis(10))
+        );
+    }
+    assert_eq!(cache.stats().store_calls, calls);
+    assert_eq!(cache.stats().denied_locally, 100);
+    // Past the hold, one check asks the store, which answers the ban again.
+    clock.advance(S);
+    assert!(cached_check(&cache, &policy).banned);
+    assert_eq!(cache.stats().store_calls, calls + 1);
+    // A ban in a reservation through the cache is answered locally too.
+    let r = now_or_never(cache.reserve(
+        b"mallory",
+        &Reservable::new(policy.clone()).unwrap(),
+        1,
+        3600 * S,
+    ))
+    .unwrap();
+    assert!(r.decision.banned && !r.is_booked());
+    assert_eq!(cache.stats().store_calls, calls + 1);
+}
+
+#[test]
+fn an_unban_elsewhere_reaches_the_deny_cache_within_its_hold() {
+    let (cache, clock) = cached();
+    let policy = hourly(Penalty::new(2, 60 * S, 600 * S).unwrap());
+    assert!(cached_check(&cache, &policy).allowed);
+    assert!(!cached_check(&cache, &policy).banned);
+    assert!(cached_check(&cache, &policy).banned);
+    // Lifted in the shared store by another node: this cache does not know yet.
+    cache.get_ref().unban_sync(b"mallory", &policy);
+    clock.advance(2 * S - US);
+    assert!(cached_check(&cache, &policy).banned);
+    // At the hold's end the store is asked, and says the quota's refusal (a first
+    // strike, no ban).
+    clock.advance(US);
+    let d = cached_check(&cache, &policy);
+    assert!(!d.allowed && !d.banned, "{d:?}");
+}
+
+#[test]
+fn an_unban_through_the_deny_cache_is_seen_at_once() {
+    let (cache, _clock) = cached();
+    let policy = Policy::gcra("login", "1/h".parse().unwrap())
+        .unwrap()
+        .with_penalty(Penalty::new(2, 60 * S, 600 * S).unwrap());
+    assert!(cached_check(&cache, &policy).allowed);
+    cached_check(&cache, &policy);
+    assert!(cached_check(&cache, &policy).banned);
+    now_or_never(cache.unban(b"mallory", &policy)).unwrap();
+    let d = cached_check(&cache, &policy);
+    assert!(!d.banned, "{d:?}");
+    assert_eq!(cache.get_ref().ban_remaining(b"mallory", &policy), None);
+}
