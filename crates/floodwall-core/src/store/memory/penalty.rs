@@ -3,8 +3,8 @@
 //! by policies with a [`Penalty`]. A record is made by a key's first strike, and dropped
 //! once it says nothing more (its window, ban and remembered bans all over).
 
-use std::sync::{Mutex, OnceLock};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use smallvec::SmallVec;
