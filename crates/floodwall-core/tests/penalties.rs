@@ -430,3 +430,30 @@ fn records_are_dropped_once_they_say_nothing() {
     store.sweep_expired();
     assert_eq!(store.penalized(), 0);
 }
+
+#[test]
+fn a_ban_earned_on_one_node_holds_on_every_node_sharing_the_store() {
+    let (shared, clock) = memory();
+    let node = |store: &MemoryStore<ManualClock>| {
+        DenyCache::builder()
+            .clock(clock.clone())
+            .build(store.clone())
+    };
+    let (a, b) = (node(&shared), node(&shared));
+    let policy = hourly(Penalty::new(3, 60 * S, 600 * S).unwrap());
+    assert!(cached_check(&a, &policy).allowed);
+    // The brute force alternates between the nodes: the strikes add up in the store.
+    assert!(!cached_check(&b, &policy).banned);
+    assert!(!cached_check(&a, &policy).banned);
+    assert!(cached_check(&b, &policy).banned);
+    clock.advance(S / 2);
+    let on_a = cached_check(&a, &policy);
+    assert!(on_a.banned);
+    assert_eq!(on_a.retry_after, Some(600 * S - S / 2));
+    // An unban through node b: b sees it at once, a within its hold (1 s by default).
+    now_or_never(b.unban(b"mallory", &policy)).unwrap();
+    assert!(!cached_check(&b, &policy).banned);
+    assert!(cached_check(&a, &policy).banned);
+    clock.advance(S);
+    assert!(!cached_check(&a, &policy).banned);
+}
