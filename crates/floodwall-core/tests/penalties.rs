@@ -362,3 +362,98 @@ fn an_unban_through_the_deny_cache_is_seen_at_once() {
     assert!(!d.banned, "{d:?}");
     assert_eq!(cache.get_ref().ban_remaining(b"mallory", &policy), None);
 }
+
+#[test]
+fn every_combinator_passes_unban_on() {
+    use floodwall_core::resilience::{Breaker, FailMode, Fallback};
+    use floodwall_core::{DynStore, LocalVerdicts};
+
+    let policy = hourly(Penalty::new(1, S, 600 * S).unwrap());
+    let ban = |store: &MemoryStore<ManualClock>| {
+        store.check_sync(b"mallory", &policy, 1).unwrap();
+        assert!(check(store, &policy).banned);
+    };
+    let (memory, _clock) = memory();
+    let stores: Vec<(&str, Arc<dyn DynStore>)> = vec![
+        ("breaker", Arc::new(Breaker::new(memory.clone()))),
+        ("fallback", Arc::new(Fallback::fail_closed(memory.clone()))),
+        (
+            "local verdicts",
+            Arc::new(LocalVerdicts::new(memory.clone(), S).unwrap()),
+        ),
+        ("deny cache", Arc::new(DenyCache::new(memory.clone()))),
+        ("boxed", Arc::new(Box::new(memory.clone()))),
+    ];
+    for (name, store) in stores {
+        ban(&memory);
+        now_or_never(store.unban(b"mallory", &policy)).unwrap();
+        assert_eq!(memory.ban_remaining(b"mallory", &policy), None, "{name}");
+        now_or_never(memory.reset(b"mallory", &policy)).unwrap();
+    }
+    // A local fallback lifts the ban it holds too, beside the store's.
+    let local = MemoryStore::new();
+    let share = policy.share(2).unwrap();
+    local.check_sync(b"mallory", &share, 1).unwrap();
+    assert!(local.check_sync(b"mallory", &share, 1).unwrap().banned);
+    let fallback = Fallback::with_local_store(memory.clone(), FailMode::local(2), local.clone());
+    ban(&memory);
+    now_or_never(fallback.unban(b"mallory", &policy)).unwrap();
+    assert_eq!(memory.ban_remaining(b"mallory", &policy), None);
+    assert_eq!(local.ban_remaining(b"mallory", &share), None);
+}
+
+#[test]
+fn records_are_dropped_once_they_say_nothing() {
+    let (store, clock) = memory();
+    let penalty = Penalty::new(2, 10 * S, 60 * S)
+        .unwrap()
+        .forget_after(100 * S)
+        .unwrap();
+    let policy = hourly(penalty);
+    let other = Policy::gcra("other", "1/h".parse().unwrap())
+        .unwrap()
+        .with_penalty(Penalty::new(5, 10 * S, 60 * S).unwrap());
+    assert!(check(&store, &policy).allowed);
+    assert!(refuse(&store, &policy, 2).banned);
+    // One strike elsewhere: its record lasts its window.
+    store.check_sync(b"eve", &other, 1).unwrap();
+    store.check_sync(b"eve", &other, 1).unwrap();
+    assert_eq!(store.penalized(), 2);
+    clock.advance(10 * S);
+    store.sweep_expired();
+    assert_eq!(store.penalized(), 1, "the window ended: eve's record goes");
+    // The ban (60 s) and its memory (100 s more) keep mallory's until then, exactly.
+    clock.advance(50 * S + 100 * S - US);
+    store.sweep_expired();
+    assert_eq!(store.penalized(), 1);
+    clock.advance(US);
+    store.sweep_expired();
+    assert_eq!(store.penalized(), 0);
+}
+
+#[test]
+fn a_ban_earned_on_one_node_holds_on_every_node_sharing_the_store() {
+    let (shared, clock) = memory();
+    let node = |store: &MemoryStore<ManualClock>| {
+        DenyCache::builder()
+            .clock(clock.clone())
+            .build(store.clone())
+    };
+    let (a, b) = (node(&shared), node(&shared));
+    let policy = hourly(Penalty::new(3, 60 * S, 600 * S).unwrap());
+    assert!(cached_check(&a, &policy).allowed);
+    // The brute force alternates between the nodes: the strikes add up in the store.
+    assert!(!cached_check(&b, &policy).banned);
+    assert!(!cached_check(&a, &policy).banned);
+    assert!(cached_check(&b, &policy).banned);
+    clock.advance(S / 2);
+    let on_a = cached_check(&a, &policy);
+    assert!(on_a.banned);
+    assert_eq!(on_a.retry_after, Some(600 * S - S / 2));
+    // An unban through node b: b sees it at once, a within its hold (1 s by default).
+    now_or_never(b.unban(b"mallory", &policy)).unwrap();
+    assert!(!cached_check(&b, &policy).banned);
+    assert!(cached_check(&a, &policy).banned);
+    clock.advance(S);
+    assert!(!cached_check(&a, &policy).banned);
+}
