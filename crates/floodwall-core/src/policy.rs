@@ -368,6 +368,7 @@ impl Policy {
             reset_after: reset,
             fallback: false,
             banned: false,
+            cached: false,
             exact,
         }
     }

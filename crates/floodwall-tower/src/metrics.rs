@@ -18,8 +18,10 @@ use floodwall_core::resilience::{Breaker, BreakerState};
 use floodwall_core::{Decision, Policy};
 use metrics::{Counter, Histogram};
 
-/// Counter: requests checked against a policy, by `policy` and [`result`](Outcome). A
-/// request checked against two policies counts once under each. An in-flight limit
+/// Counter: requests checked against a policy, by `policy` and [`result`](Outcome):
+/// `allowed`, `refused`, `cache_refused` (refused by a deny cache without asking the
+/// store), `shadow_refused`, `store_error`, `fallback`. A request checked against two
+/// policies counts once under each. An in-flight limit
 /// ([`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer)) counts here too, under its
 /// name: `allowed` (a slot taken), `refused` (all taken), `shadow_refused`, `store_error`.
 pub const REQUESTS: &str = "floodwall.rate_limiting.requests";
@@ -51,10 +53,16 @@ pub const STORE_LABEL: &str = "store";
 pub enum Outcome {
     /// The policy admitted the request.
     Allowed,
-    /// The policy refused the request (envoy's `over_limit`).
+    /// The policy refused the request (envoy's `over_limit`), as its store answered.
     Refused,
+    /// The policy refused the request, answered by a [`DenyCache`](floodwall_core::DenyCache)
+    /// from a refusal the store gave before, without asking the store
+    /// ([`Decision::cached`]). `refused` + `cache_refused` is every refusal; this part is
+    /// what the cache saved the store.
+    CacheRefused,
     /// The policy would have refused it, but the layer runs in shadow mode (envoy's
-    /// `shadow_mode`): it went through.
+    /// `shadow_mode`): it went through. A deny cache's refusal counts here too: in shadow
+    /// mode what matters is that nothing was refused.
     ShadowRefused,
     /// The store failed to answer; the layer then failed open or closed as configured.
     StoreError,
@@ -65,9 +73,10 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order of [`as_str`](Self::as_str)'s index.
-    pub const ALL: [Outcome; 5] = [
+    pub const ALL: [Outcome; 6] = [
         Self::Allowed,
         Self::Refused,
+        Self::CacheRefused,
         Self::ShadowRefused,
         Self::StoreError,
         Self::Fallback,
@@ -78,6 +87,7 @@ impl Outcome {
         match self {
             Self::Allowed => "allowed",
             Self::Refused => "refused",
+            Self::CacheRefused => "cache_refused",
             Self::ShadowRefused => "shadow_refused",
             Self::StoreError => "store_error",
             Self::Fallback => "fallback",
@@ -89,6 +99,7 @@ impl Outcome {
         match (decision.fallback, decision.allowed, shadow) {
             (true, _, _) => Self::Fallback,
             (false, true, _) => Self::Allowed,
+            (false, false, false) if decision.cached => Self::CacheRefused,
             (false, false, false) => Self::Refused,
             (false, false, true) => Self::ShadowRefused,
         }
@@ -102,7 +113,7 @@ pub(crate) fn near_limit(decision: &Decision) -> bool {
 
 /// One policy's registered handles.
 pub(crate) struct Handles {
-    requests: [Counter; 5],
+    requests: [Counter; Outcome::ALL.len()],
     near_limit: Counter,
     duration: Histogram,
 }
