@@ -96,12 +96,12 @@ impl Outcome {
 
     /// What a policy's decision counts as.
     pub(crate) fn of(decision: &Decision, shadow: bool) -> Self {
-        match (decision.fallback, decision.allowed, shadow) {
-            (true, _, _) => Self::Fallback,
-            (false, true, _) => Self::Allowed,
-            (false, false, false) if decision.cached => Self::CacheRefused,
-            (false, false, false) => Self::Refused,
-            (false, false, true) => Self::ShadowRefused,
+        match (decision.fallback, decision.allowed, shadow, decision.cached) {
+            (true, _, _, _) => Self::Fallback,
+            (false, true, _, _) => Self::Allowed,
+            (false, false, true, _) => Self::ShadowRefused,
+            (false, false, false, true) => Self::CacheRefused,
+            (false, false, false, false) => Self::Refused,
         }
     }
 }
