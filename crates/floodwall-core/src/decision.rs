@@ -29,6 +29,11 @@ pub struct Decision {
     /// Whether the key is banned ([`Penalty`](crate::Penalty)): refused whatever its quota
     /// says, with `retry_after` the ban's remainder. `false` in every other decision.
     pub banned: bool,
+    /// Whether a [`DenyCache`](crate::DenyCache) answered this refusal itself, from a
+    /// refusal the store gave before, without asking the store (for metrics telling the
+    /// two apart). It says what the store would have said (docs/deny-cache.md), so
+    /// equality and hashing ignore it. `false` in every other decision.
+    pub cached: bool,
     /// The exact figures in µs (`retry`, `reset`) behind durations a policy rounded
     /// ([`Rounding::WholeSeconds`](crate::Rounding::WholeSeconds)), for a
     /// [`DenyCache`](crate::DenyCache) to read; `None` when the durations are exact or
@@ -61,6 +66,7 @@ impl std::fmt::Debug for Decision {
             .field("reset_after", &self.reset_after)
             .field("fallback", &self.fallback)
             .field("banned", &self.banned)
+            .field("cached", &self.cached)
             .finish()
     }
 }
@@ -120,6 +126,7 @@ impl Decision {
             reset_after,
             fallback: false,
             banned: false,
+            cached: false,
             exact: None,
         }
     }

@@ -23,8 +23,12 @@ pub enum Rounding {
 /// A named limit: which [`Algorithm`], which [`Quota`].
 ///
 /// The name namespaces keys: two policies with different names never share state, so one
-/// store can hold a per-IP limit and a per-API-key limit side by side. Cloning is cheap
-/// (an `Arc`), and every check reads numbers worked out here, once.
+/// store can hold a per-IP limit and a per-API-key limit side by side. Two policies with
+/// the same name and algorithm are one limit whose quota changed: they share each key's
+/// state wherever the new quota reads it as it was meant
+/// ([`Parameters::shape`](crate::Parameters::shape); docs/quota-changes.md says what a
+/// change does to a half-spent key). Cloning is cheap (an `Arc`), and every check reads
+/// numbers worked out here, once.
 ///
 /// # Examples
 ///
@@ -54,6 +58,8 @@ struct Inner {
     engine: Engine,
     rounding: Rounding,
     namespace: u64,
+    state_namespace: u64,
+    name_namespace: u64,
     penalty: Option<Penalty>,
 }
 
@@ -170,12 +176,18 @@ impl Policy {
             return Err(ConfigError::InvalidName { name });
         }
         let engine = Engine::new(algorithm, &quota)?;
-        // Everything that changes what a state means is in the namespace, so a store never
-        // feeds one algorithm's state to another (or to a reshaped window).
-        // Kept as an 8-byte digest: it is hashed and compared on every check.
-        let descriptor = format!("{name}\0{algorithm:?}\0{quota}\0{rounding:?}");
-        let digest = <sha2::Sha256 as sha2::Digest>::digest(descriptor.as_bytes());
-        let namespace = u64::from_le_bytes(digest[..8].try_into().expect("8 of 32 bytes"));
+        // The whole policy: caches of answers worked out under its quota (a deny cache,
+        // local verdicts, a fallback's shares) keep them apart from another quota's.
+        // Kept as 8-byte digests: they are hashed and compared on every check.
+        let namespace = digest(&format!("{name}\0{algorithm:?}\0{quota}\0{rounding:?}"));
+        // What a stored state means, and nothing more: a store keeps a key's state across
+        // a change of quota that leaves its shape alone (docs/quota-changes.md), and never
+        // feeds one algorithm's state to another or to a reshaped window.
+        let [a, b] = engine.parameters().shape();
+        let state_namespace = digest(&format!("{name}\0{}\0{a}\0{b}", algorithm.name()));
+        // The name alone: a key's ban outlives any change of the policy (docs/penalties.md),
+        // as Redis's ban keys, named without a fingerprint, do.
+        let name_namespace = digest(&format!("{name}\0penalty"));
         Ok(Self {
             inner: Arc::new(Inner {
                 name,
@@ -184,6 +196,8 @@ impl Policy {
                 engine,
                 rounding,
                 namespace,
+                state_namespace,
+                name_namespace,
                 penalty: None,
             }),
         })
@@ -359,6 +373,7 @@ impl Policy {
             reset_after: reset,
             fallback: false,
             banned: false,
+            cached: false,
             exact,
         }
     }
@@ -367,11 +382,31 @@ impl Policy {
         &self.inner.engine
     }
 
-    /// Bytes that identify this policy's state space in a store: a digest of everything
-    /// that gives a state its meaning (name, algorithm, quota, rounding).
+    /// A digest of the whole policy (name, algorithm, quota, rounding): what caches of
+    /// answers worked out under this quota key by, so that a new quota never reads them.
     pub(crate) fn namespace(&self) -> u64 {
         self.inner.namespace
     }
+
+    /// A digest of what gives a stored state its meaning: the name, the algorithm and its
+    /// [`Parameters::shape`](crate::Parameters::shape). Stores key states by it, so a
+    /// policy whose quota changed keeps each key's state where the algorithm can read it
+    /// (docs/quota-changes.md).
+    pub(crate) fn state_namespace(&self) -> u64 {
+        self.inner.state_namespace
+    }
+
+    /// A digest of the name alone: the memory store keys a key's strikes and bans by it, so
+    /// they outlive a change of the policy's quota, algorithm or penalty.
+    pub(crate) fn name_namespace(&self) -> u64 {
+        self.inner.name_namespace
+    }
+}
+
+/// The first 8 bytes of `descriptor`'s SHA-256.
+fn digest(descriptor: &str) -> u64 {
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(descriptor.as_bytes());
+    u64::from_le_bytes(digest[..8].try_into().expect("8 of 32 bytes"))
 }
 
 /// redis-cell's rounding: whole seconds, plus one when a millisecond or more remains.
@@ -427,6 +462,33 @@ mod tests {
             assert_eq!(made, Policy::new("p", alg, q).unwrap(), "{alg}");
             assert_eq!(made.algorithm(), alg);
         }
+    }
+
+    #[test]
+    fn states_are_keyed_by_their_shape_and_caches_by_the_whole_policy() {
+        let p = |a, q: &str| Policy::new("p", a, q.parse().unwrap()).unwrap();
+        let same_state = |a: &Policy, b: &Policy| {
+            assert_ne!(a.namespace(), b.namespace(), "{a:?} {b:?}: caches apart");
+            a.state_namespace() == b.state_namespace()
+        };
+        let gcra = p(Algorithm::Gcra, "10/s");
+        assert!(same_state(&gcra, &p(Algorithm::Gcra, "20/min burst 7")));
+        let cell = Policy::redis_cell("p", 9, 10, Duration::from_secs(1)).unwrap();
+        assert!(same_state(&gcra, &cell), "rounding shapes nothing");
+        assert!(!same_state(&gcra, &p(Algorithm::LeakyBucket, "10/s")));
+        let tb = Algorithm::TOKEN_BUCKET;
+        assert!(same_state(&p(tb, "10/s"), &p(tb, "10/s burst 30")));
+        assert!(!same_state(&p(tb, "10/s"), &p(tb, "20/s")), "the tick");
+        for a in [
+            Algorithm::FixedWindow,
+            Algorithm::SLIDING_WINDOW,
+            Algorithm::SlidingLog,
+        ] {
+            assert!(same_state(&p(a, "10/s"), &p(a, "99/s")), "{a}");
+            assert!(!same_state(&p(a, "10/s"), &p(a, "10/min")), "{a}");
+        }
+        let other = Policy::gcra("q", "10/s".parse().unwrap()).unwrap();
+        assert!(!same_state(&gcra, &other), "the name");
     }
 
     #[test]

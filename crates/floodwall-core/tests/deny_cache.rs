@@ -264,11 +264,16 @@ fn a_flood_costs_one_store_call_per_admission() {
     let cache = DenyCache::builder().clock(clock.clone()).build(inner);
     // 10/s, burst 1: one admission per 100 ms.
     let policy = Policy::gcra("flood", "10/s burst 1".parse().unwrap()).unwrap();
-    let mut admitted = 0;
+    let (mut admitted, mut cached) = (0, 0);
     // 100 requests per 100 ms for one second: 100× the quota.
     for _ in 0..1_000 {
         let d = now_or_never(cache.check(b"mallory", &policy, 1)).unwrap();
         admitted += u64::from(d.allowed);
+        cached += u64::from(d.cached);
+        assert!(
+            !(d.allowed && d.cached),
+            "only refusals are answered from the cache"
+        );
         if !d.allowed {
             assert!(d.retry_after.unwrap() > Duration::ZERO);
             assert_eq!(d.remaining, 0);
@@ -282,6 +287,8 @@ fn a_flood_costs_one_store_call_per_admission() {
     assert_eq!(calls, 10, "store calls");
     let stats = cache.stats();
     assert_eq!((stats.store_calls, stats.denied_locally), (10, 990));
+    // Every refusal the cache answered itself says so (what metrics count apart).
+    assert_eq!(cached, 990);
 }
 
 fn inner_calls(cache: &DenyCache<Counting, ManualClock>) -> u64 {

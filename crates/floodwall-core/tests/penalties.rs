@@ -457,3 +457,21 @@ fn a_ban_earned_on_one_node_holds_on_every_node_sharing_the_store() {
     clock.advance(S);
     assert!(!cached_check(&a, &policy).banned);
 }
+
+#[test]
+fn a_ban_outlives_a_change_of_the_policys_quota() {
+    let (store, _clock) = memory();
+    let penalty = Penalty::new(2, 60 * S, 600 * S).unwrap();
+    let policy = hourly(penalty);
+    assert!(check(&store, &policy).allowed);
+    assert!(refuse(&store, &policy, 2).banned);
+    // The operator raises the quota live: the ban is the key's, not the quota's.
+    let raised = Policy::fixed_window("login", "100/min".parse().unwrap())
+        .unwrap()
+        .with_penalty(penalty);
+    let d = check(&store, &raised);
+    assert!(d.banned, "{d:?}");
+    assert_eq!(d.retry_after, Some(600 * S));
+    now_or_never(store.unban(b"mallory", &raised)).unwrap();
+    assert!(check(&store, &raised).allowed);
+}

@@ -4,8 +4,8 @@
 //! <prefix><policy name>:<algorithm tag>.<parameters fingerprint>:{<user key>}
 //! <prefix><policy name>:<algorithm tag>.<parameters fingerprint>:x{<hex of the user key>}
 //! <prefix><policy name>:<algorithm tag>.<parameters fingerprint>:#{<hex SHA-256 of the user key>}
-//! floodwall:api:gcra.6f1c03a2:{alice}
-//! floodwall:per-ip:gcra.b54436b1:x{04cb007107}
+//! floodwall:api:gcra.a48ce859:{alice}
+//! floodwall:per-ip:gcra.a48ce859:x{04cb007107}
 //! ```
 //!
 //! - The user key is the hash tag (`{...}`), so different users spread over cluster slots
@@ -17,10 +17,13 @@
 //!   cheaper than one on every check. Anything longer is stored as `#{` + 64 hex digits of
 //!   its SHA-256 + `}`. Raw keys always follow `:{`, hex ones `:x{`, hashed ones `:#{`, so
 //!   no two forms can meet.
-//! - The fingerprint (FNV-1a of the algorithm's integer parameters and its stored format's
-//!   version, 8 hex digits) keeps states of different shapes apart: changing a policy's
-//!   quota, or a release changing what a script stores, starts its keys afresh, as the
-//!   memory store does, instead of misreading old state (docs/redis.md lists the formats).
+//! - The fingerprint (FNV-1a of the algorithm's stored format version and the parameters
+//!   that shape its state, 8 hex digits) keeps states of different shapes apart: a quota
+//!   change that leaves the shape alone (GCRA's rate or burst, a window's count) keeps
+//!   each key's state, as the memory store does; one that changes it (a window's period,
+//!   a token bucket's tick), or a release changing what a script stores, starts its keys
+//!   afresh instead of misreading old state (docs/redis.md lists the formats,
+//!   docs/quota-changes.md what a change does to a key).
 //!
 //! A policy with a [`Penalty`](floodwall_core::Penalty) keeps three more keys per user key,
 //! written only once the key is refused ([`penalty_keys`]):
@@ -72,28 +75,27 @@ fn raw_ok(key: &[u8]) -> Option<&str> {
     ok.then_some(s)
 }
 
-/// The tag, the stored format's version and the integer parameters (as the policy states
-/// them) that name `params`' keys (see [`Spec`](crate::kind::Spec)); a placeholder for an
-/// algorithm without a script, whose checks fail before any key is read.
-fn tag_and_numbers(params: Parameters) -> (&'static str, u8, [u64; 3]) {
+/// The tag, the stored format's version and the parameters that shape the state
+/// ([`Parameters::shape`]) that name `params`' keys (see [`Spec`](crate::kind::Spec)); a
+/// placeholder for an algorithm without a script, whose checks fail before any key is
+/// read.
+fn tag_and_numbers(params: Parameters) -> (&'static str, u8, [u64; 2]) {
     match Layout::of(params) {
         Some(layout) => {
             let spec = layout.kind.spec();
-            (spec.tag, spec.format, layout.stated)
+            (spec.tag, spec.format, params.shape())
         }
-        None => ("x", 1, [0; 3]),
+        None => ("x", 1, [0; 2]),
     }
 }
 
 /// FNV-1a, 32 bits: stable across processes, versions and machines, as a fleet sharing keys
-/// needs (std's hashers promise none of that). Format 1 hashes no version byte, so the keys
-/// of algorithms whose format never changed stay where they were.
-fn fnv1a(tag: &str, format: u8, numbers: &[u64; 3]) -> u32 {
+/// needs (std's hashers promise none of that).
+fn fnv1a(tag: &str, format: u8, numbers: &[u64; 2]) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
-    let version = (format > 1).then_some(format);
     let bytes = tag
         .bytes()
-        .chain(version)
+        .chain([format])
         .chain(numbers.iter().flat_map(|n| n.to_le_bytes()));
     for b in bytes {
         h ^= u32::from(b);
@@ -217,44 +219,70 @@ mod tests {
     }
 
     #[test]
-    fn a_new_quota_means_new_keys_but_rounding_does_not() {
-        let a = redis_key("", &policy("10/s"), b"k");
-        let b = redis_key("", &policy("20/s"), b"k");
-        assert_ne!(a, b);
+    fn a_quota_change_keeps_keys_unless_it_reshapes_the_state() {
+        use floodwall_core::Algorithm;
+        let key = |a: Algorithm, q: &str| {
+            redis_key(
+                "",
+                &Policy::new("api", a, q.parse().unwrap()).unwrap(),
+                b"k",
+            )
+        };
+        // Rate, burst and count shape nothing: the same key.
+        assert_eq!(
+            key(Algorithm::Gcra, "10/s"),
+            key(Algorithm::Gcra, "20/s burst 5")
+        );
+        let lb = Algorithm::LeakyBucket;
+        assert_eq!(key(lb, "10/s"), key(lb, "1/min burst 3"));
+        let tb = Algorithm::TOKEN_BUCKET;
+        assert_eq!(key(tb, "10/s"), key(tb, "10/s burst 30"));
+        let fw = Algorithm::FixedWindow;
+        assert_eq!(key(fw, "10/s"), key(fw, "99/s"));
+        let sw = Algorithm::SLIDING_WINDOW;
+        assert_eq!(key(sw, "10/s"), key(sw, "99/s"));
+        let sl = Algorithm::SlidingLog;
+        assert_eq!(key(sl, "10/s"), key(sl, "99/s"));
+        // What the state means: a new key.
+        assert_ne!(key(tb, "10/s"), key(tb, "20/s"), "the tick");
+        assert_ne!(key(fw, "10/s"), key(fw, "10/min"), "the period");
+        assert_ne!(key(sw, "10/s"), key(sw, "10/min"), "the buckets' width");
+        assert_ne!(key(sl, "10/s"), key(sl, "10/min"), "the period");
+        assert_ne!(
+            key(Algorithm::Gcra, "10/s"),
+            key(lb, "10/s"),
+            "the algorithm"
+        );
+        // Rounding shapes nothing either.
         let cell = Policy::redis_cell("api", 9, 10, std::time::Duration::from_secs(1)).unwrap();
-        assert_eq!(redis_key("", &cell, b"k"), a);
+        assert_eq!(redis_key("", &cell, b"k"), key(Algorithm::Gcra, "10/s"));
     }
 
     #[test]
     fn a_new_state_format_means_new_keys() {
-        let tb = Policy::new(
-            "api",
-            floodwall_core::Algorithm::TOKEN_BUCKET,
-            "10/s".parse().unwrap(),
-        )
-        .unwrap();
-        let (tag, format, numbers) = tag_and_numbers(tb.parameters());
-        assert_eq!((tag, format), ("tb", 2));
-        let key = String::from_utf8(redis_key("", &tb, b"k")).unwrap();
+        let fw = Policy::fixed_window("api", "10/s".parse().unwrap()).unwrap();
+        let (tag, format, numbers) = tag_and_numbers(fw.parameters());
+        assert_eq!((tag, format), ("fw", 3));
+        let key = String::from_utf8(redis_key("", &fw, b"k")).unwrap();
         let new = format!("{:08x}", fnv1a(tag, format, &numbers));
-        let old = format!("{:08x}", fnv1a(tag, 1, &numbers));
+        let old = format!("{:08x}", fnv1a(tag, 2, &numbers));
         assert!(key.contains(&new) && !key.contains(&old), "{key}");
     }
 
     #[test]
     fn keys_stay_where_they_are() {
-        // A release that moved keys would lose every state: the crate docs' example, and
-        // one key per algorithm.
+        // A release that moved keys would lose every state (as the one that keyed them by
+        // their shape did, once): the crate docs' example, and one key per algorithm.
         let p = Policy::gcra("per-ip", "100/min".parse().unwrap()).unwrap();
         let k = redis_key("floodwall:", &p, b"203.0.113.7");
-        assert_eq!(k, b"floodwall:per-ip:gcra.b54436b1:{203.0.113.7}");
+        assert_eq!(k, b"floodwall:per-ip:gcra.a48ce859:{203.0.113.7}");
         let expected = [
-            "p:gcra.550aca34:{k}",
-            "p:tb.9ef70e07:{k}",
-            "p:lb.98ec22fe:{k}",
-            "p:fw.75d7be1b:{k}",
-            "p:sw.03b0c420:{k}",
-            "p:sl.b55bcae1:{k}",
+            "p:gcra.a48ce859:{k}",
+            "p:tb.5dae160d:{k}",
+            "p:lb.b3855bab:{k}",
+            "p:fw.f5e03336:{k}",
+            "p:sw.5d9e528b:{k}",
+            "p:sl.407a45e3:{k}",
         ];
         for (a, expected) in floodwall_core::Algorithm::all().into_iter().zip(expected) {
             let p = Policy::new("p", a, "10/s".parse().unwrap()).unwrap();

@@ -94,7 +94,7 @@ impl ScriptKind {
                 lua: Lua::Stepped(include_str!("lua/fixed_window.lua")),
                 params: 2,
                 tag: "fw",
-                format: 2,
+                format: 3,
                 unpack: reply::fixed_window,
             },
             Self::SlidingWindow => Spec {
@@ -122,9 +122,6 @@ pub(crate) struct Layout {
     /// The parameters as the script reads them, padded with 0 (the spec says how many
     /// count).
     pub(crate) args: [u64; 3],
-    /// The parameters as the policy states them, hashed into its keys. They differ from
-    /// `args` for the leaky bucket only, whose script is GCRA's.
-    pub(crate) stated: [u64; 3],
 }
 
 impl Layout {
@@ -136,11 +133,7 @@ impl Layout {
     /// The layout of checks under `params`; `None` for an algorithm this crate has no
     /// script for (`Parameters` is non-exhaustive).
     pub(crate) fn of(params: Parameters) -> Option<Self> {
-        let same = |kind, args| Self {
-            kind,
-            args,
-            stated: args,
-        };
+        let same = |kind, args| Self { kind, args };
         Some(match params {
             Parameters::Gcra {
                 interval,
@@ -154,7 +147,6 @@ impl Layout {
             Parameters::LeakyBucket { capacity, interval } => Self {
                 kind: ScriptKind::LeakyBucket,
                 args: [interval, capacity.saturating_mul(interval), 0],
-                stated: [capacity, interval, 0],
             },
             Parameters::FixedWindow { limit, period } => {
                 same(ScriptKind::FixedWindow, [limit, period, 0])

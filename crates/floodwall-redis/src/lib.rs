@@ -44,13 +44,14 @@
 //! <prefix><policy name>:<tag>.<fingerprint>:{<user key>}     user key kept as is
 //! <prefix><policy name>:<tag>.<fingerprint>:x{<hex>}          other keys up to 32 bytes
 //! <prefix><policy name>:<tag>.<fingerprint>:#{<sha-256 hex>}  longer ones
-//! floodwall:per-ip:gcra.b54436b1:{203.0.113.7}                a key given as text
-//! floodwall:per-ip:gcra.b54436b1:x{04cb007107}                ClientIp's key of 203.0.113.7
+//! floodwall:per-ip:gcra.a48ce859:{203.0.113.7}                a key given as text
+//! floodwall:per-ip:gcra.a48ce859:x{04cb007107}                ClientIp's key of 203.0.113.7
 //! ```
 //!
 //! The prefix defaults to `floodwall:`. The tag names the algorithm (`gcra`, `tb`, `lb`,
-//! `fw`, `sw`, `sl`); the fingerprint is a hash of the algorithm's parameters, so a changed
-//! quota starts afresh rather than misreading old state. A user key is kept when it is
+//! `fw`, `sw`, `sl`); the fingerprint is a hash of the parameters that shape the algorithm's
+//! state, so a changed quota keeps each key's state where it means the same
+//! (docs/quota-changes.md) and starts afresh where it would not (a window's period). A user key is kept when it is
 //! UTF-8, printable, free of `{`, `}` and whitespace and at most
 //! [`MAX_RAW_KEY_LEN`] bytes; otherwise its hex when it is at most [`MAX_HEX_KEY_LEN`] bytes
 //! (the tower extractors' binary IP keys and API-key digests), else its SHA-256. Each key
@@ -86,7 +87,7 @@
 //! run exactly the scripts they ran before penalties existed.
 //!
 //! `MEMORY USAGE` on Redis 7.0 (jemalloc, 64-bit) for a policy `per-ip` of `100/min` and the
-//! user key `203.0.113.7`, e.g. `floodwall:per-ip:gcra.b54436b1:{203.0.113.7}` (44 bytes; a
+//! user key `203.0.113.7`, e.g. `floodwall:per-ip:gcra.a48ce859:{203.0.113.7}` (44 bytes; a
 //! longer key costs its extra bytes), as `tests/server.rs` prints it. Commands are those the
 //! script runs; `TIME` is added unless the time is explicit. A denial or a peek only reads;
 //! bracketed commands run only when needed.
@@ -96,7 +97,7 @@
 //! | GCRA | string (TAT) | 88 B | TIME GET SET | TIME GET |
 //! | token bucket | string (tokens added when full) | 88 B | TIME GET SET | TIME GET |
 //! | leaky bucket | string (when empty: GCRA's TAT) | 88 B | TIME GET SET | TIME GET |
-//! | fixed window | string (window × (limit + 1) + used) | 88 B | TIME GET INCRBY (a new window: SET) | TIME GET |
+//! | fixed window | string (window start in µs + used) | 88 B | TIME GET INCRBY (a new window: SET) | TIME GET |
 //! | sliding window | hash, a field per used bucket | 104 B + ~9 B per bucket (184 B for 10) | TIME HGETALL \[HDEL\] HINCRBY \[PEXPIRE\] | TIME HGETALL |
 //! | sliding log | sorted set, a member per admitted unit + a TTL-grid marker | 152 B + ~36 B per unit (3,672 B for 100) | TIME ZCOUNT \[ZSCORE EXISTS\] ZADD \[PEXPIRE ZREMRANGEBYSCORE\] | TIME ZCOUNT ZRANGEBYSCORE \[ZRANGE\] |
 //!

@@ -242,18 +242,13 @@ mod tests {
     use crate::kind::ScriptKind;
 
     fn layout(kind: ScriptKind, args: [u64; 3]) -> Layout {
-        Layout {
-            kind,
-            args,
-            stated: args,
-        }
+        Layout { kind, args }
     }
 
     /// 1 per 100 µs, burst 3.
     const G: Layout = Layout {
         kind: ScriptKind::Gcra,
         args: [100, 300, 0],
-        stated: [100, 300, 0],
     };
 
     #[test]

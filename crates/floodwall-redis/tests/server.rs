@@ -252,15 +252,23 @@ async fn a_fixed_window_counts_with_incrby_and_fast_windows_keep_a_pair() {
     let store = RedisStore::connect(&server.url()).await.unwrap();
     let t0 = 1_700_000_000_000_000u64;
     let fixed = floodwall_core::Algorithm::FixedWindow;
-    // 100/s packs (window index x 101 + used is far below 2^53): a new window is one SET,
-    // the next admission in it one INCRBY; 10,000,000/s (10 units per µs) would pass 2^53
-    // packed, so it keeps '<index> <used>'. Both decide as the model does.
-    for (quota, packed) in [("100/s", true), ("10000000/s", false)] {
-        let policy = Policy::new("fw", fixed, quota.parse().unwrap()).unwrap();
+    // The state packs as the window's start in µs + used while used is below the period
+    // in µs: a new window is one SET, the next admission in it one INCRBY. 10,000,000/s
+    // (10 units per µs) counting 2,000,003 in a 1 s window keeps '<index> <used>' (a SET,
+    // keeping the TTL). Both decide as the model does. Each quota has a name of its own:
+    // one name's windows of one period are one state, whatever the limit.
+    for (name, quota, second, packed) in [
+        ("fw", "100/s", 2, true),
+        ("fw-bytes", "10000000/s", 2_000_000, false),
+    ] {
+        let policy = Policy::new(name, fixed, quota.parse().unwrap()).unwrap();
         let key = String::from_utf8(store.redis_key(b"k", &policy)).unwrap();
         let mut state = floodwall_core::State::new();
         store.check_at(b"warm", &policy, 0, t0).await.unwrap();
-        let steps = [(0, 3, "set"), (5, 2, if packed { "incrby" } else { "set" })];
+        let steps = [
+            (0, 3, "set"),
+            (5, second, if packed { "incrby" } else { "set" }),
+        ];
         for (dt, cost, write) in steps {
             let (got, calls) = run(&server, &store, &policy, cost, t0 + dt).await;
             let want = policy.decide(&mut state, t0 + dt, cost).unwrap();

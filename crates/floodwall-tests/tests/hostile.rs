@@ -416,10 +416,12 @@ async fn costs_and_times_at_the_edges_never_overflow() {
     // Quotas an algorithm cannot enforce are refused at construction, never skipped
     // unseen: each refusal is listed here with the reason it is given.
     let mut refused = Vec::new();
-    for quota in quotas {
+    for (q, quota) in quotas.into_iter().enumerate() {
         for algorithm in Algorithm::all() {
+            // A name per quota: the memory store is new for each, and one name's state
+            // in Redis would carry over to the next quota (docs/quota-changes.md).
             let policy = match Policy::new(
-                format!("edge-{}", algorithm.name()),
+                format!("edge-{}-{q}", algorithm.name()),
                 algorithm,
                 quota.parse().unwrap(),
             ) {

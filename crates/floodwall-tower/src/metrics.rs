@@ -18,8 +18,10 @@ use floodwall_core::resilience::{Breaker, BreakerState};
 use floodwall_core::{Decision, Policy};
 use metrics::{Counter, Histogram};
 
-/// Counter: requests checked against a policy, by `policy` and [`result`](Outcome). A
-/// request checked against two policies counts once under each. An in-flight limit
+/// Counter: requests checked against a policy, by `policy` and [`result`](Outcome):
+/// `allowed`, `refused`, `cache_refused` (refused by a deny cache without asking the
+/// store), `shadow_refused`, `store_error`, `fallback`. A request checked against two
+/// policies counts once under each. An in-flight limit
 /// ([`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer)) counts here too, under its
 /// name: `allowed` (a slot taken), `refused` (all taken), `shadow_refused`, `store_error`.
 pub const REQUESTS: &str = "floodwall.rate_limiting.requests";
@@ -51,12 +53,18 @@ pub const STORE_LABEL: &str = "store";
 pub enum Outcome {
     /// The policy admitted the request.
     Allowed,
-    /// The policy refused the request (envoy's `over_limit`).
+    /// The policy refused the request (envoy's `over_limit`), as its store answered.
     Refused,
+    /// The policy refused the request, answered by a [`DenyCache`](floodwall_core::DenyCache)
+    /// from a refusal the store gave before, without asking the store
+    /// ([`Decision::cached`]). `refused` + `cache_refused` (+ `banned`) is every refusal;
+    /// this part is what the cache saved the store.
+    CacheRefused,
     /// The policy would have refused it, but it is in shadow mode (envoy's
     /// `shadow_mode`: [`Enforcement::Shadow`](crate::Enforcement::Shadow), or the
     /// layer-wide [`shadow`](crate::RateLimitLayer::shadow)): it went through. A policy
-    /// that is [off](crate::Enforcement::Off) counts nothing.
+    /// that is [off](crate::Enforcement::Off) counts nothing. A deny cache's refusal counts
+    /// here too: in shadow mode what matters is that nothing was refused.
     ShadowRefused,
     /// The store failed to answer; the layer then failed open or closed as configured.
     StoreError,
@@ -71,9 +79,10 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order of [`as_str`](Self::as_str)'s index.
-    pub const ALL: [Outcome; 6] = [
+    pub const ALL: [Outcome; 7] = [
         Self::Allowed,
         Self::Refused,
+        Self::CacheRefused,
         Self::ShadowRefused,
         Self::StoreError,
         Self::Fallback,
@@ -85,6 +94,7 @@ impl Outcome {
         match self {
             Self::Allowed => "allowed",
             Self::Refused => "refused",
+            Self::CacheRefused => "cache_refused",
             Self::ShadowRefused => "shadow_refused",
             Self::StoreError => "store_error",
             Self::Fallback => "fallback",
@@ -97,9 +107,11 @@ impl Outcome {
         match (decision.fallback, decision.allowed, shadow) {
             (true, _, _) => Self::Fallback,
             (false, true, _) => Self::Allowed,
-            (false, false, false) if decision.banned => Self::Banned,
-            (false, false, false) => Self::Refused,
             (false, false, true) => Self::ShadowRefused,
+            // A ban answered by a deny cache is still a ban.
+            (false, false, false) if decision.banned => Self::Banned,
+            (false, false, false) if decision.cached => Self::CacheRefused,
+            (false, false, false) => Self::Refused,
         }
     }
 }
@@ -111,7 +123,7 @@ pub(crate) fn near_limit(decision: &Decision) -> bool {
 
 /// One policy's registered handles.
 pub(crate) struct Handles {
-    requests: [Counter; 6],
+    requests: [Counter; Outcome::ALL.len()],
     near_limit: Counter,
     duration: Histogram,
 }

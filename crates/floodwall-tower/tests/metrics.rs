@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use axum::body::Body;
-use floodwall_core::{ManualClock, MemoryStore, Store};
+use floodwall_core::{DenyCache, ManualClock, MemoryStore, Store};
 use floodwall_test_support::*;
 use floodwall_tower::metrics::{NEAR_LIMIT, REQUESTS, STORE_DURATION};
 use floodwall_tower::{Enforcement, RateLimitLayer};
@@ -78,7 +78,7 @@ async fn five_allowed_three_refused_counted_exactly_by_policy_and_result() {
     let seen = seen(&snapshotter);
     assert_eq!(requests(&seen, "api", "allowed"), 5);
     assert_eq!(requests(&seen, "api", "refused"), 3);
-    for other in ["shadow_refused", "store_error", "fallback"] {
+    for other in ["cache_refused", "shadow_refused", "store_error", "fallback"] {
         assert_eq!(requests(&seen, "api", other), 0, "{other}");
     }
     // 5 of 5: the 4th request left 1 (80 % used), the 5th left 0.
@@ -280,4 +280,28 @@ async fn a_banned_key_is_counted_as_banned_not_refused() {
     // The first strike is a plain refusal; the second bans, and the ban answers the rest.
     assert_eq!(requests(&seen, "login", "refused"), 1);
     assert_eq!(requests(&seen, "login", "banned"), 3);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn refusals_a_deny_cache_answers_count_apart_from_the_stores() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (store, clock) = store();
+    let cache = DenyCache::builder().clock(clock).build(store);
+    let mut svc = RateLimitLayer::new(cache.clone(), gcra("api", "2/min")).layer(hello());
+
+    assert_eq!(
+        send(&mut svc, "10.0.0.3", 5).await,
+        [200, 200, 429, 429, 429]
+    );
+
+    // The second admission left nothing: the cache knew the next three were refused and
+    // never asked the store.
+    let stats = cache.stats();
+    assert_eq!((stats.store_calls, stats.denied_locally), (2, 3));
+    let seen = seen(&snapshotter);
+    assert_eq!(requests(&seen, "api", "allowed"), 2);
+    assert_eq!(requests(&seen, "api", "cache_refused"), 3);
+    assert_eq!(requests(&seen, "api", "refused"), 0);
 }

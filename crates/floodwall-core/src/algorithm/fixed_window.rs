@@ -41,7 +41,8 @@ impl FixedWindow {
         let used_after = if fits { used + cost } else { used };
         let raw = Raw {
             allowed: fits,
-            remaining: self.limit - used_after,
+            // A window counted under a larger limit may hold more than this one.
+            remaining: self.limit.saturating_sub(used_after),
             retry: if fits { 0 } else { until_next },
             reset: if used_after == 0 { 0 } else { until_next },
         };

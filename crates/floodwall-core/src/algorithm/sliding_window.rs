@@ -83,7 +83,8 @@ impl SlidingWindow {
         }
         Raw {
             allowed: fits,
-            remaining: self.limit - sum_after,
+            // Buckets counted under a larger limit may hold more than this one.
+            remaining: self.limit.saturating_sub(sum_after),
             retry,
             reset,
         }

@@ -205,9 +205,9 @@ impl<C: Clock> MemoryStore<C> {
             Some(gcra) if policy.penalty().is_none() => {
                 // First: reading the counter is the slowest step, and the lookup overlaps it.
                 let now = clamp_now(self.inner.clock.now_micros());
-                let judgement = match KeyRef::short(policy.namespace(), key) {
+                let judgement = match KeyRef::short(policy.state_namespace(), key) {
                     Some(key) => self.check_gcra(key, gcra, cost, now)?,
-                    None => self.check_gcra_long(key, policy.namespace(), gcra, cost, now)?,
+                    None => self.check_gcra_long(key, policy.state_namespace(), gcra, cost, now)?,
                 };
                 (gcra.raw(judgement), gcra.burst, false)
             }
@@ -308,7 +308,7 @@ impl<C: Clock> MemoryStore<C> {
         policy.check_cost(cost)?;
         let now = clamp_now(self.inner.clock.now_micros());
         let buf = KeyBuf::new(key);
-        let key = buf.as_ref(policy.namespace());
+        let key = buf.as_ref(policy.state_namespace());
         let map = self.inner.map.pin();
         loop {
             let entry = match map.get(&key) {
@@ -353,7 +353,7 @@ impl<C: Clock> MemoryStore<C> {
     /// [`unban_sync`](Self::unban_sync)'s.
     pub fn reset_sync(&self, key: &[u8], policy: &Policy) {
         let buf = KeyBuf::new(key);
-        let key = buf.as_ref(policy.namespace());
+        let key = buf.as_ref(policy.state_namespace());
         let map = self.inner.map.pin();
         if let Some(entry) = map.get(&key) {
             entry.kill(u64::MAX);

@@ -76,10 +76,11 @@ for _, b in ipairs(live) do
 end
 -- Packed: what remains, how many buckets back the newest and `first` are, and the µs to
 -- the current bucket's end (more than a bucket when the clock is behind: the string).
-local ends = (bucket + 1) * precision - now
+-- Buckets counted under a larger limit may hold more than this one: none remain.
+local ends, left = (bucket + 1) * precision - now, math.max(limit - sum, 0)
 if ends <= precision and (limit + 1) * n * n * (precision + 1) <= EXACT then
-  local back = ((limit - sum) * n + bucket - newest) * n + bucket - first
+  local back = (left * n + bucket - newest) * n + bucket - first
   return -1 - (back * (precision + 1) + ends)
 end
-return string.format('0 %d %d %d', limit - sum, (first + n) * precision - now,
+return string.format('0 %d %d %d', left, (first + n) * precision - now,
   (newest + n) * precision - now)

@@ -143,11 +143,13 @@ pub(super) fn exact(policy: &Policy, d: &Decision) -> Option<(Option<u64>, u64)>
 }
 
 /// A refusal answered locally at `now` from a fact lasting until `until`, rounded as the
-/// policy reports its durations.
+/// policy reports its durations, and marked [`cached`](Decision::cached).
 pub(super) fn refusal(policy: &Policy, now: u64, until: u64, reset_at: u64) -> Decision {
     let retry = until - now;
     let reset = reset_at.saturating_sub(now).max(retry);
-    policy.decision_from_micros(false, 0, retry, reset)
+    let mut decision = policy.decision_from_micros(false, 0, retry, reset);
+    decision.cached = true;
+    decision
 }
 
 /// After an admission: the smallest cost now refused, and for how long after the check

@@ -18,7 +18,7 @@ impl<C: Clock> MemoryStore<C> {
     ) -> Result<(), Error> {
         let now = clamp_now(self.inner.clock.now_micros());
         let buf = KeyBuf::new(key);
-        let key = buf.as_ref(policy.namespace());
+        let key = buf.as_ref(policy.state_namespace());
         let create = matches!(adjustment, Adjustment::Charge(n) if n > 0);
         // A key never seen (or forgotten) has nothing to refund.
         self.update(

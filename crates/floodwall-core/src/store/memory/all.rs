@@ -97,7 +97,7 @@ impl<C: Clock> MemoryStore<C> {
             let entries: SmallVec<[&KeyState; 4]> = policies
                 .iter()
                 .map(|p| {
-                    let k = buf.as_ref(p.namespace());
+                    let k = buf.as_ref(p.state_namespace());
                     match map.get(&k) {
                         Some(entry) => entry,
                         None => {
@@ -115,7 +115,7 @@ impl<C: Clock> MemoryStore<C> {
                 // One was evicted under our feet: help remove it, then look again.
                 None => {
                     for p in policies {
-                        let _ = map.remove_if(&buf.as_ref(p.namespace()), |_, s| s.is_dead());
+                        let _ = map.remove_if(&buf.as_ref(p.state_namespace()), |_, s| s.is_dead());
                     }
                 }
             }

@@ -218,7 +218,7 @@ impl<C: Clock> MemoryStore<C> {
         policy.check_cost(cost)?;
         let now = clamp_now(self.inner.clock.now_micros());
         let buf = KeyBuf::new(key);
-        let map_key = buf.as_ref(policy.namespace());
+        let map_key = buf.as_ref(policy.name_namespace());
         let records = &self.inner.penalties;
         if let Some(remainder) = records.banned(map_key, now) {
             return Ok(ban_raw(policy, remainder));
@@ -247,7 +247,7 @@ impl<C: Clock> MemoryStore<C> {
             .iter()
             .map(|p| {
                 p.penalty()?;
-                let remainder = records.banned(buf.as_ref(p.namespace()), now)?;
+                let remainder = records.banned(buf.as_ref(p.name_namespace()), now)?;
                 Some(ban_decision(p, remainder))
             })
             .collect();
@@ -267,7 +267,7 @@ impl<C: Clock> MemoryStore<C> {
         let remainder =
             self.inner
                 .penalties
-                .strike(buf.as_ref(policy.namespace()), penalty, now)?;
+                .strike(buf.as_ref(policy.name_namespace()), penalty, now)?;
         Some(ban_decision(policy, remainder))
     }
 
@@ -280,7 +280,7 @@ impl<C: Clock> MemoryStore<C> {
         let remainder = self
             .inner
             .penalties
-            .banned(buf.as_ref(p.namespace()), now)?;
+            .banned(buf.as_ref(p.name_namespace()), now)?;
         Some(Reservation::refused(ban_decision(p, remainder)))
     }
 
@@ -289,7 +289,9 @@ impl<C: Clock> MemoryStore<C> {
     /// (`docs/penalties.md`).
     pub fn unban_sync(&self, key: &[u8], policy: &Policy) {
         let buf = KeyBuf::new(key);
-        self.inner.penalties.forget(buf.as_ref(policy.namespace()));
+        self.inner
+            .penalties
+            .forget(buf.as_ref(policy.name_namespace()));
     }
 
     /// How long `key` stays banned under `policy` from now, if it is: for an operator's
@@ -299,7 +301,7 @@ impl<C: Clock> MemoryStore<C> {
         let buf = KeyBuf::new(key);
         self.inner
             .penalties
-            .banned(buf.as_ref(policy.namespace()), now)
+            .banned(buf.as_ref(policy.name_namespace()), now)
             .map(Duration::from_micros)
     }
 }

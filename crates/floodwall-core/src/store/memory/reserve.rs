@@ -31,7 +31,7 @@ impl<C: Clock> MemoryStore<C> {
         let max_wait = max_wait_micros(max_wait);
         let now = clamp_now(self.inner.clock.now_micros());
         let buf = KeyBuf::new(key);
-        let key = buf.as_ref(p.namespace());
+        let key = buf.as_ref(p.state_namespace());
         let booked = self.update(
             key,
             p,
@@ -72,7 +72,7 @@ impl<C: Clock> MemoryStore<C> {
         };
         let p = policy.policy();
         let buf = KeyBuf::new(key);
-        let key = buf.as_ref(p.namespace());
+        let key = buf.as_ref(p.state_namespace());
         let map = self.inner.map.pin();
         let Some(entry) = map.get(&key) else {
             return Ok(Cancelled::Spent);
