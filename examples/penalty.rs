@@ -18,9 +18,9 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, post};
-use floodwall::tower::extract::{ExtractKey, PeerIp};
+use floodwall::tower::RateLimitLayer;
+use floodwall::tower::extract::PeerIp;
 use floodwall::tower::respond::Json;
-use floodwall::tower::{Key, RateLimitLayer};
 use floodwall::{MemoryStore, Penalty, Policy, Store};
 
 #[tokio::main]
@@ -55,19 +55,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Lifts an IP's ban. Its key is what the layer's extractor makes of a request from that
-/// IP, so the extractor itself computes it.
+/// Lifts an IP's ban. Its key is what the layer's extractor writes for that IP.
 async fn unban(
     State((store, login)): State<(MemoryStore, Policy)>,
     Path(ip): Path<IpAddr>,
 ) -> StatusCode {
-    let mut request = http::Request::new(());
-    request.extensions_mut().insert(ip);
-    let (parts, ()) = request.into_parts();
-    let mut key = Key::new();
-    if PeerIp::new().extract(&parts, &mut key).is_err() {
-        return StatusCode::BAD_REQUEST;
-    }
+    let key = PeerIp::new().key_for(ip);
     match store.unban(key.as_bytes(), &login).await {
         Ok(()) => StatusCode::NO_CONTENT,
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR,

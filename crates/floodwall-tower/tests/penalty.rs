@@ -7,6 +7,7 @@ use std::time::Duration;
 use floodwall_core::{Penalty, Policy};
 use floodwall_test_support::*;
 use floodwall_tower::RateLimitLayer;
+use floodwall_tower::extract::PeerIp;
 use floodwall_tower::respond::{Json, ProblemJson};
 use http::StatusCode;
 use tower::{Layer, ServiceExt};
@@ -82,4 +83,31 @@ async fn a_problem_body_says_banned_and_a_waiting_layer_does_not_wait_out_a_ban(
             .await
             .ends_with(r#","retry-after":2,"banned":true}"#)
     );
+}
+
+#[tokio::test]
+async fn an_operator_unbans_a_client_by_its_address() {
+    let (store, _clock) = store();
+    let policy = login();
+    let svc = RateLimitLayer::new(store.clone(), policy.clone()).layer(hello());
+    let ip = "2001:db8::7";
+    // Five admitted, three refused: the third refusal bans.
+    for _ in 0..8 {
+        svc.clone().oneshot(from(ip)).await.unwrap();
+    }
+    // The key the layer's extractor wrote for that client, from its address alone: the
+    // whole /64, as the extractor keys IPv6.
+    let key = PeerIp::new().key_for("2001:db8::1".parse().unwrap());
+    assert_eq!(
+        store.ban_remaining(key.as_bytes(), &policy),
+        Some(Duration::from_secs(600))
+    );
+    floodwall_core::Store::unban(&store, key.as_bytes(), &policy)
+        .await
+        .unwrap();
+    assert_eq!(store.ban_remaining(key.as_bytes(), &policy), None);
+    // Unbanned; the quota still remembers its five admissions.
+    let res = svc.oneshot(from(ip)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_ne!(res.headers()["retry-after"], "600");
 }

@@ -247,9 +247,9 @@ impl<C: Clock> MemoryStore<C> {
         Ok(match policy.engine().gcra() {
             Some(gcra) => {
                 let now = clamp_now(self.inner.clock.now_micros());
-                let judgement = match KeyRef::short(policy.namespace(), key) {
+                let judgement = match KeyRef::short(policy.state_namespace(), key) {
                     Some(key) => self.check_gcra(key, gcra, cost, now)?,
-                    None => self.check_gcra_long(key, policy.namespace(), gcra, cost, now)?,
+                    None => self.check_gcra_long(key, policy.state_namespace(), gcra, cost, now)?,
                 };
                 (gcra.raw(judgement), gcra.burst)
             }

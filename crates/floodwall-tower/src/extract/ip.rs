@@ -54,6 +54,26 @@ impl PeerIp {
         self.v4_prefix = bits.min(32);
         self
     }
+
+    /// The key this extractor writes for a client at `ip`: for an operator's call on one
+    /// client ([`Store::unban`](floodwall_core::Store::unban),
+    /// [`Store::reset`](floodwall_core::Store::reset)) without a request of theirs.
+    ///
+    /// ```
+    /// use floodwall_tower::extract::PeerIp;
+    /// use std::net::IpAddr;
+    ///
+    /// let by_64 = PeerIp::new();
+    /// let a: IpAddr = "2001:db8::1".parse()?;
+    /// let b: IpAddr = "2001:db8::2".parse()?;
+    /// assert_eq!(by_64.key_for(a).as_bytes(), by_64.key_for(b).as_bytes());
+    /// # Ok::<(), std::net::AddrParseError>(())
+    /// ```
+    pub fn key_for(&self, ip: IpAddr) -> Key {
+        let mut key = Key::new();
+        write_ip(ip, self.v4_prefix, self.v6_prefix, &mut key);
+        key
+    }
 }
 
 impl Default for PeerIp {

@@ -110,6 +110,15 @@ impl ClientIp {
         self.client_ip_of(req)
     }
 
+    /// The key this extractor writes for a client at `ip` (as [`client_ip`](Self::client_ip)
+    /// finds it): for an operator's call on one client
+    /// ([`Store::unban`](floodwall_core::Store::unban)) without a request of theirs.
+    pub fn key_for(&self, ip: IpAddr) -> Key {
+        let mut key = Key::new();
+        write_ip(ip, self.v4_prefix, self.v6_prefix, &mut key);
+        key
+    }
+
     /// [`client_ip`](Self::client_ip) of a request whole or taken apart.
     #[inline]
     fn client_ip_of(&self, req: &impl Head) -> Result<IpAddr, KeyError> {
