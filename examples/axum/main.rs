@@ -161,10 +161,11 @@ fn print_file_banner(addr: SocketAddr, file: &PolicyFile, store_name: &str) {
     println!("floodwall axum example on http://{addr}, {store_name} store");
     for (policy, mode) in file.policies() {
         println!(
-            "  policy:  {} = {} ({}, {mode:?})",
+            "  policy:  {} = {} ({}, {:?})",
             policy.name(),
             policy.quota(),
-            policy.algorithm().name()
+            policy.algorithm().name(),
+            mode.unwrap_or_default()
         );
     }
     let defaults: Vec<&str> = file.defaults().collect();

@@ -31,7 +31,7 @@ pub struct Decision {
     pub banned: bool,
     /// Whether a [`DenyCache`](crate::DenyCache) answered this refusal itself, from a
     /// refusal the store gave before, without asking the store (for metrics telling the
-    /// two apart). It says what the store would have said (docs/deny-cache.md), so
+    /// two apart). A ban the cache answers says [`banned`](Self::banned) instead. It says what the store would have said (docs/deny-cache.md), so
     /// equality and hashing ignore it. `false` in every other decision.
     pub cached: bool,
     /// The exact figures in µs (`retry`, `reset`) behind durations a policy rounded
@@ -137,13 +137,5 @@ impl Decision {
     pub fn by_fallback(mut self) -> Self {
         self.fallback = true;
         self
-    }
-
-    /// A refusal of a banned key ([`banned`](Self::banned)): nothing may pass for
-    /// `remaining` (the ban's remainder). Built by the stores that hold bans.
-    pub fn ban(limit: u64, remaining: Duration) -> Self {
-        let mut decision = Self::new(false, limit, 0, remaining, remaining);
-        decision.banned = true;
-        decision
     }
 }

@@ -179,7 +179,7 @@ impl Policy {
         // The whole policy: caches of answers worked out under its quota (a deny cache,
         // local verdicts, a fallback's shares) keep them apart from another quota's.
         // Kept as 8-byte digests: they are hashed and compared on every check.
-        let namespace = digest(&format!("{name}\0{algorithm:?}\0{quota}\0{rounding:?}"));
+        let namespace = whole_namespace(&name, algorithm, &quota, rounding, None);
         // What a stored state means, and nothing more: a store keeps a key's state across
         // a change of quota that leaves its shape alone (docs/quota-changes.md), and never
         // feeds one algorithm's state to another or to a reshaped window.
@@ -254,6 +254,15 @@ impl Policy {
     pub fn with_penalty(&self, penalty: Penalty) -> Policy {
         let mut inner = Inner::clone(&self.inner);
         inner.penalty = Some(penalty);
+        // Caches keyed by the whole policy must not carry answers across a penalty change
+        // (a refusal cached before a penalty came would never count as a strike).
+        inner.namespace = whole_namespace(
+            &inner.name,
+            inner.algorithm,
+            &inner.quota,
+            inner.rounding,
+            Some(&penalty),
+        );
         Policy {
             inner: Arc::new(inner),
         }
@@ -315,6 +324,17 @@ impl Policy {
         adjustment: crate::Adjustment,
     ) -> Result<(), Error> {
         self.inner.engine.adjust(state, now, adjustment).map(|_| ())
+    }
+
+    /// The refusal of a key this policy's [`Penalty`] has banned for `remaining_micros`
+    /// more: nothing may pass until then, reported with the policy's [`Rounding`] (and
+    /// the exact figure kept for a [`DenyCache`](crate::DenyCache)), and
+    /// [`banned`](Decision::banned) set. Every store that holds bans answers with this, so
+    /// they agree.
+    pub fn ban_decision(&self, remaining_micros: u64) -> Decision {
+        let mut decision = self.decision_from_micros(false, 0, remaining_micros, remaining_micros);
+        decision.banned = true;
+        decision
     }
 
     /// Fails with [`Error::CostTooHigh`] when `cost` can never pass.
@@ -410,6 +430,21 @@ fn digest(descriptor: &str) -> u64 {
 }
 
 /// redis-cell's rounding: whole seconds, plus one when a millisecond or more remains.
+/// The digest of everything a policy is, for caches of its answers (`Policy::namespace`).
+fn whole_namespace(
+    name: &str,
+    algorithm: Algorithm,
+    quota: &Quota,
+    rounding: Rounding,
+    penalty: Option<&Penalty>,
+) -> u64 {
+    let policy = format!("{name}\0{algorithm:?}\0{quota}\0{rounding:?}");
+    match penalty {
+        None => digest(&policy),
+        Some(penalty) => digest(&format!("{policy}\0{penalty:?}")),
+    }
+}
+
 fn cell_seconds(us: u64) -> u64 {
     us / 1_000_000 + u64::from(us % 1_000_000 >= 1_000)
 }
@@ -475,6 +510,15 @@ mod tests {
         assert!(same_state(&gcra, &p(Algorithm::Gcra, "20/min burst 7")));
         let cell = Policy::redis_cell("p", 9, 10, Duration::from_secs(1)).unwrap();
         assert!(same_state(&gcra, &cell), "rounding shapes nothing");
+        let ban = |secs| Penalty::new(3, Duration::from_secs(60), Duration::from_secs(secs));
+        let banning = gcra.with_penalty(ban(60).unwrap());
+        assert!(same_state(&gcra, &banning), "a penalty shapes nothing");
+        assert!(same_state(&banning, &gcra.with_penalty(ban(120).unwrap())));
+        assert_eq!(
+            banning,
+            gcra.with_penalty(ban(120).unwrap())
+                .with_penalty(ban(60).unwrap())
+        );
         assert!(!same_state(&gcra, &p(Algorithm::LeakyBucket, "10/s")));
         let tb = Algorithm::TOKEN_BUCKET;
         assert!(same_state(&p(tb, "10/s"), &p(tb, "10/s burst 30")));

@@ -3,8 +3,6 @@
 //! policies' keys (`lua/all.lua`), which share the user key's hash tag and so one slot;
 //! with the keys of the penalized policies' bans after them (`lua/all_penalty.lua`).
 
-use std::time::Duration;
-
 use floodwall_core::{Decision, Error, Policy};
 use redis::Value;
 
@@ -83,9 +81,7 @@ impl RedisStore {
             .zip(answers)
             .map(|(p, a)| match a {
                 Answer::Quota(a) => decision(p, a).map(Some),
-                Answer::Banned(left) => {
-                    Ok(Some(Decision::ban(p.limit(), Duration::from_micros(left))))
-                }
+                Answer::Banned(left) => Ok(Some(p.ban_decision(left))),
             })
             .collect()
     }

@@ -13,7 +13,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use floodwall_core::{Cancelled, Decision, Error, Reservable, Reservation, Ticket};
+use floodwall_core::{Cancelled, Error, Reservable, Reservation, Ticket};
 use redis::{Script, Value};
 
 use crate::connection::Op;
@@ -98,10 +98,7 @@ impl RedisStore {
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
         if let Some(left) = reply::banned(&reply) {
-            return Ok(Reservation::refused(Decision::ban(
-                p.limit(),
-                Duration::from_micros(left),
-            )));
+            return Ok(Reservation::refused(p.ban_decision(left)));
         }
         let bad = || reply::unexpected(&reply);
         let Value::Array(items) = &reply else {

@@ -345,7 +345,7 @@ impl RedisStore {
 
     /// One check under a policy with `penalty`, one script call, never coalesced (its
     /// script is its own, and reads the penalty's keys besides the rate key): a banned key
-    /// is answered [`Decision::ban`] with the ban's remainder.
+    /// is answered [`Policy::ban_decision`] with the ban's remainder.
     async fn penalized(
         &self,
         key: &[u8],
@@ -367,7 +367,7 @@ impl RedisStore {
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
         if let Some(left) = reply::banned(&reply) {
-            return Ok(Decision::ban(policy.limit(), Duration::from_micros(left)));
+            return Ok(policy.ban_decision(left));
         }
         decision(policy, reply::single(layout, cost, &reply)?)
     }

@@ -632,3 +632,48 @@ async fn a_store_with_its_deny_cache_holds_a_ban_and_forgets_it_on_its_own_unban
     assert!(!d.banned && !d.allowed);
     assert_eq!(store.stats().script_calls, calls + 1);
 }
+
+#[tokio::test]
+async fn a_ban_is_reported_with_the_policys_rounding_and_held_by_a_deny_cache() {
+    let server = RedisServer::start();
+    let store = uncached_store(&server.url()).await;
+    // redis-cell's whole seconds: 1 per minute, burst 1, a 10.5 s ban.
+    let policy = Policy::redis_cell("cell", 0, 1, 60 * SEC)
+        .unwrap()
+        .with_penalty(Penalty::new(1, 60 * SEC, Duration::from_millis(10_500)).unwrap());
+    assert_eq!(until_banned(&store, b"eve", &policy, NOW).await, 0);
+    let banned = store.check_at(b"eve", &policy, 1, NOW).await.unwrap();
+    // 10.5 s reported as redis-cell reports it: 11 whole seconds.
+    assert!(banned.banned);
+    assert_eq!(banned.retry_after, Some(11 * SEC));
+    // The memory store says the same.
+    let memory = floodwall_core::MemoryStore::builder()
+        .clock(ManualClock::new(NOW))
+        .build();
+    memory.check_sync(b"eve", &policy, 1).unwrap();
+    let refused = memory.check_sync(b"eve", &policy, 1).unwrap();
+    assert_eq!(
+        (refused.banned, refused.retry_after),
+        (true, Some(11 * SEC))
+    );
+
+    // A deny cache in front holds a ban Redis gave on its own clock from the exact
+    // figures behind the rounded ones: the next checks cost Redis nothing (within the
+    // cache's ban hold, a second).
+    let cached = DenyCache::new(store.clone());
+    let mut first = None;
+    for _ in 0..5 {
+        let d = cached.check(b"mallory", &policy, 1).await.unwrap();
+        if d.banned {
+            first = Some(d);
+            break;
+        }
+    }
+    let first = first.expect("banned on the server's clock");
+    assert_eq!(first.retry_after.unwrap().subsec_nanos(), 0, "{first:?}");
+    let calls = cached.stats().store_calls;
+    for _ in 0..10 {
+        assert!(cached.check(b"mallory", &policy, 1).await.unwrap().banned);
+    }
+    assert_eq!(cached.stats().store_calls, calls);
+}

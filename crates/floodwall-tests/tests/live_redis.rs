@@ -28,12 +28,22 @@ async fn a_quota_changed_live_is_enforced_from_redis() {
     assert_eq!(http_get(addr, "/", &[]).await.status, 200);
     assert_eq!(http_get(addr, "/", &[]).await.status, 429);
 
+    // The same rate with the burst of the same span (5 per minute: a minute's worth of
+    // time owed is still the whole burst): the key's state carries over, so the exhausted
+    // client is still refused (docs/quota-changes.md), and the headers name the new quota.
     live.set_quota("per-ip", "5/min".parse().unwrap()).unwrap();
-    // The exhausted client is admitted again as the larger quota allows, and the headers
-    // name the new quota.
+    let owed = http_get(addr, "/", &[]).await;
+    assert_eq!(owed.status, 429);
+    assert_eq!(owed.header("ratelimit-policy"), "\"per-ip\";q=5;w=60");
+    // A larger burst admits it again, as far as the minute it owes leaves room.
+    live.set_quota("per-ip", "5/min burst 10".parse().unwrap())
+        .unwrap();
     let again = http_get(addr, "/", &[]).await;
     assert_eq!(again.status, 200);
-    assert_eq!(again.header("ratelimit-policy"), "\"per-ip\";q=5;w=60");
+    assert_eq!(
+        again.header("ratelimit-policy"),
+        "\"per-ip\";q=5;w=60;floodwall-burst=10"
+    );
     // ... and the new quota runs out in its turn: within its 5.
     let mut statuses = Vec::new();
     for _ in 0..5 {
@@ -51,7 +61,10 @@ async fn a_quota_changed_live_is_enforced_from_redis() {
     live.set_enforcement("per-ip", Enforcement::Shadow).unwrap();
     let shadowed = http_get(addr, "/", &[]).await;
     assert_eq!(shadowed.status, 200);
-    assert_eq!(shadowed.header("ratelimit-policy"), "\"per-ip\";q=5;w=60");
+    assert_eq!(
+        shadowed.header("ratelimit-policy"),
+        "\"per-ip\";q=5;w=60;floodwall-burst=10"
+    );
     live.set_enforcement("per-ip", Enforcement::Enforce)
         .unwrap();
     assert_eq!(http_get(addr, "/", &[]).await.status, 429);

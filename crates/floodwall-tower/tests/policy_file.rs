@@ -30,13 +30,14 @@ fn app() -> Router {
 #[tokio::test]
 async fn the_example_file_limits_each_route_by_its_policies() {
     let file = PolicyFile::load(EXAMPLE).unwrap();
-    let names: Vec<(&str, Enforcement)> = file.policies().map(|(p, m)| (p.name(), m)).collect();
+    let names: Vec<(&str, Option<Enforcement>)> =
+        file.policies().map(|(p, m)| (p.name(), m)).collect();
     assert_eq!(
         names,
         [
-            ("per-ip", Enforcement::Enforce),
-            ("login", Enforcement::Enforce),
-            ("greetings", Enforcement::Shadow),
+            ("per-ip", None),
+            ("login", None),
+            ("greetings", Some(Enforcement::Shadow)),
         ]
     );
     let login = file.policies().nth(1).unwrap().0;
@@ -332,6 +333,38 @@ async fn a_reload_changes_quotas_modes_and_routes_live() {
 
     // Reloading the same file changes nothing.
     assert!(limits.reload(&file.0).unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_reload_keeps_a_layer_wide_shadow_for_policies_the_file_gives_no_mode() {
+    let file = TempFile::new("dry.toml", &reloadable("2/min", "policies = [\"admin\"]"));
+    let (store, _clock) = store();
+    // A dry run of the whole file: nothing refused.
+    let (layer, limits) = PolicyFile::load(&file.0)
+        .unwrap()
+        .layer_with(store, |l| l.shadow(true));
+    let mut service = tower::ServiceBuilder::new()
+        .layer(layer)
+        .service(floodwall_test_support::hello());
+    assert_eq!(passes(&mut service, "192.0.2.1", "/").await, 50);
+
+    // The same file again, then a new quota: still a dry run.
+    assert!(limits.reload(&file.0).unwrap().is_empty());
+    file.write(&reloadable("3/min", "policies = [\"admin\"]"));
+    assert_eq!(limits.reload(&file.0).unwrap(), ["per-ip"]);
+    assert_eq!(
+        limits.live().enforcement("per-ip"),
+        Some(Enforcement::Shadow)
+    );
+    assert_eq!(passes(&mut service, "192.0.2.2", "/").await, 50);
+
+    // A mode the file does give is applied.
+    file.write(
+        &reloadable("3/min", "policies = [\"admin\"]")
+            .replace("default = true", "default = true\nmode = \"enforce\""),
+    );
+    assert_eq!(limits.reload(&file.0).unwrap(), ["per-ip"]);
+    assert_eq!(passes(&mut service, "192.0.2.3", "/").await, 3);
 }
 
 #[tokio::test]

@@ -19,7 +19,6 @@ mod all;
 mod penalty;
 mod reserve;
 
-pub(crate) use penalty::ban_decision;
 mod update;
 
 /// Marks a GCRA key state that was evicted: whoever holds it looks the key up again.

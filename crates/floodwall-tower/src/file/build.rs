@@ -359,8 +359,8 @@ impl Check<'_> {
             policy = policy.with_penalty(self.penalty(i, penalty)?);
         }
         let mode = match &raw.mode {
-            None => Enforcement::Enforce,
-            Some(mode) => match mode.get_ref().trim() {
+            None => None,
+            Some(mode) => Some(match mode.get_ref().trim() {
                 "enforce" => Enforcement::Enforce,
                 "shadow" => Enforcement::Shadow,
                 "off" => Enforcement::Off,
@@ -372,7 +372,7 @@ impl Check<'_> {
                         format!("\"{other}\""),
                     ));
                 }
-            },
+            }),
         };
         Ok(Entry {
             policy,

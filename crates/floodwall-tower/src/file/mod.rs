@@ -95,7 +95,9 @@ pub struct PolicyFile {
 #[derive(Debug)]
 struct Entry {
     policy: Policy,
-    mode: Enforcement,
+    /// `None`: the file gives no mode, and the policy keeps the one the layer started it
+    /// with (enforced, or shadow under `layer_with(.., |l| l.shadow(true))`).
+    mode: Option<Enforcement>,
     default: bool,
     /// Where its name is, for a reload's refusal to add it.
     name_at: FileError,
@@ -121,9 +123,10 @@ impl PolicyFile {
         build::parse(Source { origin, text })
     }
 
-    /// The file's policies with their modes, in the file's order. A policy carries its
-    /// quota, algorithm and penalty.
-    pub fn policies(&self) -> impl Iterator<Item = (&Policy, Enforcement)> {
+    /// The file's policies with their modes, in the file's order (`None`: the file gives
+    /// none, and the layer's own applies: enforced unless `shadow(true)`). A policy
+    /// carries its quota, algorithm and penalty.
+    pub fn policies(&self) -> impl Iterator<Item = (&Policy, Option<Enforcement>)> {
         self.policies.iter().map(|e| (&e.policy, e.mode))
     }
 
@@ -154,11 +157,14 @@ impl PolicyFile {
 
     /// [`layer`](Self::layer), with more builder methods applied before the handle is
     /// taken: `file.layer_with(store, |l| l.shadow(true))`. The builder methods that set
-    /// policies or modes (`and_policy`, `register`, `enforcement`, `shadow`) give a layer
-    /// a live handle of its own, so they go here; the others (`on_reject`, `fail_mode`,
-    /// `headers`, ...) may as well come after [`layer`](Self::layer). Do not call
-    /// [`choose`](RateLimitLayer::choose) or [`key`](RateLimitLayer::key) here: they
-    /// would replace the file's routes or key.
+    /// modes (`enforcement`, `shadow`) give a layer a live handle of its own, so they go
+    /// here; a policy the file gives no `mode` keeps the mode they set across reloads.
+    /// The others (`on_reject`, `fail_mode`, `headers`, ...) may as well come after
+    /// [`layer`](Self::layer). The policies, the routes and the key are the file's: do
+    /// not call `and_policy` or `register` (the file's routes would never name the
+    /// policy, and a reload would refuse a policy the file lacks), nor
+    /// [`choose`](RateLimitLayer::choose) or [`key`](RateLimitLayer::key), which would
+    /// replace the file's routes or key.
     pub fn layer_with<St, St2, M>(
         &self,
         store: St,
@@ -184,9 +190,9 @@ impl PolicyFile {
         }
         let mut layer = layer.key(self.key()).choose(chooser);
         for entry in &self.policies {
-            if entry.mode != Enforcement::Enforce {
+            if let Some(mode) = entry.mode {
                 // Every name is known: the layer was given every policy above.
-                if let Ok(with_mode) = layer.clone().enforcement(entry.name(), entry.mode) {
+                if let Ok(with_mode) = layer.clone().enforcement(entry.name(), mode) {
                     layer = with_mode;
                 }
             }
@@ -194,7 +200,13 @@ impl PolicyFile {
         let layer = customize(layer);
         let live = layer.live();
         let _ = slot.set(live.clone());
-        let limits = FileLimits::new(live, table, self.key.clone());
+        // What a policy without a mode in the file runs as, for reloads to keep.
+        let started = self
+            .policies
+            .iter()
+            .filter_map(|e| Some((e.name().to_owned(), live.enforcement(e.name())?)))
+            .collect();
+        let limits = FileLimits::new(live, table, self.key.clone(), started);
         (layer, limits)
     }
 }

@@ -1,5 +1,6 @@
 //! Applying a changed policy file to a running layer: [`FileLimits`].
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -8,6 +9,7 @@ use arc_swap::ArcSwap;
 use super::key::KeySpec;
 use super::routes::RouteTable;
 use super::{FileError, PolicyFile};
+use crate::Enforcement;
 use crate::live::LiveLimits;
 
 /// The handle on a layer built from a policy file: reloads the file into the running
@@ -18,22 +20,32 @@ use crate::live::LiveLimits;
 /// names (a new key would move every count to new keys; the layer knows its policies from
 /// its start): otherwise it is refused, naming what needs a restart. Then each policy
 /// whose quota, algorithm, penalty or mode changed is replaced through the layer's
-/// [`LiveLimits`] (one version each: a request in flight sees a policy old or new, never
-/// a mix), and the routes are swapped in whole.
+/// [`LiveLimits`] (a request in flight sees a policy's version old or new, never a mix;
+/// its quota and its mode are two changes, docs/policy-file.md), and the routes are
+/// swapped in whole.
 #[derive(Clone)]
 pub struct FileLimits {
     live: LiveLimits,
     table: Arc<ArcSwap<RouteTable>>,
     /// The key the layer runs with; the lock also makes reloads one at a time.
     key: Arc<Mutex<KeySpec>>,
+    /// Each policy's mode once the layer was built: what a policy the file gives no mode
+    /// runs as, so a reload never turns a layer-wide shadow into enforcement.
+    started: Arc<HashMap<String, Enforcement>>,
 }
 
 impl FileLimits {
-    pub(super) fn new(live: LiveLimits, table: Arc<ArcSwap<RouteTable>>, key: KeySpec) -> Self {
+    pub(super) fn new(
+        live: LiveLimits,
+        table: Arc<ArcSwap<RouteTable>>,
+        key: KeySpec,
+        started: HashMap<String, Enforcement>,
+    ) -> Self {
         Self {
             live,
             table,
             key: Arc::new(Mutex::new(key)),
+            started: Arc::new(started),
         }
     }
 
@@ -108,10 +120,12 @@ impl FileLimits {
                     .map_err(refused)?;
                 differs = true;
             }
-            if self.live.enforcement(name) != Some(entry.mode) {
-                self.live
-                    .set_enforcement(name, entry.mode)
-                    .map_err(refused)?;
+            let mode = entry
+                .mode
+                .or_else(|| self.started.get(name).copied())
+                .unwrap_or_default();
+            if self.live.enforcement(name) != Some(mode) {
+                self.live.set_enforcement(name, mode).map_err(refused)?;
                 differs = true;
             }
             if differs {

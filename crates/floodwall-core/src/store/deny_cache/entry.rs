@@ -8,7 +8,6 @@ use super::DenyCache;
 use super::flight::Flight;
 use crate::store::evict::evict_soonest;
 use crate::store::key::{KeyBuf, MapKey};
-use crate::store::memory::ban_decision;
 use crate::{Clock, Decision, Parameters, Policy, Rounding};
 
 pub(super) type Map = papaya::HashMap<MapKey, Entry, ahash::RandomState>;
@@ -40,7 +39,7 @@ impl Entry {
     /// for a ban, else the refusal until `until`.
     pub(super) fn answer(&self, policy: &Policy, now: u64) -> Decision {
         if self.ban_end > now {
-            return ban_decision(policy, self.ban_end - now);
+            return policy.ban_decision(self.ban_end - now);
         }
         refusal(policy, now, self.until, self.reset_at)
     }

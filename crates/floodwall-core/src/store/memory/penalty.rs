@@ -186,14 +186,7 @@ fn kill(record: &Record, by: u64) -> bool {
     rec.is_none()
 }
 
-/// A ban's answer with `remainder` µs to go, rounded as the policy reports durations.
-pub(crate) fn ban_decision(policy: &Policy, remainder: u64) -> Decision {
-    let mut d = policy.decision_from_micros(false, 0, remainder, remainder);
-    d.banned = true;
-    d
-}
-
-/// [`ban_decision`]'s figures, for `check_sync` to build.
+/// [`Policy::ban_decision`]'s figures, for `check_sync` to build.
 fn ban_raw(policy: &Policy, remainder: u64) -> (Raw, u64, bool) {
     let raw = Raw {
         allowed: false,
@@ -248,7 +241,7 @@ impl<C: Clock> MemoryStore<C> {
             .map(|p| {
                 p.penalty()?;
                 let remainder = records.banned(buf.as_ref(p.name_namespace()), now)?;
-                Some(ban_decision(p, remainder))
+                Some(p.ban_decision(remainder))
             })
             .collect();
         bans.iter().any(Option::is_some).then_some(bans)
@@ -268,7 +261,7 @@ impl<C: Clock> MemoryStore<C> {
             self.inner
                 .penalties
                 .strike(buf.as_ref(policy.name_namespace()), penalty, now)?;
-        Some(ban_decision(policy, remainder))
+        Some(policy.ban_decision(remainder))
     }
 
     /// A booking's answer when `policy` bans the key: refused, whatever the wait.
@@ -281,7 +274,7 @@ impl<C: Clock> MemoryStore<C> {
             .inner
             .penalties
             .banned(buf.as_ref(p.name_namespace()), now)?;
-        Some(Reservation::refused(ban_decision(p, remainder)))
+        Some(Reservation::refused(p.ban_decision(remainder)))
     }
 
     /// [`Store::unban`](crate::Store::unban) without the future: lifts `key`'s ban under
