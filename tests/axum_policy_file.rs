@@ -8,38 +8,12 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 
-/// The example server, killed when the test ends however it ends.
-struct Server(Child);
+mod common;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `target/<profile>/examples/axum`: this test is `target/<profile>/deps/axum_policy_file-<hash>`.
-fn example_binary() -> PathBuf {
-    let test = std::env::current_exe().expect("the test binary's own path");
-    let profile_dir = test
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary lives in target/<profile>/deps");
-    let binary = profile_dir
-        .join("examples")
-        .join(format!("axum{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.is_file(),
-        "the axum example is not built at {}: run the whole `cargo test --workspace \
-         --all-features`, or add `--example axum` to a `--test axum_policy_file` run",
-        binary.display()
-    );
-    binary
-}
+use common::{Server, example_binary};
 
 /// POSTs to `path` over a fresh connection: the status.
 fn post(addr: &str, path: &str) -> u16 {
@@ -70,7 +44,7 @@ fn the_example_serves_a_policy_file_and_reloads_it_on_sighup() {
     let path = dir.join("policies.toml");
     std::fs::write(&path, example).unwrap();
 
-    let mut child = Command::new(example_binary())
+    let mut child = Command::new(example_binary("axum", "axum_policy_file"))
         .env("LISTEN", "127.0.0.1:0")
         .env("POLICY_FILE", &path)
         .stdout(Stdio::piped())

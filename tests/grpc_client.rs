@@ -8,45 +8,20 @@
 //! failure, not a skip.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 const INSTALL_HINT: &str = "this test needs python3 with the packages grpcio and \
     grpcio-health-checking; .ci/run installs them (pip install grpcio grpcio-health-checking)";
 
-/// The example server, killed when the test ends however it ends.
-struct Server(Child);
+mod common;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `target/<profile>/examples/tonic`: this test is `target/<profile>/deps/grpc_client-<hash>`.
-fn example_binary() -> PathBuf {
-    let test = std::env::current_exe().expect("the test binary's own path");
-    let profile_dir = test
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary lives in target/<profile>/deps");
-    let binary = profile_dir
-        .join("examples")
-        .join(format!("tonic{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.is_file(),
-        "the tonic example is not built at {}: run the whole `cargo test --workspace \
-         --all-features`, or add `--example tonic` to a `--test grpc_client` run",
-        binary.display()
-    );
-    binary
-}
+use common::{Server, example_binary};
 
 /// Starts the example on a port the OS picks and returns it with the address it printed:
 /// it prints that line once its listener is bound, so connections are accepted from then on.
 fn start_server() -> (Server, String) {
-    let binary = example_binary();
+    let binary = example_binary("tonic", "grpc_client");
     let child = Command::new(&binary)
         .env("LISTEN", "127.0.0.1:0")
         .stdout(Stdio::piped())

@@ -334,12 +334,7 @@ impl RedisStore {
         cost: u64,
         now: Option<u64>,
     ) -> Result<Decision, Error> {
-        let layout = Layout::of(policy.parameters()).ok_or_else(|| {
-            Error::backend(format!(
-                "floodwall-redis has no script for the {} algorithm",
-                policy.algorithm()
-            ))
-        })?;
+        let layout = script_layout(policy)?;
         decision(policy, self.answer(redis_key, layout, cost, now).await?)
     }
 
@@ -355,12 +350,7 @@ impl RedisStore {
         cost: u64,
         now: Option<u64>,
     ) -> Result<Decision, Error> {
-        let layout = Layout::of(policy.parameters()).ok_or_else(|| {
-            Error::backend(format!(
-                "floodwall-redis has no script for the {} algorithm",
-                policy.algorithm()
-            ))
-        })?;
+        let layout = script_layout(policy)?;
         let single = self.inner.scripts.penalized(layout, penalty);
         let keys = self.penalty_keys(key, policy);
         let inv = single.invocation(redis_key, &keys, now, cost);
@@ -537,4 +527,14 @@ impl fmt::Debug for RedisStore {
             .field("stats", &self.stats())
             .finish()
     }
+}
+
+/// The script layout of `policy`'s algorithm, or the error of an algorithm without one.
+fn script_layout(policy: &Policy) -> Result<Layout, Error> {
+    Layout::of(policy.parameters()).ok_or_else(|| {
+        Error::backend(format!(
+            "floodwall-redis has no script for the {} algorithm",
+            policy.algorithm()
+        ))
+    })
 }
