@@ -475,3 +475,37 @@ fn a_ban_outlives_a_change_of_the_policys_quota() {
     now_or_never(store.unban(b"mallory", &raised)).unwrap();
     assert!(check(&store, &raised).allowed);
 }
+
+#[test]
+fn local_verdicts_answer_a_ban_as_a_ban_and_see_an_unban_within_one_interval() {
+    let (shared, clock) = memory();
+    let policy = hourly(Penalty::new(2, 60 * S, 600 * S).unwrap());
+    // Another node gets the key banned in the shared store.
+    assert!(check(&shared, &policy).allowed);
+    assert!(refuse(&shared, &policy, 2).banned);
+
+    let interval = Duration::from_millis(100);
+    let node = floodwall_core::LocalVerdicts::builder()
+        .interval(interval)
+        .clock(clock.clone())
+        .build(shared.clone())
+        .unwrap();
+    let first = now_or_never(node.check(b"mallory", &policy, 1)).unwrap();
+    assert!(first.banned, "{first:?}");
+    clock.advance(Duration::from_millis(50));
+    let local = node
+        .check_now(b"mallory", &policy, 1)
+        .expect("a fresh verdict")
+        .unwrap();
+    assert!(local.banned && !local.allowed, "{local:?}");
+    assert_eq!(local.retry_after, Some(600 * S - Duration::from_millis(50)));
+
+    // Lifted elsewhere: this node still holds the ban until its interval is over, then
+    // asks the store again, which answers the quota alone.
+    now_or_never(shared.unban(b"mallory", &policy)).unwrap();
+    let held = now_or_never(node.check(b"mallory", &policy, 1)).unwrap();
+    assert!(held.banned, "{held:?}");
+    clock.advance(Duration::from_millis(50));
+    let after = now_or_never(node.check(b"mallory", &policy, 1)).unwrap();
+    assert!(!after.banned, "{after:?}");
+}

@@ -79,7 +79,7 @@ impl<S: Store, C: Clock> LocalVerdicts<S, C> {
         }
         match answer {
             Ok(a) => {
-                v.apply(a, r.sent, r.kv.policy.limit());
+                v.apply(a, r.sent, r.kv.policy.limit(), self.verdicts.interval);
                 Ok(())
             }
             Err(e) => {
@@ -103,6 +103,7 @@ impl<S: Store, C: Clock> LocalVerdicts<S, C> {
                 left,
                 budget,
                 retry: 0,
+                banned: false,
                 reset,
             });
         }
@@ -116,6 +117,7 @@ impl<S: Store, C: Clock> LocalVerdicts<S, C> {
             left,
             budget: 0,
             retry,
+            banned: d.banned,
             reset,
         })
     }

@@ -32,8 +32,11 @@ pub(super) struct Verdict {
     budget: u64,
     /// Units admitted here and not yet recorded by the store (a debt included).
     pub(super) pending: u64,
-    /// Refused until then, as the store said; 0 if it did not refuse.
+    /// Refused until then, as the store said; 0 if it did not refuse. A ban is held at
+    /// most one interval, so an unban elsewhere reaches this node within it.
     denied_until: u64,
+    /// When the key's ban ends, as the store said; 0 if it is not banned.
+    ban_end: u64,
     /// When the store said the key would be back to full, as of the last refresh.
     reset_at: u64,
     pub(super) in_flight: bool,
@@ -49,6 +52,8 @@ pub(super) struct Refreshed {
     pub(super) budget: u64,
     /// How long the store refused for, µs; 0 if it did not.
     pub(super) retry: u64,
+    /// Whether that refusal was a ban ([`Decision::banned`]).
+    pub(super) banned: bool,
     pub(super) reset: u64,
 }
 
@@ -70,6 +75,9 @@ impl Verdict {
         interval: u64,
     ) -> Decision {
         let reset = self.reset_at.saturating_sub(now);
+        if cost > 0 && now < self.denied_until && now < self.ban_end {
+            return policy.ban_decision(self.ban_end - now);
+        }
         let retry = if cost > 0 && now < self.denied_until {
             self.denied_until - now
         } else if cost <= self.budget {
@@ -85,7 +93,7 @@ impl Verdict {
     }
 
     /// Takes in the answer of a refresh sent at `sent`.
-    pub(super) fn apply(&mut self, a: Refreshed, sent: u64, limit: u64) {
+    pub(super) fn apply(&mut self, a: Refreshed, sent: u64, limit: u64, interval: u64) {
         // What is pending now was admitted while the refresh ran, from the old budget: the
         // store's `remaining` did not count it, so the new budget must.
         let meanwhile = self.pending;
@@ -94,7 +102,14 @@ impl Verdict {
             .budget
             .saturating_sub(meanwhile)
             .min(limit.saturating_sub(self.pending));
-        self.denied_until = if a.retry > 0 {
+        self.ban_end = if a.banned {
+            sent.saturating_add(a.retry)
+        } else {
+            0
+        };
+        self.denied_until = if a.banned {
+            sent.saturating_add(a.retry.min(interval))
+        } else if a.retry > 0 {
             sent.saturating_add(a.retry)
         } else {
             0
