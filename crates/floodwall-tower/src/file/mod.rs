@@ -145,9 +145,9 @@ impl PolicyFile {
     ///
     /// Every policy is known to the layer by name (changeable through
     /// [`FileLimits::live`]); the routes are the layer's
-    /// [chooser](RateLimitLayer::choose), which looks each route's policies up through
-    /// that handle on every request, so a quota or mode a reload changes applies to
-    /// every route at once.
+    /// [chooser](RateLimitLayer::choose), which takes each route's policies from that
+    /// handle (worked out again whenever the routes or the policies change), so a quota or
+    /// mode a reload changes applies to every route at once.
     pub fn layer<St>(&self, store: St) -> (RateLimitLayer<St, FileKey>, FileLimits)
     where
         St: Store + Clone + Send + Sync + 'static,
@@ -181,6 +181,7 @@ impl PolicyFile {
             table: Arc::clone(&table),
             live: Arc::clone(&slot),
             parsed: Arc::clone(&parsed),
+            resolved: Default::default(),
         };
         // The chooser names every request's policies, so the layer's own (the first) is
         // only where `new` wants one; the rest are registered by name.

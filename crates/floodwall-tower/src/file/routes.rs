@@ -1,15 +1,15 @@
 //! A policy file's routes as a [`ChoosePolicy`]: method and path prefix to policy names,
-//! each name looked up through the layer's live handle on every request.
+//! resolved through the layer's live handle once per version of the routes and policies.
 
 use std::sync::{Arc, OnceLock};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use floodwall_core::Policy;
 use http::Method;
 use http::request::Parts;
 
 use crate::choose::{Choice, ChoosePolicy};
-use crate::live::LiveLimits;
+use crate::live::{LiveLimits, LiveState};
 
 /// What a route says: no limit, or these policies by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,17 +67,33 @@ impl RouteTable {
     }
 
     /// What the most specific matching route says.
-    pub(super) fn target(&self, method: &Method, path: &str) -> &Target {
+    #[cfg(test)]
+    fn target(&self, method: &Method, path: &str) -> &Target {
+        self.targets()
+            .nth(self.index(method, path))
+            .expect("an index of targets()")
+    }
+
+    /// The place in [`targets`](Self::targets) of the most specific matching route.
+    fn index(&self, method: &Method, path: &str) -> usize {
         self.routes
             .iter()
-            .find(|r| r.matches(method, path))
-            .map_or(&self.fallback, |r| &r.target)
+            .position(|r| r.matches(method, path))
+            .unwrap_or(self.routes.len())
+    }
+
+    /// Every route's target, most specific first, then the fallback's.
+    fn targets(&self) -> impl Iterator<Item = &Target> {
+        self.routes
+            .iter()
+            .map(|r| &r.target)
+            .chain(std::iter::once(&self.fallback))
     }
 }
 
-/// The chooser a file's layer runs: its route table swaps whole on a reload; the policies
-/// are looked up by name in the layer's [`LiveLimits`] on each request, so a quota changed
-/// by a reload (or by any holder of the handle) applies to the routes at once.
+/// The chooser a file's layer runs: its route table swaps whole on a reload, and the
+/// policies are those of the layer's [`LiveLimits`], so a quota changed by a reload (or by
+/// any holder of the handle) applies to the routes at once.
 pub(super) struct FileChooser {
     pub(super) table: Arc<ArcSwap<RouteTable>>,
     /// The handle of the layer this chooser is in, set once the layer is built (a layer's
@@ -85,34 +101,70 @@ pub(super) struct FileChooser {
     pub(super) live: Arc<OnceLock<LiveLimits>>,
     /// The file's policies, for a layer whose handle was never set.
     pub(super) parsed: Arc<[Policy]>,
+    /// Each route's choice for one route table and one version of the live policies,
+    /// worked out again when either changes: a request clones one `Arc` instead of
+    /// looking its policies up by name and collecting them.
+    pub(super) resolved: ArcSwapOption<Resolved>,
+}
+
+/// [`FileChooser::resolved`]: what it was worked out from, and a choice per target of
+/// [`RouteTable::targets`].
+pub(super) struct Resolved {
+    table: Arc<RouteTable>,
+    state: Option<Arc<LiveState>>,
+    choices: Vec<Choice>,
 }
 
 impl FileChooser {
-    fn find(&self, name: &str) -> Option<Policy> {
-        match self.live.get() {
-            Some(live) => live.policy(name),
+    fn resolve(&self, table: Arc<RouteTable>, state: Option<Arc<LiveState>>) -> Resolved {
+        let find = |name: &str| match &state {
+            Some(state) => state.find(name).cloned(),
             None => self.parsed.iter().find(|p| p.name() == name).cloned(),
+        };
+        let choices = table
+            .targets()
+            .map(|target| match target {
+                Target::Skip => Choice::Skip,
+                Target::Policies(names) => {
+                    let mut found: Vec<Policy> = names.iter().filter_map(|n| find(n)).collect();
+                    match found.len() {
+                        0 => Choice::Skip,
+                        1 => Choice::Policy(found.remove(0)),
+                        _ => Choice::Policies(found.into()),
+                    }
+                }
+            })
+            .collect();
+        Resolved {
+            table,
+            state,
+            choices,
         }
     }
 }
 
 impl ChoosePolicy for FileChooser {
     fn choose(&self, req: &Parts, _key: &[u8]) -> Choice {
-        let table = self.table.load();
-        match table.target(&req.method, req.uri.path()) {
-            Target::Skip => Choice::Skip,
-            Target::Policies(names) => match &names[..] {
-                [one] => self.find(one).map_or(Choice::Skip, Choice::Policy),
-                many => {
-                    let found: Vec<Policy> = many.iter().filter_map(|n| self.find(n)).collect();
-                    if found.is_empty() {
-                        Choice::Skip
-                    } else {
-                        Choice::Policies(found.into())
-                    }
-                }
-            },
-        }
+        let table = self.table.load_full();
+        let state = self.live.get().map(LiveLimits::state);
+        let cached = self.resolved.load_full();
+        let resolved = match cached {
+            Some(r)
+                if Arc::ptr_eq(&r.table, &table)
+                    && match (&r.state, &state) {
+                        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                        (a, b) => a.is_none() && b.is_none(),
+                    } =>
+            {
+                r
+            }
+            _ => {
+                let r = Arc::new(self.resolve(table, state));
+                self.resolved.store(Some(Arc::clone(&r)));
+                r
+            }
+        };
+        resolved.choices[resolved.table.index(&req.method, req.uri.path())].clone()
     }
 }
 

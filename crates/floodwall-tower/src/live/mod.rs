@@ -60,6 +60,12 @@ impl LiveLimits {
         Self { target }
     }
 
+    /// The current policies and modes, for a chooser that works out its choices once per
+    /// version (the policy file's).
+    pub(crate) fn state(&self) -> Arc<LiveState> {
+        self.target.state()
+    }
+
     /// The current version of the policy of this name (the layer's own or a registered
     /// one).
     pub fn policy(&self, name: &str) -> Option<Policy> {
