@@ -2,26 +2,18 @@
 //! them or in none, however many threads check the key at once, in the memory store and
 //! through the deny cache.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use floodwall_core::{Algorithm, DenyCache, ManualClock, MemoryStore, Policy, Quota, Store};
 
+mod common;
+use common::now_or_never;
+
 const T0: u64 = 1_700_000_000_000_000;
 const THREADS: usize = 8;
 const PER_THREAD: usize = 200;
-
-/// Polls a future that is ready at once (every store here is in memory).
-fn now_or_never<F: Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match f.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(v) => v,
-        std::task::Poll::Pending => panic!("an in-memory store waited"),
-    }
-}
 
 fn policy(name: &str, algorithm: Algorithm, count: u64) -> Policy {
     Policy::new(name, algorithm, hourly(count)).unwrap()

@@ -9,18 +9,11 @@ use floodwall_core::{
 };
 use proptest::prelude::*;
 
+mod common;
+use common::now_or_never;
+
 #[path = "deny_cache/single_flight.rs"]
 mod single_flight;
-
-/// Polls a future that is ready at once (every store here is in memory).
-fn now_or_never<F: Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match f.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(v) => v,
-        std::task::Poll::Pending => panic!("an in-memory store waited"),
-    }
-}
 
 const T0: u64 = 1_700_000_000_000_000;
 

@@ -2,9 +2,11 @@
 //! in their window, exact ban lengths, growth and forgetting, unban, and a key hammered by
 //! many threads banned once. Time is a `ManualClock`: no sleeps.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+
+mod common;
+use common::now_or_never;
 
 use floodwall_core::{
     Decision, DenyCache, ManualClock, MemoryStore, Penalty, Policy, Reservable, Store,
@@ -13,16 +15,6 @@ use floodwall_core::{
 const T0: u64 = 1_700_000_000_000_000;
 const S: Duration = Duration::from_secs(1);
 const US: Duration = Duration::from_micros(1);
-
-/// Polls a future that is ready at once (every store here is in memory).
-fn now_or_never<F: Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match f.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(v) => v,
-        std::task::Poll::Pending => panic!("an in-memory store waited"),
-    }
-}
 
 fn memory() -> (MemoryStore<ManualClock>, ManualClock) {
     let clock = ManualClock::new(T0);
