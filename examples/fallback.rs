@@ -1,13 +1,16 @@
 //! Staying up when Redis is not: limits shared through Redis, and when Redis fails, a
 //! circuit breaker plus a local fallback that enforces this node's share of the quota.
 //!
+//! The walk-through below stops and restarts a Redis of its own, on port 6380, so that no
+//! other program's Redis is touched:
+//!
 //! ```text
-//! redis-server --port 6379 &
-//! cargo run --example fallback --features redis
+//! redis-server --port 6380 --save '' --appendonly no &     # the example's own Redis
+//! REDIS_URL=redis://127.0.0.1:6380/ cargo run --example fallback --features redis
 //! curl -i http://127.0.0.1:3000/         # decided by Redis
-//! redis-cli shutdown nosave              # now decided locally, with 1/NODES of the quota
+//! redis-cli -p 6380 shutdown nosave      # now decided locally, with 1/NODES of the quota
 //! curl -i http://127.0.0.1:3000/stats    # what the fallback and the breaker did
-//! redis-server --port 6379 &             # decisions go back to Redis within ~0.5 s
+//! redis-server --port 6380 --save '' --appendonly no &     # back to Redis within ~0.5 s
 //! ```
 //!
 //! | variable | default | meaning |

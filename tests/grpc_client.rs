@@ -3,16 +3,17 @@
 //! must reach it as `RESOURCE_EXHAUSTED` with the retry metadata in its trailers.
 //!
 //! It runs the example binary that `cargo test` builds beside the tests (with `--test
-//! grpc_client` alone, add `--example tonic` so that binary is built too), and needs
-//! `python3` with those packages: `.ci/run` installs them when missing. Either missing is a
-//! failure, not a skip.
+//! grpc_client` alone, add `--example tonic` so that binary is built too). It needs only
+//! `python3`: when that lacks the two packages, the test installs them from the package
+//! index into a virtual environment of its own under cargo's target directory, once, and
+//! reuses it after. A package that cannot be had is a failure that says why, never a skip.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 
-const INSTALL_HINT: &str = "this test needs python3 with the packages grpcio and \
-    grpcio-health-checking; .ci/run installs them (pip install grpcio grpcio-health-checking)";
+/// The client's Python packages, as pip names them.
+const PACKAGES: [&str; 2] = ["grpcio", "grpcio-health-checking"];
 
 mod common;
 
@@ -43,19 +44,77 @@ fn start_server() -> (Server, String) {
     (server, addr)
 }
 
+/// Runs `program args`, or fails the test naming what could not be run.
+fn run(program: &Path, args: &[&str]) -> Output {
+    Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()))
+}
+
+/// Whether `python` imports both packages.
+fn has_packages(python: &Path) -> bool {
+    run(python, &["-c", "import grpc, grpc_health.v1.health_pb2"])
+        .status
+        .success()
+}
+
+/// A Python that has the client's packages: `python3` itself when it has them, else the
+/// interpreter of a virtual environment under cargo's target directory, made and filled
+/// from the package index on first use. It is built under a name of its own and renamed
+/// into place once complete, so two test runs at once never share a half-made one.
+fn python_with_grpc() -> PathBuf {
+    let system = PathBuf::from("python3");
+    if has_packages(&system) {
+        return system;
+    }
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let venv = root.join("grpc-venv");
+    let python = venv.join("bin").join("python");
+    if python.is_file() && has_packages(&python) {
+        return python;
+    }
+    let partial = root.join(format!("grpc-venv.partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&partial);
+    let made = run(&system, &["-m", "venv", &partial.to_string_lossy()]);
+    assert!(
+        made.status.success(),
+        "python3 lacks {PACKAGES:?} and cannot make a virtual environment to install them \
+         into (python3 -m venv: {})",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let partial_python = partial.join("bin").join("python");
+    let mut install = vec!["-m", "pip", "install", "--quiet", "--disable-pip-version-check"];
+    install.extend(PACKAGES);
+    let installed = run(&partial_python, &install);
+    assert!(
+        installed.status.success(),
+        "python3 lacks {PACKAGES:?}, and installing them into {} failed (is the package \
+         index reachable?): {}",
+        partial.display(),
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    // A concurrent run may have finished first: then use its environment, drop ours.
+    if std::fs::rename(&partial, &venv).is_err() {
+        let _ = std::fs::remove_dir_all(&partial);
+    }
+    assert!(
+        has_packages(&python),
+        "{} lacks {PACKAGES:?} after installing them",
+        python.display()
+    );
+    python
+}
+
 #[test]
 fn python_grpcio_sees_resource_exhausted_with_retry_metadata() {
+    let python = python_with_grpc();
     let (server, addr) = start_server();
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/grpc/health_client.py");
-    let output = Command::new("python3")
-        .arg(&script)
-        .arg(&addr)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run python3: {e}; {INSTALL_HINT}"));
+    let output = run(&python, &[&script.to_string_lossy(), &addr]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.code() != Some(3), "{stderr}\n{INSTALL_HINT}");
     assert!(
         output.status.success(),
         "health_client.py failed ({}):\n{stdout}\n{stderr}",

@@ -5,7 +5,8 @@ Usage: python3 health_client.py HOST:PORT [MAX_CALLS]
 Prints one line per call: "ok <serving status>" for an answer; for the refusal, which
 ends the run, "status <code name>", "details <message>" and one "trailer <key> <value>"
 per trailing metadata entry. Exits 1 if no call was refused within MAX_CALLS (default 10),
-and 3 if grpcio or grpcio-health-checking is missing (.ci/run installs them).
+and 3 if grpcio or grpcio-health-checking is missing (tests/grpc_client.rs installs them
+into a virtual environment of its own when python3 lacks them).
 """
 
 import sys
@@ -16,7 +17,7 @@ try:
 except ImportError as e:
     print(
         f"{e}: this client needs the Python packages grpcio and grpcio-health-checking "
-        "(.ci/run installs them: pip install grpcio grpcio-health-checking)",
+        "(pip install grpcio grpcio-health-checking)",
         file=sys.stderr,
     )
     sys.exit(3)
