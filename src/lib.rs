@@ -7,8 +7,9 @@
 //!
 //! Features: `axum` / `tonic` let the layer read the peer address (and axum's matched
 //! route) from those servers' connection info — enable the one you serve with; `redis`
-//! adds the Redis store; `tokio` adds `resilience::Timeout` for any store; `file` reads
-//! the layer's policies, key and routes from a TOML file (`floodwall::tower::file`).
+//! adds the Redis store; `tokio` adds `resilience::Timeout` for any store, and lets a
+//! `DenyCache`'s checks wait (bounded) for one of their key in flight; `file` reads the
+//! layer's policies, key and routes from a TOML file (`floodwall::tower::file`).
 //!
 //! # Writing a store of your own
 //!

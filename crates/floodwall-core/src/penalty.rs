@@ -209,6 +209,50 @@ mod tests {
     }
 
     #[test]
+    fn the_bounds_themselves_are_accepted() {
+        // The shortest span (a Redis key's expiry resolution) and the longest (MAX_SPAN).
+        let ms = Duration::from_millis(1);
+        let p = Penalty::new(1, ms, MAX_SPAN).unwrap();
+        assert_eq!((p.within(), p.ban()), (ms, MAX_SPAN));
+        let p = Penalty::new(1, MAX_SPAN, ms).unwrap();
+        assert_eq!((p.within(), p.ban()), (MAX_SPAN, ms));
+        assert_eq!(p.forget_after(ms).unwrap().remembered_for(), ms);
+        assert!(p.forget_after(ms - Duration::from_nanos(1)).is_err());
+        // The largest factor, and a cap equal to the first ban (a flat ban, spelt out).
+        let p = Penalty::new(1, S, 10 * S).unwrap();
+        let fastest = p.growing(Penalty::MAX_GROWTH, MAX_SPAN).unwrap();
+        assert_eq!(fastest.nth_ban(2), 10_000 * S);
+        let flat = p.growing(2, 10 * S).unwrap();
+        assert_eq!((flat.nth_ban(1), flat.nth_ban(9)), (10 * S, 10 * S));
+        assert!(p.growing(2, 10 * S - Duration::from_nanos(1)).is_err());
+    }
+
+    /// The Redis scripts get a penalty's figures from its accessors, and grow bans in Lua
+    /// as `nth_ban` does (`ban × growth` while below `max_ban`, then cut to it): from the
+    /// accessors alone, that loop must give every ban `nth_ban` gives.
+    #[test]
+    fn the_accessors_give_a_store_every_ban_nth_ban_gives() {
+        let p = Penalty::new(4, 30 * S, 10 * S)
+            .unwrap()
+            .growing(3, 200 * S)
+            .unwrap();
+        assert_eq!((p.after(), p.within()), (4, 30 * S));
+        let as_a_script = |n: u32| {
+            let mut length = p.ban();
+            for _ in 2..=n {
+                if length >= p.max_ban() || p.growth() == 1 {
+                    break;
+                }
+                length *= p.growth();
+            }
+            length.min(p.max_ban())
+        };
+        for n in 1..=6 {
+            assert_eq!(as_a_script(n), p.nth_ban(n), "ban {n}");
+        }
+    }
+
+    #[test]
     fn bans_are_remembered_at_least_as_long_as_the_longest() {
         let week = 7 * 24 * 3600 * S;
         let p = Penalty::new(1, S, S).unwrap().growing(2, week).unwrap();

@@ -307,6 +307,61 @@ mod tests {
     }
 
     #[test]
+    fn signs_and_missing_units_are_refused_with_a_reason() {
+        let reason = |s: &str| match q(s) {
+            Err(ConfigError::Parse { reason, .. }) => reason,
+            other => panic!("{s}: expected a parse error, got {other:?}"),
+        };
+        // Counts are digits (and `_`) only: `u64`'s own parser would take a `+`.
+        assert_eq!(reason("+5/s"), "count is not a number");
+        assert_eq!(reason("5/s burst +9"), "burst is not a number");
+        assert_eq!(reason("/s"), "count is not a number");
+        assert!(reason("10/5").contains("no unit"), "{}", reason("10/5"));
+        assert!(reason("10/").contains("no unit"));
+        assert!(reason("10/5 fortnights").contains("unknown period unit"));
+    }
+
+    /// Redis scripts compute `now + span` (µs since the epoch) in Lua doubles, which hold
+    /// integers exactly only up to 2^53: every span at most `MAX_SPAN` keeps that sum exact
+    /// for any `now` up to the year 2150. And `MAX_SPAN` is the century the docs promise: a
+    /// quota of one per century is accepted, one a microsecond longer is not.
+    #[test]
+    fn max_span_keeps_now_plus_a_span_exact_in_a_lua_double() {
+        const YEAR_US: u64 = 31_557_600_000_000; // 365.25 days
+        let year_2150 = 180 * YEAR_US;
+        let latest = year_2150 + MAX_SPAN.as_micros() as u64;
+        assert!(latest < 1 << 53, "{latest} is past 2^53");
+        let century = Duration::from_secs(100 * 365 * 24 * 3600);
+        assert!(Quota::new(1, century).is_ok());
+        assert!(matches!(
+            Quota::new(1, century + Duration::from_micros(1)),
+            Err(ConfigError::SpanTooLong { .. })
+        ));
+    }
+
+    /// Counts are added and compared in Lua doubles (`used + cost > limit`): at the largest
+    /// count, one unit more must still be told apart from it. `MAX_COUNT` is the largest
+    /// count for which that holds, and it is accepted while one more is not.
+    #[test]
+    fn max_count_is_the_largest_a_lua_double_counts_past_exactly() {
+        let exact_past = |n: u64| {
+            let f = n as f64;
+            f as u64 == n && f + 1.0 > f && (f + 1.0) as u64 == n + 1
+        };
+        assert!(exact_past(Quota::MAX_COUNT));
+        assert!(!exact_past(Quota::MAX_COUNT + 1));
+        let most = Quota::new(Quota::MAX_COUNT, Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            most.with_burst(Quota::MAX_COUNT).unwrap().burst(),
+            Quota::MAX_COUNT
+        );
+        assert!(matches!(
+            most.with_burst(Quota::MAX_COUNT + 1),
+            Err(ConfigError::CountTooLarge { what: "burst", .. })
+        ));
+    }
+
+    #[test]
     fn sub_microsecond_periods_are_refused() {
         assert!(matches!(
             Quota::new(1, Duration::from_nanos(999)),

@@ -96,6 +96,42 @@ fn strikes_spread_over_windows_never_ban() {
     );
 }
 
+/// A change of `within` while a strike window is open (a live change, a reloaded policy
+/// file), as `(µs after the first strike, the penalty's within in s, banned)` per strike,
+/// after one admission: a window keeps the end it opened with (`docs/penalties.md`, rule
+/// 2), and the new `within` applies from the next window. Redis runs the same scenarios
+/// (`crates/floodwall-redis/tests/penalty.rs`) to the same outcome.
+/// Shrunk from 10 s to 2 s after the first strike: the window still ends at 10 s.
+const SHRUNK: [(u64, u64, bool); 3] = [(0, 10, false), (5_000_000, 2, false), (9_999_999, 2, true)];
+/// Grown from 2 s to 10 s: the window opened with 2 s ends at 2 s; the next, opened then
+/// with 10 s, at 12 s.
+const GROWN: [(u64, u64, bool); 4] = [
+    (0, 2, false),
+    (2_000_000, 10, false),
+    (2_000_000, 10, false),
+    (11_999_999, 10, true),
+];
+
+#[test]
+fn a_strike_window_keeps_its_end_when_within_changes() {
+    for scenario in [&SHRUNK[..], &GROWN[..]] {
+        let (store, clock) = memory();
+        let policy = |within| hourly(Penalty::new(3, Duration::from_secs(within), 60 * S).unwrap());
+        assert!(check(&store, &policy(scenario[0].1)).allowed);
+        let banned: Vec<bool> = scenario
+            .iter()
+            .map(|&(at, within, _)| {
+                clock.set(T0 + at);
+                let d = check(&store, &policy(within));
+                assert!(!d.allowed);
+                d.banned
+            })
+            .collect();
+        let expected: Vec<bool> = scenario.iter().map(|s| s.2).collect();
+        assert_eq!(banned, expected, "{scenario:?}");
+    }
+}
+
 #[test]
 fn bans_grow_while_remembered_up_to_the_cap() {
     let (store, clock) = memory();

@@ -209,8 +209,11 @@ mod tests {
         // Two spent at 1_000: TAT 1_200.
         assert_eq!(G.adjust(1_200, 1_000, Adjustment::Refund(1)), Some(1_100));
         assert_eq!(G.adjust(1_200, 1_050, Adjustment::Refund(2)), Some(1_050));
-        // Nothing spent that has not been paid back already: nothing to refund.
+        // Nothing spent that has not been paid back already: nothing to refund, and a TAT
+        // at now (the last spend just paid off) is no exception.
         assert_eq!(G.adjust(900, 1_000, Adjustment::Refund(1)), None);
+        assert_eq!(G.adjust(1_000, 1_000, Adjustment::Refund(1)), None);
+        assert_eq!(G.adjust(1_001, 1_000, Adjustment::Refund(1)), Some(1_000));
         assert_eq!(
             G.adjust(1_200, 1_000, Adjustment::Refund(u64::MAX)),
             Some(1_000)
@@ -257,6 +260,21 @@ mod tests {
         assert_eq!(
             B.adjust(Some(owing), 1_000, Adjustment::Charge(99)),
             Some(Owed { owed: 8, tick: 10 })
+        );
+    }
+
+    #[test]
+    fn bucket_adjusted_on_a_clock_behind_its_state_counts_as_of_the_states_tick() {
+        // Saved at tick 10 by a node whose clock is ahead; this one reads tick 8: nothing
+        // came back since the state's tick, and the state keeps it.
+        let s = Some(Owed { owed: 3, tick: 10 });
+        assert_eq!(
+            B.adjust(s, 850, Adjustment::Charge(1)),
+            Some(Owed { owed: 4, tick: 10 })
+        );
+        assert_eq!(
+            B.adjust(s, 850, Adjustment::Refund(2)),
+            Some(Owed { owed: 1, tick: 10 })
         );
     }
 
@@ -318,6 +336,25 @@ mod tests {
         assert_eq!((s.counts[0], s.counts[1]), (0, 2));
         assert!(w.adjust(&mut st, 1_400, Adjustment::Charge(9)));
         assert_eq!(w.decide(&mut st, 1_400, 0).remaining, 0);
+        // Full: a charge has nothing left to fill, and says it changed nothing.
+        let full = st.clone();
+        assert!(!w.adjust(&mut st, 1_400, Adjustment::Charge(1)));
+        assert!(!w.adjust(&mut st, 1_400, Adjustment::Charge(0)));
+        assert_eq!(st, full);
+    }
+
+    #[test]
+    fn log_charge_of_a_full_log_changes_nothing() {
+        let l = SlidingLog {
+            limit: 2,
+            period: 1_000,
+        };
+        let mut log = Log::default();
+        l.decide(&mut log, 100, 2);
+        let full = log.clone();
+        assert!(!l.adjust(&mut log, 300, Adjustment::Charge(1)));
+        assert!(!l.adjust(&mut log, 300, Adjustment::Charge(0)));
+        assert_eq!(log, full);
     }
 
     fn exact(alg: Algorithm) -> bool {

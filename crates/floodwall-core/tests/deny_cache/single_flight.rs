@@ -123,6 +123,7 @@ fn allowed(results: &[Result<Decision, floodwall_core::Error>]) -> Vec<bool> {
         .collect()
 }
 
+#[cfg(feature = "tokio")] // Waiting needs tokio's timer (`a_wait_needs_a_timer_..`).
 #[tokio::test(start_paused = true)]
 async fn after_a_lapse_one_refusal_answers_every_check_in_flight() {
     let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
@@ -150,6 +151,7 @@ async fn after_a_lapse_one_refusal_answers_every_check_in_flight() {
     assert_eq!(remote.calls(), 3);
 }
 
+#[cfg(feature = "tokio")] // Waiting needs tokio's timer (`a_wait_needs_a_timer_..`).
 #[tokio::test(start_paused = true)]
 async fn after_a_lapse_an_admission_that_uses_the_budget_answers_the_others() {
     let (_, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
@@ -162,6 +164,7 @@ async fn after_a_lapse_an_admission_that_uses_the_budget_answers_the_others() {
     assert_eq!(cache.stats().waited, 7);
 }
 
+#[cfg(feature = "tokio")] // Waiting needs tokio's timer (`a_wait_needs_a_timer_..`).
 #[tokio::test(start_paused = true)]
 async fn after_a_lapse_checks_an_admission_does_not_cover_go_to_the_store() {
     let (clock, remote, cache) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
@@ -191,6 +194,7 @@ async fn after_a_lapse_checks_an_admission_does_not_cover_go_to_the_store() {
     assert_eq!(cache.stats().waited, 4);
 }
 
+#[cfg(feature = "tokio")] // Waiting needs tokio's timer (`a_wait_needs_a_timer_..`).
 #[tokio::test(start_paused = true)]
 async fn a_failed_leader_sends_the_others_to_the_store() {
     let (_, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
@@ -205,6 +209,7 @@ async fn a_failed_leader_sends_the_others_to_the_store() {
     assert_eq!(cache.stats().denied_locally, 0);
 }
 
+#[cfg(feature = "tokio")] // Waiting needs tokio's timer (`a_wait_needs_a_timer_..`).
 #[tokio::test(start_paused = true)]
 async fn a_dropped_leader_strands_no_one() {
     let (_, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
@@ -255,6 +260,7 @@ fn poll_once<F: Future>(f: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> 
     f.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
 }
 
+#[cfg(feature = "tokio")] // Waiting needs tokio's timer (`a_wait_needs_a_timer_..`).
 #[tokio::test(start_paused = true)]
 async fn a_leader_dropped_mid_flight_releases_its_followers_at_once() {
     let (_, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
@@ -287,15 +293,21 @@ async fn a_leader_never_polled_again_holds_its_followers_no_longer_than_the_boun
     for follower in followers {
         admitted += u64::from(finish(follower).await.unwrap().allowed);
     }
-    // At the bound each goes to the store, as without the cache: the leader never
-    // decided there, so exactly one of the two is admitted.
+    // Each goes to the store, as without the cache: the leader never decided there, so
+    // exactly one of the two is admitted. With tokio's timer each waited until the bound;
+    // without one (core's `tokio` feature off), none waited at all.
     assert_eq!(admitted, 1);
     assert_eq!(remote.calls(), 4, "store calls");
-    assert_eq!(started.elapsed(), DenyCache::DEFAULT_MAX_WAIT + RTT);
+    let (waited, held) = if cfg!(feature = "tokio") {
+        (2, DenyCache::DEFAULT_MAX_WAIT)
+    } else {
+        (0, Duration::ZERO)
+    };
+    assert_eq!(started.elapsed(), held + RTT);
     let stats = cache.stats();
     assert_eq!(
         (stats.waited, stats.gave_up, stats.denied_locally),
-        (2, 2, 0)
+        (waited, waited, 0)
     );
     // The leader, dropped at last, lands nothing anyone still waits for.
     drop(leader);
@@ -321,6 +333,7 @@ async fn a_check_arriving_after_the_bound_does_not_wait_for_a_stuck_leader() {
     drop(leader);
 }
 
+#[cfg(feature = "tokio")] // Waiting needs tokio's timer (`a_wait_needs_a_timer_..`).
 #[tokio::test(start_paused = true)]
 async fn a_waiting_check_polled_past_the_bound_goes_to_the_store() {
     let (clock, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
@@ -350,5 +363,86 @@ async fn a_zero_bound_turns_waiting_off() {
     let results = together(&cache, &policy, &[1; 4]).await;
     assert_eq!(allowed(&results).iter().filter(|&&a| a).count(), 1);
     assert_eq!(remote.calls(), 5, "store calls");
+    assert_eq!(cache.stats().waited, 0);
+}
+
+// -- Where no timer could end a wait at the bound, no check waits.
+
+/// A store answering at once, with no runtime, except while `held`: then its calls stay
+/// pending for good (a leader stuck elsewhere).
+#[derive(Clone)]
+struct Held {
+    inner: MemoryStore<ManualClock>,
+    calls: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    held: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Store for Held {
+    async fn check(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<Decision, floodwall_core::Error> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.held.load(std::sync::atomic::Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.inner.check_sync(key, policy, cost)
+    }
+
+    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), floodwall_core::Error> {
+        self.inner.reset_sync(key, policy);
+        Ok(())
+    }
+}
+
+/// Outside a tokio runtime (and everywhere without core's `tokio` feature) nothing could
+/// wake a waiting check at its bound, so a check arriving while a leader is out goes to the
+/// store at once instead of waiting for a leader that may never land.
+#[test]
+fn a_wait_needs_a_timer_outside_a_runtime_a_check_goes_to_the_store() {
+    let clock = ManualClock::new(T0);
+    let store = Held {
+        inner: MemoryStore::builder().clock(clock.clone()).build(),
+        calls: Default::default(),
+        held: Default::default(),
+    };
+    let cache = DenyCache::builder()
+        .clock(clock.clone())
+        .build(store.clone());
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    let calls = || store.calls.load(std::sync::atomic::Ordering::SeqCst);
+    // An admission records "refused until the next slot", which lapses 100 ms later.
+    assert!(now_or_never(cache.check(b"k", &policy, 1)).unwrap().allowed);
+    clock.advance(Duration::from_millis(100));
+    // The leader is in flight for good, never landing.
+    store.held.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut leader = Box::pin(cache.check(b"k", &policy, 1));
+    assert!(poll_once(leader.as_mut()).is_pending());
+    assert_eq!(calls(), 2);
+    store.held.store(false, std::sync::atomic::Ordering::SeqCst);
+    // The next check, polled once, is answered by the store: it did not wait.
+    let mut next = Box::pin(cache.check(b"k", &policy, 1));
+    let std::task::Poll::Ready(d) = poll_once(next.as_mut()) else {
+        panic!("a check waited where nothing could end its wait at the bound");
+    };
+    assert!(d.unwrap().allowed, "the leader never decided in the store");
+    assert_eq!(calls(), 3);
+    assert_eq!((cache.stats().waited, cache.stats().gave_up), (0, 0));
+    drop(leader);
+}
+
+/// Without core's `tokio` feature, checks after a lapse each go to the store: exact, and
+/// bounded, at the cost of the round trips waiting saves (see the gated tests above).
+#[cfg(not(feature = "tokio"))]
+#[tokio::test(start_paused = true)]
+async fn without_a_timer_the_checks_after_a_lapse_each_go_to_the_store() {
+    let (_, remote, cache, policy) = lapsed(DenyCache::DEFAULT_MAX_WAIT).await;
+    let started = tokio::time::Instant::now();
+    let results = together(&cache, &policy, &[1; 8]).await;
+    assert_eq!(allowed(&results).iter().filter(|&&a| a).count(), 1);
+    assert_eq!(remote.calls(), 9, "store calls");
+    assert_eq!(started.elapsed(), RTT, "no check waited for another");
     assert_eq!(cache.stats().waited, 0);
 }

@@ -39,7 +39,8 @@ impl<C: Clock> DenyCacheBuilder<C> {
     /// (see [`DenyCache`]) before it goes to the store itself; default
     /// [`DenyCache::DEFAULT_MAX_WAIT`]. Keep it at least the inner store's own timeout, or
     /// checks stop waiting for leaders that are merely slow (exact still, but they cost a
-    /// store call each). Zero turns waiting off.
+    /// store call each). Zero turns waiting off, and so does the lack of a timer to hold
+    /// the bound: checks wait only with the `tokio` feature, inside a tokio runtime.
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.max_wait = max_wait;
         self

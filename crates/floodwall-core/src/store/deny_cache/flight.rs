@@ -75,45 +75,64 @@ impl Flight {
 }
 
 /// A check waiting for a [`Flight`] to land: `Some` end, or `None` once the flight's
-/// deadline has passed (on the cache's clock, or on tokio's timer where there is one).
+/// deadline has passed (on the cache's clock, or on its [`Timer`]).
 pub(super) struct Wait<'a, C> {
     flight: Arc<Flight>,
     slot: Option<usize>,
     clock: &'a C,
     /// Wakes this check at the deadline, should neither the leader nor anything else.
-    #[cfg(feature = "tokio")]
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    timer: Timer,
 }
 
 impl<'a, C: Clock> Wait<'a, C> {
-    pub(super) fn new(flight: Arc<Flight>, clock: &'a C) -> Self {
-        Self {
+    /// A wait for `flight`, or `None` where no [`Timer`] could end it at the flight's
+    /// deadline: nothing else would wake it there (a leader never polled again and never
+    /// dropped lands nothing), so such a check does not wait but goes to the store, and the
+    /// bound holds everywhere.
+    pub(super) fn new(flight: Arc<Flight>, clock: &'a C) -> Option<Self> {
+        let timer = Timer::arm(flight.deadline.saturating_sub(clock.now_micros()))?;
+        Some(Self {
             flight,
             slot: None,
             clock,
-            #[cfg(feature = "tokio")]
-            timer: None,
-        }
+            timer,
+        })
     }
+}
 
-    /// Whether tokio's timer says the deadline has passed; arms it on the first call, when
-    /// in a tokio runtime (its timer enabled, as the Redis store's timeout needs too).
+/// What wakes a waiting check at its flight's deadline: tokio's timer.
+#[cfg(feature = "tokio")]
+struct Timer(Pin<Box<tokio::time::Sleep>>);
+
+/// Without the `tokio` feature there is no timer, so no check waits ([`Wait::new`]).
+#[cfg(not(feature = "tokio"))]
+enum Timer {}
+
+impl Timer {
+    /// A timer firing `left` µs from now, when in a tokio runtime (its timer enabled, as the
+    /// Redis store's timeout needs too); `None` elsewhere.
     #[cfg(feature = "tokio")]
-    fn timed_out(&mut self, now: u64, cx: &mut Context<'_>) -> bool {
-        if self.timer.is_none() && tokio::runtime::Handle::try_current().is_ok() {
-            let left = Duration::from_micros(self.flight.deadline.saturating_sub(now));
-            self.timer = Some(Box::pin(tokio::time::sleep(left)));
-        }
-        self.timer
-            .as_mut()
-            .is_some_and(|t| t.as_mut().poll(cx).is_ready())
+    fn arm(left: u64) -> Option<Self> {
+        tokio::runtime::Handle::try_current().ok()?;
+        let sleep = tokio::time::sleep(Duration::from_micros(left));
+        Some(Self(Box::pin(sleep)))
     }
 
-    /// Without a timer, the deadline is seen when this check is polled again, or when
-    /// another check of the key arrives after it and takes the flight over.
+    /// No timer without the `tokio` feature.
     #[cfg(not(feature = "tokio"))]
-    fn timed_out(&mut self, _now: u64, _cx: &mut Context<'_>) -> bool {
-        false
+    fn arm(_left: u64) -> Option<Self> {
+        None
+    }
+
+    /// Whether it fired; if not, `cx` is woken when it does.
+    #[cfg(feature = "tokio")]
+    fn fired(&mut self, cx: &mut Context<'_>) -> bool {
+        self.0.as_mut().poll(cx).is_ready()
+    }
+
+    #[cfg(not(feature = "tokio"))]
+    fn fired(&mut self, _cx: &mut Context<'_>) -> bool {
+        match *self {}
     }
 }
 
@@ -129,7 +148,7 @@ impl<C: Clock> Future for Wait<'_, C> {
             return Poll::Ready(Some(end));
         }
         let now = this.clock.now_micros();
-        if flight.stuck(now) || this.timed_out(now, cx) {
+        if flight.stuck(now) || this.timer.fired(cx) {
             // `Drop` empties the slot.
             return Poll::Ready(None);
         }

@@ -66,7 +66,10 @@ use route::{Mode, Route};
 ///   buckets and the fixed window), so a flood costs one store call per admitted request.
 /// - When a refusal lapses, one check of the key goes to the store and the checks arriving
 ///   meanwhile wait for its answer, at most [`max_wait`](DenyCacheBuilder::max_wait)
-///   ([`DenyCacheStats::waited`], [`DenyCacheStats::gave_up`]).
+///   ([`DenyCacheStats::waited`], [`DenyCacheStats::gave_up`]). Only where a timer can end
+///   a wait at that bound: with this crate's `tokio` feature, inside a tokio runtime.
+///   Elsewhere no check waits: each goes to the store (exact still, one call each), since
+///   a leader that is never polled again would otherwise hold the others indefinitely.
 /// - Always sent to the store: peeks (cost 0) and costs below the one refused. A policy
 ///   rounded to whole seconds ([`Policy::redis_cell`]) is cached from the exact figures
 ///   its decisions keep behind the rounded ones, and its local refusals are rounded as it
@@ -278,15 +281,18 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
         let mut route = self.route(key, policy, cost, Mode::Check)?;
         if let Route::Wait(flight) = route {
             let cache = &self.cache;
-            cache.waited.fetch_add(1, Ordering::Relaxed);
-            match Wait::new(flight, &cache.clock).await {
-                Some(end) => {
-                    if let Some(d) = self.landed(policy, end) {
-                        return Ok(d);
+            // No wait where no timer could end it at the bound: to the store instead.
+            if let Some(wait) = Wait::new(flight, &cache.clock) {
+                cache.waited.fetch_add(1, Ordering::Relaxed);
+                match wait.await {
+                    Some(end) => {
+                        if let Some(d) = self.landed(policy, end) {
+                            return Ok(d);
+                        }
                     }
-                }
-                None => {
-                    cache.gave_up.fetch_add(1, Ordering::Relaxed);
+                    None => {
+                        cache.gave_up.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
             route = self.route(key, policy, cost, Mode::Retry)?;

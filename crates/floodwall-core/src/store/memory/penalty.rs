@@ -35,9 +35,11 @@ struct Record {
 /// What a key's refusals have earned it (all instants in µs on the store's clock).
 #[derive(Debug, Clone, Copy, Default)]
 struct Strikes {
-    /// Strikes counted in the window opened at `window_start`.
+    /// Strikes counted in the window ending at `window_end`, fixed when the window opened
+    /// (its `within` then: a later change of `within` applies from the next window, as in
+    /// Redis).
     count: u32,
-    window_start: u64,
+    window_end: u64,
     /// When the current ban ends (0: none, or over once `now >= ban_end`).
     ban_end: u64,
     /// Bans remembered, for the next one's length, until `forget_at`.
@@ -47,9 +49,8 @@ struct Strikes {
 
 impl Strikes {
     /// When this record says nothing any more.
-    fn expires(&self, penalty: &Penalty) -> u64 {
-        let window_end = self.window_start.saturating_add(micros(penalty.within()));
-        window_end.max(self.ban_end).max(self.forget_at)
+    fn expires(&self) -> u64 {
+        self.window_end.max(self.ban_end).max(self.forget_at)
     }
 }
 
@@ -107,10 +108,9 @@ impl Records {
             if s.ban_end > now {
                 return Some(s.ban_end - now);
             }
-            let within = micros(penalty.within());
-            if s.count == 0 || now >= s.window_start.saturating_add(within) {
+            if s.count == 0 || now >= s.window_end {
                 s.count = 0;
-                s.window_start = now;
+                s.window_end = now.saturating_add(micros(penalty.within()));
             }
             s.count += 1;
             let mut banned = None;
@@ -127,9 +127,7 @@ impl Records {
                 s.count = 0;
                 banned = Some(length);
             }
-            record
-                .expires
-                .fetch_max(s.expires(penalty), Ordering::AcqRel);
+            record.expires.fetch_max(s.expires(), Ordering::AcqRel);
             return banned;
         }
     }
