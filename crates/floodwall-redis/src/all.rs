@@ -65,14 +65,7 @@ impl RedisStore {
         let Some(script) = self.inner.scripts.all(&layouts, &penalties) else {
             return Err(unsupported);
         };
-        let mut inv = script.prepare_invoke();
-        for k in &keys {
-            inv.key(k.as_slice());
-        }
-        inv.arg(cost);
-        if let Some(now) = now {
-            inv.arg(now);
-        }
+        let inv = script.invocation(&keys, cost, now);
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
         let answers = reply::all(&layouts, cost, &reply)?;

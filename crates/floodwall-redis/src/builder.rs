@@ -344,7 +344,8 @@ impl RedisStoreBuilder {
     /// script of their own, with the parameters written in: a check of cost 1 then sends
     /// no argument, which saves Redis the work of reading them (BENCHMARKS.md §2 measures
     /// it). Checks under further parameter sets send them
-    /// as arguments to one generic script per algorithm. Each script stays in Redis's
+    /// as arguments to one generic script per algorithm (checks of several policies at
+    /// once: per combination of algorithms and penalties). Each script stays in Redis's
     /// script cache (a few KB) until `SCRIPT FLUSH` or a restart, so policies made on the
     /// fly, a quota per tenant say, are what this bound is for; 0 always sends arguments.
     ///

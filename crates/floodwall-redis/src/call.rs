@@ -14,7 +14,9 @@
 //! script, which reads the parameters from `ARGV`, as batches always do. A policy with a
 //! penalty has scripts of its own ([`Scripts::penalized`]), its penalty's numbers written
 //! in (or read after the parameters) and its three penalty keys declared after the rate
-//! key; they are never batched.
+//! key; they are never batched. A check of several policies at once ([`Scripts::all`])
+//! follows the same bound: past it, it runs a script that reads every policy's parameters
+//! from `ARGV`, one per combination of algorithms and penalties.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
@@ -25,6 +27,8 @@ use redis::{Cmd, RedisWrite, Script, ScriptInvocation, ToRedisArgs};
 use crate::coalesce::Group;
 use crate::kind::{Layout, ScriptKind};
 use crate::script::{self, PenaltyParams};
+
+mod all;
 
 /// The generic single-check scripts, by [`ScriptKind`] (`kind as usize`).
 static GENERIC: LazyLock<[Script; ScriptKind::ALL.len()]> =
@@ -78,6 +82,11 @@ pub(crate) struct Scripts {
     /// The scripts deciding one key under several policies at once (`crate::all`), by
     /// their policies' parameter sets, up to the same bound.
     all: ScriptMap<Vec<TextOf>>,
+    /// Past the bound, the scripts of several policies that read their numbers from
+    /// `ARGV`, by the policies' kinds and which have a penalty: policies made on the fly
+    /// (a quota per tenant) share them, so their number is that of the combinations in use,
+    /// not of the parameter sets.
+    all_read: ScriptMap<Vec<(ScriptKind, bool)>>,
     bound: usize,
 }
 
@@ -115,32 +124,11 @@ impl Scripts {
             all: papaya::HashMap::builder()
                 .hasher(ahash::RandomState::new())
                 .build(),
+            all_read: papaya::HashMap::builder()
+                .hasher(ahash::RandomState::new())
+                .build(),
             bound,
         }
-    }
-
-    /// The script deciding one key under each of `layouts` at once; `None` when one of
-    /// them has no sections to paste (see [`script::all`]). Past the bound, a script is
-    /// made for the call (the same text, so Redis keeps it once).
-    pub(crate) fn all(
-        &self,
-        layouts: &[Layout],
-        penalties: &[Option<PenaltyParams>],
-    ) -> Option<Arc<Script>> {
-        let text_of: Vec<_> = layouts
-            .iter()
-            .zip(penalties)
-            .map(|(l, p)| (l.kind, l.args, *p))
-            .collect();
-        let map = self.all.pin();
-        if let Some(script) = map.get(&text_of) {
-            return Some(Arc::clone(script));
-        }
-        let script = Arc::new(Script::new(&script::all(layouts, penalties)?));
-        if map.len() < self.bound {
-            map.insert(text_of, Arc::clone(&script));
-        }
-        Some(script)
     }
 
     /// The script for a check under `layout`.

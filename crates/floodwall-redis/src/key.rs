@@ -10,13 +10,18 @@
 //!
 //! - The user key is the hash tag (`{...}`), so different users spread over cluster slots
 //!   while each decision's one key has one slot.
-//! - A user key is used as is when it is valid UTF-8, at most [`MAX_RAW_KEY_LEN`] bytes, and
-//!   has no `{`, `}`, whitespace or control characters. Any other key of at most
+//! - A user key is used as is when it is valid UTF-8, not empty, at most [`MAX_RAW_KEY_LEN`]
+//!   bytes, and has no `{`, `}`, whitespace or control characters. Any other key of 1 to
 //!   [`MAX_HEX_KEY_LEN`] bytes (binary: the IP extractors' addresses, the API-key
 //!   extractor's digests) is stored as `x{` + its hex + `}`: no longer than a digest, and
-//!   cheaper than one on every check. Anything longer is stored as `#{` + 64 hex digits of
-//!   its SHA-256 + `}`. Raw keys always follow `:{`, hex ones `:x{`, hashed ones `:#{`, so
-//!   no two forms can meet.
+//!   cheaper than one on every check. Anything longer, and the empty key, is stored as
+//!   `#{` + 64 hex digits of its SHA-256 + `}`. Raw keys always follow `:{`, hex ones `:x{`,
+//!   hashed ones `:#{`, so no two forms can meet.
+//! - Every user key's tag is not empty: Redis takes `{}` for no hash tag and hashes the
+//!   whole key, which would put a user key's rate, penalty and other policies' keys in
+//!   different slots, and every script touching several of them would fail with
+//!   `CROSSSLOT`. The empty key (a closure extractor reading a header sent empty) is thus
+//!   hashed, like a long one: no other key can take its form.
 //! - The fingerprint (FNV-1a of the algorithm's stored format version and the parameters
 //!   that shape its state, 8 hex digits) keeps states of different shapes apart: a quota
 //!   change that leaves the shape alone (GCRA's rate or burst, a window's count) keeps
@@ -69,7 +74,7 @@ pub(crate) fn valid_prefix(prefix: &str) -> bool {
 
 fn raw_ok(key: &[u8]) -> Option<&str> {
     let s = std::str::from_utf8(key).ok()?;
-    let ok = s.len() <= MAX_RAW_KEY_LEN
+    let ok = (1..=MAX_RAW_KEY_LEN).contains(&s.len())
         && s.chars()
             .all(|c| !c.is_control() && !c.is_whitespace() && c != '{' && c != '}');
     ok.then_some(s)
@@ -146,14 +151,15 @@ pub(crate) fn penalty_keys(prefix: &str, name: &str, user_key: &[u8]) -> [Vec<u8
     })
 }
 
-/// `{<user key>}`, `x{<hex>}` or `#{<sha-256 hex>}` (see the module docs).
+/// `{<user key>}`, `x{<hex>}` or `#{<sha-256 hex>}` (see the module docs): never an empty
+/// tag.
 fn push_tagged(out: &mut String, user_key: &[u8]) {
     match raw_ok(user_key) {
         Some(raw) => {
             out.push('{');
             out.push_str(raw);
         }
-        None if user_key.len() <= MAX_HEX_KEY_LEN => {
+        None if (1..=MAX_HEX_KEY_LEN).contains(&user_key.len()) => {
             out.push_str("x{");
             push_hex(out, user_key);
         }
@@ -216,6 +222,75 @@ mod tests {
         let short = redis_key("", &p, b"\x01");
         assert_ne!(redis_key("", &p, b"01"), short);
         assert_ne!(redis_key("", &p, b"x{01"), short);
+    }
+
+    /// The hash tag Redis Cluster takes from `key`: the bytes between its first `{` and the
+    /// first `}` after it, `None` when there are none (then the whole key is hashed).
+    fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+        let open = key.iter().position(|&b| b == b'{')?;
+        let rest = &key[open + 1..];
+        let close = rest.iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    }
+
+    /// User keys of every form, and keys that read like another key's form.
+    fn tricky_keys() -> Vec<Vec<u8>> {
+        let mut keys: Vec<Vec<u8>> = [
+            &b""[..],
+            b"{",
+            b"}",
+            b"{}",
+            b"x{}",
+            b"#{}",
+            b"x",
+            b"#",
+            b"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            b"x{00}",
+            b"00",
+            b"0",
+            b" ",
+            b"alice",
+        ]
+        .iter()
+        .map(|k| k.to_vec())
+        .collect();
+        keys.extend([
+            vec![0],
+            vec![0, 0],
+            vec![0xff; 32],
+            vec![0xff; 33],
+            vec![b'x'; 129],
+        ]);
+        keys
+    }
+
+    #[test]
+    fn every_user_key_the_empty_one_included_has_a_hash_tag_of_its_own() {
+        let p = policy("10/s");
+        let mut seen = std::collections::HashMap::new();
+        for user in tricky_keys() {
+            let rate = redis_key("fw:", &p, &user);
+            let tag = hash_tag(&rate).unwrap_or_else(|| panic!("{user:?}: no tag in {rate:?}"));
+            // Every other key of the user key has the same tag, so the same slot.
+            let [ban, strikes, bans] = penalty_keys("fw:", p.name(), &user);
+            for other in [&lease_key("fw:", "api", &user), &ban, &strikes, &bans] {
+                assert_eq!(hash_tag(other), Some(tag), "{user:?}: {other:?}");
+            }
+            // No two user keys share a Redis key.
+            if let Some(before) = seen.insert(rate.clone(), user.clone()) {
+                panic!("{before:?} and {user:?} both map to {rate:?}");
+            }
+        }
+        // The empty key is no other key's: it takes the hashed form.
+        let empty = String::from_utf8(redis_key("", &p, b"")).unwrap();
+        assert!(
+            empty.ends_with(&concat!(
+                ":#{",
+                "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                "}"
+            )),
+            "{empty}"
+        );
     }
 
     #[test]

@@ -43,7 +43,7 @@
 //! ```text
 //! <prefix><policy name>:<tag>.<fingerprint>:{<user key>}     user key kept as is
 //! <prefix><policy name>:<tag>.<fingerprint>:x{<hex>}          other keys up to 32 bytes
-//! <prefix><policy name>:<tag>.<fingerprint>:#{<sha-256 hex>}  longer ones
+//! <prefix><policy name>:<tag>.<fingerprint>:#{<sha-256 hex>}  longer ones, and the empty key
 //! floodwall:per-ip:gcra.a48ce859:{203.0.113.7}                a key given as text
 //! floodwall:per-ip:gcra.a48ce859:x{04cb007107}                ClientIp's key of 203.0.113.7
 //! ```
@@ -52,9 +52,11 @@
 //! `fw`, `sw`, `sl`); the fingerprint is a hash of the parameters that shape the algorithm's
 //! state, so a changed quota keeps each key's state where it means the same
 //! (docs/quota-changes.md) and starts afresh where it would not (a window's period). A user key is kept when it is
-//! UTF-8, printable, free of `{`, `}` and whitespace and at most
-//! [`MAX_RAW_KEY_LEN`] bytes; otherwise its hex when it is at most [`MAX_HEX_KEY_LEN`] bytes
-//! (the tower extractors' binary IP keys and API-key digests), else its SHA-256. Each key
+//! UTF-8, printable, free of `{`, `}` and whitespace, not empty and at most
+//! [`MAX_RAW_KEY_LEN`] bytes; otherwise its hex when it is 1 to [`MAX_HEX_KEY_LEN`] bytes
+//! (the tower extractors' binary IP keys and API-key digests), else its SHA-256 (so the
+//! empty key's tag is not empty: Redis would hash `{}` as part of the whole key, and its
+//! keys would fall in different slots). Each key
 //! expires soon after its state is back to fresh: at most a quarter of the algorithm's
 //! longest span later, + 1 ms.
 //!

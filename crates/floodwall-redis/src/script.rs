@@ -21,14 +21,16 @@ use floodwall_core::{Parameters, Penalty};
 
 use crate::kind::{Layout, Lua, ScriptKind};
 
+mod all;
+
+pub(crate) use all::all;
+
 const PRELUDE: &str = include_str!("lua/prelude.lua");
 const SINGLE: &str = include_str!("lua/single.lua");
 const BATCH: &str = include_str!("lua/batch.lua");
 const RESERVE: &str = include_str!("lua/reserve.lua");
 const ADJUST: &str = include_str!("lua/adjust.lua");
-const ALL: &str = include_str!("lua/all.lua");
 const PENALTY: &str = include_str!("lua/penalty.lua");
-const ALL_PENALTY: &str = include_str!("lua/all_penalty.lua");
 
 /// How many numbers a penalty passes its script: after, within, ban, growth, max_ban and
 /// remembered (durations in µs), in that order (`{q1}`..`{q6}` in `lua/penalty.lua`).
@@ -69,12 +71,22 @@ fn at_now(source: &str, now: usize) -> String {
 /// `source` with its parameter placeholders `{p1}`..`{p3}` written as numbers, or as reads
 /// of `ARGV[2..4]` when `written` is `None`.
 fn with_params(source: &str, written: Option<&[u64; 3]>) -> String {
-    (0..3).fold(source.to_owned(), |text, i| {
-        let value = match written {
-            Some(params) => params[i].to_string(),
-            None => format!("tonumber(ARGV[{}])", i + 2),
-        };
-        text.replace(&format!("{{p{}}}", i + 1), &value)
+    match written {
+        Some(params) => (0..3).fold(source.to_owned(), |text, i| {
+            text.replace(&format!("{{p{}}}", i + 1), &params[i].to_string())
+        }),
+        None => params_read(source, 3, 2),
+    }
+}
+
+/// `source` with its first `count` parameter placeholders (`{p1}`..) read from
+/// `ARGV[first..]`.
+fn params_read(source: &str, count: usize, first: usize) -> String {
+    (0..count).fold(source.to_owned(), |text, i| {
+        text.replace(
+            &format!("{{p{}}}", i + 1),
+            &format!("tonumber(ARGV[{}])", first + i),
+        )
     })
 }
 
@@ -207,83 +219,6 @@ pub(crate) fn penalized(kind: ScriptKind, written: Option<(&[u64; 3], &PenaltyPa
     };
     let text = with_params(&text, written.map(|w| w.0));
     with_penalty(&text, written.map(|w| w.1), spec.params + 2)
-}
-
-/// The script deciding one key under each of `layouts` at once, all or nothing (see
-/// `crate::all`): the prelude, then `lua/all.lua` with each policy's sections, its
-/// parameters written in, pasted into a function of its own. `None` when one of them is
-/// not [stepped](Lua::Stepped) (the sliding window and log are whole scripts).
-///
-/// `penalties` has each policy's penalty numbers, if any: then `lua/all_penalty.lua`'s
-/// sections go where `lua/all.lua` marks them, and each penalized policy's ban and strike
-/// (`lua/penalty.lua`) are functions of their own, on its three keys, which follow the
-/// rate keys in the order of the policies. Without any penalty the text is as it was
-/// before penalties existed.
-pub(crate) fn all(layouts: &[Layout], penalties: &[Option<PenaltyParams>]) -> Option<String> {
-    const NOW: usize = 2;
-    let mut policies = String::new();
-    let mut next_key = layouts.len() + 1;
-    for (i, layout) in layouts.iter().enumerate() {
-        let Lua::Stepped(algorithm) = layout.kind.spec().lua else {
-            return None;
-        };
-        let s = Sections::of(algorithm);
-        let i = i + 1;
-        let function = format!(
-            "decide[{i}] = function(c)\n{params}local key, stored = KEYS[{i}], values[{i}]\n\
-             {load}local allowed, remaining, retry, reset\n{step}\
-             return allowed, function()\n{save}end, function()\n{reply}end\nend\n",
-            params = s.params,
-            load = s.load,
-            step = s.step,
-            save = s.save,
-            reply = s.reply,
-        );
-        policies.push_str(&with_params(&function, Some(&layout.args)));
-        if let Some(Some(numbers)) = penalties.get(i - 1) {
-            let (ban, strike) = penalty_sections();
-            let functions = format!(
-                "banned[{i}] = function()\n{ban}end\n\
-                 strike[{i}] = function(allowed)\n{strike}end\n"
-            );
-            // KEYS[2..4] of a single check are this policy's three keys here.
-            let functions = (2..5).fold(functions, |text, k| {
-                text.replace(
-                    &format!("KEYS[{k}]"),
-                    &format!("ALL_KEYS[\u{1}{}]", next_key + k - 2),
-                )
-            });
-            policies.push_str(&with_penalty(
-                &functions.replace('\u{1}', ""),
-                Some(numbers),
-                0,
-            ));
-            next_key += 3;
-        }
-    }
-    let penalized = next_key > layouts.len() + 1;
-    let mut body = ALL.replace("-- {policies}\n", &policies);
-    for (marker, section) in all_penalty_sections() {
-        let section = if penalized { section } else { "" };
-        body = body.replace(marker, section);
-    }
-    let body = body.replace("{m}", &layouts.len().to_string());
-    Some(format!("{}{body}", at_now(PRELUDE, NOW)))
-}
-
-/// `lua/all_penalty.lua`'s sections, by the marker of `lua/all.lua` each goes to.
-fn all_penalty_sections() -> [(&'static str, &'static str); 4] {
-    const CUT: &str = "lua/all_penalty.lua has its four `-- @` lines (unit-tested)";
-    let (_, rest) = ALL_PENALTY.split_once("-- @penalty keys\n").expect(CUT);
-    let (keys, rest) = rest.split_once("-- @bans\n").expect(CUT);
-    let (bans, rest) = rest.split_once("-- @strikes\n").expect(CUT);
-    let (strikes, struck) = rest.split_once("-- @struck\n").expect(CUT);
-    [
-        ("-- {penalty keys}\n", keys),
-        ("-- {bans}\n", bans),
-        ("-- {strikes}\n", strikes),
-        ("-- {struck}\n", struck),
-    ]
 }
 
 /// The batch script of `kind` (see `crate::coalesce`), which reads its parameters from
@@ -447,60 +382,6 @@ mod tests {
             let plain = single(layout.kind, Some(&layout.args));
             assert!(!plain.contains("pen_") && !plain.contains("KEYS[2]"), "{a}");
         }
-    }
-
-    #[test]
-    fn several_policies_with_penalties_read_their_own_keys_after_the_rate_keys() {
-        let layout = |p: floodwall_core::Policy| Layout::of(p.parameters()).unwrap();
-        let gcra = layout(floodwall_core::Policy::gcra("a", "10/s".parse().unwrap()).unwrap());
-        let fw =
-            layout(floodwall_core::Policy::fixed_window("b", "7/min".parse().unwrap()).unwrap());
-        let numbers = [3, 1, 2, 1, 2, 9];
-        let plain = all(&[gcra, fw, gcra], &[None, None, None]).unwrap();
-        assert!(!plain.contains("pen_") && !plain.contains("ALL_KEYS"));
-        // The first and third penalized: keys 4..6, then 7..9.
-        let text = all(&[gcra, fw, gcra], &[Some(numbers), None, Some(numbers)]).unwrap();
-        for marker in ["{now}", "{p1}", "{q1}", "{m}", "-- {", "-- @", "\u{1}"] {
-            assert!(!text.contains(marker), "{marker}");
-        }
-        assert!(text.contains("local KEYS = {unpack(ALL_KEYS, 1, 3)}"));
-        for (i, first) in [(1, 4), (3, 7)] {
-            let strike = text
-                .split_once(&format!("strike[{i}] = function"))
-                .unwrap()
-                .1;
-            let strike = strike.split_once("\nend\n").unwrap().0;
-            for k in first..first + 3 {
-                assert!(strike.contains(&format!("ALL_KEYS[{k}]")), "{i}: {k}");
-            }
-        }
-        assert!(!text.contains("banned[2] ="));
-        assert!((2..5).all(|k| !text.contains(&format!("', KEYS[{k}]"))));
-    }
-
-    #[test]
-    fn a_script_of_several_policies_has_a_function_each_and_no_placeholder_left() {
-        let layout = |p: floodwall_core::Policy| Layout::of(p.parameters()).unwrap();
-        let gcra = layout(floodwall_core::Policy::gcra("a", "10/s".parse().unwrap()).unwrap());
-        let fw =
-            layout(floodwall_core::Policy::fixed_window("b", "7/min".parse().unwrap()).unwrap());
-        let text = all(&[gcra, fw], &[None, None]).unwrap();
-        assert!(text.starts_with("-- floodwall: prepended"));
-        assert!(
-            text.contains("decide[1] = function(c)") && text.contains("decide[2] = function(c)")
-        );
-        for marker in [
-            "{now}", "{p1}", "{p2}", "{p3}", "-- {", "-- @load", "-- @step", "-- @save",
-        ] {
-            assert!(!text.contains(marker), "{marker}");
-        }
-        // Each policy's parameters are written into its own function.
-        assert!(
-            text.contains(&gcra.args[0].to_string()) && text.contains("local limit, period = 7,")
-        );
-        // A sliding log has no sections to paste.
-        let log = layout(floodwall_core::Policy::sliding_log("c", "5/s".parse().unwrap()).unwrap());
-        assert!(all(&[gcra, log], &[None, None]).is_none());
     }
 
     #[test]

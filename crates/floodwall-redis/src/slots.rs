@@ -35,7 +35,8 @@ pub(crate) struct Slots {
     /// For each slot, a number naming the master that serves it (its place in the map's
     /// list of masters), or `None` before the map was first read.
     map: RwLock<Option<Arc<[u16]>>>,
-    /// A read of the map is under way.
+    /// A read of the map is under way: set when one is spawned, cleared when its task is
+    /// dropped, however it ends (its runtime may shut down before it does).
     reading: AtomicBool,
     /// When the last read started.
     last: Mutex<Option<Instant>>,
@@ -79,10 +80,12 @@ impl Slots {
             }
             *last = Some(Instant::now());
         }
-        let (slots, mut conn) = (Arc::clone(self), conn.clone());
+        // Made before it is spawned, so that it is dropped even if the task never runs.
+        let reading = Reading(Arc::clone(self));
+        let mut conn = conn.clone();
         runtime.spawn(async move {
-            slots.read(&mut conn).await;
-            slots.reading.store(false, Ordering::Release);
+            reading.0.read(&mut conn).await;
+            drop(reading);
         });
     }
 
@@ -99,6 +102,15 @@ impl Slots {
         if let Some(map) = reply.ok().as_ref().and_then(parse) {
             *self.map.write().unwrap_or_else(PoisonError::into_inner) = Some(map);
         }
+    }
+}
+
+/// Owned by the task reading the map: clears [`Slots::reading`] when dropped.
+struct Reading(Arc<Slots>);
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        self.0.reading.store(false, Ordering::Release);
     }
 }
 
@@ -166,6 +178,44 @@ mod tests {
         // An empty tag, or none closed: the whole key.
         assert_eq!(slot_of(b"x{}{b}"), 10463);
         assert_eq!(slot_of(b"{b"), 6215);
+    }
+
+    /// A read of the map runs on the runtime of the check that asked for it. If that
+    /// runtime shuts down before the read ends, a later check, on another runtime, still
+    /// gets the map read.
+    #[test]
+    fn a_read_whose_runtime_shut_down_is_started_again() {
+        let cluster = redis_harness::RedisCluster::start(3);
+        // The connection is driven by `b`, which outlives `a`.
+        let b = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
+        let conn = b.block_on(client.get_async_connection()).unwrap();
+        let slots = Arc::new(Slots::default());
+        let a = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // Asked for on `a`, which ends before the read is ever polled.
+        a.block_on(async { slots.refresh(&conn, &Handle::current()) });
+        drop(a);
+        assert!(!slots.reading.load(Ordering::Acquire), "no read runs");
+        assert!(slots.map.read().unwrap().is_none());
+        // Past the least time between reads.
+        *slots.last.lock().unwrap() = None;
+        b.block_on(async {
+            slots.refresh(&conn, &Handle::current());
+            for _ in 0..500 {
+                if slots.map.read().unwrap().is_some() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("the map was never read");
+        });
     }
 
     #[test]

@@ -6,11 +6,14 @@
 
 mod common;
 
-use floodwall_core::{Decision, ManualClock, MemoryStore, Policy, Store};
+use std::time::Duration;
+
+use floodwall_core::{Algorithm, Decision, ManualClock, MemoryStore, Penalty, Policy, Store};
 use floodwall_redis::RedisStore;
+use proptest::prelude::*;
 use redis_harness::{RedisCluster, RedisServer, key_slot};
 
-use common::{command_calls, uncached_store};
+use common::{cached_scripts, command_calls, small_policy, uncached_store};
 
 const NOW: u64 = 1_700_000_000_000_000;
 
@@ -209,4 +212,141 @@ async fn several_policies_run_in_one_slot_on_a_cluster() {
     }
     assert_eq!(nodes.len(), 3, "the users spread over every node");
     hammer(&store).await;
+}
+
+/// A quota per tenant: past the `written_scripts` bound, checks of several policies run
+/// scripts that read the parameters (and penalties' numbers) from their arguments, one per
+/// combination of algorithms and penalties, instead of loading a script per tenant into
+/// Redis's script cache, which nothing empties. Each decision stays exact.
+#[tokio::test]
+async fn past_the_bound_several_policies_leave_a_handful_of_scripts() {
+    const BOUND: usize = 2;
+    const TENANTS: u64 = 300;
+    let server = RedisServer::start();
+    let store = RedisStore::builder()
+        .deny_cache(false)
+        .written_scripts(BOUND)
+        .multiplexed(&server.url())
+        .await
+        .unwrap();
+    let before = cached_scripts(&server);
+    let global = policy(Policy::gcra, "global", "1000000/s");
+    let sec = Duration::from_secs(1);
+    for tenant in 0..TENANTS {
+        let limit = 100 + tenant;
+        let mut quota = policy(Policy::fixed_window, "tenant", &format!("{limit}/min"));
+        // Every other tenant with a penalty of its own numbers.
+        if tenant % 2 == 1 {
+            let after = u32::try_from(2 + tenant % 7).unwrap();
+            quota = quota.with_penalty(
+                Penalty::new(after, 60 * sec, Duration::from_secs(tenant + 1)).unwrap(),
+            );
+        }
+        let key = format!("t{tenant}");
+        let d = store
+            .check_all_at(key.as_bytes(), &[global.clone(), quota], 3, NOW)
+            .await
+            .unwrap();
+        let [Some(global), Some(quota)] = d[..] else {
+            panic!("{tenant}: {d:?}")
+        };
+        assert!(global.allowed && quota.allowed, "{tenant}: {d:?}");
+        assert_eq!(
+            (global.remaining, quota.remaining),
+            (1_000_000 - 3, limit - 3)
+        );
+    }
+    let scripts = cached_scripts(&server) - before;
+    // The bound's two, and one without a penalty and one with past it.
+    assert!(
+        scripts <= BOUND as u64 + 2,
+        "{scripts} scripts for {TENANTS} tenants"
+    );
+}
+
+/// Several policies through the scripts with the parameters written in, through those
+/// that read them from their arguments (a bound of 0), and in the memory store: the same
+/// decisions, figures included, on random histories of two or three policies of every
+/// algorithm that combines, with and without penalties.
+#[test]
+fn written_and_argument_scripts_of_several_policies_decide_as_the_memory_store() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = RedisServer::start();
+    let written = rt.block_on(uncached_store(&server.url()));
+    let generic = rt
+        .block_on(
+            RedisStore::builder()
+                .deny_cache(false)
+                .written_scripts(0)
+                .prefix("generic:")
+                .multiplexed(&server.url()),
+        )
+        .unwrap();
+    let case = std::sync::atomic::AtomicU64::new(0);
+    // Refusals and bans the memory store answered: the histories must reach both.
+    let (refused, banned) = (
+        std::sync::atomic::AtomicU64::new(0),
+        std::sync::atomic::AtomicU64::new(0),
+    );
+    let config = ProptestConfig {
+        cases: 64,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let combining = [
+        Algorithm::Gcra,
+        Algorithm::TOKEN_BUCKET,
+        Algorithm::LeakyBucket,
+        Algorithm::FixedWindow,
+    ];
+    let us = Duration::from_micros;
+    proptest!(config, |(
+        shapes in prop::collection::vec(
+            (0..4usize, 1..=8u64, prop::sample::select(vec![10u64, 20, 50]), 1..=8u64, prop::option::of((1..=3u32, 1_000..20_000u64))),
+            2..=3,
+        ),
+        steps in prop::collection::vec((0..6_000u64, 0..=4u64), 1..80),
+    )| {
+        let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let policies: Vec<Policy> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, &(alg, count, period_ms, burst, penalty))| {
+                let p = small_policy(format!("c{case}-{i}"), combining[alg], count, period_ms, burst);
+                match penalty {
+                    Some((after, ban)) => p.with_penalty(Penalty::new(after, us(40_000), us(ban)).unwrap()),
+                    None => p,
+                }
+            })
+            .collect();
+        let clock = ManualClock::new(NOW);
+        let memory = MemoryStore::builder().clock(clock.clone()).build();
+        let most = policies.iter().map(Policy::limit).min().unwrap();
+        let mut now = NOW;
+        rt.block_on(async {
+            for (i, (dt, cost)) in steps.into_iter().enumerate() {
+                let cost = cost.min(most);
+                now += dt;
+                clock.set(now);
+                let want = memory.check_all(b"k", &policies, cost).await.unwrap();
+                for d in want.iter().flatten() {
+                    refused.fetch_add(u64::from(!d.allowed), std::sync::atomic::Ordering::Relaxed);
+                    banned.fetch_add(u64::from(d.banned), std::sync::atomic::Ordering::Relaxed);
+                }
+                for (name, s) in [("written", &written), ("generic", &generic)] {
+                    let got = s.check_all_at(b"k", &policies, cost, now).await.unwrap();
+                    prop_assert_eq!(&got, &want, "{} step {}: {:?} cost {}", name, i, policies, cost);
+                }
+            }
+            Ok(())
+        })?;
+    });
+    let (refused, banned) = (refused.into_inner(), banned.into_inner());
+    assert!(
+        refused > 200 && banned > 50,
+        "{refused} refused, {banned} banned"
+    );
 }

@@ -253,3 +253,73 @@ async fn leases_run_on_a_cluster_one_slot_per_user_key() {
     })
     .await;
 }
+
+/// The server's `TIME`, in µs.
+fn server_now(redis: &RedisServer) -> u64 {
+    match redis.try_cmd(&["TIME"]).unwrap() {
+        redis_harness::Reply::Array(parts) => {
+            let n = |i: usize| parts[i].as_integer().unwrap() as u64;
+            n(0) * 1_000_000 + n(1)
+        }
+        other => panic!("TIME answered {other:?}"),
+    }
+}
+
+/// The expiry (µs, server clock) of the one lease in `key`.
+fn lease_expiry(redis: &RedisServer, key: &[u8]) -> u64 {
+    let members = redis.try_cmd(&[&b"ZRANGE"[..], key, b"0", b"-1", b"WITHSCORES"]);
+    match members.unwrap() {
+        redis_harness::Reply::Array(m) if m.len() == 2 => m[1].to_string().parse().unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A store's renewer runs on the runtime of the acquisition that started it. When that
+/// runtime shuts down mid-lease, the renewer dies with it: the next acquisition, from
+/// another runtime, starts a new one, so its permit is renewed and stays counted however
+/// long its request runs.
+#[test]
+fn the_renewer_starts_again_after_its_runtime_shut_down() {
+    let redis = RedisServer::start();
+    // The store's connection is driven by `b`, which outlives `a`.
+    let b = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = b.block_on(connect(&redis.url()));
+    let limit = ConcurrencyLimit::new("revived", 1)
+        .unwrap()
+        .with_lease(Duration::from_millis(800))
+        .unwrap()
+        .with_renewal(Duration::from_millis(100))
+        .unwrap();
+    let a = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Held across `a`'s end: its renewer was running, asleep until the renewal is due.
+    let orphan = a
+        .block_on(store.acquire(b"a", &limit))
+        .unwrap()
+        .permit()
+        .unwrap();
+    drop(a);
+    b.block_on(async {
+        let held = store.acquire(b"b", &limit).await.unwrap().permit().unwrap();
+        let key = store.lease_key(b"b", &limit);
+        let first = lease_expiry(&redis, &key);
+        // Until the lease as first taken has lapsed on the server's clock.
+        while server_now(&redis) <= first {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let again = store.acquire(b"b", &limit).await.unwrap();
+        assert!(
+            !again.is_granted(),
+            "the held request's lease lapsed unrenewed: a second one was let in"
+        );
+        assert!(lease_expiry(&redis, &key) > first, "renewed");
+        drop(held);
+    });
+    drop(orphan);
+}

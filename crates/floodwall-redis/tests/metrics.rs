@@ -1,5 +1,6 @@
 //! `RedisStore::record_metrics` against a real redis-server: the counters read back are
-//! the store's own figures, the deny cache's savings exact after a known flood.
+//! the store's own figures, the deny cache's savings exact after a known flood, and
+//! coalescing's after checks known to share a batch.
 
 use floodwall_core::{Policy, Store};
 use floodwall_redis::RedisStore;
@@ -41,6 +42,18 @@ async fn recorded_counters_are_the_stores_figures() {
     for _ in 0..40 {
         store.check(b"mallory", &policy, 1).await.unwrap();
     }
+    // Twelve checks of keys of their own at once: on this current-thread runtime the first
+    // goes alone and the eleven queued behind it share one batch, which saves ten calls.
+    let roomy = Policy::gcra("roomy", "1000/min".parse().unwrap()).unwrap();
+    let checks: Vec<_> = (0..12)
+        .map(|i| {
+            let (store, roomy) = (store.clone(), roomy.clone());
+            tokio::spawn(async move { store.check(format!("c{i}").as_bytes(), &roomy, 1).await })
+        })
+        .collect();
+    for c in checks {
+        assert!(c.await.unwrap().unwrap().allowed);
+    }
 
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
@@ -48,14 +61,15 @@ async fn recorded_counters_are_the_stores_figures() {
 
     let seen = take(&snapshotter);
     let stats = store.stats();
-    // Five admissions, one script call each; the other 35 refused by the deny cache.
-    assert_eq!(stats.script_calls, 5, "{stats:?}");
+    // Five admissions, one script call each, the other 35 refused by the deny cache; then
+    // one call alone and one batch of eleven.
+    assert_eq!((stats.script_calls, stats.coalesced), (7, 10), "{stats:?}");
     let calls = counter(&seen, STORE_CALLS, &[("store", "redis")]);
-    assert_eq!(calls, Some(5));
+    assert_eq!(calls, Some(7));
     let saved =
         |seen: &Seen, reason| counter(seen, STORE_SAVED, &[("store", "redis"), ("reason", reason)]);
     assert_eq!(saved(&seen, "deny_cache"), Some(35));
-    assert_eq!(saved(&seen, "coalesced"), Some(stats.coalesced));
+    assert_eq!(saved(&seen, "coalesced"), Some(10));
 
     // Recorded again later, the counters move to the store's new figures.
     for _ in 0..10 {

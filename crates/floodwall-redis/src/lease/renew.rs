@@ -6,6 +6,11 @@
 //! every renewal due within a quarter interval of it at once, one `EVALSHA` per key (all
 //! of a key's leases in one call). It runs only while the store holds leases: it ends when
 //! the last permit drops, and the next acquisition starts it again.
+//!
+//! It runs on the runtime of the acquisition that started it. If that runtime shuts down
+//! first, the task is dropped without ending: its [`Running`] guard then says no renewer
+//! runs, and puts back the leases it had taken out for renewal, so the next acquisition,
+//! from any runtime, starts a renewer that renews every lease still held.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -37,9 +42,13 @@ struct Registry {
     /// When each held lease is due, by sequence number; also those being renewed now
     /// (absent from `due` meanwhile). A lease released or lost leaves both.
     held: HashMap<u64, Instant>,
+    /// Leases taken out of `due` for a renewal under way, by sequence number, until they
+    /// are put back (or dropped, lost or released).
+    out: HashMap<u64, Held>,
     next_seq: u64,
-    /// Whether the renewer task runs.
-    running: bool,
+    /// The number of the renewer task running, if one runs.
+    renewer: Option<u64>,
+    next_renewer: u64,
 }
 
 /// One lease: where it is, its id, how long it lasts and how often it is renewed.
@@ -79,9 +88,16 @@ impl Leases {
         let sooner = r.due.first_key_value().is_none_or(|(&(d, _), _)| due < d);
         r.due.insert((due, seq), held);
         r.held.insert(seq, due);
-        if !r.running {
-            r.running = true;
-            runtime.spawn(renewer(Arc::clone(store)));
+        if r.renewer.is_none() {
+            let id = r.next_renewer;
+            r.next_renewer += 1;
+            r.renewer = Some(id);
+            // Made before it is spawned, so that it is dropped even if the task never runs.
+            let running = Running {
+                store: Arc::clone(store),
+                id,
+            };
+            runtime.spawn(renewer(running));
         } else if sooner {
             self.wake.notify_one();
         }
@@ -94,6 +110,7 @@ impl Leases {
         if let Some(due) = r.held.remove(&seq) {
             r.due.remove(&(due, seq));
         }
+        r.out.remove(&seq);
     }
 
     /// Leases held now.
@@ -106,9 +123,25 @@ impl Leases {
         let mut r = self.lock();
         let next = r.due.first_key_value().map(|(&(due, _), _)| due);
         if next.is_none() {
-            r.running = false;
+            r.renewer = None;
         }
         next
+    }
+
+    /// The renewer `id` is gone without ending (its runtime shut down): none runs now, and
+    /// the leases it had out for renewal are due again, at once.
+    fn renewer_dropped(&self, id: u64) {
+        let mut r = self.lock();
+        if r.renewer != Some(id) {
+            return;
+        }
+        r.renewer = None;
+        let out = std::mem::take(&mut r.out);
+        for (seq, held) in out {
+            if let Some(&due) = r.held.get(&seq) {
+                r.due.insert((due, seq), held);
+            }
+        }
     }
 
     /// Takes the leases due by `now`, and those due within a quarter interval after it
@@ -125,6 +158,7 @@ impl Leases {
                 break;
             }
             let ((_, seq), held) = entry.remove_entry();
+            r.out.insert(seq, held.clone());
             taken.push((seq, held));
         }
         taken
@@ -134,6 +168,7 @@ impl Leases {
     /// meanwhile.
     fn reschedule(&self, seq: u64, held: Held, from: Instant) {
         let mut r = self.lock();
+        r.out.remove(&seq);
         if let Some(due) = r.held.get_mut(&seq) {
             *due = from + held.every;
             let due = *due;
@@ -143,7 +178,21 @@ impl Leases {
 
     /// Stops renewing a lease whose slot is gone.
     fn lost(&self, seq: u64) {
-        self.lock().held.remove(&seq);
+        let mut r = self.lock();
+        r.held.remove(&seq);
+        r.out.remove(&seq);
+    }
+}
+
+/// Owned by the renewer task `id`: dropped with it, however it ends (see the module docs).
+struct Running {
+    store: Arc<Inner>,
+    id: u64,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.store.leases.renewer_dropped(self.id);
     }
 }
 
@@ -151,7 +200,8 @@ impl Leases {
 type Due = Vec<(u64, Held)>;
 
 /// Renews the store's leases as they fall due, until it holds none.
-async fn renewer(store: Arc<Inner>) {
+async fn renewer(running: Running) {
+    let store = &running.store;
     let leases = &store.leases;
     // Leases out for renewal are not in `due`, but only this task renews them, and it
     // puts each back (or drops it, lost) before it looks again.
@@ -162,7 +212,7 @@ async fn renewer(store: Arc<Inner>) {
         if now < due {
             continue;
         }
-        renew(&store, leases.take_due(now), now).await;
+        renew(store, leases.take_due(now), now).await;
     }
 }
 
@@ -229,4 +279,66 @@ async fn renew_key(
         inv.arg(&*held.id);
     }
     store.bounded(Op::Script(&inv)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(leases: &Leases, seq: u64, due: Instant) {
+        let held = Held {
+            key: Arc::from(&b"k"[..]),
+            id: Arc::from(seq.to_string().as_str()),
+            lease_us: 1_000_000,
+            every: Duration::from_millis(100),
+        };
+        let mut r = leases.lock();
+        r.due.insert((due, seq), held);
+        r.held.insert(seq, due);
+    }
+
+    #[test]
+    fn a_renewer_dropped_mid_renewal_leaves_its_leases_due_and_no_renewer_running() {
+        let leases = Leases::default();
+        let now = Instant::now();
+        for seq in 0..3 {
+            lease(&leases, seq, now);
+        }
+        leases.lock().renewer = Some(7);
+        let taken = leases.take_due(now);
+        assert_eq!(taken.len(), 3);
+        assert!(leases.lock().due.is_empty());
+        // One renewed before the runtime shut down, one released meanwhile.
+        let (seq, held) = taken[0].clone();
+        leases.reschedule(seq, held, now);
+        leases.forget(taken[1].0);
+        // A renewer that ended and was replaced changes nothing when its task is dropped.
+        leases.renewer_dropped(6);
+        assert_eq!(leases.lock().renewer, Some(7));
+        assert_eq!(leases.lock().due.len(), 1);
+        leases.renewer_dropped(7);
+        let r = leases.lock();
+        assert_eq!(r.renewer, None);
+        assert!(r.out.is_empty());
+        // The renewed one at its next time, the one still out for renewal due at once.
+        let due: Vec<_> = r.due.keys().copied().collect();
+        assert_eq!(due, [(now, 2), (now + Duration::from_millis(100), 0)]);
+        assert_eq!(r.held.len(), 2);
+    }
+
+    #[test]
+    fn a_lease_lost_or_released_mid_renewal_is_not_put_back() {
+        let leases = Leases::default();
+        let now = Instant::now();
+        for seq in 0..2 {
+            lease(&leases, seq, now);
+        }
+        leases.lock().renewer = Some(1);
+        let taken = leases.take_due(now);
+        leases.lost(taken[0].0);
+        leases.forget(taken[1].0);
+        leases.renewer_dropped(1);
+        let r = leases.lock();
+        assert!(r.due.is_empty() && r.held.is_empty() && r.out.is_empty());
+    }
 }

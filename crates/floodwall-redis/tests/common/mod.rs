@@ -73,3 +73,12 @@ pub fn command_calls(server: &RedisServer) -> Vec<(String, u64)> {
     out.sort();
     out
 }
+
+/// The scripts in the server's script cache (`INFO memory`'s `number_of_cached_scripts`).
+pub fn cached_scripts(server: &RedisServer) -> u64 {
+    let info = server.cmd(&["INFO", "memory"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("number_of_cached_scripts:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no number_of_cached_scripts in INFO memory: {info}"))
+}

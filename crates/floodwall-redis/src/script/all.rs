@@ -1,0 +1,223 @@
+//! The text of the script deciding one key under several policies at once (see
+//! `crate::all`): `lua/all.lua` with each policy's sections in a function of its own, and
+//! `lua/all_penalty.lua`'s where some of them have a penalty.
+
+use super::{
+    PENALTY_PARAMS, PRELUDE, PenaltyParams, Sections, at_now, params_read, penalty_sections,
+    with_params, with_penalty,
+};
+use crate::kind::{Layout, Lua};
+
+const ALL: &str = include_str!("../lua/all.lua");
+const ALL_PENALTY: &str = include_str!("../lua/all_penalty.lua");
+
+/// Where a script of several policies reads the first parameter when they are not written
+/// in: after the cost and the time (`ARGV[2]`, `''` for the server's clock).
+const ALL_FIRST_PARAM: usize = 3;
+
+/// The script deciding one key under each of `layouts` at once, all or nothing (see
+/// `crate::all`): the prelude, then `lua/all.lua` with each policy's sections pasted into a
+/// function of its own. `None` when one of them is not [stepped](Lua::Stepped) (the
+/// sliding window and log are whole scripts). `ARGV`: the cost, then the time (absent or
+/// `''`: the server's clock).
+///
+/// With `written`, each policy's parameters (and penalty's numbers) are written into its
+/// function: a script per set of parameters. Without, they are read from `ARGV`, from
+/// [`ALL_FIRST_PARAM`] on, policy by policy in their order: its parameters
+/// ([`Layout::params`]), then its penalty's [`PENALTY_PARAMS`] numbers if it has one; one
+/// script then serves every set of parameters of these algorithms and penalties.
+///
+/// `penalties` has each policy's penalty numbers, if any: then `lua/all_penalty.lua`'s
+/// sections go where `lua/all.lua` marks them, and each penalized policy's ban and strike
+/// (`lua/penalty.lua`) are functions of their own, on its three keys, which follow the
+/// rate keys in the order of the policies. Without any penalty the text is as it was
+/// before penalties existed.
+pub(crate) fn all(
+    layouts: &[Layout],
+    penalties: &[Option<PenaltyParams>],
+    written: bool,
+) -> Option<String> {
+    const NOW: usize = 2;
+    let mut policies = String::new();
+    let mut next_key = layouts.len() + 1;
+    let mut next_arg = ALL_FIRST_PARAM;
+    for (i, layout) in layouts.iter().enumerate() {
+        let Lua::Stepped(algorithm) = layout.kind.spec().lua else {
+            return None;
+        };
+        let s = Sections::of(algorithm);
+        let i = i + 1;
+        let function = format!(
+            "decide[{i}] = function(c)\n{params}local key, stored = KEYS[{i}], values[{i}]\n\
+             {load}local allowed, remaining, retry, reset\n{step}\
+             return allowed, function()\n{save}end, function()\n{reply}end\nend\n",
+            params = s.params,
+            load = s.load,
+            step = s.step,
+            save = s.save,
+            reply = s.reply,
+        );
+        if written {
+            policies.push_str(&with_params(&function, Some(&layout.args)));
+        } else {
+            let count = layout.kind.spec().params;
+            policies.push_str(&params_read(&function, count, next_arg));
+            next_arg += count;
+        }
+        if let Some(Some(numbers)) = penalties.get(i - 1) {
+            let (ban, strike) = penalty_sections();
+            let functions = format!(
+                "banned[{i}] = function()\n{ban}end\n\
+                 strike[{i}] = function(allowed)\n{strike}end\n"
+            );
+            // KEYS[2..4] of a single check are this policy's three keys here.
+            let functions = (2..5).fold(functions, |text, k| {
+                text.replace(
+                    &format!("KEYS[{k}]"),
+                    &format!("ALL_KEYS[\u{1}{}]", next_key + k - 2),
+                )
+            });
+            policies.push_str(&with_penalty(
+                &functions.replace('\u{1}', ""),
+                written.then_some(numbers),
+                next_arg,
+            ));
+            if !written {
+                next_arg += PENALTY_PARAMS;
+            }
+            next_key += 3;
+        }
+    }
+    let penalized = next_key > layouts.len() + 1;
+    let mut body = ALL.replace("-- {policies}\n", &policies);
+    for (marker, section) in all_penalty_sections() {
+        let section = if penalized { section } else { "" };
+        body = body.replace(marker, section);
+    }
+    let body = body.replace("{m}", &layouts.len().to_string());
+    Some(format!("{}{body}", at_now(PRELUDE, NOW)))
+}
+
+/// `lua/all_penalty.lua`'s sections, by the marker of `lua/all.lua` each goes to.
+fn all_penalty_sections() -> [(&'static str, &'static str); 4] {
+    const CUT: &str = "lua/all_penalty.lua has its four `-- @` lines (unit-tested)";
+    let (_, rest) = ALL_PENALTY.split_once("-- @penalty keys\n").expect(CUT);
+    let (keys, rest) = rest.split_once("-- @bans\n").expect(CUT);
+    let (bans, rest) = rest.split_once("-- @strikes\n").expect(CUT);
+    let (strikes, struck) = rest.split_once("-- @struck\n").expect(CUT);
+    [
+        ("-- {penalty keys}\n", keys),
+        ("-- {bans}\n", bans),
+        ("-- {strikes}\n", strikes),
+        ("-- {struck}\n", struck),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_policies_with_penalties_read_their_own_keys_after_the_rate_keys() {
+        let layout = |p: floodwall_core::Policy| Layout::of(p.parameters()).unwrap();
+        let gcra = layout(floodwall_core::Policy::gcra("a", "10/s".parse().unwrap()).unwrap());
+        let fw =
+            layout(floodwall_core::Policy::fixed_window("b", "7/min".parse().unwrap()).unwrap());
+        let numbers = [3, 1, 2, 1, 2, 9];
+        let plain = all(&[gcra, fw, gcra], &[None, None, None], true).unwrap();
+        assert!(!plain.contains("pen_") && !plain.contains("ALL_KEYS"));
+        // The first and third penalized: keys 4..6, then 7..9.
+        let text = all(
+            &[gcra, fw, gcra],
+            &[Some(numbers), None, Some(numbers)],
+            true,
+        )
+        .unwrap();
+        for marker in ["{now}", "{p1}", "{q1}", "{m}", "-- {", "-- @", "\u{1}"] {
+            assert!(!text.contains(marker), "{marker}");
+        }
+        assert!(text.contains("local KEYS = {unpack(ALL_KEYS, 1, 3)}"));
+        for (i, first) in [(1, 4), (3, 7)] {
+            let strike = text
+                .split_once(&format!("strike[{i}] = function"))
+                .unwrap()
+                .1;
+            let strike = strike.split_once("\nend\n").unwrap().0;
+            for k in first..first + 3 {
+                assert!(strike.contains(&format!("ALL_KEYS[{k}]")), "{i}: {k}");
+            }
+        }
+        assert!(!text.contains("banned[2] ="));
+        assert!((2..5).all(|k| !text.contains(&format!("', KEYS[{k}]"))));
+    }
+
+    #[test]
+    fn a_script_of_several_policies_has_a_function_each_and_no_placeholder_left() {
+        let layout = |p: floodwall_core::Policy| Layout::of(p.parameters()).unwrap();
+        let gcra = layout(floodwall_core::Policy::gcra("a", "10/s".parse().unwrap()).unwrap());
+        let fw =
+            layout(floodwall_core::Policy::fixed_window("b", "7/min".parse().unwrap()).unwrap());
+        let text = all(&[gcra, fw], &[None, None], true).unwrap();
+        assert!(text.starts_with("-- floodwall: prepended"));
+        assert!(
+            text.contains("decide[1] = function(c)") && text.contains("decide[2] = function(c)")
+        );
+        for marker in [
+            "{now}", "{p1}", "{p2}", "{p3}", "-- {", "-- @load", "-- @step", "-- @save",
+        ] {
+            assert!(!text.contains(marker), "{marker}");
+        }
+        // Each policy's parameters are written into its own function.
+        assert!(
+            text.contains(&gcra.args[0].to_string()) && text.contains("local limit, period = 7,")
+        );
+        // A sliding log has no sections to paste.
+        let log = layout(floodwall_core::Policy::sliding_log("c", "5/s".parse().unwrap()).unwrap());
+        assert!(all(&[gcra, log], &[None, None], true).is_none());
+    }
+
+    #[test]
+    fn a_script_of_several_policies_past_the_bound_reads_each_ones_numbers_in_turn() {
+        let layout = |p: floodwall_core::Policy| Layout::of(p.parameters()).unwrap();
+        let tb =
+            layout(floodwall_core::Policy::token_bucket("a", "10/s".parse().unwrap()).unwrap());
+        let fw =
+            layout(floodwall_core::Policy::fixed_window("b", "7/min".parse().unwrap()).unwrap());
+        let numbers = [3, 1, 2, 1, 2, 9];
+        let text = all(&[tb, fw, tb], &[None, Some(numbers), None], false).unwrap();
+        for marker in [
+            "{now}", "{p1}", "{p2}", "{p3}", "{q1}", "{q6}", "{m}", "-- {", "-- @",
+        ] {
+            assert!(!text.contains(marker), "{marker}");
+        }
+        // No number written in: not the fixed window's limit, nor the penalty's.
+        assert!(!text.contains("local limit, period = 7,") && !text.contains("= 3, 1, 2"));
+        // The time at ARGV[2]; the token bucket's three from ARGV[3], the window's two, its
+        // penalty's six, then the second token bucket's three.
+        assert!(text.contains("ARGV[2]") && !text.contains("ARGV[18]"));
+        let function = |i: usize| {
+            let f = text
+                .split_once(&format!("decide[{i}] = function"))
+                .unwrap()
+                .1;
+            f.split_once("\nend\n").unwrap().0.to_owned()
+        };
+        let reads = |from: usize, to: usize| {
+            (from..=to)
+                .map(|k| format!("tonumber(ARGV[{k}])"))
+                .collect::<Vec<_>>()
+        };
+        for (i, (from, to)) in [(1, (3, 5)), (2, (6, 7)), (3, (14, 16))] {
+            for read in reads(from, to) {
+                assert!(function(i).contains(&read), "{i}: {read}");
+            }
+        }
+        let strike = text.split_once("strike[2] = function").unwrap().1;
+        for read in reads(8, 13) {
+            assert!(strike.contains(&read), "{read}");
+        }
+        // The written-in text of the same policies differs, and reads nothing past the time.
+        let written = all(&[tb, fw, tb], &[None, Some(numbers), None], true).unwrap();
+        assert!(!written.contains("ARGV[3]") && written != text);
+    }
+}
