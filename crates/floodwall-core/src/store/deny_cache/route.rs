@@ -140,11 +140,14 @@ impl<S, C: Clock> DenyCache<S, C> {
         epoch: u64,
         d: &Decision,
     ) -> FlightEnd {
+        // A ban is not handed to the waiting checks: they look again, and find the ban
+        // recorded (held for its bound, answered with its remainder). Nor is a refusal
+        // under a penalty: each refusal is a strike the store must count, so each waiting
+        // check goes to the store (`docs/penalties.md`).
+        let handed = !d.allowed && !d.banned && policy.penalty().is_none();
         match exact(policy, d) {
-            // A ban is not handed to the waiting checks: they look again, and find the
-            // ban recorded (held for its bound, answered with its remainder).
             Some((Some(r), reset))
-                if !d.allowed && !d.banned && self.cache.resets.load(Ordering::SeqCst) == epoch =>
+                if handed && self.cache.resets.load(Ordering::SeqCst) == epoch =>
             {
                 FlightEnd::Refused {
                     until: sent.saturating_add(r),
