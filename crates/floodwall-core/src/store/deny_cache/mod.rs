@@ -29,10 +29,11 @@ use route::{Mode, Route};
 ///
 /// Once the inner store refuses a cost for a key, the same or a larger cost is refused
 /// here until the refusal's `retry_after` has passed, counted from when the check was
-/// sent. The cache never answers "yes", and refuses only what the store would refuse too,
-/// for all six algorithms, provided the store's clock runs at the rate of this one's and
-/// nobody resets the key elsewhere (a reset through another node, a `DEL`, an evicted key:
-/// this cache keeps refusing until its window ends). Why that holds is in
+/// sent, but held at most [`max_refusal_hold`](DenyCacheBuilder::max_refusal_hold) (1 s by
+/// default) before one check asks the store again. The cache never answers "yes", and
+/// refuses only what the store would refuse too, for all six algorithms, provided the
+/// store's clock runs at the rate of this one's; a reset elsewhere (through another node,
+/// a `DEL`, an evicted key) reaches it within that hold. Why that holds is in
 /// `docs/deny-cache.md` in the floodwall repository.
 ///
 /// Wraps any [`Store`]; the wrapper is a `Store` again. Clones share the cache (and clone
@@ -63,8 +64,9 @@ use route::{Mode, Route};
 /// ```
 ///
 /// - An admission that leaves no room for the next request is remembered too (GCRA, the
-///   buckets and the fixed window), so a flood costs one store call per admitted request.
-/// - When a refusal lapses, one check of the key goes to the store and the checks arriving
+///   buckets and the fixed window), so a flood costs one store call per admitted request,
+///   and one per hold.
+/// - When a refusal lapses or its hold ends, one check of the key goes to the store and the checks arriving
 ///   meanwhile wait for its answer, at most [`max_wait`](DenyCacheBuilder::max_wait)
 ///   ([`DenyCacheStats::waited`], [`DenyCacheStats::gave_up`]).
 /// - Always sent to the store: peeks (cost 0) and costs below the one refused. A policy
@@ -87,6 +89,8 @@ struct Cache<C> {
     clock: C,
     /// How long a check waits for another's answer, in µs.
     max_wait: u64,
+    /// How long a refusal (not a ban) is answered locally without asking the store, in µs.
+    max_refusal_hold: u64,
     /// How long a ban is answered locally, in µs.
     max_ban_hold: u64,
     /// Bumped by every reset: an answer to a check sent before a reset is not recorded.
@@ -127,6 +131,11 @@ impl DenyCache<(), SystemClock> {
     /// or fails before it.
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
 
+    /// The default bound on holding a refusal locally without asking the store: 1 s, so a
+    /// reset elsewhere (another node, a `DEL`, an evicted key) is seen here within a
+    /// second, for one store call per second per refused key.
+    pub const DEFAULT_MAX_REFUSAL_HOLD: Duration = Duration::from_secs(1);
+
     /// The default bound on holding a ban locally: 1 s, so an unban on another node is
     /// seen here within a second, for one store call per second per banned key.
     pub const DEFAULT_MAX_BAN_HOLD: Duration = Duration::from_secs(1);
@@ -136,6 +145,7 @@ impl DenyCache<(), SystemClock> {
         DenyCacheBuilder {
             max_keys: Self::DEFAULT_MAX_KEYS,
             max_wait: Self::DEFAULT_MAX_WAIT,
+            max_refusal_hold: Self::DEFAULT_MAX_REFUSAL_HOLD,
             max_ban_hold: Self::DEFAULT_MAX_BAN_HOLD,
             clock: SystemClock,
         }
@@ -191,6 +201,11 @@ impl<S, C: Clock> DenyCache<S, C> {
     /// The bound on a wait for another check's answer.
     pub fn max_wait(&self) -> Duration {
         Duration::from_micros(self.cache.max_wait)
+    }
+
+    /// The bound on holding a refusal locally without asking the store.
+    pub fn max_refusal_hold(&self) -> Duration {
+        Duration::from_micros(self.cache.max_refusal_hold)
     }
 
     /// The bound on holding a ban locally.
