@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::DenyCache;
+use super::all::Answer;
 use super::flight::Flight;
 use crate::store::evict::evict_soonest;
 use crate::store::key::{KeyBuf, MapKey};
@@ -28,6 +29,9 @@ pub(super) struct Entry {
     pub(super) reset_at: u64,
     /// Whether the fact is a ban, answered as one (`docs/penalties.md`).
     pub(super) banned: bool,
+    /// Learnt from a check of several policies: what the store said of each, for a local
+    /// refusal of such a check to answer for all of them.
+    pub(super) others: Option<Arc<Answer>>,
     /// Once the fact's hold has lapsed: the one check of the key in flight to the store,
     /// whose answer checks of a cost `>=` its own wait for.
     pub(super) flight: Option<Arc<Flight>>,
@@ -71,24 +75,36 @@ impl<S, C: Clock> DenyCache<S, C> {
         epoch: u64,
         d: &Decision,
     ) {
-        let Some((retry, reset)) = exact(policy, d) else {
-            return;
-        };
+        if let Some((entry, now)) = self.learn(policy, cost, sent, epoch, d) {
+            self.remember(key, policy, epoch, entry, now);
+        }
+    }
+
+    /// The fact the store's answer to a check of `cost` sent at `sent` teaches, and the
+    /// time it was learnt; `None` when it teaches nothing to hold (or a reset came since).
+    pub(super) fn learn(
+        &self,
+        policy: &Policy,
+        cost: u64,
+        sent: u64,
+        epoch: u64,
+        d: &Decision,
+    ) -> Option<(Entry, u64)> {
+        let (retry, reset) = exact(policy, d)?;
         // Under a penalty, a refusal is a strike the store must count: only bans are
         // answered here (`docs/penalties.md`).
         if policy.penalty().is_some() && !d.banned {
-            return;
+            return None;
         }
         let cache = &self.cache;
-        let fact = if d.allowed {
-            exhausted(policy, d.remaining, reset)
+        let (cost, wait) = if d.allowed {
+            exhausted(policy, d.remaining, reset)?
         } else if d.banned {
             // Every cost is refused while banned.
-            retry.map(|r| (1, r))
+            (1, retry?)
         } else {
-            retry.map(|r| (cost, r))
+            (cost, retry?)
         };
-        let Some((cost, wait)) = fact else { return };
         // Held for a bound, not for the fact's length: a reset elsewhere (an unban, for a
         // ban) reaches this cache no later than that.
         let hold = if d.banned {
@@ -99,7 +115,7 @@ impl<S, C: Clock> DenyCache<S, C> {
         let now = cache.clock.now_micros();
         let until = sent.saturating_add(wait.min(hold));
         if until <= now || cache.resets.load(Ordering::SeqCst) != epoch {
-            return;
+            return None;
         }
         let entry = Entry {
             until,
@@ -107,8 +123,15 @@ impl<S, C: Clock> DenyCache<S, C> {
             cost,
             reset_at: sent.saturating_add(reset),
             banned: d.banned,
+            others: None,
             flight: None,
         };
+        Some((entry, now))
+    }
+
+    /// Keeps a fact [`learn`](Self::learn)t at `now`, unless a reset came since `epoch`.
+    pub(super) fn remember(&self, key: &[u8], policy: &Policy, epoch: u64, entry: Entry, now: u64) {
+        let cache = &self.cache;
         let buf = KeyBuf::new(key);
         let map_key = buf.as_ref(policy.namespace());
         let map = cache.map.pin();

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use papaya::{Compute, Operation};
 
 use super::DenyCache;
+use super::all::Answer;
 use super::entry::{Entry, exact, refusal};
 use super::flight::{Flight, FlightEnd, Leading};
 use crate::store::key::KeyBuf;
@@ -14,8 +15,9 @@ use crate::{Clock, Decision, Error, Policy};
 
 /// What to do with a check.
 pub(super) enum Route<'a, C> {
-    /// Refused from the cache.
-    Local(Decision),
+    /// Refused from the cache; with what the store said of the other policies of the
+    /// check of several that taught it, if one did.
+    Local(Decision, Option<Arc<Answer>>),
     /// Ask the store; record its answer if the reset epoch is still `epoch`. With `lead`,
     /// this check leads the flight of a lapsed entry.
     Store {
@@ -73,7 +75,7 @@ impl<S, C: Clock> DenyCache<S, C> {
                 return Ok(store);
             }
             cache.denied_locally.fetch_add(1, Ordering::Relaxed);
-            return Ok(Route::Local(e.answer(policy, now)));
+            return Ok(Route::Local(e.answer(policy, now), e.others.clone()));
         }
         // Lapsed: wait for the check in flight, or lead one (taking over from a leader out
         // past its deadline).
