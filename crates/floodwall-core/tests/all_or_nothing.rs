@@ -210,6 +210,45 @@ fn a_cached_refusal_answers_for_every_policy_as_the_store_would() {
     );
 }
 
+/// A policy the store refused for less time than the cached refusal of another lasts is
+/// repeated until its own refusal ends, and not after: what the store would then say of
+/// it is not known to the cache.
+#[test]
+fn a_repeated_refusal_ends_with_its_own_wait() {
+    let clock = ManualClock::new(T0);
+    let memory = MemoryStore::builder().clock(clock.clone()).build();
+    let cache = DenyCache::builder()
+        .max_refusal_hold(Duration::from_secs(60))
+        .clock(clock.clone())
+        .build(memory.clone());
+    let hourly = Policy::fixed_window("hourly", hourly(1)).unwrap();
+    let ten_s = Policy::gcra("ten-s", "1/10s".parse().unwrap()).unwrap();
+    let both = [hourly, ten_s];
+    assert!(
+        now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
+            .unwrap()
+            .allowed
+    );
+    // Both refuse: the hourly window for the rest of its hour, the other for 10 s.
+    let by_store = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    assert!(by_store.iter().all(|d| !d.unwrap().allowed));
+    clock.advance(Duration::from_secs(10) - Duration::from_micros(1));
+    let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    assert_eq!(
+        by_cache,
+        now_or_never(memory.check_all(b"k", &both, 1)).unwrap()
+    );
+    assert_eq!(
+        by_cache[1].unwrap().retry_after,
+        Some(Duration::from_micros(1))
+    );
+    clock.advance(Duration::from_micros(1));
+    let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    assert!(!by_cache[0].unwrap().allowed);
+    assert_eq!(by_cache[1], None, "its refusal ended: not known here");
+    assert_eq!(cache.stats().store_calls, 1);
+}
+
 /// Charges and refunds of one policy (`adjust`), racing checks of several that hold its
 /// state: each pair of a charge and its refund leaves the quota as it was, so the policy
 /// ends charged for the admitted requests only (an adjustment written over a held state,

@@ -84,6 +84,10 @@ fn a_booking_that_cannot_wait_out_a_held_refusal_is_refused_here() {
     assert!(!r.is_booked());
     assert_eq!(r.decision.retry_after, Some(3_600 * S - HOLD / 2));
     assert_eq!(inner_calls(&cache), 1);
+    // One that may wait past the refusal's end is the store's to book.
+    let r = now_or_never(cache.reserve(b"k", &reservable, 1, 3_600 * S));
+    let asked = matches!(r, Err(floodwall_core::Error::Unsupported { .. }));
+    assert!(asked, "asked the store: {r:?}");
 }
 
 #[test]
@@ -110,4 +114,20 @@ fn a_zero_hold_sends_every_refusal_to_the_store() {
     }
     assert_eq!(inner_calls(&cache), 10);
     assert!(cache.is_empty());
+}
+
+#[test]
+fn a_booking_cheaper_than_the_held_refusal_is_the_stores() {
+    let (_, cache) = held();
+    let policy = Policy::gcra("hourly", "1/h burst 2".parse().unwrap()).unwrap();
+    let reservable = floodwall_core::Reservable::new(policy.clone()).unwrap();
+    // One of two admitted: the cache holds "2 or more refused" for the next hour.
+    assert!(check(&cache, &policy).allowed);
+    let r = now_or_never(cache.reserve(b"k", &reservable, 2, S)).unwrap();
+    assert!(!r.is_booked());
+    assert_eq!(inner_calls(&cache), 1);
+    // One unit is left: a booking of it is the store's (`Counting` books nothing).
+    let r = now_or_never(cache.reserve(b"k", &reservable, 1, S));
+    let asked = matches!(r, Err(floodwall_core::Error::Unsupported { .. }));
+    assert!(asked, "asked the store: {r:?}");
 }
