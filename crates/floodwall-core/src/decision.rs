@@ -29,10 +29,13 @@ pub struct Decision {
     /// Whether the key is banned ([`Penalty`](crate::Penalty)): refused whatever its quota
     /// says, with `retry_after` the ban's remainder. `false` in every other decision.
     pub banned: bool,
-    /// Whether a [`DenyCache`](crate::DenyCache) answered this refusal itself, from a
-    /// refusal the store gave before, without asking the store (for metrics telling the
-    /// two apart). A ban the cache answers says [`banned`](Self::banned) instead. It says what the store would have said (docs/deny-cache.md), so
-    /// equality and hashing ignore it. `false` in every other decision.
+    /// Whether a [`DenyCache`](crate::DenyCache) answered this itself, from a refusal the
+    /// store gave before, without asking the store (for metrics telling the two apart); in
+    /// a refused [`check_all`](crate::Store::check_all), the other policies' figures it
+    /// repeated from the store's last answer too. A ban the cache answers says
+    /// [`banned`](Self::banned) as well. It says what the store would have said
+    /// (docs/deny-cache.md), so equality and hashing ignore it. `false` in every other
+    /// decision.
     pub cached: bool,
     /// The exact figures in µs (`retry`, `reset`) behind durations a policy rounded
     /// ([`Rounding::WholeSeconds`](crate::Rounding::WholeSeconds)), for a

@@ -154,7 +154,9 @@ fn a_cached_refusal_of_one_policy_refuses_all_without_the_store() {
     assert_eq!(calls, 2);
     for _ in 0..5 {
         let d = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
-        assert!(d[0].is_none(), "the first policy was not asked");
+        // The first policy was not asked: its figures are the store's last answer's.
+        assert_eq!(d[0].unwrap().remaining, 98);
+        assert!(d[0].unwrap().allowed && d[0].unwrap().cached);
         assert!(!d[1].unwrap().allowed);
     }
     assert_eq!(
@@ -167,6 +169,84 @@ fn a_cached_refusal_of_one_policy_refuses_all_without_the_store() {
     let dynamic: Arc<dyn floodwall_core::DynStore> = Arc::new(cache);
     let d = dynamic.check_all_now(b"k", &both, 1).unwrap().unwrap();
     assert!(!d[1].unwrap().allowed);
+}
+
+/// A refusal the cache answers repeats what the store said of every policy, brought to
+/// the time it answers: the same decisions the store's own refusal gives at that instant,
+/// so the headers built from them list the same policies with the same figures.
+#[test]
+fn a_cached_refusal_answers_for_every_policy_as_the_store_would() {
+    let clock = ManualClock::new(T0);
+    let memory = MemoryStore::builder().clock(clock.clone()).build();
+    let cache = DenyCache::builder()
+        .max_refusal_hold(Duration::from_secs(60))
+        .clock(clock.clone())
+        .build(memory.clone());
+    let roomy = Policy::gcra("roomy", hourly(100)).unwrap();
+    let small = Policy::fixed_window("small", hourly(2)).unwrap();
+    let both = [roomy, small];
+    // Spent through another node: this cache knows nothing of the key.
+    for _ in 0..2 {
+        assert!(
+            now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
+                .unwrap()
+                .allowed
+        );
+    }
+    let by_store = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    assert!(by_store.iter().all(|d| !d.unwrap().cached));
+    assert!(!by_store[1].unwrap().allowed);
+    let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    assert_eq!(cache.stats().store_calls, 1);
+    assert!(by_cache.iter().all(|d| d.unwrap().cached));
+    assert_eq!(by_cache, by_store);
+    // Later, the durations ran down as the store's did.
+    clock.advance(Duration::from_secs(10));
+    let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    assert_eq!(cache.stats().store_calls, 1);
+    assert_eq!(
+        by_cache,
+        now_or_never(memory.check_all(b"k", &both, 1)).unwrap()
+    );
+}
+
+/// A policy the store refused for less time than the cached refusal of another lasts is
+/// repeated until its own refusal ends, and not after: what the store would then say of
+/// it is not known to the cache.
+#[test]
+fn a_repeated_refusal_ends_with_its_own_wait() {
+    let clock = ManualClock::new(T0);
+    let memory = MemoryStore::builder().clock(clock.clone()).build();
+    let cache = DenyCache::builder()
+        .max_refusal_hold(Duration::from_secs(60))
+        .clock(clock.clone())
+        .build(memory.clone());
+    let hourly = Policy::fixed_window("hourly", hourly(1)).unwrap();
+    let ten_s = Policy::gcra("ten-s", "1/10s".parse().unwrap()).unwrap();
+    let both = [hourly, ten_s];
+    assert!(
+        now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
+            .unwrap()
+            .allowed
+    );
+    // Both refuse: the hourly window for the rest of its hour, the other for 10 s.
+    let by_store = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    assert!(by_store.iter().all(|d| !d.unwrap().allowed));
+    clock.advance(Duration::from_secs(10) - Duration::from_micros(1));
+    let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    assert_eq!(
+        by_cache,
+        now_or_never(memory.check_all(b"k", &both, 1)).unwrap()
+    );
+    assert_eq!(
+        by_cache[1].unwrap().retry_after,
+        Some(Duration::from_micros(1))
+    );
+    clock.advance(Duration::from_micros(1));
+    let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    assert!(!by_cache[0].unwrap().allowed);
+    assert_eq!(by_cache[1], None, "its refusal ended: not known here");
+    assert_eq!(cache.stats().store_calls, 1);
 }
 
 /// Charges and refunds of one policy (`adjust`), racing checks of several that hold its

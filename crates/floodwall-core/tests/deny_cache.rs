@@ -15,6 +15,9 @@ use common::now_or_never;
 #[path = "deny_cache/single_flight.rs"]
 mod single_flight;
 
+#[path = "deny_cache/hold.rs"]
+mod hold;
+
 const T0: u64 = 1_700_000_000_000_000;
 
 /// A small policy of algorithm `alg` (0..6): counts 1..=5, periods of 10, 20 or 50 ms,
@@ -344,7 +347,11 @@ fn reset_forgets_the_cached_refusal() {
 fn whole_second_policies_are_cached_from_their_exact_figures() {
     let clock = ManualClock::new(T0);
     let store = MemoryStore::builder().clock(clock.clone()).build();
-    let cache = DenyCache::builder().clock(clock.clone()).build(store);
+    // Held for its whole window (not re-asked every second), to see where it ends.
+    let cache = DenyCache::builder()
+        .max_refusal_hold(Duration::from_secs(60))
+        .clock(clock.clone())
+        .build(store);
     // One request per 10 s, no burst beyond it: reported in whole seconds.
     let cell = Policy::redis_cell("cell", 0, 1, Duration::from_secs(10)).unwrap();
     assert!(DenyCache::caches(&cell));

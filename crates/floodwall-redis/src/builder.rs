@@ -36,6 +36,7 @@ pub struct RedisStoreBuilder {
     pool_size: u32,
     coalesce: bool,
     deny_cache: bool,
+    max_refusal_hold: Duration,
     max_ban_hold: Duration,
     written_scripts: usize,
 }
@@ -49,6 +50,7 @@ impl RedisStoreBuilder {
             pool_size: RedisStore::DEFAULT_POOL_SIZE,
             coalesce: true,
             deny_cache: true,
+            max_refusal_hold: DenyCache::DEFAULT_MAX_REFUSAL_HOLD,
             max_ban_hold: DenyCache::DEFAULT_MAX_BAN_HOLD,
             written_scripts: RedisStore::DEFAULT_WRITTEN_SCRIPTS,
         }
@@ -289,10 +291,12 @@ impl RedisStoreBuilder {
 
     /// Refuses locally, without a script call, what Redis is known to refuse (default on):
     /// once Redis refuses a cost for a key, the same or a larger cost is refused here until
-    /// the refusal's `retry_after` has passed, counted from when the check was sent; an
-    /// admission that leaves no room for the next request is remembered the same way. A
-    /// client flooding one key past its quota then costs about one script call per
-    /// admitted request instead of one per request. It is a
+    /// the refusal's `retry_after` has passed, counted from when the check was sent, but
+    /// for at most [`deny_cache_max_refusal_hold`](Self::deny_cache_max_refusal_hold)
+    /// (1 s) before one check asks Redis again; an admission that leaves no room for the
+    /// next request is remembered the same way. A client flooding one key past its quota
+    /// then costs about one script call per admitted request and one per second, instead
+    /// of one per request. It is a
     /// [`DenyCache`](floodwall_core::DenyCache) over this store's direct path, with its
     /// default cap ([`DenyCache::DEFAULT_MAX_KEYS`](floodwall_core::DenyCache::DEFAULT_MAX_KEYS)
     /// keys) and a wait bound of at least the [timeout](Self::timeout);
@@ -305,10 +309,11 @@ impl RedisStoreBuilder {
     /// - **Redis's clock runs at the local rate.** Windows are measured on this process's
     ///   monotonic clock; a Redis clock that runs fast or is stepped forward can make the
     ///   cache refuse longer than Redis would, by as much as that clock gained meanwhile.
-    /// - **No resets elsewhere.** [`reset`](floodwall_core::Store::reset) through this
-    ///   store (or a clone) forgets the key's entry; a reset through another process or
-    ///   node, a `DEL` or a key evicted by Redis is not seen, and the cache keeps refusing
-    ///   the key until its window ends.
+    /// - **Resets elsewhere are seen within the hold.**
+    ///   [`reset`](floodwall_core::Store::reset) through this store (or a clone) forgets
+    ///   the key's entry at once; a reset through another process or node, a `DEL`, a
+    ///   `FLUSHALL` or a key evicted by Redis is seen at most
+    ///   [`deny_cache_max_refusal_hold`](Self::deny_cache_max_refusal_hold) after it.
     ///
     /// [`RedisStore::check_at`] (an explicit time) always bypasses it. `deny_cache(false)`
     /// sends every check to Redis.
@@ -318,6 +323,24 @@ impl RedisStoreBuilder {
     /// ```
     pub fn deny_cache(mut self, on: bool) -> Self {
         self.deny_cache = on;
+        self
+    }
+
+    /// How long the [deny cache](Self::deny_cache) answers a refusal without asking Redis
+    /// again; default
+    /// [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_REFUSAL_HOLD)
+    /// (1 s). A [`reset`](floodwall_core::Store::reset) through another process, a `DEL`,
+    /// a `FLUSHALL` or a key Redis evicted reaches this process at most this long after
+    /// it; a refused key costs Redis one script call per this span per process (the
+    /// checks arriving meanwhile wait for its answer). Local refusals still report Redis's
+    /// whole `retry_after`. Zero holds no refusal: every refused check is a script call.
+    ///
+    /// ```
+    /// let b = floodwall_redis::RedisStore::builder()
+    ///     .deny_cache_max_refusal_hold(std::time::Duration::from_millis(200));
+    /// ```
+    pub fn deny_cache_max_refusal_hold(mut self, hold: Duration) -> Self {
+        self.max_refusal_hold = hold;
         self
     }
 
@@ -387,6 +410,7 @@ impl RedisStoreBuilder {
             Arc::new(
                 DenyCache::builder()
                     .max_wait(self.timeout.max(DenyCache::DEFAULT_MAX_WAIT))
+                    .max_refusal_hold(self.max_refusal_hold)
                     .max_ban_hold(self.max_ban_hold)
                     .build(Direct(direct.clone())),
             )

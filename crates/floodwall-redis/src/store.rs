@@ -89,9 +89,11 @@ use crate::stats::{Counters, RedisStats};
 ///
 /// With [`RedisStoreBuilder::deny_cache`] (on by default), what Redis refused is refused
 /// again locally, with no script call, until the refusal lapses: a client flooding a key
-/// past its quota costs about one call per request admitted. It is exact (it refuses only
-/// what Redis would), provided Redis's clock runs at the local rate and nobody resets the
-/// key but through this store; the builder method says more.
+/// past its quota costs about one call per request admitted (and one per second). It is
+/// exact (it refuses only what Redis would), provided Redis's clock runs at the local rate;
+/// a reset elsewhere (another process, a `DEL`, `FLUSHALL`) is seen within
+/// [`deny_cache_max_refusal_hold`](RedisStoreBuilder::deny_cache_max_refusal_hold) (1 s).
+/// The builder method says more.
 /// [`stats`](Self::stats) counts the calls it saved
 /// ([`RedisStats::denied_locally`]), [`deny_cache_stats`](Self::deny_cache_stats) the rest.
 #[derive(Clone)]

@@ -6,7 +6,7 @@
 //! Every `RedisStore` here is built with `deny_cache(false)`: these tests are about what
 //! a failing Redis answers, and the deny cache would answer a refused key's checks
 //! without meeting the failure; and `FLUSHALL` or a `DEL` is a reset elsewhere, which the
-//! cache by its documented assumption does not see.
+//! cache sees only once its hold of a refusal ends (`deny_cache_redis.rs` tests that).
 //!
 //! Timings are printed (`cargo test --test faults -- --nocapture`) for the README's "When
 //! Redis fails"; assertions use only generous bounds (3x the store's timeout for an

@@ -86,10 +86,10 @@ pub trait Store: Send + Sync {
     ///
     /// The answer has one entry per policy, in order: that policy's decision, recorded
     /// only if all allowed. In a refusal, a policy that would have allowed the request
-    /// answers as a peek (cost 0) would: its figures as its state stays. `None` only in a
-    /// refusal, for a
-    /// policy that was not asked because another was refused without asking the store (a
-    /// [`DenyCache`]'s cached refusal). A cost one policy can never admit is
+    /// answers as a peek (cost 0) would: its figures as its state stays. A [`DenyCache`]
+    /// that refuses without asking the store answers the other policies with what the
+    /// store last said of them (marked [`cached`](Decision::cached)); `None` only there,
+    /// for a policy it knows nothing of. A cost one policy can never admit is
     /// [`Error::CostTooHigh`], and nothing is recorded.
     ///
     /// The memory and Redis stores decide atomically, however many checks run at once

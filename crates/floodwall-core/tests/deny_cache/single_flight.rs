@@ -446,3 +446,32 @@ async fn without_a_timer_the_checks_after_a_lapse_each_go_to_the_store() {
     assert_eq!(started.elapsed(), RTT, "no check waited for another");
     assert_eq!(cache.stats().waited, 0);
 }
+
+// -- Under a penalty every refusal is a strike the store counts.
+
+#[tokio::test(start_paused = true)]
+async fn under_a_penalty_checks_waiting_behind_a_refused_leader_still_count_as_strikes() {
+    let (clock, remote, cache) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
+    // "3 strikes ban": three refusals within a minute ban the key for ten.
+    let penalty =
+        floodwall_core::Penalty::new(3, Duration::from_secs(60), Duration::from_secs(600)).unwrap();
+    let policy = Policy::gcra("strikes", "1/h".parse().unwrap())
+        .unwrap()
+        .with_penalty(penalty);
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    let answers = together(&cache, &policy, &[1; 3]).await;
+    assert!(answers[2].as_ref().unwrap().banned);
+    // The ban is lifted through another node; once this cache's hold of it lapses, the
+    // next checks form a flight behind one leader, which the store refuses (a strike).
+    remote.inner.unban_sync(b"k", &policy);
+    clock.advance(DenyCache::DEFAULT_MAX_BAN_HOLD);
+    let results = together(&cache, &policy, &[1; 8]).await;
+    assert_eq!(allowed(&results), [false; 8]);
+    // Each of the eight is a strike: the third bans, and the five after it meet the ban.
+    let banned = results
+        .iter()
+        .filter(|r| r.as_ref().unwrap().banned)
+        .count();
+    assert_eq!(banned, 6, "{results:?}");
+    assert!(remote.inner.ban_remaining(b"k", &policy).is_some());
+}

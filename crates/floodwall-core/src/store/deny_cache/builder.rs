@@ -1,4 +1,4 @@
-//! [`DenyCacheBuilder`]: a [`DenyCache`]'s cap, wait bound and clock.
+//! [`DenyCacheBuilder`]: a [`DenyCache`]'s cap, wait and hold bounds, and clock.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -9,11 +9,12 @@ use crate::store::evict::Cap;
 use crate::store::{Store, micros};
 use crate::{Clock, SystemClock};
 
-/// Sets a [`DenyCache`]'s cap or clock before wrapping a store.
+/// Sets a [`DenyCache`]'s cap, bounds or clock before wrapping a store.
 #[derive(Debug, Clone)]
 pub struct DenyCacheBuilder<C = SystemClock> {
     pub(super) max_keys: usize,
     pub(super) max_wait: Duration,
+    pub(super) max_refusal_hold: Duration,
     pub(super) max_ban_hold: Duration,
     pub(super) clock: C,
 }
@@ -46,6 +47,18 @@ impl<C: Clock> DenyCacheBuilder<C> {
         self
     }
 
+    /// The longest a refusal is answered locally before one check asks the store again;
+    /// default [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`]. A reset elsewhere (through another
+    /// node, a `DEL` in Redis, a key the store evicted) reaches this cache at most this long
+    /// after it; a refused key costs the store one call per this span (the checks arriving
+    /// meanwhile wait for its answer). Each local refusal still reports the store's whole
+    /// `retry_after`. Zero holds no refusal (bans are held per
+    /// [`max_ban_hold`](Self::max_ban_hold)).
+    pub fn max_refusal_hold(mut self, max_refusal_hold: Duration) -> Self {
+        self.max_refusal_hold = max_refusal_hold;
+        self
+    }
+
     /// The longest a ban ([`Decision::banned`](crate::Decision::banned)) is answered
     /// locally before one check goes to the store again; default
     /// [`DenyCache::DEFAULT_MAX_BAN_HOLD`]. An unban on another node reaches this cache
@@ -62,6 +75,7 @@ impl<C: Clock> DenyCacheBuilder<C> {
         DenyCacheBuilder {
             max_keys: self.max_keys,
             max_wait: self.max_wait,
+            max_refusal_hold: self.max_refusal_hold,
             max_ban_hold: self.max_ban_hold,
             clock,
         }
@@ -78,6 +92,7 @@ impl<C: Clock> DenyCacheBuilder<C> {
                 cap: Cap::new(self.max_keys),
                 clock: self.clock,
                 max_wait: micros(self.max_wait),
+                max_refusal_hold: micros(self.max_refusal_hold),
                 max_ban_hold: micros(self.max_ban_hold),
                 resets: AtomicU64::new(0),
                 store_calls: AtomicU64::new(0),

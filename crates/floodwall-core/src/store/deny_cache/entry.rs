@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::DenyCache;
+use super::all::Answer;
 use super::flight::Flight;
 use crate::store::evict::evict_soonest;
 use crate::store::key::{KeyBuf, MapKey};
@@ -12,36 +13,50 @@ use crate::{Clock, Decision, Parameters, Policy, Rounding};
 
 pub(super) type Map = papaya::HashMap<MapKey, Entry, ahash::RandomState>;
 
-/// A fact learnt from the store: any cost `>= cost` is refused until `until` (local µs).
+/// A fact learnt from the store: any cost `>= cost` is refused until `end` (local µs),
+/// held here until `until`, when one check asks the store again.
 #[derive(Debug, Clone)]
 pub(super) struct Entry {
+    /// When the hold ends: the fact is answered locally until then, at most
+    /// [`max_refusal_hold`](super::DenyCacheBuilder::max_refusal_hold) (a ban:
+    /// [`max_ban_hold`](super::DenyCacheBuilder::max_ban_hold)) from the check that learnt
+    /// it, so a reset (or an unban) elsewhere is seen within that bound.
     pub(super) until: u64,
+    /// When the fact itself ends: what a local refusal reports (`retry_after` until then).
+    pub(super) end: u64,
     pub(super) cost: u64,
     /// When the store said the key would be back to full, as a lower bound.
     pub(super) reset_at: u64,
-    /// When the key's ban ends (local µs; 0: the fact is no ban). A ban is held only until
-    /// `until`, at most [`max_ban_hold`](super::DenyCacheBuilder::max_ban_hold) from the
-    /// check, but answered with its whole remainder (`docs/penalties.md`).
-    pub(super) ban_end: u64,
-    /// Once the fact has lapsed: the one check of the key in flight to the store, whose
-    /// answer checks of a cost `>=` its own wait for.
+    /// Whether the fact is a ban, answered as one (`docs/penalties.md`).
+    pub(super) banned: bool,
+    /// Learnt from a check of several policies: what the store said of each, for a local
+    /// refusal of such a check to answer for all of them.
+    pub(super) others: Option<Arc<Answer>>,
+    /// Once the fact's hold has lapsed: the one check of the key in flight to the store,
+    /// whose answer checks of a cost `>=` its own wait for.
     pub(super) flight: Option<Arc<Flight>>,
 }
 
 impl Entry {
     /// The same fact (a flight set on it since does not count).
     fn same_fact(&self, other: &Entry) -> bool {
-        (self.until, self.cost, self.reset_at, self.ban_end)
-            == (other.until, other.cost, other.reset_at, other.ban_end)
+        (self.until, self.end, self.cost, self.reset_at, self.banned)
+            == (
+                other.until,
+                other.end,
+                other.cost,
+                other.reset_at,
+                other.banned,
+            )
     }
 
     /// The local refusal this fact gives at `now` (before `until`): the ban's remainder
-    /// for a ban, else the refusal until `until`.
+    /// for a ban, else the refusal until `end`.
     pub(super) fn answer(&self, policy: &Policy, now: u64) -> Decision {
-        if self.ban_end > now {
-            return policy.ban_decision(self.ban_end - now);
+        if self.banned {
+            return policy.ban_decision(self.end - now);
         }
-        refusal(policy, now, self.until, self.reset_at)
+        refusal(policy, now, self.end, self.reset_at)
     }
 
     pub(super) fn led_by(&self, flight: &Arc<Flight>) -> bool {
@@ -60,41 +75,63 @@ impl<S, C: Clock> DenyCache<S, C> {
         epoch: u64,
         d: &Decision,
     ) {
-        let Some((retry, reset)) = exact(policy, d) else {
-            return;
-        };
+        if let Some((entry, now)) = self.learn(policy, cost, sent, epoch, d) {
+            self.remember(key, policy, epoch, entry, now);
+        }
+    }
+
+    /// The fact the store's answer to a check of `cost` sent at `sent` teaches, and the
+    /// time it was learnt; `None` when it teaches nothing to hold (or a reset came since).
+    pub(super) fn learn(
+        &self,
+        policy: &Policy,
+        cost: u64,
+        sent: u64,
+        epoch: u64,
+        d: &Decision,
+    ) -> Option<(Entry, u64)> {
+        let (retry, reset) = exact(policy, d)?;
         // Under a penalty, a refusal is a strike the store must count: only bans are
         // answered here (`docs/penalties.md`).
         if policy.penalty().is_some() && !d.banned {
-            return;
+            return None;
         }
         let cache = &self.cache;
-        let mut ban_end = 0;
-        let fact = if d.allowed {
-            exhausted(policy, d.remaining, reset)
+        let (cost, wait) = if d.allowed {
+            exhausted(policy, d.remaining, reset)?
         } else if d.banned {
-            // Every cost is refused while banned, but held only for the bound: an unban
-            // on another node reaches this one no later than that.
-            retry.map(|r| {
-                ban_end = sent.saturating_add(r);
-                (1, r.min(cache.max_ban_hold))
-            })
+            // Every cost is refused while banned.
+            (1, retry?)
         } else {
-            retry.map(|r| (cost, r))
+            (cost, retry?)
         };
-        let Some((cost, wait)) = fact else { return };
+        // Held for a bound, not for the fact's length: a reset elsewhere (an unban, for a
+        // ban) reaches this cache no later than that.
+        let hold = if d.banned {
+            cache.max_ban_hold
+        } else {
+            cache.max_refusal_hold
+        };
         let now = cache.clock.now_micros();
-        let until = sent.saturating_add(wait);
+        let until = sent.saturating_add(wait.min(hold));
         if until <= now || cache.resets.load(Ordering::SeqCst) != epoch {
-            return;
+            return None;
         }
         let entry = Entry {
             until,
+            end: sent.saturating_add(wait),
             cost,
             reset_at: sent.saturating_add(reset),
-            ban_end,
+            banned: d.banned,
+            others: None,
             flight: None,
         };
+        Some((entry, now))
+    }
+
+    /// Keeps a fact [`learn`](Self::learn)t at `now`, unless a reset came since `epoch`.
+    pub(super) fn remember(&self, key: &[u8], policy: &Policy, epoch: u64, entry: Entry, now: u64) {
+        let cache = &self.cache;
         let buf = KeyBuf::new(key);
         let map_key = buf.as_ref(policy.namespace());
         let map = cache.map.pin();

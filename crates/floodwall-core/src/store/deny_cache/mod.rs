@@ -1,7 +1,8 @@
 //! [`DenyCache`]: answers a key's repeated denials locally, without asking the store.
 //!
 //! `entry.rs` holds what is learnt per key, `route.rs` where a check goes, `flight.rs` the
-//! one check in flight after a refusal lapses; `docs/deny-cache.md` says why it is exact.
+//! one check in flight after a refusal lapses, `all.rs` checks of several policies at once,
+//! `reserve.rs` bookings; `docs/deny-cache.md` says why it is exact.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,6 +14,7 @@ use crate::{
     Cancelled, Clock, Decision, Error, Parameters, Policy, Reservable, Reservation, SystemClock,
 };
 
+mod all;
 mod builder;
 mod entry;
 mod flight;
@@ -29,10 +31,11 @@ use route::{Mode, Route};
 ///
 /// Once the inner store refuses a cost for a key, the same or a larger cost is refused
 /// here until the refusal's `retry_after` has passed, counted from when the check was
-/// sent. The cache never answers "yes", and refuses only what the store would refuse too,
-/// for all six algorithms, provided the store's clock runs at the rate of this one's and
-/// nobody resets the key elsewhere (a reset through another node, a `DEL`, an evicted key:
-/// this cache keeps refusing until its window ends). Why that holds is in
+/// sent, but held at most [`max_refusal_hold`](DenyCacheBuilder::max_refusal_hold) (1 s by
+/// default) before one check asks the store again. The cache never answers "yes", and
+/// refuses only what the store would refuse too, for all six algorithms, provided the
+/// store's clock runs at the rate of this one's; a reset elsewhere (through another node,
+/// a `DEL`, an evicted key) reaches it within that hold. Why that holds is in
 /// `docs/deny-cache.md` in the floodwall repository.
 ///
 /// Wraps any [`Store`]; the wrapper is a `Store` again. Clones share the cache (and clone
@@ -63,13 +66,15 @@ use route::{Mode, Route};
 /// ```
 ///
 /// - An admission that leaves no room for the next request is remembered too (GCRA, the
-///   buckets and the fixed window), so a flood costs one store call per admitted request.
-/// - When a refusal lapses, one check of the key goes to the store and the checks arriving
-///   meanwhile wait for its answer, at most [`max_wait`](DenyCacheBuilder::max_wait)
-///   ([`DenyCacheStats::waited`], [`DenyCacheStats::gave_up`]). Only where a timer can end
-///   a wait at that bound: with this crate's `tokio` feature, inside a tokio runtime.
-///   Elsewhere no check waits: each goes to the store (exact still, one call each), since
-///   a leader that is never polled again would otherwise hold the others indefinitely.
+///   buckets and the fixed window), so a flood costs one store call per admitted request,
+///   and one per hold.
+/// - When a refusal lapses or its hold ends, one check of the key goes to the store and
+///   the checks arriving meanwhile wait for its answer, at most
+///   [`max_wait`](DenyCacheBuilder::max_wait) ([`DenyCacheStats::waited`],
+///   [`DenyCacheStats::gave_up`]). Only where a timer can end a wait at that bound: with
+///   this crate's `tokio` feature, inside a tokio runtime. Elsewhere no check waits: each
+///   goes to the store (exact still, one call each), since a leader that is never polled
+///   again would otherwise hold the others indefinitely.
 /// - Always sent to the store: peeks (cost 0) and costs below the one refused. A policy
 ///   rounded to whole seconds ([`Policy::redis_cell`]) is cached from the exact figures
 ///   its decisions keep behind the rounded ones, and its local refusals are rounded as it
@@ -90,6 +95,8 @@ struct Cache<C> {
     clock: C,
     /// How long a check waits for another's answer, in µs.
     max_wait: u64,
+    /// How long a refusal (not a ban) is answered locally without asking the store, in µs.
+    max_refusal_hold: u64,
     /// How long a ban is answered locally, in µs.
     max_ban_hold: u64,
     /// Bumped by every reset: an answer to a check sent before a reset is not recorded.
@@ -130,6 +137,11 @@ impl DenyCache<(), SystemClock> {
     /// or fails before it.
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
 
+    /// The default bound on holding a refusal locally without asking the store: 1 s, so a
+    /// reset elsewhere (another node, a `DEL`, an evicted key) is seen here within a
+    /// second, for one store call per second per refused key.
+    pub const DEFAULT_MAX_REFUSAL_HOLD: Duration = Duration::from_secs(1);
+
     /// The default bound on holding a ban locally: 1 s, so an unban on another node is
     /// seen here within a second, for one store call per second per banned key.
     pub const DEFAULT_MAX_BAN_HOLD: Duration = Duration::from_secs(1);
@@ -139,6 +151,7 @@ impl DenyCache<(), SystemClock> {
         DenyCacheBuilder {
             max_keys: Self::DEFAULT_MAX_KEYS,
             max_wait: Self::DEFAULT_MAX_WAIT,
+            max_refusal_hold: Self::DEFAULT_MAX_REFUSAL_HOLD,
             max_ban_hold: Self::DEFAULT_MAX_BAN_HOLD,
             clock: SystemClock,
         }
@@ -196,6 +209,11 @@ impl<S, C: Clock> DenyCache<S, C> {
         Duration::from_micros(self.cache.max_wait)
     }
 
+    /// The bound on holding a refusal locally without asking the store.
+    pub fn max_refusal_hold(&self) -> Duration {
+        Duration::from_micros(self.cache.max_refusal_hold)
+    }
+
     /// The bound on holding a ban locally.
     pub fn max_ban_hold(&self) -> Duration {
         Duration::from_micros(self.cache.max_ban_hold)
@@ -222,60 +240,6 @@ impl<S: std::fmt::Debug, C: Clock> std::fmt::Debug for DenyCache<S, C> {
     }
 }
 
-/// When each policy of a [`Store::check_all`] was sent, for recording its answer
-/// (`None`: recorded not).
-type SentAll = Vec<Option<(u64, u64)>>;
-
-impl<S, C: Clock> DenyCache<S, C> {
-    /// A check of several policies: `Ok` refused from the cache (a cached refusal of any
-    /// policy refuses all), or `Err` with what recording the store's answer needs.
-    fn route_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Result<Result<Vec<Option<Decision>>, SentAll>, Error> {
-        let mut sent = Vec::with_capacity(policies.len());
-        for (i, policy) in policies.iter().enumerate() {
-            // `Mode::Now` never leads a flight, so a refusal here leaves nothing behind.
-            match self.route(key, policy, cost, Mode::Now)? {
-                Route::Local(d) => {
-                    let mut answer = vec![None; policies.len()];
-                    answer[i] = Some(d);
-                    return Ok(Ok(answer));
-                }
-                Route::Store {
-                    sent: at, epoch, ..
-                } => sent.push(Some((at, epoch))),
-                Route::Wait(_) | Route::Through => sent.push(None),
-            }
-        }
-        Ok(Err(sent))
-    }
-
-    /// Records a check of several policies' answer: every decision when all allowed,
-    /// only the refusals otherwise (the others recorded nothing in the store, so what
-    /// they say of its state is not true of it).
-    fn record_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-        sent: &[Option<(u64, u64)>],
-        result: &Result<Vec<Option<Decision>>, Error>,
-    ) {
-        let Ok(decisions) = result else { return };
-        let all = decisions.iter().flatten().all(|d| d.allowed);
-        for ((policy, sent), d) in policies.iter().zip(sent).zip(decisions) {
-            if let (Some((at, epoch)), Some(d)) = (sent, d)
-                && (all || !d.allowed)
-            {
-                self.record(key, policy, cost, *at, *epoch, d);
-            }
-        }
-    }
-}
-
 impl<S: Store, C: Clock> Store for DenyCache<S, C> {
     async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
         let mut route = self.route(key, policy, cost, Mode::Check)?;
@@ -298,7 +262,7 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
             route = self.route(key, policy, cost, Mode::Retry)?;
         }
         let (sent, epoch, mut lead) = match route {
-            Route::Local(d) => return Ok(d),
+            Route::Local(d, _) => return Ok(d),
             Route::Store { sent, epoch, lead } => (sent, epoch, lead),
             Route::Wait(_) | Route::Through => {
                 self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
@@ -334,7 +298,7 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         // `Mode::Now` never leads a flight: no `Leading` to carry along.
         let sent = match self.route(key, policy, cost, Mode::Now) {
-            Ok(Route::Local(d)) => return Some(Ok(d)),
+            Ok(Route::Local(d, _)) => return Some(Ok(d)),
             Ok(Route::Wait(_)) => return None,
             Ok(Route::Store { sent, epoch, .. }) => Some((sent, epoch)),
             Ok(Route::Through) => None,
@@ -348,9 +312,11 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
         Some(result)
     }
 
-    /// Refused here, without asking the store, when any policy has a cached refusal (the
-    /// others answer `None`: not asked); else the store decides all at once, and its
-    /// refusals are cached.
+    /// Refused here, without asking the store, when any policy has a cached refusal: the
+    /// others answer what the store's answer that taught it said of them, brought to now
+    /// (`None` when it said nothing of one, or its refusal of one has lapsed), so the
+    /// refusal lists the same policies whoever gave it. Else the store decides all at
+    /// once, and its refusals are cached.
     async fn check_all(
         &self,
         key: &[u8],

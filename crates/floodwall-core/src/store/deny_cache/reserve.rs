@@ -59,9 +59,9 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
         let buf = KeyBuf::new(key);
         let map = self.cache.map.pin();
         let e = map.get(&buf.as_ref(policy.namespace()))?;
-        // A ban refuses a booking whatever the wait.
-        let banned = e.ban_end > now;
-        if now >= e.until || cost < e.cost || (!banned && e.until - now <= max_wait) {
+        // A ban refuses a booking whatever the wait; a refusal, one that may not wait
+        // until it ends (while held, the fact stands until its end).
+        if now >= e.until || cost < e.cost || (!e.banned && e.end - now <= max_wait) {
             return None;
         }
         self.cache.denied_locally.fetch_add(1, Ordering::Relaxed);

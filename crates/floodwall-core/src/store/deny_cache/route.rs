@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use papaya::{Compute, Operation};
 
 use super::DenyCache;
+use super::all::Answer;
 use super::entry::{Entry, exact, refusal};
 use super::flight::{Flight, FlightEnd, Leading};
 use crate::store::key::KeyBuf;
@@ -14,8 +15,9 @@ use crate::{Clock, Decision, Error, Policy};
 
 /// What to do with a check.
 pub(super) enum Route<'a, C> {
-    /// Refused from the cache.
-    Local(Decision),
+    /// Refused from the cache; with what the store said of the other policies of the
+    /// check of several that taught it, if one did.
+    Local(Decision, Option<Arc<Answer>>),
     /// Ask the store; record its answer if the reset epoch is still `epoch`. With `lead`,
     /// this check leads the flight of a lapsed entry.
     Store {
@@ -73,7 +75,7 @@ impl<S, C: Clock> DenyCache<S, C> {
                 return Ok(store);
             }
             cache.denied_locally.fetch_add(1, Ordering::Relaxed);
-            return Ok(Route::Local(e.answer(policy, now)));
+            return Ok(Route::Local(e.answer(policy, now), e.others.clone()));
         }
         // Lapsed: wait for the check in flight, or lead one (taking over from a leader out
         // past its deadline).
@@ -140,11 +142,14 @@ impl<S, C: Clock> DenyCache<S, C> {
         epoch: u64,
         d: &Decision,
     ) -> FlightEnd {
+        // A ban is not handed to the waiting checks: they look again, and find the ban
+        // recorded (held for its bound, answered with its remainder). Nor is a refusal
+        // under a penalty: each refusal is a strike the store must count, so each waiting
+        // check goes to the store (`docs/penalties.md`).
+        let handed = !d.allowed && !d.banned && policy.penalty().is_none();
         match exact(policy, d) {
-            // A ban is not handed to the waiting checks: they look again, and find the
-            // ban recorded (held for its bound, answered with its remainder).
             Some((Some(r), reset))
-                if !d.allowed && !d.banned && self.cache.resets.load(Ordering::SeqCst) == epoch =>
+                if handed && self.cache.resets.load(Ordering::SeqCst) == epoch =>
             {
                 FlightEnd::Refused {
                     until: sent.saturating_add(r),

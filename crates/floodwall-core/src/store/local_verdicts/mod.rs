@@ -34,8 +34,9 @@ type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 /// nodes with arrival rate `λ` each, interval `T` and a round trip `L`, and it admits less
 /// than the quota when `T` is long against the burst's refill time. Read
 /// `docs/local-verdicts.md` in the floodwall repository before choosing `T`: it derives the
-/// bound and the shortfall. What [`DenyCache`](super::DenyCache) assumes of time and of
-/// resets elsewhere applies here too.
+/// bound and the shortfall. What [`DenyCache`](super::DenyCache) assumes of time applies
+/// here too; unlike it, a refusal is kept for the whole `retry_after` the store gave, so a
+/// reset elsewhere is seen only once that lapses.
 ///
 /// # Examples
 ///

@@ -1,0 +1,151 @@
+//! Checks of several policies at once through the cache
+//! ([`Store::check_all`](crate::Store::check_all)): a cached refusal of any policy refuses
+//! all, and answers for the others what the store's last answer said of them ([`Answer`]),
+//! so that the refusal reads the same (the same policies, the same figures) whether the
+//! store or the cache gave it.
+
+use std::sync::Arc;
+
+use super::DenyCache;
+use super::entry::exact;
+use super::route::{Mode, Route};
+use crate::{Clock, Decision, Error, Policy};
+
+/// When each policy of a [`Store::check_all`](crate::Store::check_all) was sent, for
+/// recording its answer (`None`: recorded not).
+pub(super) type SentAll = Vec<Option<(u64, u64)>>;
+
+/// What the store's answer to a check of several policies said of each one, kept with the
+/// facts that answer taught: a local refusal of such a check repeats it for the policies
+/// it does not refuse itself, brought to the time it answers.
+#[derive(Debug)]
+pub(super) struct Answer {
+    /// Local µs at which the check was sent: the figures run down from then (so they are
+    /// never later than the store's, which decided after the send).
+    sent: u64,
+    figures: Box<[Figures]>,
+}
+
+/// One policy's figures in an [`Answer`], in µs.
+#[derive(Debug)]
+struct Figures {
+    namespace: u64,
+    remaining: u64,
+    /// `Some` when refused: how long for.
+    retry: Option<u64>,
+    reset: u64,
+    banned: bool,
+}
+
+impl Answer {
+    /// The figures of every policy answered; `None` when any answer says nothing of the
+    /// store's state (a fallback's) or lacks its exact figures, as for a single check.
+    fn new(policies: &[Policy], decisions: &[Option<Decision>], sent: u64) -> Option<Self> {
+        let mut figures = Vec::with_capacity(policies.len());
+        for (policy, d) in policies.iter().zip(decisions) {
+            let Some(d) = d else { continue };
+            let (retry, reset) = exact(policy, d)?;
+            figures.push(Figures {
+                namespace: policy.namespace(),
+                remaining: d.remaining,
+                retry,
+                reset,
+                banned: d.banned,
+            });
+        }
+        Some(Self {
+            sent,
+            figures: figures.into(),
+        })
+    }
+
+    /// What the answer said of `policy`, brought to `now` and marked
+    /// [`cached`](Decision::cached); `None` when it said nothing of it, or refused it for
+    /// less time than has passed since (what the store would say now is not known here).
+    fn repeat(&self, policy: &Policy, now: u64) -> Option<Decision> {
+        let namespace = policy.namespace();
+        let f = self.figures.iter().find(|f| f.namespace == namespace)?;
+        let elapsed = now.saturating_sub(self.sent);
+        let reset = f.reset.saturating_sub(elapsed);
+        let mut d = match f.retry {
+            None => policy.decision_from_micros(true, f.remaining, 0, reset),
+            Some(retry) => {
+                let retry = retry.checked_sub(elapsed).filter(|&r| r > 0)?;
+                if f.banned {
+                    policy.ban_decision(retry)
+                } else {
+                    policy.decision_from_micros(false, f.remaining, retry, reset)
+                }
+            }
+        };
+        d.cached = true;
+        Some(d)
+    }
+}
+
+impl<S, C: Clock> DenyCache<S, C> {
+    /// A check of several policies: `Ok` refused from the cache (a cached refusal of any
+    /// policy refuses all), or `Err` with what recording the store's answer needs.
+    pub(super) fn route_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+    ) -> Result<Result<Vec<Option<Decision>>, SentAll>, Error> {
+        let mut sent = Vec::with_capacity(policies.len());
+        for (i, policy) in policies.iter().enumerate() {
+            // `Mode::Now` never leads a flight, so a refusal here leaves nothing behind.
+            match self.route(key, policy, cost, Mode::Now)? {
+                Route::Local(d, others) => {
+                    let now = self.cache.clock.now_micros();
+                    let mut answer: Vec<Option<Decision>> = match others {
+                        Some(others) => policies.iter().map(|p| others.repeat(p, now)).collect(),
+                        None => vec![None; policies.len()],
+                    };
+                    answer[i] = Some(d);
+                    return Ok(Ok(answer));
+                }
+                Route::Store {
+                    sent: at, epoch, ..
+                } => sent.push(Some((at, epoch))),
+                Route::Wait(_) | Route::Through => sent.push(None),
+            }
+        }
+        Ok(Err(sent))
+    }
+
+    /// Records a check of several policies' answer: every decision when all allowed,
+    /// only the refusals otherwise (the others recorded nothing in the store, so what
+    /// they say of its state is not true of it). Each fact keeps the whole answer, shared.
+    pub(super) fn record_all(
+        &self,
+        key: &[u8],
+        policies: &[Policy],
+        cost: u64,
+        sent: &[Option<(u64, u64)>],
+        result: &Result<Vec<Option<Decision>>, Error>,
+    ) {
+        let Ok(decisions) = result else { return };
+        let all = decisions.iter().flatten().all(|d| d.allowed);
+        // Built once, at the first fact learnt; from the earliest send.
+        let mut answer: Option<Option<Arc<Answer>>> = None;
+        for ((policy, at), d) in policies.iter().zip(sent).zip(decisions) {
+            let (Some((at, epoch)), Some(d)) = (at, d) else {
+                continue;
+            };
+            if d.allowed && !all {
+                continue;
+            }
+            let Some((mut entry, now)) = self.learn(policy, cost, *at, *epoch, d) else {
+                continue;
+            };
+            entry.others = answer
+                .get_or_insert_with(|| {
+                    let first = sent.iter().flatten().map(|&(at, _)| at).min();
+                    Answer::new(policies, decisions, first.unwrap_or(*at)).map(Arc::new)
+                })
+                .clone();
+            self.remember(key, policy, *epoch, entry, now);
+        }
+    }
+}
