@@ -76,11 +76,17 @@
 //! - `metrics`: count decisions by policy and result, and time store calls, through the
 //!   `metrics` facade
 #![cfg_attr(feature = "metrics", doc = "  ([`metrics`](mod@metrics)).")]
-#![cfg_attr(not(feature = "metrics"), doc = "  (the `metrics` module, with the feature).")]
+#![cfg_attr(
+    not(feature = "metrics"),
+    doc = "  (the `metrics` module, with the feature)."
+)]
 //! - `file`: the policies, their modes and penalties, the key and the routes read from a
 //!   TOML file and reloaded on `SIGHUP`
 #![cfg_attr(feature = "file", doc = "  ([`file`](mod@file)).")]
-#![cfg_attr(not(feature = "file"), doc = "  (the `file` module, with the feature).")]
+#![cfg_attr(
+    not(feature = "file"),
+    doc = "  (the `file` module, with the feature)."
+)]
 
 mod body;
 pub mod choose;

@@ -110,6 +110,7 @@ pub(crate) fn missing_peer() -> KeyError {
          into_make_service_with_connect_info::<SocketAddr>() and enable floodwall's `axum` \
          feature; tonic needs the `tonic` feature)",
     )
+    .naming("peer address")
 }
 
 /// The connection's peer address, from whichever extension the server put it in

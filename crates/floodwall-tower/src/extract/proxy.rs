@@ -123,7 +123,8 @@ impl ClientIp {
     #[inline]
     fn client_ip_of(&self, req: &impl Head) -> Result<IpAddr, KeyError> {
         let peer = peer_ip(req).ok_or_else(missing_peer)?;
-        self.resolve(peer, req.headers()).ok_or_else(unparseable)
+        self.resolve(peer, req.headers())
+            .ok_or_else(|| unparseable(self.header))
     }
 
     #[inline]
@@ -184,12 +185,22 @@ impl ExtractKey for ClientIp {
     }
 }
 
-fn unparseable() -> KeyError {
-    KeyError::new(
-        StatusCode::BAD_REQUEST,
-        "the forwarding header's entry for the client (where the trusted proxies end) is not \
-         an IP address",
-    )
+/// The entry where the walk stopped is not an address: the client's address is missing,
+/// and the error names the header it should be in.
+fn unparseable(header: ForwardedHeader) -> KeyError {
+    let (name, reason) = match header {
+        ForwardedHeader::XForwardedFor => (
+            "x-forwarded-for",
+            "the x-forwarded-for header's entry for the client (where the trusted proxies \
+             end) is not an IP address",
+        ),
+        ForwardedHeader::Forwarded => (
+            "forwarded",
+            "the forwarded header's entry for the client (where the trusted proxies end) is \
+             not an IP address",
+        ),
+    };
+    KeyError::new(StatusCode::BAD_REQUEST, reason).naming(name)
 }
 
 /// A trusted network as peers are compared with it: peers that are IPv4-mapped IPv6 are
