@@ -397,7 +397,7 @@ impl<St: Store, K> Config<St, K> {
     /// What to do with a request whose key is missing; `None` lets it through.
     pub(crate) fn missing_key<M: Refuse>(&self, error: KeyError) -> Option<M::Refusal> {
         self.on_missing
-            .refusal::<M>(self.shadow || self.enforces_none, error)
+            .refusal::<M>(self.shadow || self.enforces_none, error, &*self.on_reject)
     }
 }
 

@@ -31,7 +31,7 @@ use crate::{Enforcement, RateLimit, RejectWithError, RejectWithResponse};
 /// | cost settled by the response | off | [`charge_by`](Self::charge_by) |
 /// | denial | 429 + `Retry-After` ([`TooManyRequests`](crate::respond::TooManyRequests)) | [`on_reject`](Self::on_reject) |
 /// | store failure | 503 + `Retry-After` ([`ServiceUnavailable`](crate::respond::ServiceUnavailable)), fail closed | [`fail_mode`](Self::fail_mode), [`on_store_failure`](Self::on_store_failure), [`fail_open`](Self::fail_open) |
-/// | no key | refuse with the extractor's status ([`OnMissingKey::Reject`]) | [`on_missing_key`](Self::on_missing_key) |
+/// | no key | refuse with the extractor's status ([`OnMissingKey::Reject`]: 400 for a missing header), built by the denial responder ([`Denial::missing_key`](crate::respond::Denial::missing_key)) | [`on_missing_key`](Self::on_missing_key) |
 /// | headers | IETF `RateLimit` / `RateLimit-Policy` ([`HeaderStyle::Ietf`]) | [`headers`](Self::headers) |
 /// | enforcement | every policy enforced | [`shadow`](Self::shadow), [`enforcement`](Self::enforcement) per policy |
 /// | changes while serving | through the handle | [`live`](Self::live) ([`LiveLimits`]), [`register`](Self::register) |

@@ -73,8 +73,20 @@
 //! - `axum`: read the peer from axum's `ConnectInfo` and the route from `MatchedPath`;
 //!   responders returning axum's `impl IntoResponse` (`respond::Axum`).
 //! - `tonic`: read the peer from tonic's `TcpConnectInfo`.
+//! - `metrics`: count decisions by policy and result, and time store calls, through the
+//!   `metrics` facade
+#![cfg_attr(feature = "metrics", doc = "  ([`metrics`](mod@metrics)).")]
+#![cfg_attr(
+    not(feature = "metrics"),
+    doc = "  (the `metrics` module, with the feature)."
+)]
 //! - `file`: the policies, their modes and penalties, the key and the routes read from a
-//!   TOML file and reloaded on `SIGHUP` ([`file`](mod@file)).
+//!   TOML file and reloaded on `SIGHUP`
+#![cfg_attr(feature = "file", doc = "  ([`file`](mod@file)).")]
+#![cfg_attr(
+    not(feature = "file"),
+    doc = "  (the `file` module, with the feature)."
+)]
 
 mod body;
 pub mod choose;

@@ -9,14 +9,21 @@
 //! tracing" section lists them with what each means.
 //!
 //! Handles are registered with the recorder installed when a layer's first request is
-//! counted: install the recorder (an exporter) before serving.
+//! counted: install the recorder (an exporter) before serving. Every metric is described
+//! to it then (its `# HELP` line in Prometheus text, and its unit): see [`describe`].
+//!
+//! [`STORE_DURATION`] is a histogram. What an exporter makes of one is its own choice:
+//! `metrics-exporter-prometheus` renders histograms as summaries (quantiles over a window)
+//! unless it is given buckets, with `PrometheusBuilder::set_buckets` or
+//! `set_buckets_for_metric` (as `examples/metrics.rs` does), which make it a Prometheus
+//! histogram (`_bucket{le=..}`, `_sum`, `_count`) that can be aggregated across nodes.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use floodwall_core::resilience::{Breaker, BreakerState};
 use floodwall_core::{Decision, Policy};
-use metrics::{Counter, Histogram};
+use metrics::{Counter, Histogram, Unit};
 
 /// Counter: requests checked against a policy, by `policy` and [`result`](Outcome):
 /// `allowed`, `refused`, `cache_refused` (refused by a deny cache without asking the
@@ -30,7 +37,8 @@ pub const REQUESTS: &str = "floodwall.rate_limiting.requests";
 pub const NEAR_LIMIT: &str = "floodwall.rate_limiting.near_limit";
 /// Histogram, seconds: how long a store call the layer waited for took, by `policy`.
 /// Only calls that wait (a Redis round trip) are timed; a store that answers at once
-/// (the memory store, a deny cache) is not a call worth timing.
+/// (the memory store, a deny cache) is not a call worth timing. A Prometheus exporter
+/// renders it as a summary unless it is given buckets (see the [module](self) docs).
 pub const STORE_DURATION: &str = "floodwall.rate_limiting.store.duration";
 /// Gauge: a circuit breaker's state, by `store` ([`record_breaker`]): 0 closed, 1 half
 /// open, 2 open.
@@ -47,6 +55,49 @@ pub const POLICY_LABEL: &str = "policy";
 pub const RESULT_LABEL: &str = "result";
 /// The label naming a store (given by the caller of [`record_breaker`]).
 pub const STORE_LABEL: &str = "store";
+
+/// Describes every metric of this module (and its unit) to the installed recorder: the
+/// `# HELP` lines of a Prometheus scrape. The layers call it themselves when they first
+/// count a request, and [`record_breaker`] when it records; call it after installing a
+/// recorder to have the descriptions before then.
+pub fn describe() {
+    metrics::describe_counter!(
+        REQUESTS,
+        Unit::Count,
+        "Requests checked against a rate-limit policy or in-flight limit, by its verdict: \
+         allowed, refused, cache_refused, banned, shadow_refused, store_error, fallback."
+    );
+    metrics::describe_counter!(
+        NEAR_LIMIT,
+        Unit::Count,
+        "Admitted requests that left their rate-limit policy at least 80% used."
+    );
+    metrics::describe_histogram!(
+        STORE_DURATION,
+        Unit::Seconds,
+        "Seconds the rate limiter waited for its store (a Redis round trip); answers \
+         given at once are not timed."
+    );
+    describe_breaker();
+}
+
+/// Describes the metrics of [`record_breaker`].
+fn describe_breaker() {
+    metrics::describe_gauge!(
+        BREAKER_STATE,
+        "Circuit breaker state, by store: 0 closed, 1 half open, 2 open."
+    );
+    metrics::describe_counter!(
+        BREAKER_OPENED,
+        Unit::Count,
+        "Times the circuit breaker opened, by store."
+    );
+    metrics::describe_counter!(
+        BREAKER_FAILED_FAST,
+        Unit::Count,
+        "Calls the circuit breaker refused without calling its store, by store."
+    );
+}
 
 /// A policy's verdict on one request: the `result` label of [`REQUESTS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,7 +208,16 @@ impl Handles {
 /// layer's clones. A policy a chooser returns from outside that list gets handles per
 /// request instead (the recorder's lookup: slower, still correct).
 #[derive(Default, Clone)]
-pub(crate) struct Cache(Arc<OnceLock<Box<[Handles]>>>);
+pub(crate) struct Cache(Arc<CacheInner>);
+
+/// What [`Cache`] shares between a layer's clones.
+#[derive(Default)]
+pub(crate) struct CacheInner {
+    own: OnceLock<Box<[Handles]>>,
+    /// Whether the metrics were described to the recorder, for the requests that go to
+    /// policies outside the layer's own.
+    described: OnceLock<()>,
+}
 
 impl Cache {
     /// Calls `f` with the handles of `policies[i]`; `own` is the layer's policy list.
@@ -170,11 +230,13 @@ impl Cache {
         f: impl FnOnce(&Handles),
     ) {
         if std::ptr::eq(own, policies) {
-            let all = self
-                .0
-                .get_or_init(|| own.iter().map(|p| Handles::register(p.name())).collect());
+            let all = self.0.own.get_or_init(|| {
+                describe();
+                own.iter().map(|p| Handles::register(p.name())).collect()
+            });
             f(&all[i]);
         } else {
+            self.0.described.get_or_init(describe);
             f(&Handles::register(policies[i].name()));
         }
     }
@@ -182,8 +244,9 @@ impl Cache {
 
 /// Sets [`BREAKER_STATE`], [`BREAKER_OPENED`] and [`BREAKER_FAILED_FAST`] for `breaker`,
 /// labelled `store`: call it where the metrics are read (before rendering a scrape, say),
-/// as a breaker changes state on its own, between requests.
+/// as a breaker changes state on its own, between requests. Describes them too.
 pub fn record_breaker<S, C>(store: &'static str, breaker: &Breaker<S, C>) {
+    describe_breaker();
     let state = match breaker.state() {
         BreakerState::Closed => 0.0,
         BreakerState::HalfOpen => 1.0,

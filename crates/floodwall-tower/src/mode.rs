@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use floodwall_core::{BoxError, Error};
-use http::{Response, StatusCode};
+use http::Response;
 
 use crate::RateLimited;
 use crate::extract::KeyError;
@@ -18,7 +18,8 @@ pub struct RejectWithResponse;
 
 /// Refusals are errors: a [`RateLimited`](crate::RateLimited) for a denial, the store's
 /// [`floodwall_core::Error`] for a store failure, a
-/// [`KeyError`](crate::extract::KeyError) for a missing key; the service's error type is a
+/// [`KeyError`](crate::extract::KeyError) for a missing key (with the status the layer
+/// would answer with); the service's error type is a
 /// boxed error. For stacks that handle errors in tower (axum's `HandleErrorLayer`).
 /// Chosen by [`RateLimitLayer::reject_with_error`](crate::RateLimitLayer::reject_with_error).
 #[derive(Debug, Clone, Copy, Default)]
@@ -53,8 +54,11 @@ pub(crate) mod sealed {
             respond: impl FnOnce(&Error) -> Response<Bytes>,
         ) -> Self::Refusal;
 
-        /// A request without a key, refused with `status`.
-        fn missing_key(error: KeyError, status: StatusCode) -> Self::Refusal;
+        /// A request without a key, refused with `error`'s status.
+        fn missing_key(
+            error: KeyError,
+            respond: impl FnOnce(&Denial) -> Response<Bytes>,
+        ) -> Self::Refusal;
     }
 }
 
@@ -74,12 +78,11 @@ impl sealed::Refuse for RejectWithResponse {
         Box::new(respond(&error))
     }
 
-    fn missing_key(error: KeyError, status: StatusCode) -> Self::Refusal {
-        Box::new(crate::respond::response_with(
-            status,
-            crate::respond::TEXT_PLAIN,
-            format!("{error}\n"),
-        ))
+    fn missing_key(
+        error: KeyError,
+        respond: impl FnOnce(&Denial) -> Response<Bytes>,
+    ) -> Self::Refusal {
+        Box::new(respond(&Denial::missing_key_of(error)))
     }
 }
 
@@ -94,7 +97,7 @@ impl sealed::Refuse for RejectWithError {
         Box::new(error)
     }
 
-    fn missing_key(error: KeyError, _: StatusCode) -> Self::Refusal {
+    fn missing_key(error: KeyError, _: impl FnOnce(&Denial) -> Response<Bytes>) -> Self::Refusal {
         Box::new(error)
     }
 }

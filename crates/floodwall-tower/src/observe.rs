@@ -44,7 +44,10 @@ pub(crate) fn in_flight(
             Err(_) => Outcome::StoreError,
         };
         cache
-            .get_or_init(|| Handles::register(limit.name()))
+            .get_or_init(|| {
+                crate::metrics::describe();
+                Handles::register(limit.name())
+            })
             .count(outcome);
     }
     #[cfg(not(feature = "metrics"))]

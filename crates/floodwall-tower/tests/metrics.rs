@@ -305,3 +305,95 @@ async fn refusals_a_deny_cache_answers_count_apart_from_the_stores() {
     assert_eq!(requests(&seen, "api", "cache_refused"), 3);
     assert_eq!(requests(&seen, "api", "refused"), 0);
 }
+
+/// Every metric a recorder holds, by name: its unit and description.
+fn described(snapshotter: &Snapshotter) -> BTreeMap<String, (Option<metrics::Unit>, String)> {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, unit, description, _)| {
+            let description = description.map(|d| d.to_string()).unwrap_or_default();
+            (key.key().name().to_owned(), (unit, description))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn every_metric_is_described_once_recorded() {
+    use floodwall_core::ConcurrencyLimit;
+    use floodwall_core::resilience::Breaker;
+    use floodwall_tower::ConcurrencyLimitLayer;
+    use floodwall_tower::choose::Choice;
+    use floodwall_tower::metrics::{
+        BREAKER_FAILED_FAST, BREAKER_OPENED, BREAKER_STATE, record_breaker,
+    };
+
+    // What a rate layer, an in-flight layer and `record_breaker` record.
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (memory, _clock) = store();
+    let mut svc = RateLimitLayer::new(memory, gcra("api", "5/min")).layer(hello());
+    assert_eq!(send(&mut svc, "10.0.0.1", 1).await, [200]);
+    let jobs = ConcurrencyLimit::new("jobs", 2).unwrap();
+    let in_flight = ConcurrencyLimitLayer::new(MemoryStore::new(), jobs).layer(hello());
+    assert_eq!(
+        in_flight.oneshot(from("10.0.0.1")).await.unwrap().status(),
+        200
+    );
+    record_breaker("memory", &Breaker::new(MemoryStore::new()));
+
+    let all = described(&snapshotter);
+    let names: Vec<&str> = all.keys().map(String::as_str).collect();
+    let mut expected = [
+        REQUESTS,
+        NEAR_LIMIT,
+        STORE_DURATION,
+        BREAKER_STATE,
+        BREAKER_OPENED,
+        BREAKER_FAILED_FAST,
+    ];
+    expected.sort_unstable();
+    assert_eq!(names, expected);
+    for (name, (_, description)) in &all {
+        assert!(!description.is_empty(), "{name} has no description");
+    }
+    assert_eq!(all[STORE_DURATION].0, Some(metrics::Unit::Seconds));
+
+    // A layer whose requests only ever go to a policy a chooser returns from outside its
+    // own list describes what it records too.
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (memory, _clock) = store();
+    let other = gcra("other", "5/min");
+    let mut svc = RateLimitLayer::new(memory, gcra("api", "5/min"))
+        .choose(move |_: &http::request::Parts, _: &[u8]| Choice::Policy(other.clone()))
+        .layer(hello());
+    assert_eq!(send(&mut svc, "10.0.0.1", 1).await, [200]);
+    assert_eq!(requests(&seen(&snapshotter), "other", "allowed"), 1);
+    let all = described(&snapshotter);
+    assert!(!all[REQUESTS].1.is_empty(), "{all:?}");
+}
+
+#[test]
+fn describe_tells_an_installed_recorder_every_metric_before_any_request() {
+    use floodwall_tower::metrics::{BREAKER_FAILED_FAST, BREAKER_OPENED, BREAKER_STATE, describe};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        describe();
+        // Registered (with nothing counted), so the snapshot lists them.
+        for name in [REQUESTS, NEAR_LIMIT, BREAKER_OPENED, BREAKER_FAILED_FAST] {
+            let _ = metrics::counter!(name);
+        }
+        let _ = metrics::histogram!(STORE_DURATION);
+        let _ = metrics::gauge!(BREAKER_STATE);
+    });
+    let all = described(&snapshotter);
+    assert_eq!(all.len(), 6);
+    for (name, (_, description)) in &all {
+        assert!(!description.is_empty(), "{name} has no description");
+    }
+}

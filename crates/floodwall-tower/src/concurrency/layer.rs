@@ -42,7 +42,8 @@ use crate::{RejectWithError, RejectWithResponse};
 /// from [`TooManyRequests`](crate::respond::TooManyRequests) ([`on_reject`](Self::on_reject));
 /// store failures 503 and fail closed ([`fail_mode`](Self::fail_mode),
 /// [`fail_open`](Self::fail_open), [`on_store_failure`](Self::on_store_failure)); a missing
-/// key refused ([`on_missing_key`](Self::on_missing_key)); IETF headers
+/// key refused with the extractor's status by the same responder
+/// ([`on_missing_key`](Self::on_missing_key)); IETF headers
 /// ([`headers`](Self::headers)):
 ///
 /// ```text

@@ -58,6 +58,19 @@ impl HeaderKey {
 }
 
 impl HeaderKey {
+    /// The error for a request without the key: 400, naming the header. Only refused
+    /// requests pay for the text.
+    #[cold]
+    fn missing(&self) -> KeyError {
+        let name = self.name.as_str();
+        let reason = if self.bearer {
+            format!("no bearer token in the {name} header")
+        } else {
+            format!("the {name} header is missing or empty")
+        };
+        KeyError::new(StatusCode::BAD_REQUEST, reason).naming(name.to_owned())
+    }
+
     fn key_of(&self, headers: &HeaderMap, key: &mut Key) -> Result<(), KeyError> {
         let value = headers.get(&self.name).map(|v| v.as_bytes());
         let secret = if self.bearer {
@@ -65,14 +78,9 @@ impl HeaderKey {
         } else {
             value.map(<[u8]>::trim_ascii)
         };
-        let secret = secret.filter(|s| !s.is_empty()).ok_or_else(|| {
-            let reason = if self.bearer {
-                "no bearer token in the authorization header"
-            } else {
-                "the key header is missing or empty"
-            };
-            KeyError::new(StatusCode::BAD_REQUEST, reason)
-        })?;
+        let secret = secret
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| self.missing())?;
         let mut hash = Sha256::new();
         if let Some(salt) = &self.salt {
             hash.update(salt);
@@ -147,12 +155,21 @@ mod tests {
     }
 
     #[test]
-    fn missing_or_empty_is_a_400() {
+    fn missing_or_empty_is_a_400_naming_the_header() {
         let e = HeaderKey::new(HeaderName::from_static("x-api-key"));
+        let missing = key(&e, "other", "x").unwrap_err();
+        assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(missing.missing(), "x-api-key");
         assert_eq!(
-            key(&e, "other", "x").unwrap_err().status(),
-            StatusCode::BAD_REQUEST
+            missing.to_string(),
+            "no rate-limit key: the x-api-key header is missing or empty"
         );
-        assert!(key(&e, "x-api-key", "  ").is_err());
+        assert_eq!(key(&e, "x-api-key", "  ").unwrap_err(), missing);
+        let bearer = key(&HeaderKey::bearer(), "authorization", "Basic abc").unwrap_err();
+        assert_eq!(bearer.missing(), "authorization");
+        assert_eq!(
+            bearer.reason(),
+            "no bearer token in the authorization header"
+        );
     }
 }

@@ -110,6 +110,7 @@ pub(crate) fn missing_peer() -> KeyError {
          into_make_service_with_connect_info::<SocketAddr>() and enable floodwall's `axum` \
          feature; tonic needs the `tonic` feature)",
     )
+    .naming("peer address")
 }
 
 /// The connection's peer address, from whichever extension the server put it in
@@ -220,9 +221,42 @@ mod tests {
     }
 
     #[test]
+    fn peer_addr_reads_whichever_extension_the_server_set() {
+        let parts = |insert: &dyn Fn(&mut http::Extensions)| {
+            let mut req = Request::new(());
+            insert(req.extensions_mut());
+            req.into_parts().0
+        };
+        let v6: IpAddr = "2001:db8::9".parse().unwrap();
+        let v4: IpAddr = "192.0.2.9".parse().unwrap();
+        let sock = parts(&|e| {
+            e.insert(SocketAddr::new(v6, 443));
+        });
+        assert_eq!(peer_addr(&sock), Some(v6));
+        let bare = parts(&|e| {
+            e.insert(v4);
+        });
+        assert_eq!(peer_addr(&bare), Some(v4));
+        assert_eq!(peer_addr(&parts(&|_| {})), None);
+    }
+
+    #[test]
+    fn key_for_is_the_key_a_request_from_that_address_gets() {
+        for (ip, p) in [
+            ("2001:db8:1:2::7", PeerIp::new()),
+            ("2001:db8:1:2::7", PeerIp::new().ipv6_prefix(128)),
+            ("192.0.2.77", PeerIp::new().ipv4_prefix(24)),
+        ] {
+            let addr: IpAddr = ip.parse().unwrap();
+            assert_eq!(p.key_for(addr).as_bytes(), key_of(ip, p).as_slice(), "{ip}");
+        }
+    }
+
+    #[test]
     fn no_peer_is_a_500_not_a_panic() {
         let parts = Request::new(()).into_parts().0;
         let err = PeerIp::new().extract(&parts, &mut Key::new()).unwrap_err();
         assert_eq!(err.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(err.missing(), "peer address");
     }
 }

@@ -1,13 +1,21 @@
 //! What a layer does with a request whose key is missing: shared by the rate and the
-//! in-flight layers, so both refuse (or skip) and log alike.
+//! in-flight layers, so both refuse (or skip), answer through their responder and log
+//! alike.
 
 use super::{KeyError, OnMissingKey};
 use crate::mode::sealed::Refuse;
+use crate::respond::OnReject;
 
 impl OnMissingKey {
-    /// The refusal for a request without a key, in mode `M`; `None` lets it through
-    /// (skipped, or in shadow mode). Logged either way.
-    pub(crate) fn refusal<M: Refuse>(self, shadow: bool, error: KeyError) -> Option<M::Refusal> {
+    /// The refusal for a request without a key, in mode `M`, built by the layer's
+    /// `on_reject` responder as a missing-key [`Denial`](crate::respond::Denial); `None`
+    /// lets it through (skipped, or in shadow mode). Logged either way.
+    pub(crate) fn refusal<M: Refuse>(
+        self,
+        shadow: bool,
+        error: KeyError,
+        on_reject: &dyn OnReject,
+    ) -> Option<M::Refusal> {
         let status = match self {
             _ if shadow => None,
             OnMissingKey::Skip => None,
@@ -19,6 +27,8 @@ impl OnMissingKey {
             return None;
         };
         tracing::warn!(target: "floodwall", %error, %status, "request refused: no rate-limit key");
-        Some(M::missing_key(error, status))
+        Some(M::missing_key(error.with_status(status), |denial| {
+            on_reject.respond(denial)
+        }))
     }
 }

@@ -16,10 +16,12 @@
 //!
 //! An extractor that cannot find its key returns a [`KeyError`] that names what is missing
 //! and a status to answer with. The layer's [`OnMissingKey`] decides what then happens;
-//! the default, [`OnMissingKey::Reject`], answers with that status (500 for a missing peer
-//! address, which is a server misconfiguration; 400 for a missing header) and logs a
-//! warning. Nothing panics. To fall back to another extractor instead, use
-//! [`ExtractKey::or`].
+//! the default, [`OnMissingKey::Reject`], refuses the request with that status (500 for a
+//! missing peer address, which is a server misconfiguration; 400 for a missing header) and
+//! logs a warning. The refusal is built by the layer's [responder](crate::respond), as a
+//! denial whose [`missing_key`](crate::respond::Denial::missing_key) says what was missing:
+//! plain text, JSON or problem+json alike, naming the header. Nothing panics. To fall back
+//! to another extractor instead, use [`ExtractKey::or`].
 //!
 //! ```
 //! use floodwall_tower::extract::{ClientIp, ExtractKey, HeaderKey, MethodRoute};
@@ -32,6 +34,7 @@
 //! # let _ = key;
 //! ```
 
+use std::borrow::Cow;
 use std::fmt;
 
 use http::request::Parts;
@@ -184,28 +187,60 @@ impl<B> Head for Request<B> {
     }
 }
 
-/// Why an extractor found no key, and the status to answer with if the request is refused.
+/// Why an extractor found no key: what was missing, why, and the status to answer with if
+/// the request is refused.
+///
+/// A refused request's [`Denial::missing_key`](crate::respond::Denial::missing_key) holds
+/// it, so a responder can name what the client must send; its text is logged and sent in
+/// refusals' bodies, so it must not contain secrets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyError {
     status: StatusCode,
-    reason: &'static str,
+    missing: Cow<'static, str>,
+    reason: Cow<'static, str>,
 }
 
 impl KeyError {
-    /// A missing key: `reason` is logged and sent in the rejection's body, so it must not
-    /// contain secrets.
-    pub fn new(status: StatusCode, reason: &'static str) -> Self {
-        Self { status, reason }
+    /// A missing key: `reason` says what is wrong, in words that follow "no rate-limit
+    /// key: ". What was missing is "key" until [`naming`](Self::naming) says better.
+    pub fn new(status: StatusCode, reason: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            status,
+            missing: Cow::Borrowed("key"),
+            reason: reason.into(),
+        }
     }
 
-    /// The status a rejection answers with.
+    /// Names what was missing (a header's name, "peer address"), for a responder to tell
+    /// the client.
+    #[must_use]
+    pub fn naming(mut self, missing: impl Into<Cow<'static, str>>) -> Self {
+        self.missing = missing.into();
+        self
+    }
+
+    /// This error with the status the layer answers with (its
+    /// [`OnMissingKey::RejectWith`] status).
+    pub(crate) fn with_status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
+    }
+
+    /// The status a rejection answers with: the extractor's, or the layer's
+    /// [`OnMissingKey::RejectWith`] status once the layer refused the request.
     pub fn status(&self) -> StatusCode {
         self.status
     }
 
-    /// What was missing.
-    pub fn reason(&self) -> &'static str {
-        self.reason
+    /// What was missing: a header's name (`x-api-key`, `authorization`), `peer address`,
+    /// or whatever a custom extractor named; `key` when it named nothing.
+    pub fn missing(&self) -> &str {
+        &self.missing
+    }
+
+    /// Why there is no key, in words.
+    pub fn reason(&self) -> &str {
+        &self.reason
     }
 }
 

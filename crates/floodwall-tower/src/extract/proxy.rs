@@ -123,7 +123,8 @@ impl ClientIp {
     #[inline]
     fn client_ip_of(&self, req: &impl Head) -> Result<IpAddr, KeyError> {
         let peer = peer_ip(req).ok_or_else(missing_peer)?;
-        self.resolve(peer, req.headers()).ok_or_else(unparseable)
+        self.resolve(peer, req.headers())
+            .ok_or_else(|| unparseable(self.header))
     }
 
     #[inline]
@@ -184,12 +185,22 @@ impl ExtractKey for ClientIp {
     }
 }
 
-fn unparseable() -> KeyError {
-    KeyError::new(
-        StatusCode::BAD_REQUEST,
-        "the forwarding header's entry for the client (where the trusted proxies end) is not \
-         an IP address",
-    )
+/// The entry where the walk stopped is not an address: the client's address is missing,
+/// and the error names the header it should be in.
+fn unparseable(header: ForwardedHeader) -> KeyError {
+    let (name, reason) = match header {
+        ForwardedHeader::XForwardedFor => (
+            "x-forwarded-for",
+            "the x-forwarded-for header's entry for the client (where the trusted proxies \
+             end) is not an IP address",
+        ),
+        ForwardedHeader::Forwarded => (
+            "forwarded",
+            "the forwarded header's entry for the client (where the trusted proxies end) is \
+             not an IP address",
+        ),
+    };
+    KeyError::new(StatusCode::BAD_REQUEST, reason).naming(name)
 }
 
 /// A trusted network as peers are compared with it: peers that are IPv4-mapped IPv6 are
@@ -197,12 +208,16 @@ fn unparseable() -> KeyError {
 /// prefixes) is the IPv4 network it maps. A wider IPv6 network stays as it is.
 fn canonical_net(net: IpNet) -> IpNet {
     let net = net.trunc();
-    match net {
-        IpNet::V6(v6) if v6.prefix_len() >= 96 => v6
-            .network()
-            .to_ipv4_mapped()
-            .and_then(|v4| Ipv4Net::new(v4, v6.prefix_len() - 96).ok())
-            .map_or(net, IpNet::V4),
+    let IpNet::V6(v6) = net else {
+        return net;
+    };
+    // A truncated network whose address is mapped keeps all of `::ffff`, so its prefix is
+    // 96 or more: the subtraction checks what the address already says.
+    match (
+        v6.network().to_ipv4_mapped(),
+        v6.prefix_len().checked_sub(96),
+    ) {
+        (Some(v4), Some(bits)) => Ipv4Net::new(v4, bits).map_or(net, IpNet::V4),
         _ => net,
     }
 }
@@ -346,6 +361,52 @@ mod tests {
             .insert(SocketAddr::new(ip("10.0.0.2"), 1));
         let err = lb().client_ip(&req.into_parts().0).unwrap_err();
         assert_eq!(err.status(), StatusCode::BAD_REQUEST);
+        // Naming the header the client's address should have been in.
+        assert_eq!(err.missing(), "x-forwarded-for");
+        assert!(
+            err.reason()
+                .starts_with("the x-forwarded-for header's entry")
+        );
+        let mut req = Request::new(());
+        req.headers_mut()
+            .insert(FORWARDED, HeaderValue::from_static("for=_hidden"));
+        req.extensions_mut()
+            .insert(SocketAddr::new(ip("10.0.0.2"), 1));
+        let fwd = lb().header(ForwardedHeader::Forwarded);
+        let err = fwd.client_ip(&req.into_parts().0).unwrap_err();
+        assert_eq!(err.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(err.missing(), "forwarded");
+        assert!(err.reason().starts_with("the forwarded header's entry"));
+        // No peer at all: the peer address is what is missing, a 500.
+        let err = lb()
+            .client_ip(&Request::new(()).into_parts().0)
+            .unwrap_err();
+        assert_eq!(err.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(err.missing(), "peer address");
+    }
+
+    #[test]
+    fn key_for_is_the_key_a_request_from_that_client_gets() {
+        let h = headers("x-forwarded-for", &["2001:db8:1:2::7, 10.1.1.1"]);
+        for extractor in [lb(), lb().ipv6_prefix(128), lb().ipv6_prefix(48)] {
+            let mut req = Request::new(());
+            *req.headers_mut() = h.clone();
+            req.extensions_mut()
+                .insert(SocketAddr::new(ip("10.0.0.2"), 1));
+            let mut key = Key::new();
+            extractor.extract(&req.into_parts().0, &mut key).unwrap();
+            let expected = extractor.key_for(ip("2001:db8:1:2::7"));
+            assert_eq!(expected.as_bytes(), key.as_bytes(), "{extractor:?}");
+        }
+        let v4 = lb().ipv4_prefix(24);
+        assert_eq!(
+            v4.key_for(ip("198.51.100.7")).as_bytes(),
+            v4.key_for(ip("198.51.100.200")).as_bytes()
+        );
+        assert_ne!(
+            v4.key_for(ip("198.51.100.7")).as_bytes(),
+            v4.key_for(ip("198.51.101.7")).as_bytes()
+        );
     }
 
     #[test]
@@ -403,10 +464,45 @@ mod tests {
     }
 
     #[test]
+    fn forwarded_quotes_in_a_proxys_element_keep_their_commas() {
+        // A trusted proxy's element with a quoted comma in it: one element, whose `for`
+        // is the proxy, so the client is the element left of it.
+        let h = headers(
+            "forwarded",
+            &["for=198.51.100.7, for=10.1.1.1;host=\"a, for=203.0.113.66\""],
+        );
+        let fwd = lb().header(ForwardedHeader::Forwarded);
+        assert_eq!(walk(&fwd, "10.0.0.2", &h), Some(ip("198.51.100.7")));
+        // A quoted IPv6 address with a port, written by the proxy beside a quoted comma.
+        let h = headers(
+            "forwarded",
+            &["for=\"[2001:db8::7]:4711\";by=\"x,y\", for=10.1.1.1"],
+        );
+        assert_eq!(walk(&fwd, "10.0.0.2", &h), Some(ip("2001:db8::7")));
+    }
+
+    #[test]
     fn the_walk_is_bounded() {
         let long = vec!["10.1.1.1"; 100].join(",");
         let h = headers("x-forwarded-for", &[&format!("198.51.100.7,{long}")]);
         assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("10.1.1.1")));
+    }
+
+    #[test]
+    fn the_walk_reads_exactly_max_hops_entries() {
+        // `trusted` distinct trusted proxies, then the client to their left.
+        let chain = |trusted: usize| {
+            let mut entries = vec!["198.51.100.7".to_owned()];
+            entries.extend((1..=trusted).rev().map(|i| format!("10.0.0.{i}")));
+            headers("x-forwarded-for", &[&entries.join(", ")])
+        };
+        // The client is the MAX_HOPS-th entry from the right: found.
+        let h = chain(MAX_HOPS - 1);
+        assert_eq!(walk(&lb(), "10.0.0.200", &h), Some(ip("198.51.100.7")));
+        // One more proxy: the walk stops at the last trusted one it read.
+        let h = chain(MAX_HOPS);
+        let last = format!("10.0.0.{MAX_HOPS}");
+        assert_eq!(walk(&lb(), "10.0.0.200", &h), Some(ip(&last)));
     }
 
     #[test]
@@ -417,6 +513,8 @@ mod tests {
         assert_eq!(net("::ffff:0:0/96"), net("0.0.0.0/0"));
         // Wider than the mapped range, or outside it: as written.
         assert_eq!(net("::/0").to_string(), "::/0");
+        assert_eq!(net("::ffff:0:0/95").to_string(), "::fffe:0:0/95");
+        assert_eq!(net("::ffff:10.0.0.0/80").to_string(), "::/80");
         assert_eq!(net("2001:db8::/32").to_string(), "2001:db8::/32");
     }
 

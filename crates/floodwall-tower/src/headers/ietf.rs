@@ -197,6 +197,23 @@ mod tests {
     }
 
     #[test]
+    fn a_quota_over_a_period_of_no_whole_seconds_is_scaled_to_whole_seconds() {
+        let text = |quota: &str| {
+            let policy = Policy::gcra("p", quota.parse().unwrap()).unwrap();
+            ietf_policy_text([&policy])
+        };
+        // Whole seconds: as written.
+        assert_eq!(text("10/s"), "\"p\";q=10;w=1");
+        assert_eq!(text("100/min"), "\"p\";q=100;w=60");
+        // Under a second: what the rate lets through in one second.
+        assert_eq!(text("5/500ms"), "\"p\";q=10;w=1");
+        assert_eq!(text("1/300ms"), "\"p\";q=3;w=1");
+        // Over a second but not whole seconds: the window rounded up, the count with it.
+        assert_eq!(text("3/1500ms"), "\"p\";q=4;w=2");
+        assert_eq!(text("10/2500ms"), "\"p\";q=12;w=3");
+    }
+
+    #[test]
     fn interning_stops_at_its_bound() {
         let policy = |name: &str| Policy::gcra(name, "10/s".parse().unwrap()).unwrap();
         let mut interned = HashMap::new();

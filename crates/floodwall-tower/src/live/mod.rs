@@ -62,6 +62,7 @@ impl LiveLimits {
 
     /// The current policies and modes, for a chooser that works out its choices once per
     /// version (the policy file's).
+    #[cfg(feature = "file")]
     pub(crate) fn state(&self) -> Arc<LiveState> {
         self.target.state()
     }

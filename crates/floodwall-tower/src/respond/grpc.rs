@@ -16,11 +16,19 @@ use super::{Denial, OnReject, OnStoreFailure};
 /// A tonic client sees `Err(Status)` with `code() == Code::ResourceExhausted` and the
 /// metadata above in `status.metadata()`. gRPC clients never see a 429: an HTTP error
 /// status would reach them as `UNAVAILABLE` or `UNKNOWN`, not as a rate limit.
+///
+/// A request without a key ([`Denial::missing_key`]) is the client's error, not a rate
+/// limit: its status becomes the gRPC code a client can act on (`UNAUTHENTICATED` for
+/// 401, `PERMISSION_DENIED` for 403, `INVALID_ARGUMENT` for any other 4xx, `INTERNAL` for
+/// a 5xx such as a missing peer address), with the error's text as `grpc-message`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Grpc;
 
 impl OnReject for Grpc {
     fn respond(&self, denial: &Denial) -> Response<Bytes> {
+        if let Some(error) = denial.missing_key() {
+            return trailers_only(missing_key_code(error.status()), &error.to_string());
+        }
         let mut message = String::with_capacity(48);
         match (denial.cost_too_high(), denial.retry_after()) {
             (Some((cost, max)), _) => {
@@ -49,6 +57,16 @@ impl OnReject for Grpc {
             push_back(&mut res, d);
         }
         res
+    }
+}
+
+/// The gRPC code of a missing key refused with this HTTP status.
+fn missing_key_code(status: StatusCode) -> u16 {
+    match status {
+        StatusCode::UNAUTHORIZED => 16, // UNAUTHENTICATED
+        StatusCode::FORBIDDEN => 7,     // PERMISSION_DENIED
+        s if s.is_client_error() => 3,  // INVALID_ARGUMENT
+        _ => 13,                        // INTERNAL
     }
 }
 
@@ -129,6 +147,26 @@ mod tests {
         let res = GrpcUnavailable.respond(&floodwall_core::Error::Timeout);
         assert!(res.headers().get("grpc-retry-pushback-ms").is_none());
         assert!(res.headers().get(RETRY_AFTER).is_none());
+    }
+
+    #[test]
+    fn a_missing_key_is_the_grpc_code_of_its_status() {
+        let code = |status| {
+            let error = crate::extract::KeyError::new(status, "the x-api-key header is missing");
+            let res = Grpc.respond(&Denial::missing_key_of(error));
+            assert_eq!(res.status(), StatusCode::OK);
+            assert!(res.headers().get(RETRY_AFTER).is_none());
+            assert_eq!(
+                res.headers()["grpc-message"],
+                "no rate-limit key: the x-api-key header is missing"
+            );
+            res.headers()["grpc-status"].to_str().unwrap().to_owned()
+        };
+        assert_eq!(code(StatusCode::BAD_REQUEST), "3");
+        assert_eq!(code(StatusCode::NOT_FOUND), "3");
+        assert_eq!(code(StatusCode::UNAUTHORIZED), "16");
+        assert_eq!(code(StatusCode::FORBIDDEN), "7");
+        assert_eq!(code(StatusCode::INTERNAL_SERVER_ERROR), "13");
     }
 
     #[test]

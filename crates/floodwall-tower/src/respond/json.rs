@@ -19,11 +19,27 @@ const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+
 /// `retry_after` is whole seconds (as in `Retry-After`), `null` when the request's cost
 /// can never pass. A banned key ([`Denial::banned`]) gets `"banned":true` at the end, with
 /// `retry_after` the ban's remainder.
+///
+/// A request without a key ([`Denial::missing_key`]) gets that error's status (400 for a
+/// missing header) and what was missing:
+///
+/// ```json
+/// {"error":"missing_key","message":"no rate-limit key: the x-api-key header is missing or empty","missing":"x-api-key"}
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Json;
 
 impl OnReject for Json {
     fn respond(&self, denial: &Denial) -> Response<Bytes> {
+        if let Some(error) = denial.missing_key() {
+            let mut body = String::with_capacity(160);
+            body.push_str(r#"{"error":"missing_key","message":"#);
+            push_string(&mut body, &error.to_string());
+            body.push_str(r#","missing":"#);
+            push_string(&mut body, error.missing());
+            body.push('}');
+            return response(error.status(), APPLICATION_JSON, body);
+        }
         let mut body = String::with_capacity(128);
         body.push_str(r#"{"error":"rate_limited","message":"Too Many Requests","retry_after":"#);
         push_retry_after(&mut body, denial);
@@ -45,11 +61,32 @@ impl OnReject for Json {
 /// ```
 ///
 /// A banned key ([`Denial::banned`]) gets the extension member `"banned":true` at the end.
+///
+/// A request without a key ([`Denial::missing_key`]) is no quota problem: it gets that
+/// error's status (400 for a missing header) and a problem of no particular type
+/// (`about:blank`, titled by its status), with what was missing as an extension member:
+///
+/// ```json
+/// {"type":"about:blank","title":"Bad Request","status":400,
+///  "detail":"no rate-limit key: the x-api-key header is missing or empty","missing":"x-api-key"}
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProblemJson;
 
 impl OnReject for ProblemJson {
     fn respond(&self, denial: &Denial) -> Response<Bytes> {
+        if let Some(error) = denial.missing_key() {
+            let status = error.status();
+            let mut body = String::with_capacity(192);
+            body.push_str(r#"{"type":"about:blank","title":"#);
+            push_string(&mut body, status.canonical_reason().unwrap_or("Error"));
+            let _ = write!(body, r#","status":{},"detail":"#, status.as_u16());
+            push_string(&mut body, &error.to_string());
+            body.push_str(r#","missing":"#);
+            push_string(&mut body, error.missing());
+            body.push('}');
+            return response(status, PROBLEM_JSON, body);
+        }
         let mut body = String::with_capacity(256);
         body.push_str(concat!(
             r#"{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","#,
@@ -80,6 +117,22 @@ fn push_banned(body: &mut String, denial: &Denial) {
     }
 }
 
+/// `text` as a JSON string: a custom extractor's error may say anything.
+fn push_string(body: &mut String, text: &str) {
+    body.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => body.push_str("\\\""),
+            '\\' => body.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(body, "\\u{:04x}", u32::from(c));
+            }
+            c => body.push(c),
+        }
+    }
+    body.push('"');
+}
+
 /// Policy names are `[A-Za-z0-9_.:-]`, so they need no JSON escaping.
 fn push_names(body: &mut String, denial: &Denial) {
     body.push('[');
@@ -90,4 +143,16 @@ fn push_names(body: &mut String, denial: &Denial) {
         let _ = write!(body, "\"{name}\"");
     }
     body.push(']');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_escaped_as_json_asks() {
+        let mut body = String::new();
+        push_string(&mut body, "a \"quoted\" \\ path\n\u{1}é");
+        assert_eq!(body, r#""a \"quoted\" \\ path\u000a\u0001é""#);
+    }
 }

@@ -4,12 +4,19 @@
 //! decide (Redis down, a timeout) goes to a separate [`OnStoreFailure`] responder, so
 //! clients and dashboards can tell "slow down" (429) from "we are broken" (503).
 //!
+//! A request refused because its key is missing (no API key header: see
+//! [`OnMissingKey`](crate::extract::OnMissingKey)) goes to the [`OnReject`] responder too,
+//! as a denial whose [`Denial::missing_key`] names what was missing and the status to
+//! answer with: 400 for a missing header (the client's error, not a rate limit). This
+//! crate's responders answer it in their format with that status; a responder of your own
+//! should check `missing_key()` first.
+//!
 //! | responder | for | answers |
 //! |---|---|---|
-//! | [`TooManyRequests`] (default) | HTTP | 429, plain text |
-//! | [`Json`] | JSON APIs | 429, `application/json` |
-//! | [`ProblemJson`] | JSON APIs | 429, `application/problem+json` (RFC 9457, the draft's `quota-exceeded` type) |
-//! | [`Grpc`] | tonic | 200 trailers-only, `grpc-status: 8` (`RESOURCE_EXHAUSTED`) |
+//! | [`TooManyRequests`] (default) | HTTP | 429, plain text; a missing key: its status (400), plain text |
+//! | [`Json`] | JSON APIs | 429, `application/json`; a missing key: its status, `{"error":"missing_key",..}` |
+//! | [`ProblemJson`] | JSON APIs | 429, `application/problem+json` (RFC 9457, the draft's `quota-exceeded` type); a missing key: its status, an `about:blank` problem |
+//! | [`Grpc`] | tonic | 200 trailers-only, `grpc-status: 8` (`RESOURCE_EXHAUSTED`); a missing key: `INVALID_ARGUMENT` (`UNAUTHENTICATED` for 401) |
 //! | any `Fn(&Denial) -> Response<T>` | anything else | what it returns |
 #![cfg_attr(
     feature = "axum",
@@ -49,6 +56,8 @@ use floodwall_core::{Decision, Policy};
 use http::{HeaderValue, Response};
 use smallvec::SmallVec;
 
+use crate::extract::KeyError;
+
 #[cfg(feature = "axum")]
 mod axum;
 mod failure;
@@ -66,14 +75,17 @@ pub use plain::TooManyRequests;
 /// Every policy checked for one request, with its decision, in order.
 pub(crate) type Decisions = SmallVec<[(Policy, Decision); 2]>;
 
-/// Why a request was refused: which policies denied it and when it may retry, or which
-/// in-flight limit was full ([`too_many_in_flight`](Self::too_many_in_flight)).
+/// Why a request was refused: which policies denied it and when it may retry, which
+/// in-flight limit was full ([`too_many_in_flight`](Self::too_many_in_flight)), or what
+/// its key lacked ([`missing_key`](Self::missing_key)).
 #[derive(Debug, Clone)]
 pub struct Denial {
     decisions: Decisions,
     too_costly: Option<(Policy, u64, u64)>,
     /// A [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer)'s refusal.
     in_flight: Option<(ConcurrencyLimit, Full)>,
+    /// A request without a key, refused per the layer's `OnMissingKey`.
+    missing_key: Option<KeyError>,
 }
 
 impl Denial {
@@ -82,6 +94,17 @@ impl Denial {
             decisions,
             too_costly,
             in_flight: None,
+            missing_key: None,
+        }
+    }
+
+    /// A refusal of a request without a key: `error`'s status is the one to answer with.
+    pub(crate) fn missing_key_of(error: KeyError) -> Self {
+        Self {
+            decisions: Decisions::new(),
+            too_costly: None,
+            in_flight: None,
+            missing_key: Some(error),
         }
     }
 
@@ -91,7 +114,18 @@ impl Denial {
             decisions: Decisions::new(),
             too_costly: None,
             in_flight: Some((limit, full)),
+            missing_key: None,
         }
+    }
+
+    /// When the request was refused because its key is missing (no API key header, no
+    /// peer address...): what was missing ([`KeyError::missing`]) and the status to answer
+    /// with ([`KeyError::status`]: the extractor's, 400 for a header, or the layer's
+    /// [`OnMissingKey::RejectWith`](crate::extract::OnMissingKey::RejectWith) status). A
+    /// client's error, not a rate limit: no policy was checked, and
+    /// [`retry_after`](Self::retry_after) is `None`.
+    pub fn missing_key(&self) -> Option<&KeyError> {
+        self.missing_key.as_ref()
     }
 
     /// When an in-flight limit refused the request: how many of its key's requests were
@@ -103,7 +137,8 @@ impl Denial {
 
     /// How long until the same request would pass every policy that denied it: the
     /// longest of their `retry_after`s. `None` when it never can (its cost is above a
-    /// policy's limit), or when no one can tell (an in-flight limit is full).
+    /// policy's limit, or its key is missing), or when no one can tell (an in-flight limit
+    /// is full).
     pub fn retry_after(&self) -> Option<Duration> {
         if self.too_costly.is_some() {
             return None;
@@ -148,7 +183,8 @@ impl Denial {
     }
 }
 
-/// Builds the response to a denied request.
+/// Builds the response to a denied request, and to one refused because its key is
+/// missing ([`Denial::missing_key`]: answer with its status, e.g. 400 for a missing header).
 ///
 /// Implemented for every `Fn(&Denial) -> Response<T>` with `T: Into<Bytes>` (`String`,
 /// `&'static str`, `Vec<u8>`, `Bytes`): rejections are small, fixed bodies.
