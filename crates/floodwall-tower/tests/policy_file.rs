@@ -335,6 +335,43 @@ async fn a_reload_changes_quotas_modes_and_routes_live() {
     assert!(limits.reload(&file.0).unwrap().is_empty());
 }
 
+/// A change through the live handle, with no reload (the route table stays the same):
+/// the routes naming the policy get its new version from the next request on, although
+/// each route's choice was worked out before the change.
+#[tokio::test]
+async fn a_quota_changed_live_without_a_reload_reaches_the_routes() {
+    let file = TempFile::new(
+        "live-only.toml",
+        &reloadable("1/min", "policies = [\"admin\"]"),
+    );
+    let (store, _clock) = store();
+    let (layer, limits) = PolicyFile::load(&file.0).unwrap().layer(store);
+    let mut service = tower::ServiceBuilder::new()
+        .layer(layer)
+        .service(floodwall_test_support::hello());
+    // Each route chosen once under the file's quotas.
+    assert_eq!(passes(&mut service, "192.0.2.1", "/").await, 1);
+    assert_eq!(passes(&mut service, "192.0.2.1", "/admin").await, 1);
+
+    limits
+        .live()
+        .set_quota("per-ip", "5/min".parse().unwrap())
+        .unwrap();
+    assert_eq!(passes(&mut service, "192.0.2.2", "/").await, 5);
+    assert_eq!(passes(&mut service, "192.0.2.2", "/admin").await, 1);
+    limits
+        .live()
+        .set_policy(floodwall_core::Policy::gcra("admin", "3/min".parse().unwrap()).unwrap())
+        .unwrap();
+    assert_eq!(passes(&mut service, "192.0.2.3", "/admin").await, 3);
+    assert_eq!(passes(&mut service, "192.0.2.3", "/").await, 5);
+
+    // A reload sets the file's quotas back.
+    assert_eq!(limits.reload(&file.0).unwrap(), ["per-ip", "admin"]);
+    assert_eq!(passes(&mut service, "192.0.2.4", "/").await, 1);
+    assert_eq!(passes(&mut service, "192.0.2.4", "/admin").await, 1);
+}
+
 #[tokio::test]
 async fn a_reload_keeps_a_layer_wide_shadow_for_policies_the_file_gives_no_mode() {
     let file = TempFile::new("dry.toml", &reloadable("2/min", "policies = [\"admin\"]"));
