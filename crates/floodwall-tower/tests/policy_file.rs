@@ -50,8 +50,8 @@ async fn the_example_file_limits_each_route_by_its_policies() {
     assert_eq!(login.algorithm().name(), "sliding_log");
 
     // A manual clock: no time passes between requests.
-    let (store, _clock) = store();
-    let (layer, _limits) = file.layer(store);
+    let (store, clock) = store();
+    let (layer, limits) = file.layer(store);
     let addr: SocketAddr = serve(app().layer(layer)).await;
 
     // /health is never limited, and gets no headers.
@@ -71,7 +71,7 @@ async fn the_example_file_limits_each_route_by_its_policies() {
     let refused = http_request(addr, "POST", "/login", &[]).await;
     assert_eq!(refused.status, 429);
 
-    // /hello: per-ip, and greetings in shadow (named in the headers, never refusing).
+    // /hello: per-ip, and greetings in shadow (checked, never refusing: below).
     let hello = http_get(addr, "/hello/ada", &[]).await;
     assert_eq!(hello.status, 200);
     assert!(hello.header("ratelimit-policy").contains("\"per-ip\""));
@@ -85,6 +85,35 @@ async fn the_example_file_limits_each_route_by_its_policies() {
     }
     assert_eq!(http_get(addr, "/", &[]).await.status, 429);
     assert_eq!(http_get(addr, "/health", &[]).await.status, 200);
+
+    // /hello once more, an hour on (every count afresh), 150 times at per-ip's pace of
+    // 10 a second: past greetings' 100 a minute, yet never refused, since greetings is in
+    // shadow. The headers are per-ip's, the enforced policy's (docs/live-changes.md).
+    clock.advance(MINUTE * 60);
+    for i in 0..150 {
+        if i > 0 {
+            clock.advance(Duration::from_millis(100));
+        }
+        let res = http_get(addr, "/hello/ada", &[]).await;
+        assert_eq!(res.status, 200, "greeting {i}");
+        assert_eq!(
+            res.header("ratelimit-policy"),
+            "\"per-ip\";q=10;w=1;floodwall-burst=20",
+            "greeting {i}"
+        );
+    }
+    // Shadow checked and charged greetings all along: enforced at the same instant, it
+    // refuses.
+    limits
+        .live()
+        .set_enforcement("greetings", Enforcement::Enforce)
+        .unwrap();
+    let refused = http_get(addr, "/hello/ada", &[]).await;
+    assert_eq!(refused.status, 429);
+    assert!(
+        refused.header("ratelimit").contains("\"greetings\";r=0"),
+        "{refused:?}"
+    );
 }
 
 /// The error `text` gets, as a file named `bad.toml`.
