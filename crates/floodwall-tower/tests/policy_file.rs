@@ -509,38 +509,3 @@ async fn a_hangup_signal_reloads_the_file() {
     .await;
     task.abort();
 }
-
-#[tokio::test]
-async fn the_key_is_the_one_the_file_names() {
-    let file = PolicyFile::parse(
-        "[key]\nkind = \"header\"\nheader = \"x-api-key\"\nsalt = \"pepper\"\n\n\
-         [[policy]]\nname = \"per-key\"\nquota = \"2/min\"\ndefault = true\n",
-        "key.toml",
-    )
-    .unwrap();
-    let (store, _clock) = store();
-    let (layer, _limits) = file.layer(store);
-    let service = tower::ServiceBuilder::new()
-        .layer(layer)
-        .service(floodwall_test_support::hello());
-    let with_key = |key: &str| {
-        let mut req = request("192.0.2.1", "/");
-        req.headers_mut().insert("x-api-key", key.parse().unwrap());
-        req
-    };
-    let status = |req| {
-        let service = service.clone();
-        async move { service.oneshot(req).await.unwrap().status() }
-    };
-    // One address, two keys: limited apart.
-    for _ in 0..2 {
-        assert_eq!(status(with_key("a")).await, StatusCode::OK);
-    }
-    assert_eq!(status(with_key("a")).await, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(status(with_key("b")).await, StatusCode::OK);
-    // No key: refused with the extractor's status, as the layer does.
-    assert_eq!(
-        status(request("192.0.2.1", "/")).await,
-        StatusCode::BAD_REQUEST
-    );
-}
