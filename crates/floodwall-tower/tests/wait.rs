@@ -212,6 +212,36 @@ async fn jitter_only_ever_delays_and_spreads_the_waiters() {
     );
 }
 
+/// A jitter far longer than the waits (100 s against 100 ms to 400 ms) only delays:
+/// each waiter still leaves no earlier than its slot, and within its slot and the jitter.
+#[tokio::test(start_paused = true)]
+async fn a_jitter_longer_than_the_wait_only_delays() {
+    let (store, clock) = memory();
+    let seen = Seen::default();
+    let inner = recording(seen.clone());
+    let jitter = Duration::from_secs(100);
+    let svc = RateLimitLayer::new(store, policy(Algorithm::Gcra))
+        .wait_up_to(Duration::from_secs(1))
+        .unwrap()
+        .wait_jitter(jitter)
+        .layer(inner);
+    let t0 = clock.start();
+    let answers = flood(svc, IP, 5).await;
+    assert!(answers.iter().all(|(s, _)| *s == StatusCode::OK));
+    let mut times: Vec<Duration> = seen.lock().unwrap().iter().map(|t| *t - t0).collect();
+    times.sort();
+    assert_eq!(times.len(), 5);
+    // The waiters may leave in any order: the i-th to leave, no earlier than the i-th slot.
+    for (i, at) in times.iter().enumerate() {
+        let slot = Duration::from_millis(100) * i as u32;
+        assert!(*at >= slot, "the {i}th at {at:?}");
+        assert!(
+            *at <= Duration::from_millis(400) + jitter,
+            "the {i}th at {at:?}"
+        );
+    }
+}
+
 #[test]
 fn windows_cannot_wait_and_say_so_at_construction() {
     for alg in [
