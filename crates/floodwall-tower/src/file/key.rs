@@ -125,11 +125,11 @@ mod tests {
     use super::*;
     use crate::file::PolicyFile;
 
+    /// A key's bytes, or why there is none.
+    type Found = Result<Vec<u8>, KeyError>;
+
     /// The key `e` writes for `req`, whole and taken apart.
-    fn both(
-        e: &FileKey,
-        req: Request<()>,
-    ) -> (Option<Result<Vec<u8>, KeyError>>, Result<Vec<u8>, KeyError>) {
+    fn both(e: &FileKey, req: Request<()>) -> (Option<Found>, Found) {
         let mut key = Key::new();
         let whole = e
             .extract_request(&req, &mut key)
