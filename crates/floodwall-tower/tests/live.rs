@@ -386,29 +386,6 @@ async fn concurrent_flips_lose_no_request_and_charge_each_at_most_once() {
     assert_eq!(BURST - peek.remaining, checked);
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_shadow_refusal_is_logged_and_an_enforced_one_is_not() {
-    let logs = Logs::default();
-    let _subscriber = tracing::subscriber::set_default(logs.clone());
-    let (store, _clock) = store();
-    let layer = RateLimitLayer::new(store, gcra("trial", "1/min"));
-    let live = layer.live();
-    live.set_enforcement("trial", Enforcement::Shadow).unwrap();
-    let svc = layer.layer(hello());
-    assert_eq!(send(&svc, "10.0.0.1", 2).await, [200, 200]);
-    live.set_enforcement("trial", Enforcement::Enforce).unwrap();
-    assert_eq!(send(&svc, "10.0.0.1", 1).await, [429]);
-
-    let shadow: Vec<_> = logs
-        .recorded()
-        .into_iter()
-        .filter(|l| l.message.contains("would have been rate limited"))
-        .collect();
-    assert_eq!(shadow.len(), 1, "{shadow:?}");
-    assert_eq!(shadow[0].target, "floodwall");
-    assert_eq!(shadow[0].level, tracing::Level::INFO);
-}
-
 #[test]
 fn a_quota_change_keeps_the_algorithm_and_the_penalty() {
     use floodwall_core::{Algorithm, Penalty};
