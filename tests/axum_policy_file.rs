@@ -1,9 +1,11 @@
 //! The axum example as a process, its limits from `POLICY_FILE` (a copy of
 //! `examples/policies.toml`), reloaded by `kill -HUP`: a changed mode applies without a
-//! restart, and a bad file changes nothing and is reported with its line.
+//! restart, and a bad file changes nothing (not even the quota it also changes) and is
+//! reported with its line.
 //!
-//! It runs the example binary that `cargo test` builds beside the tests (with `--test
-//! axum_policy_file` alone, add `--example axum` so that binary is built too).
+//! It runs the example binary that `cargo test` builds beside the tests. With `--test
+//! axum_policy_file` alone, run `cargo build --example axum` (same features) first:
+//! `cargo test --example axum` builds the example as a test harness, not that binary.
 #![cfg(unix)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -96,18 +98,24 @@ fn the_example_serves_a_policy_file_and_reloads_it_on_sighup() {
     );
     assert_eq!(post(&addr, "/login"), 200);
 
-    // A bad file: reported with its line, and nothing changes.
-    let bad = format!("{off}oops = 1\n");
+    // A bad file, which also cuts per-ip to 1 a minute (the client has spent 6 of its
+    // burst of 20): nothing of it applies, so the client goes on at 10 a second; and the
+    // error is reported with its line.
+    let cut = off.replace("quota = \"10/s burst 20\"", "quota = \"1/min\"");
+    assert_ne!(cut, off);
+    let bad = format!("{cut}oops = 1\n");
     std::fs::write(&path, &bad).unwrap();
     hang_up(&server);
     let outcome = next_reload();
+    for i in 0..3 {
+        assert_eq!(post(&addr, "/login"), 200, "after the bad file: {i}");
+    }
     let line = bad.lines().count();
     assert!(outcome.starts_with("not reloaded"), "{outcome}");
     assert!(
         outcome.contains(&format!(":{line}:1: route[2].oops")),
         "{outcome}"
     );
-    assert_eq!(post(&addr, "/login"), 200);
 
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,12 +1,13 @@
 //! Charging and refunding on a real `redis-server`: the scripts agree with floodwall-core's
 //! pure algorithm step by step, a refund clears the store's cached refusal, and a login
-//! endpoint counts only its failures.
+//! endpoint counts only its failures, in each of its policies.
 
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use floodwall::core::State;
 use floodwall::redis::RedisStore;
+use floodwall::tower::extract::Global;
 use floodwall::tower::{RateLimitLayer, Settle};
 use floodwall::{Adjustment, Algorithm, Error, Policy, Store};
 use floodwall_test_support::{http_get, serve};
@@ -153,4 +154,38 @@ async fn a_login_on_redis_counts_only_its_failures() {
     assert_eq!(refused.status, 429);
     // Five failures of 5 per 10 minutes: the next one comes back in 2 minutes.
     assert_eq!(refused.header("retry-after"), "120");
+}
+
+/// A login checked against two policies at once (one script over both keys): a success
+/// is refunded in each, a failure counts in each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_on_redis_reaches_every_policy_of_the_request() {
+    let redis = RedisServer::start();
+    let store = RedisStore::connect(&redis.url()).await.unwrap();
+    let minute = Policy::gcra("minute", "3/min".parse().unwrap()).unwrap();
+    let hour = Policy::gcra("hour", "5/hour".parse().unwrap()).unwrap();
+    let layer = RateLimitLayer::new(store.clone(), minute)
+        .and_policy(hour.clone())
+        // One key, so that the test can read the store's count.
+        .key(Global)
+        .charge_by(|res: &mut http::response::Parts| match res.status {
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Settle::Keep,
+            _ => Settle::Refund,
+        });
+    let addr = serve(Router::new().route("/login", get(login)).layer(layer)).await;
+    let good = [("x-password", "hunter2")];
+    let bad = [("x-password", "guess")];
+    // Twice either quota of successes: each refunded in both policies.
+    for i in 0..10 {
+        assert_eq!(http_get(addr, "/login", &good).await.status, 200, "{i}");
+    }
+    // Failures count in both: `minute` runs out after 3, and `hour` has 2 left.
+    for i in 0..3 {
+        assert_eq!(http_get(addr, "/login", &bad).await.status, 401, "{i}");
+    }
+    let refused = http_get(addr, "/login", &good).await;
+    assert_eq!(refused.status, 429);
+    assert!(refused.header("ratelimit").contains("\"minute\";r=0;"));
+    let peek = store.check(b"global", &hour, 0).await.unwrap();
+    assert_eq!(peek.remaining, 2);
 }

@@ -1,5 +1,6 @@
 //! Charging by the response, end to end over axum: a login endpoint that counts only
-//! failures, and an endpoint whose handler sets the request's cost in a header.
+//! failures, and an endpoint whose handler sets the request's cost in a header; with two
+//! policies, each is settled.
 
 use std::time::Duration;
 
@@ -115,4 +116,52 @@ async fn a_layer_without_a_rule_charges_the_check_only() {
     assert_eq!(http_get(addr, "/login", &good).await.status, 200);
     assert_eq!(http_get(addr, "/login", &good).await.status, 200);
     assert_eq!(http_get(addr, "/login", &good).await.status, 429);
+}
+
+/// `charge_by` settles each policy the request was checked against, not the first only:
+/// a refund gives back what every policy charged, and a cost is charged in each.
+#[tokio::test]
+async fn a_settlement_reaches_every_policy_of_the_request() {
+    let (memory, _clock) = store();
+    let layer = RateLimitLayer::new(memory, gcra("minute", "3/min"))
+        .and_policy(gcra("hour", "5/hour"))
+        .charge_by(failures_only);
+    let addr = serve(Router::new().route("/login", get(login)).layer(layer)).await;
+    let good = [("x-password", "hunter2")];
+    let bad = [("x-password", "guess")];
+    // Twice either quota of successes: each refunded in both policies.
+    for i in 0..10 {
+        assert_eq!(http_get(addr, "/login", &good).await.status, 200, "{i}");
+    }
+    // Failures count in both: `minute` runs out after 3, and `hour` has 2 left.
+    for i in 0..3 {
+        assert_eq!(http_get(addr, "/login", &bad).await.status, 401, "{i}");
+    }
+    let refused = http_get(addr, "/login", &good).await;
+    assert_eq!(refused.status, 429);
+    let ratelimit = refused.header("ratelimit");
+    assert!(
+        ratelimit.contains("\"minute\";r=0;") && ratelimit.contains("\"hour\";r=2;"),
+        "{ratelimit}"
+    );
+
+    // A cost is charged in each policy too.
+    let (fresh, _clock) = store();
+    let layer = RateLimitLayer::new(fresh, gcra("minute", "100/min"))
+        .and_policy(gcra("hour", "1000/hour"))
+        .charge_by(|_: &mut http::response::Parts| Settle::Cost(40));
+    let addr = serve(
+        Router::new()
+            .route("/", get(|| async { "answer" }))
+            .layer(layer),
+    )
+    .await;
+    assert_eq!(http_get(addr, "/", &[]).await.status, 200);
+    // The first cost 40 in all; this check spends 1 more in each.
+    let second = http_get(addr, "/", &[]).await;
+    let ratelimit = second.header("ratelimit");
+    assert!(
+        ratelimit.contains("\"minute\";r=59;") && ratelimit.contains("\"hour\";r=959;"),
+        "{ratelimit}"
+    );
 }

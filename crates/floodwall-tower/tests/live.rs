@@ -100,7 +100,7 @@ async fn a_quota_set_live_applies_to_the_next_requests_and_their_headers() {
 
 #[tokio::test]
 async fn off_checks_nothing_and_shadow_charges_without_refusing() {
-    let (store, _clock) = store();
+    let (store, clock) = store();
     let layer = RateLimitLayer::new(store, gcra("per-ip", "2/min"));
     let live = layer.live();
     let svc = layer.layer(hello());
@@ -125,10 +125,13 @@ async fn off_checks_nothing_and_shadow_charges_without_refusing() {
     assert_eq!(over.status(), StatusCode::OK);
     assert_eq!(header(&over, "ratelimit").unwrap(), "\"per-ip\";r=0;t=60");
 
-    // Shadow charged what it admitted: enforced again, the key is refused.
+    // Shadow charged what it admitted, and nothing it refused: enforced again, the key
+    // is refused, and one interval (30 s) on, exactly one request passes.
     live.set_enforcement("per-ip", Enforcement::Enforce)
         .unwrap();
     assert_eq!(send(&svc, "10.0.0.1", 1).await, [429]);
+    clock.advance(std::time::Duration::from_secs(30));
+    assert_eq!(send(&svc, "10.0.0.1", 2).await, [200, 429]);
     assert_eq!(
         live.policies(),
         [(gcra("per-ip", "2/min"), Enforcement::Enforce)]
@@ -137,7 +140,7 @@ async fn off_checks_nothing_and_shadow_charges_without_refusing() {
 
 #[tokio::test]
 async fn a_shadow_refusal_leaves_the_enforced_admission_counted() {
-    let (store, _clock) = store();
+    let (store, clock) = store();
     let layer = RateLimitLayer::new(store, gcra("minute", "10/min"))
         .and_policy(gcra("trial", "1/min"))
         .enforcement("trial", Enforcement::Shadow)
@@ -160,10 +163,13 @@ async fn a_shadow_refusal_leaves_the_enforced_admission_counted() {
     assert_eq!(statuses[..7], [200; 7]);
     assert_eq!(statuses[7], 429);
 
-    // `trial` counted its one admission only (all or nothing among shadow policies).
+    // `trial` counted its one admission only, none of its two refusals: enforced, it
+    // refuses the key, and a minute on admits exactly one request.
     live.set_enforcement("minute", Enforcement::Off).unwrap();
     live.set_enforcement("trial", Enforcement::Enforce).unwrap();
     assert_eq!(send(&svc, "10.0.0.1", 1).await, [429]);
+    clock.advance(std::time::Duration::from_secs(60));
+    assert_eq!(send(&svc, "10.0.0.1", 2).await, [200, 429]);
 }
 
 #[tokio::test]
@@ -380,29 +386,6 @@ async fn concurrent_flips_lose_no_request_and_charge_each_at_most_once() {
     assert_eq!(BURST - peek.remaining, checked);
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_shadow_refusal_is_logged_and_an_enforced_one_is_not() {
-    let logs = Logs::default();
-    let _subscriber = tracing::subscriber::set_default(logs.clone());
-    let (store, _clock) = store();
-    let layer = RateLimitLayer::new(store, gcra("trial", "1/min"));
-    let live = layer.live();
-    live.set_enforcement("trial", Enforcement::Shadow).unwrap();
-    let svc = layer.layer(hello());
-    assert_eq!(send(&svc, "10.0.0.1", 2).await, [200, 200]);
-    live.set_enforcement("trial", Enforcement::Enforce).unwrap();
-    assert_eq!(send(&svc, "10.0.0.1", 1).await, [429]);
-
-    let shadow: Vec<_> = logs
-        .recorded()
-        .into_iter()
-        .filter(|l| l.message.contains("would have been rate limited"))
-        .collect();
-    assert_eq!(shadow.len(), 1, "{shadow:?}");
-    assert_eq!(shadow[0].target, "floodwall");
-    assert_eq!(shadow[0].level, tracing::Level::INFO);
-}
-
 #[test]
 fn a_quota_change_keeps_the_algorithm_and_the_penalty() {
     use floodwall_core::{Algorithm, Penalty};
@@ -544,8 +527,12 @@ async fn an_enforced_policy_waits_and_a_shadow_one_is_checked_after() {
         std::time::Duration::from_millis(100)
     );
 
-    // `trial` counted only its one admission: enforced now, the key is refused at once.
+    // `trial` counted only its one admission, not its refusal: enforced now, the key is
+    // refused at once, and a minute after that admission exactly one request passes.
     live.set_enforcement("smooth", Enforcement::Off).unwrap();
     live.set_enforcement("trial", Enforcement::Enforce).unwrap();
     assert_eq!(send(&svc, "10.0.0.1", 1).await, [429]);
+    tokio::time::advance(std::time::Duration::from_secs(60) - (tokio::time::Instant::now() - t0))
+        .await;
+    assert_eq!(send(&svc, "10.0.0.1", 2).await, [200, 429]);
 }

@@ -176,25 +176,69 @@ async fn a_dropped_waiter_gives_its_slot_to_the_next() {
     );
 }
 
+/// Jitter delays each waiter by up to its bound, never less than its slot, and spreads
+/// them over it: of 99 waiters with a uniform delay in 0..=40 ms, some wake in its first
+/// half and some in its second (all in one half has a chance of 2 in 2^99), so a jitter
+/// never applied, or always the same, fails.
 #[tokio::test(start_paused = true)]
-async fn jitter_only_ever_delays() {
+async fn jitter_only_ever_delays_and_spreads_the_waiters() {
     let (store, clock) = memory();
     let seen = Seen::default();
     let inner = recording(seen.clone());
     let jitter = Duration::from_millis(40);
+    let svc = RateLimitLayer::new(store, policy(Algorithm::Gcra))
+        .wait_up_to(Duration::from_secs(10))
+        .unwrap()
+        .max_waiting(1_000, 100)
+        .wait_jitter(jitter)
+        .layer(inner);
+    let t0 = clock.start();
+    // One at once, then 99 waiters for the slots 100 ms apart.
+    let answers = flood(svc, IP, 100).await;
+    assert!(answers.iter().all(|(s, _)| *s == StatusCode::OK));
+    let mut times: Vec<Duration> = seen.lock().unwrap().iter().map(|t| *t - t0).collect();
+    times.sort();
+    assert_eq!(times.len(), 100);
+    assert_eq!(times[0], Duration::ZERO, "the first never waits");
+    let mut halves = [0; 2];
+    for (i, at) in times.iter().enumerate().skip(1) {
+        let slot = Duration::from_millis(100) * i as u32;
+        assert!(*at >= slot && *at <= slot + jitter, "request {i} at {at:?}");
+        halves[usize::from(*at - slot >= jitter / 2)] += 1;
+    }
+    assert!(
+        halves[0] > 0 && halves[1] > 0,
+        "delays past the slot: {halves:?}"
+    );
+}
+
+/// A jitter far longer than the waits (100 s against 100 ms to 400 ms) only delays:
+/// each waiter still leaves no earlier than its slot, and within its slot and the jitter.
+#[tokio::test(start_paused = true)]
+async fn a_jitter_longer_than_the_wait_only_delays() {
+    let (store, clock) = memory();
+    let seen = Seen::default();
+    let inner = recording(seen.clone());
+    let jitter = Duration::from_secs(100);
     let svc = RateLimitLayer::new(store, policy(Algorithm::Gcra))
         .wait_up_to(Duration::from_secs(1))
         .unwrap()
         .wait_jitter(jitter)
         .layer(inner);
     let t0 = clock.start();
-    let answers = flood(svc, IP, 8).await;
+    let answers = flood(svc, IP, 5).await;
     assert!(answers.iter().all(|(s, _)| *s == StatusCode::OK));
     let mut times: Vec<Duration> = seen.lock().unwrap().iter().map(|t| *t - t0).collect();
     times.sort();
+    assert_eq!(times.len(), 5);
+    // The waiters may leave in any order: the i-th to leave, no earlier than the i-th slot.
     for (i, at) in times.iter().enumerate() {
         let slot = Duration::from_millis(100) * i as u32;
-        assert!(*at >= slot && *at <= slot + jitter, "request {i} at {at:?}");
+        assert!(*at >= slot, "the {i}th at {at:?}");
+        assert!(
+            *at <= Duration::from_millis(400) + jitter,
+            "the {i}th at {at:?}"
+        );
     }
 }
 

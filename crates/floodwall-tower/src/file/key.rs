@@ -117,3 +117,61 @@ impl ExtractKey for FileKey {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::*;
+    use crate::file::PolicyFile;
+
+    /// A key's bytes, or why there is none.
+    type Found = Result<Vec<u8>, KeyError>;
+
+    /// The key `e` writes for `req`, whole and taken apart.
+    fn both(e: &FileKey, req: Request<()>) -> (Option<Found>, Found) {
+        let mut key = Key::new();
+        let whole = e
+            .extract_request(&req, &mut key)
+            .map(|found| found.map(|()| key.as_bytes().to_vec()));
+        let mut key = Key::new();
+        let parts = e
+            .extract(&req.into_parts().0, &mut key)
+            .map(|()| key.as_bytes().to_vec());
+        (whole, parts)
+    }
+
+    /// A layer given a file's key without its routes (no chooser) reads the key from the
+    /// whole request: every kind answers there, and as it does from the parts.
+    #[test]
+    fn every_kind_answers_from_the_whole_request_as_from_its_parts() {
+        let policy = "[[policy]]\nname = \"p\"\nquota = \"1/s\"\n";
+        let keys = [
+            "",
+            "[key]\nkind = \"peer_ip\"\nipv4_prefix = 24\n",
+            "[key]\nkind = \"client_ip\"\ntrusted_proxies = [\"10.0.0.0/8\"]\n",
+            "[key]\nkind = \"header\"\nheader = \"x-api-key\"\nsalt = \"s\"\n",
+            "[key]\nkind = \"bearer\"\n",
+            "[key]\nkind = \"global\"\n",
+        ];
+        for text in keys {
+            let file = PolicyFile::parse(&format!("{text}{policy}"), "key.toml").unwrap();
+            let key = file.key();
+            let mut req = Request::get("/")
+                .header("x-api-key", "k1")
+                .header("authorization", "Bearer t1")
+                .header("x-forwarded-for", "192.0.2.7")
+                .body(())
+                .unwrap();
+            req.extensions_mut()
+                .insert(SocketAddr::from(([10, 0, 0, 5], 40000)));
+            let (whole, parts) = both(&key, req);
+            let parts = parts.unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            assert!(!parts.is_empty(), "{text}");
+            assert_eq!(whole, Some(Ok(parts)), "{text}");
+            // Without what the key reads (for global: nothing), the same answer both ways.
+            let (whole, parts) = both(&key, Request::new(()));
+            assert_eq!(whole, Some(parts), "{text}");
+        }
+    }
+}

@@ -199,4 +199,34 @@ mod tests {
             RouteTable::new(vec![Route::new("/a", None, Target::Skip)], names(&["d"]));
         assert_eq!(without_root.target(&Method::GET, "/b"), &names(&["d"]));
     }
+
+    /// A route's choice worked out before the layer's handle was set (a request sent
+    /// while the layer is still being built) is worked out again once it is, and then
+    /// on every change the handle makes.
+    #[test]
+    fn a_choice_made_before_the_handle_is_set_follows_the_handle_after() {
+        use floodwall_core::MemoryStore;
+        let gcra = |quota: &str| Policy::gcra("p", quota.parse().unwrap()).unwrap();
+        let chooser = FileChooser {
+            table: Arc::new(ArcSwap::from_pointee(RouteTable::new(
+                vec![],
+                names(&["p"]),
+            ))),
+            live: Arc::new(OnceLock::new()),
+            parsed: vec![gcra("1/s")].into(),
+            resolved: ArcSwapOption::empty(),
+        };
+        let req = http::Request::get("/").body(()).unwrap().into_parts().0;
+        let limit = || match chooser.choose(&req, b"") {
+            Choice::Policy(p) => p.limit(),
+            _ => panic!("one policy"),
+        };
+        assert_eq!(limit(), 1);
+        let live = crate::RateLimitLayer::new(MemoryStore::new(), gcra("1/s")).live();
+        live.set_quota("p", "7/s".parse().unwrap()).unwrap();
+        assert!(chooser.live.set(live.clone()).is_ok());
+        assert_eq!(limit(), 7);
+        live.set_quota("p", "9/s".parse().unwrap()).unwrap();
+        assert_eq!(limit(), 9);
+    }
 }
