@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use axum::Router;
 use axum::routing::{get, post};
 use floodwall::tower::RateLimitLayer;
-use floodwall::tower::choose::{ChoosePolicy, Choice, PolicyMap};
+use floodwall::tower::choose::{Choice, ChoosePolicy, PolicyMap};
 use floodwall::tower::extract::peer_addr;
 use floodwall::{MemoryStore, Policy};
 use http::request::Parts;
@@ -39,7 +39,10 @@ const ACCOUNTS: &[(&str, &str, &str)] = &[
 /// The rate-limit key of a request: `plan:account` for a known API key, else `anon:ip`.
 fn client(req: &Parts) -> Option<String> {
     let sent = req.headers.get("x-api-key").map(|v| v.as_bytes());
-    match ACCOUNTS.iter().find(|(key, ..)| Some(key.as_bytes()) == sent) {
+    match ACCOUNTS
+        .iter()
+        .find(|(key, ..)| Some(key.as_bytes()) == sent)
+    {
         Some((_, account, plan)) => Some(format!("{plan}:{account}")),
         None => Some(format!("anon:{}", peer_addr(req)?)),
     }

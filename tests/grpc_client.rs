@@ -84,7 +84,13 @@ fn python_with_grpc() -> PathBuf {
         String::from_utf8_lossy(&made.stderr)
     );
     let partial_python = partial.join("bin").join("python");
-    let mut install = vec!["-m", "pip", "install", "--quiet", "--disable-pip-version-check"];
+    let mut install = vec![
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ];
     install.extend(PACKAGES);
     let installed = run(&partial_python, &install);
     assert!(

@@ -21,7 +21,10 @@ struct Answer {
 
 impl Answer {
     fn names(&self) -> Vec<&str> {
-        self.remaining.iter().map(|(name, _)| name.as_str()).collect()
+        self.remaining
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect()
     }
 
     fn remaining(&self, policy: &str) -> u64 {
@@ -117,7 +120,10 @@ fn the_plan_is_the_accounts_and_the_ceiling_holds_over_every_plan() {
         assert!(admitted <= 100, "the ceiling never refused");
     };
     assert_eq!(refusal.status, 429);
-    assert!(admitted >= 20, "{admitted} admitted before the ceiling refused");
+    assert!(
+        admitted >= 20,
+        "{admitted} admitted before the ceiling refused"
+    );
     assert_eq!(refusal.remaining("ceiling"), 0);
     assert!(refusal.remaining("pro") > 5000);
 }
