@@ -50,6 +50,9 @@ mod tests {
 
     use super::*;
 
+    /// A recorded metric: name, labels, unit, whether it is described, value.
+    type Seen = (String, Vec<String>, Option<Unit>, bool, DebugValue);
+
     #[test]
     fn each_figure_is_recorded_under_its_label_and_described() {
         let recorder = DebuggingRecorder::new();
@@ -60,7 +63,7 @@ mod tests {
             denied_locally: 11,
         };
         metrics::with_local_recorder(&recorder, || record("redis", stats));
-        let mut seen: Vec<(String, Vec<String>, Option<Unit>, bool, DebugValue)> = snapshotter
+        let mut seen: Vec<Seen> = snapshotter
             .snapshot()
             .into_vec()
             .into_iter()
