@@ -33,8 +33,12 @@ impl ExtractKey for Tenant {
     }
 }
 
-/// Our own 429 body, in axum's terms.
+/// Our own 429 body, in axum's terms; a request without a tenant gets the extractor's
+/// status (401), since a responder answers missing keys too.
 fn over_quota(denial: &Denial) -> Response {
+    if let Some(missing) = denial.missing_key() {
+        return (missing.status(), missing.to_string()).into_response();
+    }
     let policies: Vec<&str> = denial.violated().collect();
     let body = format!("tenant over quota ({})\n", policies.join(", "));
     (StatusCode::TOO_MANY_REQUESTS, body).into_response()
