@@ -127,6 +127,20 @@ mod tests {
     }
 
     #[test]
+    fn values_cut_in_a_row_share_the_buffers_allocation() {
+        // Formatting a value allocates nothing: values cut one after another, all held,
+        // lie one after another in this thread's buffer, a new chunk at most once per
+        // hundred-odd values.
+        let held: Vec<HeaderValue> = (0..200).map(|_| decimal_value(1_000_000)).collect();
+        let at = |v: &HeaderValue| v.as_bytes().as_ptr();
+        let apart = held
+            .windows(2)
+            .filter(|w| at(&w[1]) != at(&w[0]).wrapping_add(7))
+            .count();
+        assert!(apart <= 2, "{apart} of 199 values were not cut after the one before");
+    }
+
+    #[test]
     fn put_decimal_writes_every_width_up_to_u64_max() {
         let mut ns = vec![0, 1, 11, 101, 1_000_000, u64::MAX - 1, u64::MAX];
         ns.extend((1..20).map(|e| 10_u64.pow(e) - 1));
