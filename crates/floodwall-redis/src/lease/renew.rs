@@ -51,6 +51,20 @@ struct Registry {
     next_renewer: u64,
 }
 
+impl Registry {
+    /// Marks a new renewer running and gives its number, unless one runs: each gets a
+    /// number of its own, so that a renewer's guard dropped late never stops another.
+    fn start_renewer(&mut self) -> Option<u64> {
+        if self.renewer.is_some() {
+            return None;
+        }
+        let id = self.next_renewer;
+        self.next_renewer += 1;
+        self.renewer = Some(id);
+        Some(id)
+    }
+}
+
 /// One lease: where it is, its id, how long it lasts and how often it is renewed.
 #[derive(Clone)]
 struct Held {
@@ -88,10 +102,7 @@ impl Leases {
         let sooner = r.due.first_key_value().is_none_or(|(&(d, _), _)| due < d);
         r.due.insert((due, seq), held);
         r.held.insert(seq, due);
-        if r.renewer.is_none() {
-            let id = r.next_renewer;
-            r.next_renewer += 1;
-            r.renewer = Some(id);
+        if let Some(id) = r.start_renewer() {
             // Made before it is spawned, so that it is dropped even if the task never runs.
             let running = Running {
                 store: Arc::clone(store),
@@ -324,6 +335,19 @@ mod tests {
         let due: Vec<_> = r.due.keys().copied().collect();
         assert_eq!(due, [(now, 2), (now + Duration::from_millis(100), 0)]);
         assert_eq!(r.held.len(), 2);
+    }
+
+    #[test]
+    fn each_renewer_has_a_number_of_its_own() {
+        let leases = Leases::default();
+        let first = leases.lock().start_renewer().unwrap();
+        assert_eq!(leases.lock().start_renewer(), None, "one runs");
+        // It ends (nothing held); another starts before the first one's guard is dropped.
+        assert_eq!(leases.next_due(), None);
+        let second = leases.lock().start_renewer().unwrap();
+        assert_ne!(first, second);
+        leases.renewer_dropped(first);
+        assert_eq!(leases.lock().renewer, Some(second), "the second still runs");
     }
 
     #[test]
