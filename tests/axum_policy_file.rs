@@ -8,26 +8,18 @@
 //! `cargo test --example axum` builds the example as a test harness, not that binary.
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 
 mod common;
 
-use common::{Server, example_binary};
+use common::{Server, request, start_example, status};
 
 /// POSTs to `path` over a fresh connection: the status.
 fn post(addr: &str, path: &str) -> u16 {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).unwrap();
-    raw.split(' ').nth(1).unwrap().parse().unwrap()
+    status(&request(
+        addr,
+        &format!("POST {path} HTTP/1.1\r\nContent-Length: 0\r\n"),
+    ))
 }
 
 fn hang_up(server: &Server) {
@@ -46,33 +38,12 @@ fn the_example_serves_a_policy_file_and_reloads_it_on_sighup() {
     let path = dir.join("policies.toml");
     std::fs::write(&path, example).unwrap();
 
-    let mut child = Command::new(example_binary("axum", "axum_policy_file"))
-        .env("LISTEN", "127.0.0.1:0")
-        .env("POLICY_FILE", &path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let server = Server(child);
-    // The server's lines, as it prints them.
-    let (lines_tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    // The first line names the address once the listener is bound.
-    let first = lines.recv().expect("the server's first line");
-    let addr = first
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http://"))
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .trim_end_matches(',')
-        .to_owned();
+    let running = start_example(
+        "axum",
+        "axum_policy_file",
+        &[("POLICY_FILE", path.as_os_str())],
+    );
+    let (server, addr, lines) = (running.server, running.addr, running.lines);
     let next_reload = || loop {
         let line = lines.recv().expect("the server printed a reload's outcome");
         if line.contains("reloaded") {

@@ -2,47 +2,21 @@
 //! Python's `grpcio` with `grpcio-health-checking` (`tests/grpc/health_client.py`). A refusal
 //! must reach it as `RESOURCE_EXHAUSTED` with the retry metadata in its trailers.
 //!
-//! It runs the example binary that `cargo test` builds beside the tests (with `--test
-//! grpc_client` alone, add `--example tonic` so that binary is built too). It needs only
+//! It runs the example binary that `cargo test` builds beside the tests (before a `--test
+//! grpc_client` run alone, `cargo build --all-features --example tonic`). It needs only
 //! `python3`: when that lacks the two packages, the test installs them from the package
 //! index into a virtual environment of its own under cargo's target directory, once, and
 //! reuses it after. A package that cannot be had is a failure that says why, never a skip.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 /// The client's Python packages, as pip names them.
 const PACKAGES: [&str; 2] = ["grpcio", "grpcio-health-checking"];
 
 mod common;
 
-use common::{Server, example_binary};
-
-/// Starts the example on a port the OS picks and returns it with the address it printed:
-/// it prints that line once its listener is bound, so connections are accepted from then on.
-fn start_server() -> (Server, String) {
-    let binary = example_binary("tonic", "grpc_client");
-    let child = Command::new(&binary)
-        .env("LISTEN", "127.0.0.1:0")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-    let mut server = Server(child);
-    let stdout = server.0.stdout.take().expect("piped stdout");
-    let mut first_line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut first_line)
-        .expect("the server's first line");
-    let addr = first_line
-        .split_whitespace()
-        .find(|word| word.starts_with("127.0.0.1:"))
-        .unwrap_or_else(|| panic!("no address in the server's first line: {first_line:?}"))
-        .trim_end_matches(',')
-        .to_owned();
-    (server, addr)
-}
+use common::start_example;
 
 /// Runs `program args`, or fails the test naming what could not be run.
 fn run(program: &Path, args: &[&str]) -> Output {
@@ -115,10 +89,10 @@ fn python_with_grpc() -> PathBuf {
 #[test]
 fn python_grpcio_sees_resource_exhausted_with_retry_metadata() {
     let python = python_with_grpc();
-    let (server, addr) = start_server();
+    let example = start_example("tonic", "grpc_client", &[]);
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/grpc/health_client.py");
-    let output = run(&python, &[&script.to_string_lossy(), &addr]);
+    let output = run(&python, &[&script.to_string_lossy(), &example.addr]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -126,7 +100,7 @@ fn python_grpcio_sees_resource_exhausted_with_retry_metadata() {
         "health_client.py failed ({}):\n{stdout}\n{stderr}",
         output.status
     );
-    drop(server);
+    drop(example);
 
     let lines: Vec<&str> = stdout.lines().collect();
     // 3 calls per minute per client IP: three answers, then the refusal.

@@ -2,16 +2,12 @@
 //! follows the account a real API key belongs to (never what the client claims), and the
 //! per-client ceiling holds whatever the plan allows.
 //!
-//! It runs the example binary that `cargo test` builds beside the tests (with `--test
-//! policies_example` alone, add `--example policies` so that binary is built too).
-
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Command, Stdio};
+//! It runs the example binary that `cargo test` builds beside the tests (before a `--test
+//! policies_example` run alone, `cargo build --all-features --example policies`).
 
 mod common;
 
-use common::{Server, example_binary};
+use common::{request, start_example, status};
 
 /// A response's status and its `RateLimit` field as `(policy, remaining)` pairs.
 struct Answer {
@@ -38,15 +34,8 @@ impl Answer {
 
 /// GETs `/` over a fresh connection with `headers`.
 fn get(addr: &str, headers: &str) -> Answer {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    write!(
-        stream,
-        "GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{headers}\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).unwrap();
-    let status = raw.split(' ').nth(1).unwrap().parse().unwrap();
+    let raw = request(addr, &format!("GET / HTTP/1.1\r\n{headers}"));
+    let status = status(&raw);
     // `RateLimit: "name";r=R;t=T, "other";r=R;t=T`
     let field = raw
         .lines()
@@ -66,44 +55,23 @@ fn get(addr: &str, headers: &str) -> Answer {
     Answer { status, remaining }
 }
 
-fn start() -> (Server, String) {
-    let mut child = Command::new(example_binary("policies", "policies_example"))
-        .env("LISTEN", "127.0.0.1:0")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let server = Server(child);
-    let mut lines = BufReader::new(stdout);
-    let mut first = String::new();
-    lines.read_line(&mut first).unwrap();
-    // Keep reading, so the server's later lines never meet a closed pipe.
-    std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
-    let addr = first
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http://"))
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_owned();
-    (server, addr)
-}
-
 #[test]
 fn the_plan_is_the_accounts_and_the_ceiling_holds_over_every_plan() {
-    let (_server, addr) = start();
+    let example = start_example("policies", "policies_example", &[]);
+    let addr = &example.addr;
 
     // Claiming a plan, or sending a key that is not an account's, earns nothing: each is
     // the same anonymous client (one address), charged one more.
     let mut last = u64::MAX;
     for claim in ["x-plan: pro\r\n", "x-api-key: not-a-key\r\n", ""] {
-        let answer = get(&addr, claim);
+        let answer = get(addr, claim);
         assert_eq!(answer.status, 200, "{claim:?}");
         assert_eq!(answer.names(), ["anonymous", "ceiling"], "{claim:?}");
         assert!(answer.remaining("anonymous") < last, "{claim:?}");
         last = answer.remaining("anonymous");
     }
 
-    let free = get(&addr, "x-api-key: demo-free-key\r\n");
+    let free = get(addr, "x-api-key: demo-free-key\r\n");
     assert_eq!(free.names(), ["free", "ceiling"]);
     assert_eq!(free.remaining("free"), 60 - 1);
 
@@ -111,7 +79,7 @@ fn the_plan_is_the_accounts_and_the_ceiling_holds_over_every_plan() {
     // burst far under the plan's quota is refused by the ceiling.
     let mut admitted = 0;
     let refusal = loop {
-        let answer = get(&addr, "x-api-key: demo-pro-key\r\n");
+        let answer = get(addr, "x-api-key: demo-pro-key\r\n");
         assert_eq!(answer.names(), ["pro", "ceiling"]);
         if answer.status != 200 {
             break answer;
