@@ -13,12 +13,8 @@
 //! `metrics-exporter-prometheus`, whose text this app serves itself on `/metrics`, outside
 //! the limit. Install the recorder before serving: the layer registers its counters with
 //! the recorder there is at its first request, and describes each (the `# HELP` lines).
-//!
-//! The exporter renders a histogram as a summary (quantiles over a sliding window, which
-//! cannot be added up across nodes) unless it is given buckets: `install` gives it some, so
-//! the store-call durations come out as `_bucket{le=..}`, `_sum` and `_count`. The memory
-//! store answers without a call to wait for, so here their count stays 0; with a
-//! `RedisStore` each round trip is timed.
+//! The memory store answers without a call to wait for, so the store-call histogram's
+//! count stays 0 here; with a `RedisStore` each round trip is timed.
 
 use std::net::SocketAddr;
 
@@ -45,7 +41,8 @@ pub(crate) fn app(prometheus: PrometheusHandle) -> Result<Router, Box<dyn std::e
 /// now on goes to it.
 pub(crate) fn install() -> Result<PrometheusHandle, Box<dyn std::error::Error>> {
     let handle = PrometheusBuilder::new()
-        // The store-call histogram as buckets (seconds) rather than a summary.
+        // The store-call histogram as buckets (seconds): without them, the exporter
+        // renders a summary, whose quantiles cannot be added up across nodes.
         .set_buckets(&[0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1])?
         .install_recorder()?;
     // The layer describes its metrics at its first request; this has them from the start.

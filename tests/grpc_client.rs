@@ -26,11 +26,12 @@ fn run(program: &Path, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()))
 }
 
-/// Whether `python` imports both packages.
+/// Whether `python` runs and imports both packages.
 fn has_packages(python: &Path) -> bool {
-    run(python, &["-c", "import grpc, grpc_health.v1.health_pb2"])
-        .status
-        .success()
+    Command::new(python)
+        .args(["-c", "import grpc, grpc_health.v1.health_pb2"])
+        .output()
+        .is_ok_and(|out| out.status.success())
 }
 
 /// A Python that has the client's packages: `python3` itself when it has them, else the
@@ -45,7 +46,7 @@ fn python_with_grpc() -> PathBuf {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let venv = root.join("grpc-venv");
     let python = venv.join("bin").join("python");
-    if python.is_file() && has_packages(&python) {
+    if has_packages(&python) {
         return python;
     }
     let partial = root.join(format!("grpc-venv.partial-{}", std::process::id()));
@@ -74,7 +75,11 @@ fn python_with_grpc() -> PathBuf {
         partial.display(),
         String::from_utf8_lossy(&installed.stderr)
     );
-    // A concurrent run may have finished first: then use its environment, drop ours.
+    // One left unusable (its Python upgraded or removed since) gives way to ours; one a
+    // concurrent run has just finished stays, and ours is dropped.
+    if venv.exists() && !has_packages(&python) {
+        let _ = std::fs::remove_dir_all(&venv);
+    }
     if std::fs::rename(&partial, &venv).is_err() {
         let _ = std::fs::remove_dir_all(&partial);
     }

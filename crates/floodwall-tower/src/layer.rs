@@ -306,7 +306,9 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// tonic, or a `|denial: &Denial| -> Response<_>` closure. With the `axum` feature, a
     /// closure answering axum's `impl IntoResponse` goes in `respond::Axum(..)`; a named
     /// `fn` for it returns `axum::response::Response` (`.into_response()`), since a
-    /// returned `impl IntoResponse` would borrow the denial.
+    /// returned `impl IntoResponse` would borrow the denial. A request without a key comes
+    /// here too: a responder of your own answers
+    /// [`Denial::missing_key`](crate::respond::Denial::missing_key) with its status first.
     pub fn on_reject(self, responder: impl OnReject) -> Self {
         self.map(|s| s.on_reject = Arc::new(responder))
     }

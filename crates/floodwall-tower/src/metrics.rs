@@ -11,12 +11,6 @@
 //! Handles are registered with the recorder installed when a layer's first request is
 //! counted: install the recorder (an exporter) before serving. Every metric is described
 //! to it then (its `# HELP` line in Prometheus text, and its unit): see [`describe`].
-//!
-//! [`STORE_DURATION`] is a histogram. What an exporter makes of one is its own choice:
-//! `metrics-exporter-prometheus` renders histograms as summaries (quantiles over a window)
-//! unless it is given buckets, with `PrometheusBuilder::set_buckets` or
-//! `set_buckets_for_metric` (as `examples/metrics.rs` does), which make it a Prometheus
-//! histogram (`_bucket{le=..}`, `_sum`, `_count`) that can be aggregated across nodes.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -27,8 +21,8 @@ use metrics::{Counter, Histogram, Unit};
 
 /// Counter: requests checked against a policy, by `policy` and [`result`](Outcome):
 /// `allowed`, `refused`, `cache_refused` (refused by a deny cache without asking the
-/// store), `shadow_refused`, `store_error`, `fallback`. A request checked against two
-/// policies counts once under each. An in-flight limit
+/// store), `shadow_refused`, `store_error`, `fallback`, `banned`. A request checked
+/// against two policies counts once under each. An in-flight limit
 /// ([`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer)) counts here too, under its
 /// name: `allowed` (a slot taken), `refused` (all taken), `shadow_refused`, `store_error`.
 pub const REQUESTS: &str = "floodwall.rate_limiting.requests";
@@ -37,8 +31,8 @@ pub const REQUESTS: &str = "floodwall.rate_limiting.requests";
 pub const NEAR_LIMIT: &str = "floodwall.rate_limiting.near_limit";
 /// Histogram, seconds: how long a store call the layer waited for took, by `policy`.
 /// Only calls that wait (a Redis round trip) are timed; a store that answers at once
-/// (the memory store, a deny cache) is not a call worth timing. A Prometheus exporter
-/// renders it as a summary unless it is given buckets (see the [module](self) docs).
+/// (the memory store, a deny cache) is not a call worth timing. Give a Prometheus
+/// exporter buckets for it (`PrometheusBuilder::set_buckets`), or it renders a summary.
 pub const STORE_DURATION: &str = "floodwall.rate_limiting.store.duration";
 /// Gauge: a circuit breaker's state, by `store` ([`record_breaker`]): 0 closed, 1 half
 /// open, 2 open.

@@ -157,9 +157,9 @@ async fn problem_json_answers_a_problem_of_the_status_naming_the_header() {
 #[tokio::test]
 async fn an_axum_responder_tells_a_missing_key_from_a_refusal() {
     let responder = Axum(|denial: &Denial| match denial.missing_key() {
-        Some(missing) => (
-            missing.status(),
-            Html(format!("<p>send your {}</p>", missing.missing())),
+        Some(error) => (
+            error.status(),
+            Html(format!("<p>send your {}</p>", error.missing())),
         )
             .into_response(),
         None => (StatusCode::TOO_MANY_REQUESTS, "slow down").into_response(),

@@ -36,6 +36,10 @@ use super::{Denial, OnReject, OnStoreFailure};
 /// let policy = Policy::gcra("per-ip", "10/s".parse()?)?;
 /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
 ///     .on_reject(Axum(|denial: &Denial| {
+///         // A request without a key is the client's error, answered with its status.
+///         if let Some(error) = denial.missing_key() {
+///             return (error.status(), error.to_string()).into_response();
+///         }
 ///         // `null` when retrying can never help (the request costs more than the limit).
 ///         let secs = denial.retry_after_secs().map_or("null".into(), |s| s.to_string());
 ///         let body = format!(r#"{{"error":"rate_limited","retry_after":{secs}}}"#);
@@ -44,6 +48,7 @@ use super::{Denial, OnReject, OnStoreFailure};
 ///             [(header::CONTENT_TYPE, "application/json")],
 ///             body,
 ///         )
+///             .into_response()
 ///     }))
 ///     .on_store_failure(Axum(|_: &floodwall_core::Error| {
 ///         (StatusCode::SERVICE_UNAVAILABLE, "try again soon").into_response()

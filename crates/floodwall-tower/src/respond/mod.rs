@@ -16,7 +16,7 @@
 //! | [`TooManyRequests`] (default) | HTTP | 429, plain text; a missing key: its status (400), plain text |
 //! | [`Json`] | JSON APIs | 429, `application/json`; a missing key: its status, `{"error":"missing_key",..}` |
 //! | [`ProblemJson`] | JSON APIs | 429, `application/problem+json` (RFC 9457, the draft's `quota-exceeded` type); a missing key: its status, an `about:blank` problem |
-//! | [`Grpc`] | tonic | 200 trailers-only, `grpc-status: 8` (`RESOURCE_EXHAUSTED`); a missing key: `INVALID_ARGUMENT` (`UNAUTHENTICATED` for 401) |
+//! | [`Grpc`] | tonic | 200 trailers-only, `grpc-status: 8` (`RESOURCE_EXHAUSTED`); a missing key: the gRPC code of its status (see [`Grpc`]) |
 //! | any `Fn(&Denial) -> Response<T>` | anything else | what it returns |
 #![cfg_attr(
     feature = "axum",
@@ -40,6 +40,11 @@
 //! use http::{Response, StatusCode};
 //!
 //! let teapot = |denial: &Denial| {
+//!     if let Some(error) = denial.missing_key() {
+//!         let mut res = Response::new(format!("send your {}\n", error.missing()));
+//!         *res.status_mut() = error.status();
+//!         return res;
+//!     }
 //!     let mut res = Response::new(format!("slow down for {:?}\n", denial.retry_after()));
 //!     *res.status_mut() = StatusCode::IM_A_TEAPOT;
 //!     res
