@@ -3,8 +3,8 @@
 //! `lua/all_penalty.lua`'s where some of them have a penalty.
 
 use super::{
-    PENALTY_PARAMS, PRELUDE, PenaltyParams, Sections, at_now, params_read, penalty_sections,
-    with_params, with_penalty,
+    PENALTY_PARAMS, PRELUDE, PenaltyParams, Sections, at_now, penalty_sections, with_params,
+    with_penalty,
 };
 use crate::kind::{Layout, Lua};
 
@@ -57,12 +57,13 @@ pub(crate) fn all(
             save = s.save,
             reply = s.reply,
         );
-        if written {
-            policies.push_str(&with_params(&function, Some(&layout.args)));
-        } else {
-            let count = layout.kind.spec().params;
-            policies.push_str(&params_read(&function, count, next_arg));
-            next_arg += count;
+        policies.push_str(&with_params(
+            &function,
+            written.then_some(&layout.args),
+            next_arg,
+        ));
+        if !written {
+            next_arg += layout.kind.spec().params;
         }
         if let Some(Some(numbers)) = penalties.get(i - 1) {
             let (ban, strike) = penalty_sections();
