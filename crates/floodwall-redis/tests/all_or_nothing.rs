@@ -13,7 +13,9 @@ use floodwall_redis::RedisStore;
 use proptest::prelude::*;
 use redis_harness::{RedisCluster, RedisServer, key_slot};
 
-use common::{cached_scripts, command_calls, server_now, small_policy, uncached_store};
+use common::{
+    cached_scripts, command_calls, generic_store, server_now, small_policy, uncached_store,
+};
 
 const NOW: u64 = 1_700_000_000_000_000;
 
@@ -310,15 +312,7 @@ fn written_and_argument_scripts_of_several_policies_decide_as_the_memory_store()
         .unwrap();
     let server = RedisServer::start();
     let written = rt.block_on(uncached_store(&server.url()));
-    let generic = rt
-        .block_on(
-            RedisStore::builder()
-                .deny_cache(false)
-                .written_scripts(0)
-                .prefix("generic:")
-                .multiplexed(&server.url()),
-        )
-        .unwrap();
+    let generic = rt.block_on(generic_store(&server.url(), "generic:"));
     let case = std::sync::atomic::AtomicU64::new(0);
     // Refusals and bans the memory store answered: the histories must reach both.
     let (refused, banned) = (

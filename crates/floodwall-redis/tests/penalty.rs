@@ -10,7 +10,7 @@ use floodwall_core::{DenyCache, Error, ManualClock, Penalty, Policy, Reservable,
 use floodwall_redis::RedisStore;
 use redis_harness::{RedisCluster, RedisServer, Reply};
 
-use common::{every_algorithm, uncached_store};
+use common::{every_algorithm, generic_store, uncached_store};
 
 const NOW: u64 = 1_700_000_000_000_000;
 const S: u64 = 1_000_000;
@@ -211,12 +211,7 @@ async fn strikes_are_counted_within_their_window_only() {
 async fn every_algorithm_bans_with_written_and_generic_scripts() {
     let server = RedisServer::start();
     let written = uncached_store(&server.url()).await;
-    let generic = RedisStore::builder()
-        .deny_cache(false)
-        .written_scripts(0)
-        .multiplexed(&server.url())
-        .await
-        .unwrap();
+    let generic = generic_store(&server.url(), "generic:").await;
     for (store, name) in [(&written, "w"), (&generic, "g")] {
         for policy in every_algorithm(name, "1/min") {
             let policy = policy.with_penalty(penalty());
