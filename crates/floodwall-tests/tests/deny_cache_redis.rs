@@ -16,9 +16,10 @@ use tower::{Layer, ServiceExt};
 /// The smallest hold a test waits for: nothing here measures how long anything took.
 const HOLD: Duration = Duration::from_millis(50);
 
-async fn node(redis: &RedisServer) -> RedisStore {
+/// A node on `redis` whose deny cache holds a refusal for `hold` at most.
+async fn node(redis: &RedisServer, hold: Duration) -> RedisStore {
     RedisStore::builder()
-        .deny_cache_max_refusal_hold(HOLD)
+        .deny_cache_max_refusal_hold(hold)
         .multiplexed(&redis.url())
         .await
         .unwrap()
@@ -43,7 +44,7 @@ async fn exhaust_until_cached(node: &RedisStore, key: &[u8], policy: &Policy) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_elsewhere_reaches_a_cached_refusal_within_the_hold() {
     let redis = RedisServer::start();
-    let (a, b) = (node(&redis).await, node(&redis).await);
+    let (a, b) = (node(&redis, HOLD).await, node(&redis, HOLD).await);
     let policy = Policy::gcra("hourly", "3/h".parse().unwrap()).unwrap();
 
     // An operator resets the customer's quota through node B.
@@ -80,19 +81,12 @@ fn members(headers: &HeaderMap) -> Vec<(String, u64, u64)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_lists_every_policy_whether_redis_or_the_deny_cache_answered() {
     let redis = RedisServer::start();
-    let node = |hold: Duration| {
-        let url = redis.url();
-        async move {
-            RedisStore::builder()
-                .deny_cache_max_refusal_hold(hold)
-                .multiplexed(&url)
-                .await
-                .unwrap()
-        }
-    };
     // Node A holds its refusals an hour, so its second refusal is the cache's whatever
     // the time between the two.
-    let (a, b) = (node(Duration::from_secs(3_600)).await, node(HOLD).await);
+    let (a, b) = (
+        node(&redis, Duration::from_secs(3_600)).await,
+        node(&redis, HOLD).await,
+    );
     let layer = |store: RedisStore| {
         RateLimitLayer::new(
             store,
