@@ -100,7 +100,7 @@ fn strikes_spread_over_windows_never_ban() {
 /// file), as `(µs after the first strike, the penalty's within in s, banned)` per strike,
 /// after one admission: a window keeps the end it opened with (`docs/penalties.md`, rule
 /// 2), and the new `within` applies from the next window. Redis runs the same scenarios
-/// (`crates/floodwall-redis/tests/penalty.rs`) to the same outcome.
+/// (`crates/floodwall-redis/tests/penalty_window.rs`) to the same outcome.
 /// Shrunk from 10 s to 2 s after the first strike: the window still ends at 10 s.
 const SHRUNK: [(u64, u64, bool); 3] = [(0, 10, false), (5_000_000, 2, false), (9_999_999, 2, true)];
 /// Grown from 2 s to 10 s: the window opened with 2 s ends at 2 s; the next, opened then

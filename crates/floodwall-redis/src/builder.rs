@@ -293,10 +293,14 @@ impl RedisStoreBuilder {
     /// once Redis refuses a cost for a key, the same or a larger cost is refused here until
     /// the refusal's `retry_after` has passed, counted from when the check was sent, but
     /// for at most [`deny_cache_max_refusal_hold`](Self::deny_cache_max_refusal_hold)
-    /// (1 s) before one check asks Redis again; an admission that leaves no room for the
-    /// next request is remembered the same way. A client flooding one key past its quota
-    /// then costs about one script call per admitted request and one per second, instead
-    /// of one per request. It is a
+    /// (default
+    /// [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_REFUSAL_HOLD))
+    /// before one check asks Redis again; an admission that leaves no room for the next
+    /// request is remembered the same way, and a ban
+    /// ([`deny_cache_max_ban_hold`](Self::deny_cache_max_ban_hold), default
+    /// [`DenyCache::DEFAULT_MAX_BAN_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_BAN_HOLD))
+    /// too. A client flooding one key past its quota then costs about one script call per
+    /// admitted request and one per hold, instead of one per request. It is a
     /// [`DenyCache`](floodwall_core::DenyCache) over this store's direct path, with its
     /// default cap ([`DenyCache::DEFAULT_MAX_KEYS`](floodwall_core::DenyCache::DEFAULT_MAX_KEYS)
     /// keys) and a wait bound of at least the [timeout](Self::timeout);
@@ -304,7 +308,8 @@ impl RedisStoreBuilder {
     /// [`RedisStats::denied_locally`](crate::RedisStats::denied_locally) the calls it saved.
     ///
     /// It is exact: it never answers "yes", and refuses only what Redis would refuse too
-    /// (docs/deny-cache.md in the repository says why), on one assumption of each kind:
+    /// (docs/deny-cache.md in the repository says why), given one assumption and within
+    /// one bound:
     ///
     /// - **Redis's clock runs at the local rate.** Windows are measured on this process's
     ///   monotonic clock; a Redis clock that runs fast or is stepped forward can make the
@@ -328,8 +333,8 @@ impl RedisStoreBuilder {
 
     /// How long the [deny cache](Self::deny_cache) answers a refusal without asking Redis
     /// again; default
-    /// [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_REFUSAL_HOLD)
-    /// (1 s). A [`reset`](floodwall_core::Store::reset) through another process, a `DEL`,
+    /// [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_REFUSAL_HOLD).
+    /// A [`reset`](floodwall_core::Store::reset) through another process, a `DEL`,
     /// a `FLUSHALL` or a key Redis evicted reaches this process at most this long after
     /// it; a refused key costs Redis one script call per this span per process (the
     /// checks arriving meanwhile wait for its answer). Local refusals still report Redis's

@@ -75,7 +75,7 @@ pub(crate) struct BatchScript {
 /// the bound keeps policies made on the fly (a quota per tenant) from filling Redis's
 /// script cache, which nothing empties.
 pub(crate) struct Scripts {
-    written: papaya::HashMap<(ScriptKind, [u64; 3]), Arc<Script>, ahash::RandomState>,
+    written: ScriptMap<(ScriptKind, [u64; 3])>,
     /// The same for policies with a penalty, by their parameters and the penalty's, up to
     /// the same bound.
     penalized: ScriptMap<(ScriptKind, [u64; 3], PenaltyParams)>,
@@ -115,18 +115,10 @@ impl Scripts {
     /// Scripts of their own for up to `bound` parameter sets.
     pub(crate) fn new(bound: usize) -> Self {
         Self {
-            written: papaya::HashMap::builder()
-                .hasher(ahash::RandomState::new())
-                .build(),
-            penalized: papaya::HashMap::builder()
-                .hasher(ahash::RandomState::new())
-                .build(),
-            all: papaya::HashMap::builder()
-                .hasher(ahash::RandomState::new())
-                .build(),
-            all_read: papaya::HashMap::builder()
-                .hasher(ahash::RandomState::new())
-                .build(),
+            written: ScriptMap::default(),
+            penalized: ScriptMap::default(),
+            all: ScriptMap::default(),
+            all_read: ScriptMap::default(),
             bound,
         }
     }

@@ -182,6 +182,7 @@ fn push_hex(out: &mut String, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::slots::hash_tag;
 
     fn policy(q: &str) -> Policy {
         Policy::gcra("api", q.parse().unwrap()).unwrap()
@@ -222,15 +223,6 @@ mod tests {
         let short = redis_key("", &p, b"\x01");
         assert_ne!(redis_key("", &p, b"01"), short);
         assert_ne!(redis_key("", &p, b"x{01"), short);
-    }
-
-    /// The hash tag Redis Cluster takes from `key`: the bytes between its first `{` and the
-    /// first `}` after it, `None` when there are none (then the whole key is hashed).
-    fn hash_tag(key: &[u8]) -> Option<&[u8]> {
-        let open = key.iter().position(|&b| b == b'{')?;
-        let rest = &key[open + 1..];
-        let close = rest.iter().position(|&b| b == b'}')?;
-        (close > 0).then(|| &rest[..close])
     }
 
     /// User keys of every form, and keys that read like another key's form.

@@ -69,24 +69,14 @@ fn at_now(source: &str, now: usize) -> String {
 }
 
 /// `source` with its parameter placeholders `{p1}`..`{p3}` written as numbers, or as reads
-/// of `ARGV[2..4]` when `written` is `None`.
-fn with_params(source: &str, written: Option<&[u64; 3]>) -> String {
-    match written {
-        Some(params) => (0..3).fold(source.to_owned(), |text, i| {
-            text.replace(&format!("{{p{}}}", i + 1), &params[i].to_string())
-        }),
-        None => params_read(source, 3, 2),
-    }
-}
-
-/// `source` with its first `count` parameter placeholders (`{p1}`..) read from
-/// `ARGV[first..]`.
-fn params_read(source: &str, count: usize, first: usize) -> String {
-    (0..count).fold(source.to_owned(), |text, i| {
-        text.replace(
-            &format!("{{p{}}}", i + 1),
-            &format!("tonumber(ARGV[{}])", first + i),
-        )
+/// of `ARGV[first..]` when `written` is `None` (a placeholder the text lacks is left alone).
+fn with_params(source: &str, written: Option<&[u64; 3]>, first: usize) -> String {
+    (0..3).fold(source.to_owned(), |text, i| {
+        let value = match written {
+            Some(params) => params[i].to_string(),
+            None => format!("tonumber(ARGV[{}])", first + i),
+        };
+        text.replace(&format!("{{p{}}}", i + 1), &value)
     })
 }
 
@@ -188,7 +178,7 @@ pub(crate) fn single(kind: ScriptKind, written: Option<&[u64; 3]>) -> String {
         Lua::Stepped(algorithm) => assemble(algorithm, SINGLE, now, false),
         Lua::Whole(script) => format!("{}{script}", at_now(PRELUDE, now)),
     };
-    with_params(&text, written)
+    with_params(&text, written, 2)
 }
 
 /// A single check's script of `kind` under a penalty: as [`single`], with the penalty's
@@ -217,7 +207,7 @@ pub(crate) fn penalized(kind: ScriptKind, written: Option<(&[u64; 3], &PenaltyPa
             )
         }
     };
-    let text = with_params(&text, written.map(|w| w.0));
+    let text = with_params(&text, written.map(|w| w.0), 2);
     with_penalty(&text, written.map(|w| w.1), spec.params + 2)
 }
 
@@ -228,6 +218,7 @@ pub(crate) fn batch(kind: ScriptKind) -> Option<String> {
         Lua::Stepped(algorithm) => Some(with_params(
             &assemble(algorithm, BATCH, BATCH_NOW, false),
             None,
+            2,
         )),
         Lua::Whole(_) => None,
     }
@@ -249,6 +240,7 @@ pub(crate) fn reserve(kind: ScriptKind, penalized: bool) -> Option<String> {
             Some(with_params(
                 &assemble(algorithm, RESERVE, now, penalized),
                 None,
+                2,
             ))
         }
         _ => None,
@@ -263,7 +255,11 @@ pub(crate) fn adjust(kind: ScriptKind, section: &str) -> Option<String> {
         Lua::Stepped(algorithm) => {
             let driver = ADJUST.replace("-- {adjust}\n", section);
             let now = kind.spec().params + 2;
-            Some(with_params(&assemble(algorithm, &driver, now, false), None))
+            Some(with_params(
+                &assemble(algorithm, &driver, now, false),
+                None,
+                2,
+            ))
         }
         Lua::Whole(_) => None,
     }

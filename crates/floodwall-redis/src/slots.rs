@@ -114,15 +114,19 @@ impl Drop for Reading {
     }
 }
 
-/// Redis Cluster's slot of `key`: CRC16 (XMODEM) of its hash tag (the bytes between the
-/// first `{` and the first `}` after it, when not empty) or of the whole key, mod 16384.
+/// Redis Cluster's slot of `key`: CRC16 (XMODEM) of its [hash tag](hash_tag) or, without
+/// one, of the whole key, mod 16384.
 pub(crate) fn slot_of(key: &[u8]) -> u16 {
-    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
-        let rest = &key[open + 1..];
-        let close = rest.iter().position(|&b| b == b'}')?;
-        (close > 0).then(|| &rest[..close])
-    });
-    crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(key)) % SLOTS as u16
+    crc16::State::<crc16::XMODEM>::calculate(hash_tag(key).unwrap_or(key)) % SLOTS as u16
+}
+
+/// The hash tag Redis Cluster takes from `key`: the bytes between its first `{` and the
+/// first `}` after it; `None` when there are none (then the whole key is hashed).
+pub(crate) fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let rest = &key[open + 1..];
+    let close = rest.iter().position(|&b| b == b'}')?;
+    (close > 0).then(|| &rest[..close])
 }
 
 /// The slot map from a `CLUSTER SLOTS` reply: `[first, last, [host, port, ..], ..]` per

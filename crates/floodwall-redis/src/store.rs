@@ -89,10 +89,15 @@ use crate::stats::{Counters, RedisStats};
 ///
 /// With [`RedisStoreBuilder::deny_cache`] (on by default), what Redis refused is refused
 /// again locally, with no script call, until the refusal lapses: a client flooding a key
-/// past its quota costs about one call per request admitted (and one per second). It is
+/// past its quota costs about one call per request admitted (and one per hold). It is
 /// exact (it refuses only what Redis would), provided Redis's clock runs at the local rate;
 /// a reset elsewhere (another process, a `DEL`, `FLUSHALL`) is seen within
-/// [`deny_cache_max_refusal_hold`](RedisStoreBuilder::deny_cache_max_refusal_hold) (1 s).
+/// [`deny_cache_max_refusal_hold`](RedisStoreBuilder::deny_cache_max_refusal_hold)
+/// (default
+/// [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_REFUSAL_HOLD)),
+/// an unban elsewhere within
+/// [`deny_cache_max_ban_hold`](RedisStoreBuilder::deny_cache_max_ban_hold) (default
+/// [`DenyCache::DEFAULT_MAX_BAN_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_BAN_HOLD)).
 /// The builder method says more.
 /// [`stats`](Self::stats) counts the calls it saved
 /// ([`RedisStats::denied_locally`]), [`deny_cache_stats`](Self::deny_cache_stats) the rest.

@@ -13,7 +13,9 @@ use floodwall_redis::RedisStore;
 use proptest::prelude::*;
 use redis_harness::{RedisCluster, RedisServer, key_slot};
 
-use common::{cached_scripts, command_calls, small_policy, uncached_store};
+use common::{
+    cached_scripts, command_calls, generic_store, server_now, small_policy, uncached_store,
+};
 
 const NOW: u64 = 1_700_000_000_000_000;
 
@@ -272,6 +274,30 @@ async fn past_the_bound_several_policies_leave_a_handful_of_scripts() {
         scripts <= BOUND as u64 + 2,
         "{scripts} scripts for {TENANTS} tenants"
     );
+    // On the server's clock, past the bound: no time follows the numbers, and the script
+    // reads `TIME`. The fixed window stores its window's start (µs) + what it used.
+    const MINUTE: u64 = 60_000_000;
+    let quota = policy(Policy::fixed_window, "tenant", "7/min");
+    let earliest = server_now(&server);
+    let d = store
+        .check_all(b"clock", &[global.clone(), quota.clone()], 2)
+        .await
+        .unwrap();
+    assert!(
+        d.iter().all(|d| d.as_ref().is_some_and(|d| d.allowed)),
+        "{d:?}"
+    );
+    let latest = server_now(&server);
+    let key = store.redis_key(b"clock", &quota);
+    let stored: u64 = server
+        .try_cmd(&[&b"GET"[..], &key])
+        .unwrap()
+        .to_string()
+        .parse()
+        .unwrap();
+    let start = stored - 2;
+    assert_eq!((start % MINUTE, stored % MINUTE), (0, 2));
+    assert!(start + MINUTE > earliest && start <= latest, "{stored}");
 }
 
 /// Several policies through the scripts with the parameters written in, through those
@@ -286,15 +312,7 @@ fn written_and_argument_scripts_of_several_policies_decide_as_the_memory_store()
         .unwrap();
     let server = RedisServer::start();
     let written = rt.block_on(uncached_store(&server.url()));
-    let generic = rt
-        .block_on(
-            RedisStore::builder()
-                .deny_cache(false)
-                .written_scripts(0)
-                .prefix("generic:")
-                .multiplexed(&server.url()),
-        )
-        .unwrap();
+    let generic = rt.block_on(generic_store(&server.url(), "generic:"));
     let case = std::sync::atomic::AtomicU64::new(0);
     // Refusals and bans the memory store answered: the histories must reach both.
     let (refused, banned) = (

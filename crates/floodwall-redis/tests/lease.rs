@@ -1,6 +1,8 @@
 //! In-flight limits in Redis against real `redis-server` processes: exact from two stores,
 //! renewed while held, released on drop, and every failure a typed error.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -8,6 +10,8 @@ use std::time::Duration;
 use floodwall_core::{Acquired, ConcurrencyLimit, ConcurrencyStore};
 use floodwall_redis::RedisStore;
 use redis_harness::{RedisCluster, RedisServer};
+
+use common::server_now;
 
 async fn connect(url: &str) -> RedisStore {
     RedisStore::connect(url).await.unwrap()
@@ -20,6 +24,15 @@ fn zcard(server: &RedisServer, key: &[u8]) -> i64 {
         .unwrap()
         .as_integer()
         .unwrap()
+}
+
+/// The expiry (µs, server clock) of the one lease in `key`.
+fn lease_expiry(redis: &RedisServer, key: &[u8]) -> u64 {
+    let members = redis.try_cmd(&[&b"ZRANGE"[..], key, b"0", b"-1", b"WITHSCORES"]);
+    match members.unwrap() {
+        redis_harness::Reply::Array(m) if m.len() == 2 => m[1].to_string().parse().unwrap(),
+        other => panic!("{other:?}"),
+    }
 }
 
 /// Waits (5 s at most) for what a permit's drop sends in the background to land.
@@ -99,14 +112,7 @@ async fn a_request_outliving_its_lease_keeps_its_slot_while_renewed() {
         .unwrap();
     let held = a.acquire(b"k", &limit).await.unwrap().permit().unwrap();
     let key = a.lease_key(b"k", &limit);
-    let score = |redis: &RedisServer| -> u64 {
-        let members = redis.try_cmd(&[&b"ZRANGE"[..], &key, b"0", b"-1", b"WITHSCORES"]);
-        match members.unwrap() {
-            redis_harness::Reply::Array(m) => m[1].to_string().parse().unwrap(),
-            other => panic!("{other:?}"),
-        }
-    };
-    let first = score(&redis);
+    let first = lease_expiry(&redis, &key);
     // Three lease times: without renewals, the lease would have expired twice over.
     for _ in 0..15 {
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -116,7 +122,7 @@ async fn a_request_outliving_its_lease_keeps_its_slot_while_renewed() {
         assert_eq!((full.in_flight, full.limit), (1, 1));
     }
     assert!(
-        score(&redis) > first + 2_000_000,
+        lease_expiry(&redis, &key) > first + 2_000_000,
         "the lease was pushed back"
     );
     assert_eq!(a.leases_held(), 1);
@@ -252,26 +258,6 @@ async fn leases_run_on_a_cluster_one_slot_per_user_key() {
         cluster.keys_per_node().iter().sum::<u64>() == 0
     })
     .await;
-}
-
-/// The server's `TIME`, in µs.
-fn server_now(redis: &RedisServer) -> u64 {
-    match redis.try_cmd(&["TIME"]).unwrap() {
-        redis_harness::Reply::Array(parts) => {
-            let n = |i: usize| parts[i].as_integer().unwrap() as u64;
-            n(0) * 1_000_000 + n(1)
-        }
-        other => panic!("TIME answered {other:?}"),
-    }
-}
-
-/// The expiry (µs, server clock) of the one lease in `key`.
-fn lease_expiry(redis: &RedisServer, key: &[u8]) -> u64 {
-    let members = redis.try_cmd(&[&b"ZRANGE"[..], key, b"0", b"-1", b"WITHSCORES"]);
-    match members.unwrap() {
-        redis_harness::Reply::Array(m) if m.len() == 2 => m[1].to_string().parse().unwrap(),
-        other => panic!("{other:?}"),
-    }
 }
 
 /// A store's renewer runs on the runtime of the acquisition that started it. When that

@@ -25,13 +25,7 @@ fn single_checks_decide_as_the_core_model() {
     let store = rt.block_on(RedisStore::connect(&server.url())).unwrap();
     // Every check also goes through the generic scripts, which read the parameters from
     // their arguments, on a key of its own.
-    let generic = rt
-        .block_on(
-            RedisStore::builder()
-                .written_scripts(0)
-                .multiplexed(&server.url()),
-        )
-        .unwrap();
+    let generic = rt.block_on(common::generic_store(&server.url(), "generic:"));
     let case = std::sync::atomic::AtomicU64::new(0);
     let config = ProptestConfig {
         cases: 192,

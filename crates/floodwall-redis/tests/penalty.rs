@@ -10,7 +10,7 @@ use floodwall_core::{DenyCache, Error, ManualClock, Penalty, Policy, Reservable,
 use floodwall_redis::RedisStore;
 use redis_harness::{RedisCluster, RedisServer, Reply};
 
-use common::{every_algorithm, uncached_store};
+use common::{every_algorithm, generic_store, uncached_store};
 
 const NOW: u64 = 1_700_000_000_000_000;
 const S: u64 = 1_000_000;
@@ -207,54 +207,11 @@ async fn strikes_are_counted_within_their_window_only() {
     assert_eq!(get(&server, &strikes), Reply::Nil);
 }
 
-/// A change of `within` while a strike window is open (a live change, a reloaded file), as
-/// `(µs after the first strike, within in s, banned)` per strike after one admission: the
-/// scenarios of floodwall-core's `a_strike_window_keeps_its_end_when_within_changes`, to
-/// the same outcome (`docs/penalties.md`, rule 2: a window keeps the end it opened with).
-const SHRUNK: [(u64, u64, bool); 3] = [(0, 10, false), (5 * S, 2, false), (10 * S - 1, 2, true)];
-const GROWN: [(u64, u64, bool); 4] = [
-    (0, 2, false),
-    (2 * S, 10, false),
-    (2 * S, 10, false),
-    (12 * S - 1, 10, true),
-];
-
-#[tokio::test]
-async fn a_strike_window_keeps_its_end_when_within_changes() {
-    let server = RedisServer::start();
-    let store = uncached_store(&server.url()).await;
-    for (key, scenario) in [(b"shrunk", &SHRUNK[..]), (b"grown!", &GROWN[..])] {
-        let policy = |within| {
-            Policy::gcra("window", "1/h".parse().unwrap())
-                .unwrap()
-                .with_penalty(Penalty::new(3, Duration::from_secs(within), 60 * SEC).unwrap())
-        };
-        let first = policy(scenario[0].1);
-        assert!(store.check_at(key, &first, 1, NOW).await.unwrap().allowed);
-        let mut banned = Vec::new();
-        for &(at, within, _) in scenario {
-            let d = store
-                .check_at(key, &policy(within), 1, NOW + at)
-                .await
-                .unwrap();
-            assert!(!d.allowed);
-            banned.push(d.banned);
-        }
-        let expected: Vec<bool> = scenario.iter().map(|s| s.2).collect();
-        assert_eq!(banned, expected, "{scenario:?}");
-    }
-}
-
 #[tokio::test]
 async fn every_algorithm_bans_with_written_and_generic_scripts() {
     let server = RedisServer::start();
     let written = uncached_store(&server.url()).await;
-    let generic = RedisStore::builder()
-        .deny_cache(false)
-        .written_scripts(0)
-        .multiplexed(&server.url())
-        .await
-        .unwrap();
+    let generic = generic_store(&server.url(), "generic:").await;
     for (store, name) in [(&written, "w"), (&generic, "g")] {
         for policy in every_algorithm(name, "1/min") {
             let policy = policy.with_penalty(penalty());

@@ -10,7 +10,6 @@ mod common;
 use std::time::Duration;
 
 use floodwall_core::{Algorithm, ManualClock, MemoryStore, Penalty, Store};
-use floodwall_redis::RedisStore;
 use proptest::prelude::*;
 use redis_harness::RedisServer;
 
@@ -43,15 +42,7 @@ fn penalties_decide_as_the_memory_store() {
         .unwrap();
     let server = RedisServer::start();
     let store = rt.block_on(common::uncached_store(&server.url()));
-    let generic = rt
-        .block_on(
-            RedisStore::builder()
-                .deny_cache(false)
-                .written_scripts(0)
-                .prefix("generic:")
-                .multiplexed(&server.url()),
-        )
-        .unwrap();
+    let generic = rt.block_on(common::generic_store(&server.url(), "generic:"));
     let case = std::sync::atomic::AtomicU64::new(0);
     // How many checks the memory store answered as a ban: the histories must reach bans.
     let bans = std::sync::atomic::AtomicU64::new(0);

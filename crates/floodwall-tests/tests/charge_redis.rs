@@ -122,6 +122,14 @@ async fn a_refund_clears_the_deny_caches_refusal() {
     assert!(store.check(b"k", &policy, 1).await.unwrap().allowed);
 }
 
+/// What a login endpoint charges: its failures; a success is refunded.
+fn failures_only(res: &mut http::response::Parts) -> Settle {
+    match res.status {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Settle::Keep,
+        _ => Settle::Refund,
+    }
+}
+
 async fn login(headers: HeaderMap) -> StatusCode {
     match headers.get("x-password") {
         Some(p) if p == "hunter2" => StatusCode::OK,
@@ -134,12 +142,7 @@ async fn a_login_on_redis_counts_only_its_failures() {
     let redis = RedisServer::start();
     let store = RedisStore::connect(&redis.url()).await.unwrap();
     let policy = Policy::gcra("login", "5/10min".parse().unwrap()).unwrap();
-    let layer = RateLimitLayer::new(store, policy).charge_by(|res: &mut http::response::Parts| {
-        match res.status {
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Settle::Keep,
-            _ => Settle::Refund,
-        }
-    });
+    let layer = RateLimitLayer::new(store, policy).charge_by(failures_only);
     let addr = serve(Router::new().route("/login", get(login)).layer(layer)).await;
     let good = [("x-password", "hunter2")];
     let bad = [("x-password", "guess")];
@@ -168,10 +171,7 @@ async fn a_refund_on_redis_reaches_every_policy_of_the_request() {
         .and_policy(hour.clone())
         // One key, so that the test can read the store's count.
         .key(Global)
-        .charge_by(|res: &mut http::response::Parts| match res.status {
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Settle::Keep,
-            _ => Settle::Refund,
-        });
+        .charge_by(failures_only);
     let addr = serve(Router::new().route("/login", get(login)).layer(layer)).await;
     let good = [("x-password", "hunter2")];
     let bad = [("x-password", "guess")];

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use redis::{Script, ScriptInvocation};
 
-use super::{Arg, Scripts};
+use super::Scripts;
 use crate::kind::Layout;
 use crate::script::{self, PenaltyParams};
 
@@ -21,8 +21,7 @@ pub(crate) struct All {
 impl All {
     /// The EVALSHA call deciding `cost` on `keys` (the rate keys, then the penalized
     /// policies' keys) at `now` (µs; `None` reads the server's clock). `ARGV`: the cost,
-    /// the time, then the policies' numbers unless written in (the time is then `''` on
-    /// the server's clock).
+    /// the policies' numbers unless written in, then the time if explicit.
     pub(crate) fn invocation(
         &self,
         keys: &[Vec<u8>],
@@ -34,15 +33,8 @@ impl All {
             inv.key(k.as_slice());
         }
         inv.arg(cost);
-        if self.numbers.is_empty() {
-            if let Some(now) = now {
-                inv.arg(now);
-            }
-        } else {
-            inv.arg(now.map_or(Arg::Bytes(b""), Arg::Int));
-            for &n in &self.numbers {
-                inv.arg(n);
-            }
+        for &n in self.numbers.iter().chain(&now) {
+            inv.arg(n);
         }
         inv
     }

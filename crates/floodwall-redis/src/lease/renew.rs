@@ -12,7 +12,7 @@
 //! runs, and puts back the leases it had taken out for renewal, so the next acquisition,
 //! from any runtime, starts a renewer that renews every lease still held.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -37,14 +37,12 @@ pub(crate) struct Leases {
 
 #[derive(Default)]
 struct Registry {
-    /// Leases waiting for their next renewal, by (due, sequence number).
-    due: BTreeMap<(Instant, u64), Held>,
-    /// When each held lease is due, by sequence number; also those being renewed now
-    /// (absent from `due` meanwhile). A lease released or lost leaves both.
-    held: HashMap<u64, Instant>,
-    /// Leases taken out of `due` for a renewal under way, by sequence number, until they
-    /// are put back (or dropped, lost or released).
-    out: HashMap<u64, Held>,
+    /// Leases waiting for their next renewal, as (due, sequence number).
+    due: BTreeSet<(Instant, u64)>,
+    /// Every held lease and when it is due, by sequence number; also those being renewed
+    /// now, which are absent from `due` until put back. A lease released or lost leaves
+    /// both.
+    held: HashMap<u64, (Instant, Held)>,
     next_seq: u64,
     /// The number of the renewer task running, if one runs.
     renewer: Option<u64>,
@@ -99,9 +97,9 @@ impl Leases {
         let mut r = self.lock();
         let seq = r.next_seq;
         r.next_seq += 1;
-        let sooner = r.due.first_key_value().is_none_or(|(&(d, _), _)| due < d);
-        r.due.insert((due, seq), held);
-        r.held.insert(seq, due);
+        let sooner = r.due.first().is_none_or(|&(d, _)| due < d);
+        r.due.insert((due, seq));
+        r.held.insert(seq, (due, held));
         if let Some(id) = r.start_renewer() {
             // Made before it is spawned, so that it is dropped even if the task never runs.
             let running = Running {
@@ -118,10 +116,9 @@ impl Leases {
     /// Stops renewing a lease (its permit dropped).
     pub(crate) fn forget(&self, seq: u64) {
         let mut r = self.lock();
-        if let Some(due) = r.held.remove(&seq) {
+        if let Some((due, _)) = r.held.remove(&seq) {
             r.due.remove(&(due, seq));
         }
-        r.out.remove(&seq);
     }
 
     /// Leases held now.
@@ -132,7 +129,7 @@ impl Leases {
     /// When the renewer should next wake; `None` stops it (nothing held).
     fn next_due(&self) -> Option<Instant> {
         let mut r = self.lock();
-        let next = r.due.first_key_value().map(|(&(due, _), _)| due);
+        let next = r.due.first().map(|&(due, _)| due);
         if next.is_none() {
             r.renewer = None;
         }
@@ -147,51 +144,48 @@ impl Leases {
             return;
         }
         r.renewer = None;
-        let out = std::mem::take(&mut r.out);
-        for (seq, held) in out {
-            if let Some(&due) = r.held.get(&seq) {
-                r.due.insert((due, seq), held);
-            }
-        }
+        // Those out for renewal are the held ones missing from `due`.
+        let Registry { due, held, .. } = &mut *r;
+        due.extend(held.iter().map(|(&seq, &(at, _))| (at, seq)));
     }
 
     /// Takes the leases due by `now`, and those due within a quarter interval after it
     /// (renewed a little early, in the same wake).
     fn take_due(&self, now: Instant) -> Vec<(u64, Held)> {
         let mut r = self.lock();
-        let Some((_, first)) = r.due.first_key_value() else {
+        let Registry { due, held, .. } = &mut *r;
+        // Every lease in `due` is held (a release or loss leaves both).
+        let Some((_, first)) = due.first().and_then(|(_, seq)| held.get(seq)) else {
             return Vec::new();
         };
         let until = now + first.every / 4;
         let mut taken = Vec::new();
-        while let Some(entry) = r.due.first_entry() {
-            if entry.key().0 > until {
+        while let Some(&(at, seq)) = due.first() {
+            if at > until {
                 break;
             }
-            let ((_, seq), held) = entry.remove_entry();
-            r.out.insert(seq, held.clone());
-            taken.push((seq, held));
+            due.pop_first();
+            if let Some((_, lease)) = held.get(&seq) {
+                taken.push((seq, lease.clone()));
+            }
         }
         taken
     }
 
     /// Schedules a lease's next renewal `every` from `from`, unless it was released
     /// meanwhile.
-    fn reschedule(&self, seq: u64, held: Held, from: Instant) {
+    fn reschedule(&self, seq: u64, from: Instant) {
         let mut r = self.lock();
-        r.out.remove(&seq);
-        if let Some(due) = r.held.get_mut(&seq) {
+        if let Some((due, held)) = r.held.get_mut(&seq) {
             *due = from + held.every;
             let due = *due;
-            r.due.insert((due, seq), held);
+            r.due.insert((due, seq));
         }
     }
 
     /// Stops renewing a lease whose slot is gone.
     fn lost(&self, seq: u64) {
-        let mut r = self.lock();
-        r.held.remove(&seq);
-        r.out.remove(&seq);
+        self.lock().held.remove(&seq);
     }
 }
 
@@ -257,7 +251,7 @@ async fn renew(store: &Arc<Inner>, due: Vec<(u64, Held)>, sent: Instant) {
                         );
                         store.leases.lost(seq);
                     } else {
-                        store.leases.reschedule(seq, held, sent);
+                        store.leases.reschedule(seq, sent);
                     }
                 }
             }
@@ -268,8 +262,8 @@ async fn renew(store: &Arc<Inner>, due: Vec<(u64, Held)>, sent: Instant) {
                     leases = leases.len(),
                     "cannot renew in-flight leases; trying again at the next renewal"
                 );
-                for (seq, held) in leases {
-                    store.leases.reschedule(seq, held, sent);
+                for (seq, _) in leases {
+                    store.leases.reschedule(seq, sent);
                 }
             }
         }
@@ -304,8 +298,8 @@ mod tests {
             every: Duration::from_millis(100),
         };
         let mut r = leases.lock();
-        r.due.insert((due, seq), held);
-        r.held.insert(seq, due);
+        r.due.insert((due, seq));
+        r.held.insert(seq, (due, held));
     }
 
     #[test]
@@ -320,8 +314,7 @@ mod tests {
         assert_eq!(taken.len(), 3);
         assert!(leases.lock().due.is_empty());
         // One renewed before the runtime shut down, one released meanwhile.
-        let (seq, held) = taken[0].clone();
-        leases.reschedule(seq, held, now);
+        leases.reschedule(taken[0].0, now);
         leases.forget(taken[1].0);
         // A renewer that ended and was replaced changes nothing when its task is dropped.
         leases.renewer_dropped(6);
@@ -330,9 +323,14 @@ mod tests {
         leases.renewer_dropped(7);
         let r = leases.lock();
         assert_eq!(r.renewer, None);
-        assert!(r.out.is_empty());
+        // None left out for renewal: every held lease is due.
+        assert!(
+            r.held
+                .iter()
+                .all(|(&seq, &(at, _))| r.due.contains(&(at, seq)))
+        );
         // The renewed one at its next time, the one still out for renewal due at once.
-        let due: Vec<_> = r.due.keys().copied().collect();
+        let due: Vec<_> = r.due.iter().copied().collect();
         assert_eq!(due, [(now, 2), (now + Duration::from_millis(100), 0)]);
         assert_eq!(r.held.len(), 2);
     }
@@ -363,6 +361,7 @@ mod tests {
         leases.forget(taken[1].0);
         leases.renewer_dropped(1);
         let r = leases.lock();
-        assert!(r.due.is_empty() && r.held.is_empty() && r.out.is_empty());
+        // Neither due nor held, so not out for renewal either.
+        assert!(r.due.is_empty() && r.held.is_empty());
     }
 }

@@ -3,29 +3,26 @@
 //! `lua/all_penalty.lua`'s where some of them have a penalty.
 
 use super::{
-    PENALTY_PARAMS, PRELUDE, PenaltyParams, Sections, at_now, params_read, penalty_sections,
-    with_params, with_penalty,
+    PENALTY_PARAMS, PRELUDE, PenaltyParams, Sections, at_now, penalty_sections, with_params,
+    with_penalty,
 };
 use crate::kind::{Layout, Lua};
 
 const ALL: &str = include_str!("../lua/all.lua");
 const ALL_PENALTY: &str = include_str!("../lua/all_penalty.lua");
 
-/// Where a script of several policies reads the first parameter when they are not written
-/// in: after the cost and the time (`ARGV[2]`, `''` for the server's clock).
-const ALL_FIRST_PARAM: usize = 3;
-
 /// The script deciding one key under each of `layouts` at once, all or nothing (see
 /// `crate::all`): the prelude, then `lua/all.lua` with each policy's sections pasted into a
 /// function of its own. `None` when one of them is not [stepped](Lua::Stepped) (the
-/// sliding window and log are whole scripts). `ARGV`: the cost, then the time (absent or
-/// `''`: the server's clock).
+/// sliding window and log are whole scripts). `ARGV`, as a single check's
+/// ([`single`](super::single)): the cost, the numbers unless written in, then the time
+/// (absent or `''`: the server's clock).
 ///
 /// With `written`, each policy's parameters (and penalty's numbers) are written into its
-/// function: a script per set of parameters. Without, they are read from `ARGV`, from
-/// [`ALL_FIRST_PARAM`] on, policy by policy in their order: its parameters
-/// ([`Layout::params`]), then its penalty's [`PENALTY_PARAMS`] numbers if it has one; one
-/// script then serves every set of parameters of these algorithms and penalties.
+/// function: a script per set of parameters. Without, they are read from `ARGV[2]` on,
+/// policy by policy in their order: its parameters ([`Layout::params`]), then its
+/// penalty's [`PENALTY_PARAMS`] numbers if it has one; one script then serves every set of
+/// parameters of these algorithms and penalties.
 ///
 /// `penalties` has each policy's penalty numbers, if any: then `lua/all_penalty.lua`'s
 /// sections go where `lua/all.lua` marks them, and each penalized policy's ban and strike
@@ -37,10 +34,10 @@ pub(crate) fn all(
     penalties: &[Option<PenaltyParams>],
     written: bool,
 ) -> Option<String> {
-    const NOW: usize = 2;
     let mut policies = String::new();
     let mut next_key = layouts.len() + 1;
-    let mut next_arg = ALL_FIRST_PARAM;
+    // After the cost; where the time is once the numbers read (if any) are counted.
+    let mut next_arg = 2;
     for (i, layout) in layouts.iter().enumerate() {
         let Lua::Stepped(algorithm) = layout.kind.spec().lua else {
             return None;
@@ -57,12 +54,13 @@ pub(crate) fn all(
             save = s.save,
             reply = s.reply,
         );
-        if written {
-            policies.push_str(&with_params(&function, Some(&layout.args)));
-        } else {
-            let count = layout.kind.spec().params;
-            policies.push_str(&params_read(&function, count, next_arg));
-            next_arg += count;
+        policies.push_str(&with_params(
+            &function,
+            written.then_some(&layout.args),
+            next_arg,
+        ));
+        if !written {
+            next_arg += layout.kind.spec().params;
         }
         if let Some(Some(numbers)) = penalties.get(i - 1) {
             let (ban, strike) = penalty_sections();
@@ -95,7 +93,7 @@ pub(crate) fn all(
         body = body.replace(marker, section);
     }
     let body = body.replace("{m}", &layouts.len().to_string());
-    Some(format!("{}{body}", at_now(PRELUDE, NOW)))
+    Some(format!("{}{body}", at_now(PRELUDE, next_arg)))
 }
 
 /// `lua/all_penalty.lua`'s sections, by the marker of `lua/all.lua` each goes to.
@@ -192,9 +190,9 @@ mod tests {
         }
         // No number written in: not the fixed window's limit, nor the penalty's.
         assert!(!text.contains("local limit, period = 7,") && !text.contains("= 3, 1, 2"));
-        // The time at ARGV[2]; the token bucket's three from ARGV[3], the window's two, its
-        // penalty's six, then the second token bucket's three.
-        assert!(text.contains("ARGV[2]") && !text.contains("ARGV[18]"));
+        // The token bucket's three from ARGV[2], the window's two, its penalty's six, the
+        // second token bucket's three, then the time at ARGV[16].
+        assert!(text.contains("local now, slack = ARGV[16], 0") && !text.contains("ARGV[17]"));
         let function = |i: usize| {
             let f = text
                 .split_once(&format!("decide[{i}] = function"))
@@ -207,17 +205,19 @@ mod tests {
                 .map(|k| format!("tonumber(ARGV[{k}])"))
                 .collect::<Vec<_>>()
         };
-        for (i, (from, to)) in [(1, (3, 5)), (2, (6, 7)), (3, (14, 16))] {
+        for (i, (from, to)) in [(1, (2, 4)), (2, (5, 6)), (3, (13, 15))] {
             for read in reads(from, to) {
                 assert!(function(i).contains(&read), "{i}: {read}");
             }
         }
         let strike = text.split_once("strike[2] = function").unwrap().1;
-        for read in reads(8, 13) {
+        for read in reads(7, 12) {
             assert!(strike.contains(&read), "{read}");
         }
-        // The written-in text of the same policies differs, and reads nothing past the time.
+        // The written-in text of the same policies differs, and reads nothing past the time,
+        // which follows the cost.
         let written = all(&[tb, fw, tb], &[None, Some(numbers), None], true).unwrap();
-        assert!(!written.contains("ARGV[3]") && written != text);
+        assert!(written.contains("local now, slack = ARGV[2], 0") && !written.contains("ARGV[3]"));
+        assert_ne!(written, text);
     }
 }

@@ -42,6 +42,19 @@ pub async fn uncached_store(url: &str) -> RedisStore {
         .unwrap()
 }
 
+/// A store without the deny cache whose checks all run the generic scripts, which read
+/// the parameters from their arguments (`written_scripts(0)`), under `prefix`: beside an
+/// [`uncached_store`] on the same server, the same checks through the other scripts.
+pub async fn generic_store(url: &str, prefix: &str) -> RedisStore {
+    RedisStore::builder()
+        .deny_cache(false)
+        .written_scripts(0)
+        .prefix(prefix)
+        .multiplexed(url)
+        .await
+        .unwrap()
+}
+
 /// The server's `TIME`, in µs since the epoch.
 pub fn server_now(server: &RedisServer) -> u64 {
     match server.try_cmd(&["TIME"]).unwrap() {
