@@ -449,6 +449,7 @@ async fn without_a_timer_the_checks_after_a_lapse_each_go_to_the_store() {
 
 // -- Under a penalty every refusal is a strike the store counts.
 
+#[cfg(feature = "tokio")] // Waiting needs tokio's timer (`a_wait_needs_a_timer_..`).
 #[tokio::test(start_paused = true)]
 async fn under_a_penalty_checks_waiting_behind_a_refused_leader_still_count_as_strikes() {
     let (clock, remote, cache) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
@@ -465,8 +466,15 @@ async fn under_a_penalty_checks_waiting_behind_a_refused_leader_still_count_as_s
     // next checks form a flight behind one leader, which the store refuses (a strike).
     remote.inner.unban_sync(b"k", &policy);
     clock.advance(DenyCache::DEFAULT_MAX_BAN_HOLD);
+    assert_eq!(
+        cache.stats().waited,
+        0,
+        "no flight before the ban's hold lapsed"
+    );
     let results = together(&cache, &policy, &[1; 8]).await;
     assert_eq!(allowed(&results), [false; 8]);
+    // Seven waited behind the leader, then went to the store themselves.
+    assert_eq!(cache.stats().waited, 7);
     // Each of the eight is a strike: the third bans, and the five after it meet the ban.
     let banned = results
         .iter()
