@@ -172,8 +172,8 @@ fn a_cached_refusal_of_one_policy_refuses_all_without_the_store() {
 }
 
 /// A refusal the cache answers repeats what the store said of every policy, brought to
-/// the time it answers: the same decisions the store's own refusal gives at that instant,
-/// so the headers built from them list the same policies with the same figures.
+/// the time it answers: the store's own refusal at that instant, but for a `remaining`
+/// that time gave back since, so the headers built from them list the same policies.
 #[test]
 fn a_cached_refusal_answers_for_every_policy_as_the_store_would() {
     let clock = ManualClock::new(T0);
@@ -207,6 +207,23 @@ fn a_cached_refusal_answers_for_every_policy_as_the_store_would() {
     assert_eq!(
         by_cache,
         now_or_never(memory.check_all(b"k", &both, 1)).unwrap()
+    );
+    // Past one interval of the GCRA policy (100/h) the store has a unit back: the cache
+    // repeats `remaining` as the store's answer gave it, never more than the store's now,
+    // and the rest as the store would answer.
+    clock.advance(Duration::from_secs(3600 / 100));
+    let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    let by_store = now_or_never(memory.check_all(b"k", &both, 1)).unwrap();
+    assert_eq!(cache.stats().store_calls, 1);
+    assert_eq!(by_cache[1], by_store[1]);
+    let (cached, stored) = (by_cache[0].unwrap(), by_store[0].unwrap());
+    assert!(
+        cached.remaining <= stored.remaining,
+        "{cached:?} {stored:?}"
+    );
+    assert_eq!(
+        (cached.allowed, cached.retry_after, cached.reset_after),
+        (stored.allowed, stored.retry_after, stored.reset_after)
     );
 }
 

@@ -1,8 +1,9 @@
 //! Checks of several policies at once through the cache
 //! ([`Store::check_all`](crate::Store::check_all)): a cached refusal of any policy refuses
 //! all, and answers for the others what the store's last answer said of them ([`Answer`]),
-//! so that the refusal reads the same (the same policies, the same figures) whether the
-//! store or the cache gave it.
+//! so that the refusal reads the same (the same policies, the same durations) whether the
+//! store or the cache gave it; `remaining` is as of the store's answer, never more than
+//! the store's.
 
 use std::sync::Arc;
 
@@ -59,7 +60,8 @@ impl Answer {
         })
     }
 
-    /// What the answer said of `policy`, brought to `now` and marked
+    /// What the answer said of `policy`, its durations brought to `now` (its `remaining`
+    /// as the store gave it: time may have given units back since, never taken any), marked
     /// [`cached`](Decision::cached); `None` when it said nothing of it, or refused it for
     /// less time than has passed since (what the store would say now is not known here).
     fn repeat(&self, policy: &Policy, now: u64) -> Option<Decision> {

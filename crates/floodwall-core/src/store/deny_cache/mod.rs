@@ -313,9 +313,9 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
     }
 
     /// Refused here, without asking the store, when any policy has a cached refusal: the
-    /// others answer what the store's answer that taught it said of them, brought to now
-    /// (`None` when it said nothing of one, or its refusal of one has lapsed), so the
-    /// refusal lists the same policies whoever gave it. Else the store decides all at
+    /// others answer what the store's answer that taught it said of them, its durations
+    /// brought to now and `remaining` as it was (`None` when it said nothing of one, or its
+    /// refusal of one has lapsed), so the refusal lists the same policies whoever gave it. Else the store decides all at
     /// once, and its refusals are cached.
     async fn check_all(
         &self,
