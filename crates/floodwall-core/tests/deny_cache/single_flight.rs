@@ -232,6 +232,9 @@ async fn a_dropped_leader_strands_no_one() {
     assert_eq!(cache.stats().denied_locally, 0);
 }
 
+// Without a timer no flight forms for `check_now` to defer to
+// (`without_a_timer_check_now_during_a_check_after_a_lapse_is_answered_at_once`).
+#[cfg(feature = "tokio")]
 #[tokio::test(start_paused = true)]
 async fn check_now_does_not_wait_for_a_check_in_flight() {
     let (clock, remote, cache) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
@@ -395,13 +398,21 @@ impl Store for Held {
         self.inner.reset_sync(key, policy);
         Ok(())
     }
+
+    fn check_now(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> Option<Result<Decision, floodwall_core::Error>> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(self.inner.check_sync(key, policy, cost))
+    }
 }
 
-/// Outside a tokio runtime (and everywhere without core's `tokio` feature) nothing could
-/// wake a waiting check at its bound, so a check arriving while a leader is out goes to the
-/// store at once instead of waiting for a leader that may never land.
-#[test]
-fn a_wait_needs_a_timer_outside_a_runtime_a_check_goes_to_the_store() {
+/// A cache over a [`Held`] store whose fact on key `k` has just lapsed (one admission,
+/// then 100 ms), its store now holding every check: the next check leads for good.
+fn held_lapsed() -> (Held, DenyCache<Held, ManualClock>, Policy) {
     let clock = ManualClock::new(T0);
     let store = Held {
         inner: MemoryStore::builder().clock(clock.clone()).build(),
@@ -412,12 +423,21 @@ fn a_wait_needs_a_timer_outside_a_runtime_a_check_goes_to_the_store() {
         .clock(clock.clone())
         .build(store.clone());
     let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
-    let calls = || store.calls.load(std::sync::atomic::Ordering::SeqCst);
     // An admission records "refused until the next slot", which lapses 100 ms later.
     assert!(now_or_never(cache.check(b"k", &policy, 1)).unwrap().allowed);
     clock.advance(Duration::from_millis(100));
-    // The leader is in flight for good, never landing.
     store.held.store(true, std::sync::atomic::Ordering::SeqCst);
+    (store, cache, policy)
+}
+
+/// Outside a tokio runtime (and everywhere without core's `tokio` feature) nothing could
+/// wake a waiting check at its bound, so a check arriving while a leader is out goes to the
+/// store at once instead of waiting for a leader that may never land.
+#[test]
+fn a_wait_needs_a_timer_outside_a_runtime_a_check_goes_to_the_store() {
+    let (store, cache, policy) = held_lapsed();
+    let calls = || store.calls.load(std::sync::atomic::Ordering::SeqCst);
+    // The leader is in flight for good, never landing.
     let mut leader = Box::pin(cache.check(b"k", &policy, 1));
     assert!(poll_once(leader.as_mut()).is_pending());
     assert_eq!(calls(), 2);
@@ -431,6 +451,27 @@ fn a_wait_needs_a_timer_outside_a_runtime_a_check_goes_to_the_store() {
     assert_eq!(calls(), 3);
     assert_eq!((cache.stats().waited, cache.stats().gave_up), (0, 0));
     drop(leader);
+}
+
+/// Where no check could wait, the first check after a lapse leads no flight: a
+/// `check_now` arriving while it is out is the store's to answer at once (`None` would only
+/// send it to `check`, which would go to the store without waiting).
+#[test]
+fn without_a_timer_check_now_during_a_check_after_a_lapse_is_answered_at_once() {
+    let (store, cache, policy) = held_lapsed();
+    let calls = || store.calls.load(std::sync::atomic::Ordering::SeqCst);
+    let mut first = Box::pin(cache.check(b"k", &policy, 1));
+    assert!(poll_once(first.as_mut()).is_pending());
+    assert_eq!(calls(), 2);
+    let d = cache.check_now(b"k", &policy, 1);
+    let d = d.expect("check_now deferred to a flight no check could wait for");
+    assert!(
+        d.unwrap().allowed,
+        "the first check never decided in the store"
+    );
+    assert_eq!(calls(), 3);
+    assert_eq!(cache.stats().waited, 0);
+    drop(first);
 }
 
 /// Without core's `tokio` feature, checks after a lapse each go to the store: exact, and

@@ -102,13 +102,26 @@ impl<'a, C: Clock> Wait<'a, C> {
 
 /// What wakes a waiting check at its flight's deadline: tokio's timer.
 #[cfg(feature = "tokio")]
-struct Timer(Pin<Box<tokio::time::Sleep>>);
+pub(super) struct Timer(Pin<Box<tokio::time::Sleep>>);
 
 /// Without the `tokio` feature there is no timer, so no check waits ([`Wait::new`]).
 #[cfg(not(feature = "tokio"))]
-enum Timer {}
+pub(super) enum Timer {}
 
 impl Timer {
+    /// Whether a timer could be armed here: in a tokio runtime, with the `tokio` feature.
+    /// Where not, no check could wait, so a check after a lapse leads no flight.
+    #[cfg(feature = "tokio")]
+    pub(super) fn available() -> bool {
+        tokio::runtime::Handle::try_current().is_ok()
+    }
+
+    /// No timer without the `tokio` feature.
+    #[cfg(not(feature = "tokio"))]
+    pub(super) fn available() -> bool {
+        false
+    }
+
     /// A timer firing `left` µs from now, when in a tokio runtime (its timer enabled, as the
     /// Redis store's timeout needs too); `None` elsewhere.
     #[cfg(feature = "tokio")]

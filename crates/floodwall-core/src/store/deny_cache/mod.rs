@@ -294,7 +294,8 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
 
     /// Answers cached refusals here; anything else is whatever the inner store's
     /// `check_now` answers (recorded as `check` would). `None` too while another check of
-    /// the key is in flight after a lapse: `check` waits for it.
+    /// the key is in flight after a lapse: `check` waits for it (a flight forms only where
+    /// a check can wait: with a timer).
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         // `Mode::Now` never leads a flight: no `Leading` to carry along.
         let sent = match self.route(key, policy, cost, Mode::Now) {

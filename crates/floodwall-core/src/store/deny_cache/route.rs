@@ -9,7 +9,7 @@ use papaya::{Compute, Operation};
 use super::DenyCache;
 use super::all::Answer;
 use super::entry::{Entry, exact, refusal};
-use super::flight::{Flight, FlightEnd, Leading};
+use super::flight::{Flight, FlightEnd, Leading, Timer};
 use crate::store::key::KeyBuf;
 use crate::{Clock, Decision, Error, Policy};
 
@@ -84,7 +84,8 @@ impl<S, C: Clock> DenyCache<S, C> {
         {
             return Ok(follow(f, cost, mode).unwrap_or(store));
         }
-        if mode == Mode::Now {
+        // No flight where no check could wait for it (`Wait::new`): to the store at once.
+        if mode == Mode::Now || !Timer::available() {
             return Ok(store);
         }
         let flight = Arc::new(Flight::new(cost, now.saturating_add(cache.max_wait)));
