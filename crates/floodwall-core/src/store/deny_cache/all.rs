@@ -138,7 +138,10 @@ impl<S, C: Clock> DenyCache<S, C> {
             if d.allowed && !all {
                 continue;
             }
-            let Some((mut entry, now)) = self.learn(policy, cost, *at, *epoch, d) else {
+            let Some(figures) = self.teaches(policy, *epoch, d) else {
+                continue;
+            };
+            let Some((mut entry, now)) = self.learn(policy, cost, *at, d, figures) else {
                 continue;
             };
             entry.others = answer

@@ -10,9 +10,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use super::Cache;
-use crate::Clock;
 use crate::store::key::MapKey;
 use crate::store::lock;
+use crate::{Clock, Decision};
 
 /// A check of a key whose cached refusal lapsed, in flight to the inner store: the
 /// checks of that key arriving meanwhile with a cost `>= cost` wait for how it ends, until
@@ -41,6 +41,22 @@ pub(super) enum FlightEnd {
     Refused { until: u64, reset_at: u64 },
     /// Admitted, failed, cancelled or reset meanwhile: each waiting check decides again.
     Open,
+}
+
+impl FlightEnd {
+    /// How the store's answer `d` to a leader sent at `sent` lands its flight, from the
+    /// `figures` the answer [`teaches`](super::DenyCache::teaches). A refusal is handed to
+    /// the waiting checks; a ban is not: they look again, and find it recorded (held for
+    /// its bound, answered with its remainder).
+    pub(super) fn after(sent: u64, d: &Decision, figures: (Option<u64>, u64)) -> Self {
+        match figures {
+            (Some(retry), reset) if !d.allowed && !d.banned => Self::Refused {
+                until: sent.saturating_add(retry),
+                reset_at: sent.saturating_add(reset),
+            },
+            _ => Self::Open,
+        }
+    }
 }
 
 impl Flight {

@@ -273,9 +273,9 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
         // Dropping `lead` (here or if this future is dropped) lands its flight.
         let result = self.store.check(key, policy, cost).await;
         if let Ok(d) = &result {
-            self.record(key, policy, cost, sent, epoch, d);
+            let end = self.record(key, policy, cost, sent, epoch, d);
             if let Some(lead) = &mut lead {
-                lead.end = self.flight_end(policy, sent, epoch, d);
+                lead.end = end;
             }
         }
         drop(lead);

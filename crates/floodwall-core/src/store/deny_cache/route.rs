@@ -8,7 +8,7 @@ use papaya::{Compute, Operation};
 
 use super::DenyCache;
 use super::all::Answer;
-use super::entry::{Entry, exact, refusal};
+use super::entry::{Entry, refusal};
 use super::flight::{Flight, FlightEnd, Leading, Timer};
 use crate::store::key::KeyBuf;
 use crate::{Clock, Decision, Error, Policy};
@@ -133,32 +133,6 @@ impl<S, C: Clock> DenyCache<S, C> {
             self.cache.denied_locally.fetch_add(1, Ordering::Relaxed);
             refusal(policy, now, until, reset_at)
         })
-    }
-
-    /// What a leader's answer tells the checks waiting for it.
-    pub(super) fn flight_end(
-        &self,
-        policy: &Policy,
-        sent: u64,
-        epoch: u64,
-        d: &Decision,
-    ) -> FlightEnd {
-        // A ban is not handed to the waiting checks: they look again, and find the ban
-        // recorded (held for its bound, answered with its remainder). Nor is a refusal
-        // under a penalty: each refusal is a strike the store must count, so each waiting
-        // check goes to the store (`docs/penalties.md`).
-        let handed = !d.allowed && !d.banned && policy.penalty().is_none();
-        match exact(policy, d) {
-            Some((Some(r), reset))
-                if handed && self.cache.resets.load(Ordering::SeqCst) == epoch =>
-            {
-                FlightEnd::Refused {
-                    until: sent.saturating_add(r),
-                    reset_at: sent.saturating_add(reset),
-                }
-            }
-            _ => FlightEnd::Open,
-        }
     }
 }
 
