@@ -96,8 +96,8 @@ impl<S, C: Clock> DenyCache<S, C> {
     ) -> Result<Result<Vec<Option<Decision>>, SentAll>, Error> {
         let mut sent = Vec::with_capacity(policies.len());
         for (i, policy) in policies.iter().enumerate() {
-            // `Mode::Now` never leads a flight, so a refusal here leaves nothing behind.
-            match self.route(key, policy, cost, Mode::Now)? {
+            // `Mode::All` never leads a flight, so a refusal here leaves nothing behind.
+            match self.route(key, policy, cost, Mode::All)? {
                 Route::Local(d, others) => {
                     let now = self.cache.clock.now_micros();
                     let mut answer: Vec<Option<Decision>> = match others {

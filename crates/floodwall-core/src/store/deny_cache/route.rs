@@ -15,8 +15,8 @@ use crate::{Clock, Decision, Error, Policy};
 
 /// What to do with a check.
 pub(super) enum Route<'a, C> {
-    /// Refused from the cache; with what the store said of the other policies of the
-    /// check of several that taught it, if one did.
+    /// Refused from the cache; for [`Mode::All`], with what the store said of the other
+    /// policies of the check of several that taught it, if one did (else `None`).
     Local(Decision, Option<Arc<Answer>>),
     /// Ask the store; record its answer if the reset epoch is still `epoch`. With `lead`,
     /// this check leads the flight of a lapsed entry.
@@ -41,6 +41,9 @@ pub(super) enum Mode {
     /// `check_now`: neither (leading is for calls that wait for the store); a flight
     /// out is answered [`Route::Wait`], which means "call `check`".
     Now,
+    /// One policy of a `check_all`: as [`Now`](Mode::Now), and a local refusal carries
+    /// what the store said of the other policies (only this path needs them).
+    All,
 }
 
 impl<S, C: Clock> DenyCache<S, C> {
@@ -75,7 +78,12 @@ impl<S, C: Clock> DenyCache<S, C> {
                 return Ok(store);
             }
             cache.denied_locally.fetch_add(1, Ordering::Relaxed);
-            return Ok(Route::Local(e.answer(policy, now), e.others.clone()));
+            let others = if mode == Mode::All {
+                e.others.clone()
+            } else {
+                None
+            };
+            return Ok(Route::Local(e.answer(policy, now), others));
         }
         // Lapsed: wait for the check in flight, or lead one (taking over from a leader out
         // past its deadline).
@@ -85,7 +93,7 @@ impl<S, C: Clock> DenyCache<S, C> {
             return Ok(follow(f, cost, mode).unwrap_or(store));
         }
         // No flight where no check could wait for it (`Wait::new`): to the store at once.
-        if mode == Mode::Now || !Timer::available() {
+        if matches!(mode, Mode::Now | Mode::All) || !Timer::available() {
             return Ok(store);
         }
         let flight = Arc::new(Flight::new(cost, now.saturating_add(cache.max_wait)));
