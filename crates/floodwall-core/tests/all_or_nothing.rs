@@ -266,6 +266,38 @@ fn a_repeated_refusal_ends_with_its_own_wait() {
     assert_eq!(cache.stats().store_calls, 1);
 }
 
+/// A repeated refusal of another policy gives the `remaining` the store gave it (the
+/// refused policy's own local refusal says 0, as for a single check).
+#[test]
+fn a_repeated_refusal_gives_the_stores_remaining() {
+    let clock = ManualClock::new(T0);
+    let memory = MemoryStore::builder().clock(clock.clone()).build();
+    let cache = DenyCache::builder()
+        .clock(clock.clone())
+        .build(memory.clone());
+    let both = [
+        Policy::fixed_window("a", hourly(2)).unwrap(),
+        Policy::fixed_window("b", hourly(2)).unwrap(),
+    ];
+    assert!(
+        now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
+            .unwrap()
+            .allowed
+    );
+    // One unit left in each: a cost of two is refused by both.
+    let by_store = now_or_never(cache.check_all(b"k", &both, 2)).unwrap();
+    assert!(by_store.iter().all(|d| d.unwrap().remaining == 1));
+    let by_cache = now_or_never(cache.check_all(b"k", &both, 2)).unwrap();
+    assert_eq!(cache.stats().store_calls, 1);
+    assert!(
+        by_cache
+            .iter()
+            .all(|d| !d.unwrap().allowed && d.unwrap().cached)
+    );
+    assert_eq!(by_cache[1], by_store[1]);
+    assert_eq!(by_cache[1].unwrap().remaining, 1);
+}
+
 /// Charges and refunds of one policy (`adjust`), racing checks of several that hold its
 /// state: each pair of a charge and its refund leaves the quota as it was, so the policy
 /// ends charged for the admitted requests only (an adjustment written over a held state,

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::DenyCache;
-use super::entry::exact;
+use super::entry::{exact, refusal};
 use super::route::{Mode, Route};
 use crate::{Clock, Decision, Error, Policy};
 
@@ -67,17 +67,20 @@ impl Answer {
     fn repeat(&self, policy: &Policy, now: u64) -> Option<Decision> {
         let namespace = policy.namespace();
         let f = self.figures.iter().find(|f| f.namespace == namespace)?;
-        let elapsed = now.saturating_sub(self.sent);
-        let reset = f.reset.saturating_sub(elapsed);
+        let reset_at = self.sent.saturating_add(f.reset);
         let mut d = match f.retry {
-            None => policy.decision_from_micros(true, f.remaining, 0, reset),
+            None => policy.decision_from_micros(true, f.remaining, 0, reset_at.saturating_sub(now)),
             Some(retry) => {
-                let retry = retry.checked_sub(elapsed).filter(|&r| r > 0)?;
-                if f.banned {
-                    policy.ban_decision(retry)
-                } else {
-                    policy.decision_from_micros(false, f.remaining, retry, reset)
+                let until = self.sent.saturating_add(retry);
+                if now >= until {
+                    // Its refusal lapsed: what the store says of it now is not known here.
+                    return None;
                 }
+                if !f.banned {
+                    // As a local refusal of it would read, but for the store's `remaining`.
+                    return Some(refusal(policy, now, until, reset_at, f.remaining));
+                }
+                policy.ban_decision(until - now)
             }
         };
         d.cached = true;

@@ -56,7 +56,7 @@ impl Entry {
         if self.banned {
             return policy.ban_decision(self.end - now);
         }
-        refusal(policy, now, self.end, self.reset_at)
+        refusal(policy, now, self.end, self.reset_at, 0)
     }
 
     pub(super) fn led_by(&self, flight: &Arc<Flight>) -> bool {
@@ -195,12 +195,20 @@ pub(super) fn exact(policy: &Policy, d: &Decision) -> Option<(Option<u64>, u64)>
     Some(d.exact_micros())
 }
 
-/// A refusal answered locally at `now` from a fact lasting until `until`, rounded as the
-/// policy reports its durations, and marked [`cached`](Decision::cached).
-pub(super) fn refusal(policy: &Policy, now: u64, until: u64, reset_at: u64) -> Decision {
+/// A refusal answered locally at `now` (before `until`) from a fact lasting until `until`,
+/// rounded as the policy reports its durations, and marked [`cached`](Decision::cached).
+/// `remaining` is 0 for the refused policy (the store may hold fewer units than asked
+/// for); a repeat of another policy's refusal gives the store's.
+pub(super) fn refusal(
+    policy: &Policy,
+    now: u64,
+    until: u64,
+    reset_at: u64,
+    remaining: u64,
+) -> Decision {
     let retry = until - now;
     let reset = reset_at.saturating_sub(now).max(retry);
-    let mut decision = policy.decision_from_micros(false, 0, retry, reset);
+    let mut decision = policy.decision_from_micros(false, remaining, retry, reset);
     decision.cached = true;
     decision
 }

@@ -139,7 +139,7 @@ impl<S, C: Clock> DenyCache<S, C> {
         let now = self.cache.clock.now_micros();
         (now < until).then(|| {
             self.cache.denied_locally.fetch_add(1, Ordering::Relaxed);
-            refusal(policy, now, until, reset_at)
+            refusal(policy, now, until, reset_at, 0)
         })
     }
 }
