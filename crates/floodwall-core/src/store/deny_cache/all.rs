@@ -102,9 +102,11 @@ impl<S, C: Clock> DenyCache<S, C> {
             // `Mode::All` never leads a flight, so a refusal here leaves nothing behind.
             match self.route(key, policy, cost, Mode::All)? {
                 Route::Local(d, others) => {
-                    let now = self.cache.clock.now_micros();
                     let mut answer: Vec<Option<Decision>> = match others {
-                        Some(others) => policies.iter().map(|p| others.repeat(p, now)).collect(),
+                        // The refused policy's own answer is `d`, set below.
+                        Some((others, now)) => (policies.iter().enumerate())
+                            .map(|(j, p)| if j == i { None } else { others.repeat(p, now) })
+                            .collect(),
                         None => vec![None; policies.len()],
                     };
                     answer[i] = Some(d);
@@ -149,8 +151,9 @@ impl<S, C: Clock> DenyCache<S, C> {
             };
             entry.others = answer
                 .get_or_insert_with(|| {
-                    let first = sent.iter().flatten().map(|&(at, _)| at).min();
-                    Answer::new(policies, decisions, first.unwrap_or(*at)).map(Arc::new)
+                    // `at` is among the sends: the earliest is at most it.
+                    let first = sent.iter().flatten().map(|&(s, _)| s).fold(*at, u64::min);
+                    Answer::new(policies, decisions, first).map(Arc::new)
                 })
                 .clone();
             self.remember(key, policy, *epoch, entry, now);

@@ -16,8 +16,9 @@ use crate::{Clock, Decision, Error, Policy};
 /// What to do with a check.
 pub(super) enum Route<'a, C> {
     /// Refused from the cache; for [`Mode::All`], with what the store said of the other
-    /// policies of the check of several that taught it, if one did (else `None`).
-    Local(Decision, Option<Arc<Answer>>),
+    /// policies of the check of several that taught it, if one did (else `None`), and the
+    /// instant of the refusal to bring it to.
+    Local(Decision, Option<(Arc<Answer>, u64)>),
     /// Ask the store; record its answer if the reset epoch is still `epoch`. With `lead`,
     /// this check leads the flight of a lapsed entry.
     Store {
@@ -78,10 +79,9 @@ impl<S, C: Clock> DenyCache<S, C> {
                 return Ok(store);
             }
             cache.denied_locally.fetch_add(1, Ordering::Relaxed);
-            let others = if mode == Mode::All {
-                e.others.clone()
-            } else {
-                None
+            let others = match &e.others {
+                Some(others) if mode == Mode::All => Some((Arc::clone(others), now)),
+                _ => None,
             };
             return Ok(Route::Local(e.answer(policy, now), others));
         }
