@@ -298,6 +298,40 @@ fn a_repeated_refusal_gives_the_stores_remaining() {
     assert_eq!(by_cache[1].unwrap().remaining, 1);
 }
 
+/// A ban of another policy is repeated as the ban, run down to now, until it ends.
+#[test]
+fn a_repeated_ban_reads_as_the_stores() {
+    let clock = ManualClock::new(T0);
+    let memory = MemoryStore::builder().clock(clock.clone()).build();
+    let cache = DenyCache::builder()
+        .max_refusal_hold(Duration::from_secs(60))
+        .clock(clock.clone())
+        .build(memory.clone());
+    let small = Policy::fixed_window("small", hourly(1)).unwrap();
+    // Its first refusal bans for ten minutes.
+    let penalty =
+        floodwall_core::Penalty::new(1, Duration::from_secs(60), Duration::from_secs(600));
+    let banning = policy("banning", Algorithm::Gcra, 1).with_penalty(penalty.unwrap());
+    let both = [small, banning];
+    assert!(
+        now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
+            .unwrap()
+            .allowed
+    );
+    let by_store = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    assert!(by_store[1].unwrap().banned);
+    // Refused from the first policy's cached refusal; the ban repeated, run down.
+    clock.advance(Duration::from_secs(10));
+    let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    assert_eq!(cache.stats().store_calls, 1);
+    let repeated = by_cache[1].unwrap();
+    assert!(repeated.banned && repeated.cached);
+    assert_eq!(
+        Some(repeated),
+        now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
+    );
+}
+
 /// Charges and refunds of one policy (`adjust`), racing checks of several that hold its
 /// state: each pair of a charge and its refund leaves the quota as it was, so the policy
 /// ends charged for the admitted requests only (an adjustment written over a held state,

@@ -358,6 +358,41 @@ async fn a_waiting_check_polled_past_the_bound_goes_to_the_store() {
     drop(leader);
 }
 
+/// A refusal that comes back after its hold would have ended is not recorded, but still
+/// answers the checks that waited for it (each arrived before the store decided).
+#[cfg(feature = "tokio")] // Waiting needs tokio's timer (`a_wait_needs_a_timer_..`).
+#[tokio::test(start_paused = true)]
+async fn a_refusal_back_after_its_hold_still_answers_the_checks_that_waited() {
+    let (clock, remote, _) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
+    let hold = Duration::from_millis(5);
+    let cache = std::sync::Arc::new(
+        DenyCache::builder()
+            .max_refusal_hold(hold)
+            .clock(clock.clone())
+            .build(remote.clone()),
+    );
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    // Answered at once: "refused until the next slot" (100 ms), held 5 ms.
+    assert!(cache.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    clock.advance(hold);
+    let tasks = spawn_checks(&cache, &policy, &[1; 8]);
+    tokio::time::sleep(RTT / 2).await;
+    assert_eq!((remote.calls(), cache.stats().waited), (2, 7));
+    // The leader's refusal (95 ms) lands once its own hold has passed.
+    clock.advance(hold);
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(finish(task).await);
+    }
+    assert_eq!(allowed(&results), [false; 8]);
+    assert_eq!(remote.calls(), 2, "store calls");
+    assert_eq!(cache.stats().denied_locally, 7);
+    assert!(
+        cache.is_empty(),
+        "nothing recorded: the flight answered them"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_zero_bound_turns_waiting_off() {
     let (_, remote, cache, policy) = lapsed(Duration::ZERO).await;
@@ -523,4 +558,29 @@ async fn under_a_penalty_checks_waiting_behind_a_refused_leader_still_count_as_s
         .count();
     assert_eq!(banned, 6, "{results:?}");
     assert!(remote.inner.ban_remaining(b"k", &policy).is_some());
+}
+
+/// A ban the leader meets is not handed on as a plain refusal: the checks that waited
+/// look again and find it recorded, and answer the ban.
+#[cfg(feature = "tokio")] // Waiting needs tokio's timer (`a_wait_needs_a_timer_..`).
+#[tokio::test(start_paused = true)]
+async fn checks_waiting_behind_a_leader_the_store_bans_answer_the_ban() {
+    let (clock, remote, cache) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
+    // The first refusal bans for ten minutes.
+    let penalty =
+        floodwall_core::Penalty::new(1, Duration::from_secs(60), Duration::from_secs(600)).unwrap();
+    let policy = Policy::gcra("strikes", "1/h".parse().unwrap())
+        .unwrap()
+        .with_penalty(penalty);
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().banned);
+    // This cache's hold of the ban lapses; the store's ban does not.
+    clock.advance(DenyCache::DEFAULT_MAX_BAN_HOLD);
+    let results = together(&cache, &policy, &[1; 8]).await;
+    assert!(
+        results.iter().all(|r| r.as_ref().unwrap().banned),
+        "{results:?}"
+    );
+    assert_eq!(remote.calls(), 3, "store calls");
+    assert_eq!(cache.stats().waited, 7);
 }
