@@ -172,8 +172,8 @@ fn a_cached_refusal_of_one_policy_refuses_all_without_the_store() {
 }
 
 /// A refusal the cache answers repeats what the store said of every policy, brought to
-/// the time it answers: the same decisions the store's own refusal gives at that instant,
-/// so the headers built from them list the same policies with the same figures.
+/// the time it answers: the store's own refusal at that instant, but for a `remaining`
+/// that time gave back since, so the headers built from them list the same policies.
 #[test]
 fn a_cached_refusal_answers_for_every_policy_as_the_store_would() {
     let clock = ManualClock::new(T0);
@@ -207,6 +207,23 @@ fn a_cached_refusal_answers_for_every_policy_as_the_store_would() {
     assert_eq!(
         by_cache,
         now_or_never(memory.check_all(b"k", &both, 1)).unwrap()
+    );
+    // Past one interval of the GCRA policy (100/h) the store has a unit back: the cache
+    // repeats `remaining` as the store's answer gave it, never more than the store's now,
+    // and the rest as the store would answer.
+    clock.advance(Duration::from_secs(3600 / 100));
+    let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    let by_store = now_or_never(memory.check_all(b"k", &both, 1)).unwrap();
+    assert_eq!(cache.stats().store_calls, 1);
+    assert_eq!(by_cache[1], by_store[1]);
+    let (cached, stored) = (by_cache[0].unwrap(), by_store[0].unwrap());
+    assert!(
+        cached.remaining <= stored.remaining,
+        "{cached:?} {stored:?}"
+    );
+    assert_eq!(
+        (cached.allowed, cached.retry_after, cached.reset_after),
+        (stored.allowed, stored.retry_after, stored.reset_after)
     );
 }
 
@@ -247,6 +264,72 @@ fn a_repeated_refusal_ends_with_its_own_wait() {
     assert!(!by_cache[0].unwrap().allowed);
     assert_eq!(by_cache[1], None, "its refusal ended: not known here");
     assert_eq!(cache.stats().store_calls, 1);
+}
+
+/// A repeated refusal of another policy gives the `remaining` the store gave it (the
+/// refused policy's own local refusal says 0, as for a single check).
+#[test]
+fn a_repeated_refusal_gives_the_stores_remaining() {
+    let clock = ManualClock::new(T0);
+    let memory = MemoryStore::builder().clock(clock.clone()).build();
+    let cache = DenyCache::builder()
+        .clock(clock.clone())
+        .build(memory.clone());
+    let both = [
+        Policy::fixed_window("a", hourly(2)).unwrap(),
+        Policy::fixed_window("b", hourly(2)).unwrap(),
+    ];
+    assert!(
+        now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
+            .unwrap()
+            .allowed
+    );
+    // One unit left in each: a cost of two is refused by both.
+    let by_store = now_or_never(cache.check_all(b"k", &both, 2)).unwrap();
+    assert!(by_store.iter().all(|d| d.unwrap().remaining == 1));
+    let by_cache = now_or_never(cache.check_all(b"k", &both, 2)).unwrap();
+    assert_eq!(cache.stats().store_calls, 1);
+    assert!(
+        by_cache
+            .iter()
+            .all(|d| !d.unwrap().allowed && d.unwrap().cached)
+    );
+    assert_eq!(by_cache[1], by_store[1]);
+    assert_eq!(by_cache[1].unwrap().remaining, 1);
+}
+
+/// A ban of another policy is repeated as the ban, run down to now, until it ends.
+#[test]
+fn a_repeated_ban_reads_as_the_stores() {
+    let clock = ManualClock::new(T0);
+    let memory = MemoryStore::builder().clock(clock.clone()).build();
+    let cache = DenyCache::builder()
+        .max_refusal_hold(Duration::from_secs(60))
+        .clock(clock.clone())
+        .build(memory.clone());
+    let small = Policy::fixed_window("small", hourly(1)).unwrap();
+    // Its first refusal bans for ten minutes.
+    let penalty =
+        floodwall_core::Penalty::new(1, Duration::from_secs(60), Duration::from_secs(600));
+    let banning = policy("banning", Algorithm::Gcra, 1).with_penalty(penalty.unwrap());
+    let both = [small, banning];
+    assert!(
+        now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
+            .unwrap()
+            .allowed
+    );
+    let by_store = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    assert!(by_store[1].unwrap().banned);
+    // Refused from the first policy's cached refusal; the ban repeated, run down.
+    clock.advance(Duration::from_secs(10));
+    let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
+    assert_eq!(cache.stats().store_calls, 1);
+    let repeated = by_cache[1].unwrap();
+    assert!(repeated.banned && repeated.cached);
+    assert_eq!(
+        Some(repeated),
+        now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
+    );
 }
 
 /// Charges and refunds of one policy (`adjust`), racing checks of several that hold its

@@ -232,6 +232,9 @@ async fn a_dropped_leader_strands_no_one() {
     assert_eq!(cache.stats().denied_locally, 0);
 }
 
+// Without a timer no flight forms for `check_now` to defer to
+// (`without_a_timer_check_now_during_a_check_after_a_lapse_is_answered_at_once`).
+#[cfg(feature = "tokio")]
 #[tokio::test(start_paused = true)]
 async fn check_now_does_not_wait_for_a_check_in_flight() {
     let (clock, remote, cache) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
@@ -355,6 +358,41 @@ async fn a_waiting_check_polled_past_the_bound_goes_to_the_store() {
     drop(leader);
 }
 
+/// A refusal that comes back after its hold would have ended is not recorded, but still
+/// answers the checks that waited for it (each arrived before the store decided).
+#[cfg(feature = "tokio")] // Waiting needs tokio's timer (`a_wait_needs_a_timer_..`).
+#[tokio::test(start_paused = true)]
+async fn a_refusal_back_after_its_hold_still_answers_the_checks_that_waited() {
+    let (clock, remote, _) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
+    let hold = Duration::from_millis(5);
+    let cache = std::sync::Arc::new(
+        DenyCache::builder()
+            .max_refusal_hold(hold)
+            .clock(clock.clone())
+            .build(remote.clone()),
+    );
+    let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
+    // Answered at once: "refused until the next slot" (100 ms), held 5 ms.
+    assert!(cache.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    clock.advance(hold);
+    let tasks = spawn_checks(&cache, &policy, &[1; 8]);
+    tokio::time::sleep(RTT / 2).await;
+    assert_eq!((remote.calls(), cache.stats().waited), (2, 7));
+    // The leader's refusal (95 ms) lands once its own hold has passed.
+    clock.advance(hold);
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(finish(task).await);
+    }
+    assert_eq!(allowed(&results), [false; 8]);
+    assert_eq!(remote.calls(), 2, "store calls");
+    assert_eq!(cache.stats().denied_locally, 7);
+    assert!(
+        cache.is_empty(),
+        "nothing recorded: the flight answered them"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_zero_bound_turns_waiting_off() {
     let (_, remote, cache, policy) = lapsed(Duration::ZERO).await;
@@ -395,13 +433,21 @@ impl Store for Held {
         self.inner.reset_sync(key, policy);
         Ok(())
     }
+
+    fn check_now(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> Option<Result<Decision, floodwall_core::Error>> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(self.inner.check_sync(key, policy, cost))
+    }
 }
 
-/// Outside a tokio runtime (and everywhere without core's `tokio` feature) nothing could
-/// wake a waiting check at its bound, so a check arriving while a leader is out goes to the
-/// store at once instead of waiting for a leader that may never land.
-#[test]
-fn a_wait_needs_a_timer_outside_a_runtime_a_check_goes_to_the_store() {
+/// A cache over a [`Held`] store whose fact on key `k` has just lapsed (one admission,
+/// then 100 ms), its store now holding every check: the next check leads for good.
+fn held_lapsed() -> (Held, DenyCache<Held, ManualClock>, Policy) {
     let clock = ManualClock::new(T0);
     let store = Held {
         inner: MemoryStore::builder().clock(clock.clone()).build(),
@@ -412,12 +458,21 @@ fn a_wait_needs_a_timer_outside_a_runtime_a_check_goes_to_the_store() {
         .clock(clock.clone())
         .build(store.clone());
     let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
-    let calls = || store.calls.load(std::sync::atomic::Ordering::SeqCst);
     // An admission records "refused until the next slot", which lapses 100 ms later.
     assert!(now_or_never(cache.check(b"k", &policy, 1)).unwrap().allowed);
     clock.advance(Duration::from_millis(100));
-    // The leader is in flight for good, never landing.
     store.held.store(true, std::sync::atomic::Ordering::SeqCst);
+    (store, cache, policy)
+}
+
+/// Outside a tokio runtime (and everywhere without core's `tokio` feature) nothing could
+/// wake a waiting check at its bound, so a check arriving while a leader is out goes to the
+/// store at once instead of waiting for a leader that may never land.
+#[test]
+fn a_wait_needs_a_timer_outside_a_runtime_a_check_goes_to_the_store() {
+    let (store, cache, policy) = held_lapsed();
+    let calls = || store.calls.load(std::sync::atomic::Ordering::SeqCst);
+    // The leader is in flight for good, never landing.
     let mut leader = Box::pin(cache.check(b"k", &policy, 1));
     assert!(poll_once(leader.as_mut()).is_pending());
     assert_eq!(calls(), 2);
@@ -431,6 +486,27 @@ fn a_wait_needs_a_timer_outside_a_runtime_a_check_goes_to_the_store() {
     assert_eq!(calls(), 3);
     assert_eq!((cache.stats().waited, cache.stats().gave_up), (0, 0));
     drop(leader);
+}
+
+/// Where no check could wait, the first check after a lapse leads no flight: a
+/// `check_now` arriving while it is out is the store's to answer at once (`None` would only
+/// send it to `check`, which would go to the store without waiting).
+#[test]
+fn without_a_timer_check_now_during_a_check_after_a_lapse_is_answered_at_once() {
+    let (store, cache, policy) = held_lapsed();
+    let calls = || store.calls.load(std::sync::atomic::Ordering::SeqCst);
+    let mut first = Box::pin(cache.check(b"k", &policy, 1));
+    assert!(poll_once(first.as_mut()).is_pending());
+    assert_eq!(calls(), 2);
+    let d = cache.check_now(b"k", &policy, 1);
+    let d = d.expect("check_now deferred to a flight no check could wait for");
+    assert!(
+        d.unwrap().allowed,
+        "the first check never decided in the store"
+    );
+    assert_eq!(calls(), 3);
+    assert_eq!(cache.stats().waited, 0);
+    drop(first);
 }
 
 /// Without core's `tokio` feature, checks after a lapse each go to the store: exact, and
@@ -449,6 +525,7 @@ async fn without_a_timer_the_checks_after_a_lapse_each_go_to_the_store() {
 
 // -- Under a penalty every refusal is a strike the store counts.
 
+#[cfg(feature = "tokio")] // Waiting needs tokio's timer (`a_wait_needs_a_timer_..`).
 #[tokio::test(start_paused = true)]
 async fn under_a_penalty_checks_waiting_behind_a_refused_leader_still_count_as_strikes() {
     let (clock, remote, cache) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
@@ -465,8 +542,15 @@ async fn under_a_penalty_checks_waiting_behind_a_refused_leader_still_count_as_s
     // next checks form a flight behind one leader, which the store refuses (a strike).
     remote.inner.unban_sync(b"k", &policy);
     clock.advance(DenyCache::DEFAULT_MAX_BAN_HOLD);
+    assert_eq!(
+        cache.stats().waited,
+        0,
+        "no flight before the ban's hold lapsed"
+    );
     let results = together(&cache, &policy, &[1; 8]).await;
     assert_eq!(allowed(&results), [false; 8]);
+    // Seven waited behind the leader, then went to the store themselves.
+    assert_eq!(cache.stats().waited, 7);
     // Each of the eight is a strike: the third bans, and the five after it meet the ban.
     let banned = results
         .iter()
@@ -474,4 +558,29 @@ async fn under_a_penalty_checks_waiting_behind_a_refused_leader_still_count_as_s
         .count();
     assert_eq!(banned, 6, "{results:?}");
     assert!(remote.inner.ban_remaining(b"k", &policy).is_some());
+}
+
+/// A ban the leader meets is not handed on as a plain refusal: the checks that waited
+/// look again and find it recorded, and answer the ban.
+#[cfg(feature = "tokio")] // Waiting needs tokio's timer (`a_wait_needs_a_timer_..`).
+#[tokio::test(start_paused = true)]
+async fn checks_waiting_behind_a_leader_the_store_bans_answer_the_ban() {
+    let (clock, remote, cache) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
+    // The first refusal bans for ten minutes.
+    let penalty =
+        floodwall_core::Penalty::new(1, Duration::from_secs(60), Duration::from_secs(600)).unwrap();
+    let policy = Policy::gcra("strikes", "1/h".parse().unwrap())
+        .unwrap()
+        .with_penalty(penalty);
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().banned);
+    // This cache's hold of the ban lapses; the store's ban does not.
+    clock.advance(DenyCache::DEFAULT_MAX_BAN_HOLD);
+    let results = together(&cache, &policy, &[1; 8]).await;
+    assert!(
+        results.iter().all(|r| r.as_ref().unwrap().banned),
+        "{results:?}"
+    );
+    assert_eq!(remote.calls(), 3, "store calls");
+    assert_eq!(cache.stats().waited, 7);
 }

@@ -1,13 +1,14 @@
 //! Checks of several policies at once through the cache
 //! ([`Store::check_all`](crate::Store::check_all)): a cached refusal of any policy refuses
 //! all, and answers for the others what the store's last answer said of them ([`Answer`]),
-//! so that the refusal reads the same (the same policies, the same figures) whether the
-//! store or the cache gave it.
+//! so that the refusal reads the same (the same policies, the same durations) whether the
+//! store or the cache gave it; `remaining` is as of the store's answer, never more than
+//! the store's.
 
 use std::sync::Arc;
 
 use super::DenyCache;
-use super::entry::exact;
+use super::entry::{exact, refusal};
 use super::route::{Mode, Route};
 use crate::{Clock, Decision, Error, Policy};
 
@@ -59,23 +60,27 @@ impl Answer {
         })
     }
 
-    /// What the answer said of `policy`, brought to `now` and marked
+    /// What the answer said of `policy`, its durations brought to `now` (its `remaining`
+    /// as the store gave it: time may have given units back since, never taken any), marked
     /// [`cached`](Decision::cached); `None` when it said nothing of it, or refused it for
     /// less time than has passed since (what the store would say now is not known here).
     fn repeat(&self, policy: &Policy, now: u64) -> Option<Decision> {
         let namespace = policy.namespace();
         let f = self.figures.iter().find(|f| f.namespace == namespace)?;
-        let elapsed = now.saturating_sub(self.sent);
-        let reset = f.reset.saturating_sub(elapsed);
+        let reset_at = self.sent.saturating_add(f.reset);
         let mut d = match f.retry {
-            None => policy.decision_from_micros(true, f.remaining, 0, reset),
+            None => policy.decision_from_micros(true, f.remaining, 0, reset_at.saturating_sub(now)),
             Some(retry) => {
-                let retry = retry.checked_sub(elapsed).filter(|&r| r > 0)?;
-                if f.banned {
-                    policy.ban_decision(retry)
-                } else {
-                    policy.decision_from_micros(false, f.remaining, retry, reset)
+                let until = self.sent.saturating_add(retry);
+                if now >= until {
+                    // Its refusal lapsed: what the store says of it now is not known here.
+                    return None;
                 }
+                if !f.banned {
+                    // As a local refusal of it would read, but for the store's `remaining`.
+                    return Some(refusal(policy, now, until, reset_at, f.remaining));
+                }
+                policy.ban_decision(until - now)
             }
         };
         d.cached = true;
@@ -94,12 +99,14 @@ impl<S, C: Clock> DenyCache<S, C> {
     ) -> Result<Result<Vec<Option<Decision>>, SentAll>, Error> {
         let mut sent = Vec::with_capacity(policies.len());
         for (i, policy) in policies.iter().enumerate() {
-            // `Mode::Now` never leads a flight, so a refusal here leaves nothing behind.
-            match self.route(key, policy, cost, Mode::Now)? {
+            // `Mode::All` never leads a flight, so a refusal here leaves nothing behind.
+            match self.route(key, policy, cost, Mode::All)? {
                 Route::Local(d, others) => {
-                    let now = self.cache.clock.now_micros();
                     let mut answer: Vec<Option<Decision>> = match others {
-                        Some(others) => policies.iter().map(|p| others.repeat(p, now)).collect(),
+                        // The refused policy's own answer is `d`, set below.
+                        Some((others, now)) => (policies.iter().enumerate())
+                            .map(|(j, p)| if j == i { None } else { others.repeat(p, now) })
+                            .collect(),
                         None => vec![None; policies.len()],
                     };
                     answer[i] = Some(d);
@@ -136,13 +143,17 @@ impl<S, C: Clock> DenyCache<S, C> {
             if d.allowed && !all {
                 continue;
             }
-            let Some((mut entry, now)) = self.learn(policy, cost, *at, *epoch, d) else {
+            let Some(figures) = self.teaches(policy, *epoch, d) else {
+                continue;
+            };
+            let Some((mut entry, now)) = self.learn(policy, cost, *at, d, figures) else {
                 continue;
             };
             entry.others = answer
                 .get_or_insert_with(|| {
-                    let first = sent.iter().flatten().map(|&(at, _)| at).min();
-                    Answer::new(policies, decisions, first.unwrap_or(*at)).map(Arc::new)
+                    // `at` is among the sends: the earliest is at most it.
+                    let first = sent.iter().flatten().map(|&(s, _)| s).fold(*at, u64::min);
+                    Answer::new(policies, decisions, first).map(Arc::new)
                 })
                 .clone();
             self.remember(key, policy, *epoch, entry, now);

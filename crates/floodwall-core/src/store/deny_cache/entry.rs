@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::DenyCache;
 use super::all::Answer;
-use super::flight::Flight;
+use super::flight::{Flight, FlightEnd};
 use crate::store::evict::evict_soonest;
 use crate::store::key::{KeyBuf, MapKey};
 use crate::{Clock, Decision, Parameters, Policy, Rounding};
@@ -56,7 +56,7 @@ impl Entry {
         if self.banned {
             return policy.ban_decision(self.end - now);
         }
-        refusal(policy, now, self.end, self.reset_at)
+        refusal(policy, now, self.end, self.reset_at, 0)
     }
 
     pub(super) fn led_by(&self, flight: &Arc<Flight>) -> bool {
@@ -65,7 +65,8 @@ impl Entry {
 }
 
 impl<S, C: Clock> DenyCache<S, C> {
-    /// Learns from the store's answer to a check of `cost` sent at `sent`.
+    /// Learns from the store's answer to a check of `cost` sent at `sent`, and returns how
+    /// that answer lands the flight the check leads, if it leads one.
     pub(super) fn record(
         &self,
         key: &[u8],
@@ -74,28 +75,44 @@ impl<S, C: Clock> DenyCache<S, C> {
         sent: u64,
         epoch: u64,
         d: &Decision,
-    ) {
-        if let Some((entry, now)) = self.learn(policy, cost, sent, epoch, d) {
+    ) -> FlightEnd {
+        let Some(figures) = self.teaches(policy, epoch, d) else {
+            return FlightEnd::Open;
+        };
+        if let Some((entry, now)) = self.learn(policy, cost, sent, d, figures) {
             self.remember(key, policy, epoch, entry, now);
         }
+        FlightEnd::after(sent, d, figures)
     }
 
-    /// The fact the store's answer to a check of `cost` sent at `sent` teaches, and the
-    /// time it was learnt; `None` when it teaches nothing to hold (or a reset came since).
+    /// The exact figures behind the store's answer ([`exact`]) when the cache may answer
+    /// from it; `None` when it may not, or a reset came since `epoch`. Under a penalty a
+    /// refusal is a strike the store must count: only bans are answered here, neither
+    /// cached nor handed to waiting checks (`docs/penalties.md`).
+    pub(super) fn teaches(
+        &self,
+        policy: &Policy,
+        epoch: u64,
+        d: &Decision,
+    ) -> Option<(Option<u64>, u64)> {
+        let figures = exact(policy, d)?;
+        if policy.penalty().is_some() && !d.banned {
+            return None;
+        }
+        (self.cache.resets.load(Ordering::SeqCst) == epoch).then_some(figures)
+    }
+
+    /// The fact the store's answer to a check of `cost` sent at `sent` teaches, from the
+    /// `figures` it [`teaches`](Self::teaches), and the time it was learnt; `None` when it
+    /// teaches nothing to hold.
     pub(super) fn learn(
         &self,
         policy: &Policy,
         cost: u64,
         sent: u64,
-        epoch: u64,
         d: &Decision,
+        (retry, reset): (Option<u64>, u64),
     ) -> Option<(Entry, u64)> {
-        let (retry, reset) = exact(policy, d)?;
-        // Under a penalty, a refusal is a strike the store must count: only bans are
-        // answered here (`docs/penalties.md`).
-        if policy.penalty().is_some() && !d.banned {
-            return None;
-        }
         let cache = &self.cache;
         let (cost, wait) = if d.allowed {
             exhausted(policy, d.remaining, reset)?
@@ -114,7 +131,7 @@ impl<S, C: Clock> DenyCache<S, C> {
         };
         let now = cache.clock.now_micros();
         let until = sent.saturating_add(wait.min(hold));
-        if until <= now || cache.resets.load(Ordering::SeqCst) != epoch {
+        if until <= now {
             return None;
         }
         let entry = Entry {
@@ -178,12 +195,20 @@ pub(super) fn exact(policy: &Policy, d: &Decision) -> Option<(Option<u64>, u64)>
     Some(d.exact_micros())
 }
 
-/// A refusal answered locally at `now` from a fact lasting until `until`, rounded as the
-/// policy reports its durations, and marked [`cached`](Decision::cached).
-pub(super) fn refusal(policy: &Policy, now: u64, until: u64, reset_at: u64) -> Decision {
+/// A refusal answered locally at `now` (before `until`) from a fact lasting until `until`,
+/// rounded as the policy reports its durations, and marked [`cached`](Decision::cached).
+/// `remaining` is 0 for the refused policy (the store may hold fewer units than asked
+/// for); a repeat of another policy's refusal gives the store's.
+pub(super) fn refusal(
+    policy: &Policy,
+    now: u64,
+    until: u64,
+    reset_at: u64,
+    remaining: u64,
+) -> Decision {
     let retry = until - now;
     let reset = reset_at.saturating_sub(now).max(retry);
-    let mut decision = policy.decision_from_micros(false, 0, retry, reset);
+    let mut decision = policy.decision_from_micros(false, remaining, retry, reset);
     decision.cached = true;
     decision
 }

@@ -10,9 +10,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use super::Cache;
-use crate::Clock;
 use crate::store::key::MapKey;
 use crate::store::lock;
+use crate::{Clock, Decision};
 
 /// A check of a key whose cached refusal lapsed, in flight to the inner store: the
 /// checks of that key arriving meanwhile with a cost `>= cost` wait for how it ends, until
@@ -41,6 +41,22 @@ pub(super) enum FlightEnd {
     Refused { until: u64, reset_at: u64 },
     /// Admitted, failed, cancelled or reset meanwhile: each waiting check decides again.
     Open,
+}
+
+impl FlightEnd {
+    /// How the store's answer `d` to a leader sent at `sent` lands its flight, from the
+    /// `figures` the answer [`teaches`](super::DenyCache::teaches). A refusal is handed to
+    /// the waiting checks; a ban is not: they look again, and find it recorded (held for
+    /// its bound, answered with its remainder).
+    pub(super) fn after(sent: u64, d: &Decision, figures: (Option<u64>, u64)) -> Self {
+        match figures {
+            (Some(retry), reset) if !d.allowed && !d.banned => Self::Refused {
+                until: sent.saturating_add(retry),
+                reset_at: sent.saturating_add(reset),
+            },
+            _ => Self::Open,
+        }
+    }
 }
 
 impl Flight {
@@ -102,13 +118,26 @@ impl<'a, C: Clock> Wait<'a, C> {
 
 /// What wakes a waiting check at its flight's deadline: tokio's timer.
 #[cfg(feature = "tokio")]
-struct Timer(Pin<Box<tokio::time::Sleep>>);
+pub(super) struct Timer(Pin<Box<tokio::time::Sleep>>);
 
 /// Without the `tokio` feature there is no timer, so no check waits ([`Wait::new`]).
 #[cfg(not(feature = "tokio"))]
-enum Timer {}
+pub(super) enum Timer {}
 
 impl Timer {
+    /// Whether a timer could be armed here: in a tokio runtime, with the `tokio` feature.
+    /// Where not, no check could wait, so a check after a lapse leads no flight.
+    #[cfg(feature = "tokio")]
+    pub(super) fn available() -> bool {
+        tokio::runtime::Handle::try_current().is_ok()
+    }
+
+    /// No timer without the `tokio` feature.
+    #[cfg(not(feature = "tokio"))]
+    pub(super) fn available() -> bool {
+        false
+    }
+
     /// A timer firing `left` µs from now, when in a tokio runtime (its timer enabled, as the
     /// Redis store's timeout needs too); `None` elsewhere.
     #[cfg(feature = "tokio")]

@@ -273,9 +273,9 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
         // Dropping `lead` (here or if this future is dropped) lands its flight.
         let result = self.store.check(key, policy, cost).await;
         if let Ok(d) = &result {
-            self.record(key, policy, cost, sent, epoch, d);
+            let end = self.record(key, policy, cost, sent, epoch, d);
             if let Some(lead) = &mut lead {
-                lead.end = self.flight_end(policy, sent, epoch, d);
+                lead.end = end;
             }
         }
         drop(lead);
@@ -294,7 +294,8 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
 
     /// Answers cached refusals here; anything else is whatever the inner store's
     /// `check_now` answers (recorded as `check` would). `None` too while another check of
-    /// the key is in flight after a lapse: `check` waits for it.
+    /// the key is in flight after a lapse: `check` waits for it (a flight forms only where
+    /// a check can wait: with a timer).
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         // `Mode::Now` never leads a flight: no `Leading` to carry along.
         let sent = match self.route(key, policy, cost, Mode::Now) {
@@ -313,9 +314,9 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
     }
 
     /// Refused here, without asking the store, when any policy has a cached refusal: the
-    /// others answer what the store's answer that taught it said of them, brought to now
-    /// (`None` when it said nothing of one, or its refusal of one has lapsed), so the
-    /// refusal lists the same policies whoever gave it. Else the store decides all at
+    /// others answer what the store's answer that taught it said of them, its durations
+    /// brought to now and `remaining` as it was (`None` when it said nothing of one, or its
+    /// refusal of one has lapsed), so the refusal lists the same policies whoever gave it. Else the store decides all at
     /// once, and its refusals are cached.
     async fn check_all(
         &self,

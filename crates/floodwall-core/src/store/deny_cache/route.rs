@@ -8,16 +8,17 @@ use papaya::{Compute, Operation};
 
 use super::DenyCache;
 use super::all::Answer;
-use super::entry::{Entry, exact, refusal};
-use super::flight::{Flight, FlightEnd, Leading};
+use super::entry::{Entry, refusal};
+use super::flight::{Flight, FlightEnd, Leading, Timer};
 use crate::store::key::KeyBuf;
 use crate::{Clock, Decision, Error, Policy};
 
 /// What to do with a check.
 pub(super) enum Route<'a, C> {
-    /// Refused from the cache; with what the store said of the other policies of the
-    /// check of several that taught it, if one did.
-    Local(Decision, Option<Arc<Answer>>),
+    /// Refused from the cache; for [`Mode::All`], with what the store said of the other
+    /// policies of the check of several that taught it, if one did (else `None`), and the
+    /// instant of the refusal to bring it to.
+    Local(Decision, Option<(Arc<Answer>, u64)>),
     /// Ask the store; record its answer if the reset epoch is still `epoch`. With `lead`,
     /// this check leads the flight of a lapsed entry.
     Store {
@@ -41,6 +42,9 @@ pub(super) enum Mode {
     /// `check_now`: neither (leading is for calls that wait for the store); a flight
     /// out is answered [`Route::Wait`], which means "call `check`".
     Now,
+    /// One policy of a `check_all`: as [`Now`](Mode::Now), and a local refusal carries
+    /// what the store said of the other policies (only this path needs them).
+    All,
 }
 
 impl<S, C: Clock> DenyCache<S, C> {
@@ -75,7 +79,11 @@ impl<S, C: Clock> DenyCache<S, C> {
                 return Ok(store);
             }
             cache.denied_locally.fetch_add(1, Ordering::Relaxed);
-            return Ok(Route::Local(e.answer(policy, now), e.others.clone()));
+            let others = match &e.others {
+                Some(others) if mode == Mode::All => Some((Arc::clone(others), now)),
+                _ => None,
+            };
+            return Ok(Route::Local(e.answer(policy, now), others));
         }
         // Lapsed: wait for the check in flight, or lead one (taking over from a leader out
         // past its deadline).
@@ -84,7 +92,8 @@ impl<S, C: Clock> DenyCache<S, C> {
         {
             return Ok(follow(f, cost, mode).unwrap_or(store));
         }
-        if mode == Mode::Now {
+        // No flight where no check could wait for it (`Wait::new`): to the store at once.
+        if matches!(mode, Mode::Now | Mode::All) || !Timer::available() {
             return Ok(store);
         }
         let flight = Arc::new(Flight::new(cost, now.saturating_add(cache.max_wait)));
@@ -130,34 +139,8 @@ impl<S, C: Clock> DenyCache<S, C> {
         let now = self.cache.clock.now_micros();
         (now < until).then(|| {
             self.cache.denied_locally.fetch_add(1, Ordering::Relaxed);
-            refusal(policy, now, until, reset_at)
+            refusal(policy, now, until, reset_at, 0)
         })
-    }
-
-    /// What a leader's answer tells the checks waiting for it.
-    pub(super) fn flight_end(
-        &self,
-        policy: &Policy,
-        sent: u64,
-        epoch: u64,
-        d: &Decision,
-    ) -> FlightEnd {
-        // A ban is not handed to the waiting checks: they look again, and find the ban
-        // recorded (held for its bound, answered with its remainder). Nor is a refusal
-        // under a penalty: each refusal is a strike the store must count, so each waiting
-        // check goes to the store (`docs/penalties.md`).
-        let handed = !d.allowed && !d.banned && policy.penalty().is_none();
-        match exact(policy, d) {
-            Some((Some(r), reset))
-                if handed && self.cache.resets.load(Ordering::SeqCst) == epoch =>
-            {
-                FlightEnd::Refused {
-                    until: sent.saturating_add(r),
-                    reset_at: sent.saturating_add(reset),
-                }
-            }
-            _ => FlightEnd::Open,
-        }
     }
 }
 
