@@ -21,7 +21,7 @@ use axum::routing::{delete, post};
 use floodwall::tower::RateLimitLayer;
 use floodwall::tower::extract::PeerIp;
 use floodwall::tower::respond::Json;
-use floodwall::{MemoryStore, Penalty, Policy, Store};
+use floodwall::{MemoryStore, Penalty, Policy, StoreExt};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

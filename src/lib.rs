@@ -18,13 +18,13 @@
 //! is in [`core`], which is all of `floodwall-core`.
 
 pub use floodwall_core::resilience;
-pub use floodwall_core::{Acquired, ConcurrencyLimit, ConcurrencyStore, Full, Permit};
+pub use floodwall_core::{Acquired, ConcurrencyLimit, Full, Permit};
 pub use floodwall_core::{Adjustment, Algorithm, Decision, MAX_SPAN, Policy, Quota, Rounding};
 pub use floodwall_core::{Cancelled, Reservable, Reservation, Ticket};
 pub use floodwall_core::{Clock, ManualClock, SystemClock};
 pub use floodwall_core::{ConfigError, Error};
 pub use floodwall_core::{DenyCache, DenyCacheBuilder, DenyCacheStats};
-pub use floodwall_core::{DynStore, MemoryStore, MemoryStoreBuilder, Store};
+pub use floodwall_core::{DynStore, MemoryStore, MemoryStoreBuilder, Store, StoreExt};
 pub use floodwall_core::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};
 pub use floodwall_core::{Penalty, parse_duration};
 

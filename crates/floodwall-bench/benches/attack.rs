@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use floodwall::redis::RedisStore;
-use floodwall::{DenyCache, DynStore, Policy, Store};
+use floodwall::{DenyCache, DynStore, Policy, StoreExt};
 use redis_harness::RedisServer;
 use tokio::time::{MissedTickBehavior, interval};
 

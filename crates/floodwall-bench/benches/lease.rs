@@ -1,5 +1,5 @@
 //! Redis CPU per in-flight slot taken and given back (`RedisStore` as a
-//! `ConcurrencyStore`: one `EVALSHA` of the lease script, then one `ZREM`), against E1 =
+//! `StoreExt::acquire`: one `EVALSHA` of the lease script, then one `ZREM`), against E1 =
 //! EVALSHA of `return redis.call('INCR',KEYS[1])`, the cost of calling any script, in the
 //! same run.
 //!
@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use floodwall::redis::RedisStore;
 use floodwall::redis::redis::{self, Script};
-use floodwall::{Acquired, ConcurrencyLimit, ConcurrencyStore};
+use floodwall::{Acquired, ConcurrencyLimit, StoreExt};
 use floodwall_bench as support;
 use redis_harness::RedisServer;
 use tokio::runtime::Runtime;

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion};
-use floodwall::{MemoryStore, Policy, Quota};
+use floodwall::{MemoryStore, Policy, Quota, StoreExt};
 use governor::RateLimiter;
 use governor::clock::DefaultClock;
 use governor::state::keyed::DashMapStateStore;
@@ -94,7 +94,12 @@ fn bench(c: &mut Criterion) {
             g.bench_function(BenchmarkId::new("floodwall", threads), |b| {
                 b.iter_custom(|n| {
                     threaded(threads, n, |_, _| {
-                        black_box(store.check_sync(key.as_bytes(), &policy, 1).unwrap());
+                        black_box(
+                            store
+                                .check_now(key.as_bytes(), &policy, 1)
+                                .unwrap()
+                                .unwrap(),
+                        );
                     })
                 })
             });
@@ -114,7 +119,7 @@ fn bench(c: &mut Criterion) {
         let store = MemoryStore::new();
         let gov = governor(gq);
         for k in keys.iter() {
-            store.check_sync(k.as_bytes(), &policy, 1).unwrap();
+            store.check_now(k.as_bytes(), &policy, 1).unwrap().unwrap();
             let _ = gov.check_key(k);
         }
         let ks = &keys;
@@ -122,7 +127,7 @@ fn bench(c: &mut Criterion) {
             b.iter_custom(|n| {
                 threaded(threads, n, |t, i| {
                     let k = &ks[(i as usize * 7 + t * 50_000) % KEYS];
-                    black_box(store.check_sync(k.as_bytes(), &policy, 1).unwrap());
+                    black_box(store.check_now(k.as_bytes(), &policy, 1).unwrap().unwrap());
                 })
             })
         });
@@ -146,7 +151,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 n1 += 1;
                 let k = format!("k{n1}");
-                black_box(store.check_sync(k.as_bytes(), &policy, 1).unwrap())
+                black_box(store.check_now(k.as_bytes(), &policy, 1).unwrap().unwrap())
             })
         });
         // governor's eviction: every `max_keys` new keys, drop the states that no longer
@@ -183,7 +188,7 @@ fn bytes_per_key() {
     let before = support::rss_bytes();
     let store = MemoryStore::new();
     for k in &keys {
-        store.check_sync(k.as_bytes(), &policy, 1).unwrap();
+        store.check_now(k.as_bytes(), &policy, 1).unwrap().unwrap();
     }
     let ours = support::rss_bytes().saturating_sub(before) as f64 / KEYS as f64;
     let before = support::rss_bytes();

@@ -31,8 +31,9 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use floodwall::core::Parameters;
+use floodwall::core::store::{Op, Reply};
 use floodwall::redis::RedisStore;
-use floodwall::{Decision, DynStore, Error, LocalVerdicts, Policy, Store};
+use floodwall::{Decision, DynStore, Error, LocalVerdicts, Policy, Store, StoreExt};
 use redis_harness::RedisServer;
 use tokio::time::{MissedTickBehavior, interval};
 
@@ -79,7 +80,13 @@ impl Timed {
 }
 
 impl Store for Timed {
-    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        let Op::Check { key, policy, cost } = op else {
+            return match op {
+                Op::Reset { .. } => self.redis.call(op).await,
+                other => Err(other.unsupported()),
+            };
+        };
         let start = Instant::now();
         let result = self.redis.check(key, policy, cost).await;
         let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -89,11 +96,7 @@ impl Store for Timed {
         {
             self.recorded.fetch_add(cost, Ordering::Relaxed);
         }
-        result
-    }
-
-    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        self.redis.reset(key, policy).await
+        result.map(Reply::Decision)
     }
 }
 

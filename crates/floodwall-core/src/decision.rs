@@ -31,7 +31,7 @@ pub struct Decision {
     pub banned: bool,
     /// Whether a [`DenyCache`](crate::DenyCache) answered this itself, from a refusal the
     /// store gave before, without asking the store (for metrics telling the two apart); in
-    /// a refused [`check_all`](crate::Store::check_all), the other policies' figures it
+    /// a refused [`check_all`](crate::StoreExt::check_all), the other policies' figures it
     /// repeated from the store's last answer too. A ban the cache answers says
     /// [`banned`](Self::banned) as well. It says what the store would have said
     /// (docs/deny-cache.md), so equality and hashing ignore it. `false` in every other

@@ -227,7 +227,7 @@ pub enum Error {
         retry_in: std::time::Duration,
     },
     /// The store cannot do what was asked: booking a slot
-    /// ([`Store::reserve`](crate::Store::reserve)) on a store that does not implement it.
+    /// ([`StoreExt::reserve`](crate::StoreExt::reserve)) on a store that does not implement it.
     /// Asking again will not help.
     Unsupported {
         /// What was asked.

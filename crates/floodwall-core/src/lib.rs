@@ -6,12 +6,14 @@
 //! from the server.
 //!
 //! ```
-//! use floodwall_core::{Algorithm, MemoryStore, Policy, Quota};
+//! use floodwall_core::{Algorithm, MemoryStore, Policy, StoreExt};
 //!
 //! let store = MemoryStore::new();
 //! let per_ip = Policy::new("per-ip", Algorithm::Gcra, "10/s burst 20".parse()?)?;
 //!
-//! let decision = store.check_sync(b"203.0.113.7", &per_ip, 1)?;
+//! // The memory store answers at once (`check_now` is always `Some`); any store has the
+//! // async `check`.
+//! let decision = store.check_now(b"203.0.113.7", &per_ip, 1).expect("answers now")?;
 //! assert!(decision.allowed);
 //! assert_eq!((decision.limit, decision.remaining), (20, 19));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -31,7 +33,7 @@ pub mod store;
 
 pub use algorithm::{Adjustment, Algorithm, Parameters, State};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use concurrency::{Acquired, ConcurrencyLimit, ConcurrencyStore, Full, Permit};
+pub use concurrency::{Acquired, ConcurrencyLimit, Full, Permit};
 pub use decision::Decision;
 pub use error::{BoxError, ConfigError, Error};
 pub use penalty::Penalty;
@@ -39,5 +41,5 @@ pub use policy::{Policy, Rounding};
 pub use quota::{MAX_SPAN, Quota, parse_duration};
 pub use reservation::{Cancelled, Reservable, Reservation, Ticket};
 pub use store::{DenyCache, DenyCacheBuilder, DenyCacheStats};
-pub use store::{DynStore, MemoryStore, MemoryStoreBuilder, Store};
+pub use store::{DynStore, MemoryStore, MemoryStoreBuilder, Store, StoreExt};
 pub use store::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};

@@ -314,7 +314,7 @@ impl Policy {
     }
 
     /// Applies a charge or a refund to `state` at `now` (µs since the epoch): the pure
-    /// algorithm behind [`Store::adjust`](crate::Store::adjust), as [`decide`](Self::decide)
+    /// algorithm behind [`StoreExt::adjust`](crate::StoreExt::adjust), as [`decide`](Self::decide)
     /// is behind checks. Where each algorithm is exact, and what a charge past the limit
     /// does, is on [`Adjustment`](crate::Adjustment).
     pub fn adjust(

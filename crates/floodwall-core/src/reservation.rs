@@ -19,17 +19,22 @@ use crate::{ConfigError, Decision, Error, Policy, State};
 /// and is a refusal with its `retry_after`, as a check's.
 ///
 /// ```
-/// use floodwall_core::{ManualClock, MemoryStore, Policy, Reservable};
+/// use floodwall_core::{ManualClock, MemoryStore, Policy, Reservable, StoreExt};
 /// use std::time::Duration;
 ///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let store = MemoryStore::builder().clock(ManualClock::new(1_700_000_000_000_000)).build();
 /// let paced = Policy::gcra("paced", "10/s burst 1".parse()?)?.reservable()?;
 /// let wait = Duration::from_millis(250);
 ///
-/// let first = store.reserve_sync(b"k", &paced, 1, wait)?;
+/// let first = store.reserve(b"k", &paced, 1, wait).await?;
 /// assert!(first.is_booked() && first.wait.is_zero());
 /// // The next slots are 100 ms apart; the fourth is beyond 250 ms: refused, nothing booked.
-/// let waits: Vec<_> = (0..3).map(|_| store.reserve_sync(b"k", &paced, 1, wait).unwrap()).collect();
+/// let mut waits = Vec::new();
+/// for _ in 0..3 {
+///     waits.push(store.reserve(b"k", &paced, 1, wait).await?);
+/// }
 /// assert_eq!(waits[0].wait, Duration::from_millis(100));
 /// assert_eq!(waits[1].wait, Duration::from_millis(200));
 /// assert!(!waits[2].is_booked());
@@ -37,7 +42,7 @@ use crate::{ConfigError, Decision, Error, Policy, State};
 ///
 /// // A window cannot book a slot: the error comes here, not at the first request.
 /// assert!(Policy::fixed_window("daily", "1000/day".parse()?)?.reservable().is_err());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok(()) }
 /// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct Reservable {
@@ -86,7 +91,7 @@ impl Reservable {
     }
 
     /// Gives `reservation`'s slot back in `state` where the algorithm allows it (see
-    /// [`Cancelled`]); the pure counterpart of [`Store::cancel`](crate::Store::cancel).
+    /// [`Cancelled`]); the pure counterpart of [`StoreExt::cancel`](crate::StoreExt::cancel).
     pub fn cancel(&self, state: &mut State, reservation: &Reservation) -> Result<Cancelled, Error> {
         let Some(ticket) = reservation.ticket else {
             return Ok(Cancelled::Spent);
@@ -127,11 +132,11 @@ impl Policy {
     }
 }
 
-/// What a store answered to [`Store::reserve`](crate::Store::reserve).
+/// What a store answered to [`StoreExt::reserve`](crate::StoreExt::reserve).
 ///
 /// Booked ([`is_booked`](Self::is_booked)): `decision.allowed` is true and the request may
 /// proceed after `wait` (zero: at once), counted from when the store decided; its slot is
-/// taken whether or not it proceeds, until [cancelled](crate::Store::cancel). Refused:
+/// taken whether or not it proceeds, until [cancelled](crate::StoreExt::cancel). Refused:
 /// `decision` is a check's refusal, with `retry_after` until the request would pass, and
 /// nothing was booked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,7 +147,7 @@ pub struct Reservation {
     /// How long after the store's decision the slot is: exact microseconds, whatever the
     /// policy's [`Rounding`](crate::Rounding). Zero when refused.
     pub wait: Duration,
-    /// What [`Store::cancel`](crate::Store::cancel) needs to give the slot back; `None`
+    /// What [`StoreExt::cancel`](crate::StoreExt::cancel) needs to give the slot back; `None`
     /// when nothing was booked (a refusal, a cost of 0, a fallback's answer that counted
     /// nothing).
     pub ticket: Option<Ticket>,

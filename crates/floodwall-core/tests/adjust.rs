@@ -1,13 +1,17 @@
-//! Charging and refunding after the fact (`Store::adjust`): exact in the memory store under
+//! Charging and refunding after the fact (`StoreExt::adjust`): exact in the memory store under
 //! concurrency, and passed on rightly by every combinator in front of a store.
+
+mod common;
+use common::Now;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use floodwall_core::resilience::{Breaker, FailMode, Fallback};
+use floodwall_core::store::{Op, Reply};
 use floodwall_core::{
     Adjustment, Algorithm, Decision, DenyCache, DynStore, Error, LocalVerdicts, ManualClock,
-    MemoryStore, Policy, Store,
+    MemoryStore, Policy, Store, StoreExt,
 };
 
 const T0: u64 = 1_700_006_400_000_000;
@@ -29,15 +33,7 @@ fn every_policy() -> Vec<Policy> {
 struct Down;
 
 impl Store for Down {
-    async fn check(&self, _: &[u8], _: &Policy, _: u64) -> Result<Decision, Error> {
-        Err(Error::unavailable("down"))
-    }
-
-    async fn reset(&self, _: &[u8], _: &Policy) -> Result<(), Error> {
-        Err(Error::unavailable("down"))
-    }
-
-    async fn adjust(&self, _: &[u8], _: &Policy, _: Adjustment) -> Result<(), Error> {
+    async fn call(&self, _: Op<'_>) -> Result<Reply, Error> {
         Err(Error::unavailable("down"))
     }
 }
@@ -46,19 +42,21 @@ impl Store for Down {
 struct Plain;
 
 impl Store for Plain {
-    async fn check(&self, _: &[u8], p: &Policy, _: u64) -> Result<Decision, Error> {
-        let limit = p.limit();
-        Ok(Decision::new(
-            true,
-            limit,
-            limit,
-            Duration::ZERO,
-            Duration::ZERO,
-        ))
-    }
-
-    async fn reset(&self, _: &[u8], _: &Policy) -> Result<(), Error> {
-        Ok(())
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        match op {
+            Op::Check { policy, .. } => {
+                let limit = policy.limit();
+                Ok(Reply::Decision(Decision::new(
+                    true,
+                    limit,
+                    limit,
+                    Duration::ZERO,
+                    Duration::ZERO,
+                )))
+            }
+            Op::Reset { .. } => Ok(Reply::Done),
+            other => Err(other.unsupported()),
+        }
     }
 }
 
@@ -72,29 +70,39 @@ fn concurrent_charges_and_refunds_add_up_exactly() {
             for _ in 0..THREADS {
                 s.spawn(|| {
                     for _ in 0..ROUNDS {
-                        assert!(store.check_sync(b"k", &policy, 2).unwrap().allowed);
+                        assert!(store.check_now(b"k", &policy, 2).unwrap().unwrap().allowed);
                         store
-                            .adjust_sync(b"k", &policy, Adjustment::Refund(1))
+                            .adjust(b"k", &policy, Adjustment::Refund(1))
+                            .now()
                             .unwrap();
                     }
                 });
             }
         });
         // 2 spent and 1 given back, 400 times, however the threads interleaved.
-        let left = store.check_sync(b"k", &policy, 0).unwrap().remaining;
+        let left = store
+            .check_now(b"k", &policy, 0)
+            .unwrap()
+            .unwrap()
+            .remaining;
         assert_eq!(left, 1000 - THREADS * ROUNDS, "{policy:?}");
         std::thread::scope(|s| {
             for _ in 0..THREADS {
                 s.spawn(|| {
                     for _ in 0..ROUNDS {
                         store
-                            .adjust_sync(b"k", &policy, Adjustment::Charge(1))
+                            .adjust(b"k", &policy, Adjustment::Charge(1))
+                            .now()
                             .unwrap();
                     }
                 });
             }
         });
-        let left = store.check_sync(b"k", &policy, 0).unwrap().remaining;
+        let left = store
+            .check_now(b"k", &policy, 0)
+            .unwrap()
+            .unwrap()
+            .remaining;
         assert_eq!(left, 1000 - 2 * THREADS * ROUNDS, "{policy:?}");
     }
 }
@@ -104,18 +112,19 @@ fn a_charge_past_the_limit_is_debt_paid_off_over_time() {
     let (store, clock) = memory();
     // 10 tokens a second; an LLM answer used 15.
     let policy = Policy::gcra("tokens", "10/s".parse().unwrap()).unwrap();
-    assert!(store.check_sync(b"k", &policy, 1).unwrap().allowed);
+    assert!(store.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
     store
-        .adjust_sync(b"k", &policy, Adjustment::Charge(15))
+        .adjust(b"k", &policy, Adjustment::Charge(15))
+        .now()
         .unwrap();
-    let refused = store.check_sync(b"k", &policy, 1).unwrap();
+    let refused = store.check_now(b"k", &policy, 1).unwrap().unwrap();
     assert!(!refused.allowed);
     // 16 spent of 10: 7 must come back before one more fits, 700 ms.
     assert_eq!(refused.retry_after, Some(Duration::from_millis(700)));
     clock.advance(Duration::from_millis(699));
-    assert!(!store.check_sync(b"k", &policy, 1).unwrap().allowed);
+    assert!(!store.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
     clock.advance(Duration::from_millis(1));
-    assert!(store.check_sync(b"k", &policy, 1).unwrap().allowed);
+    assert!(store.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
 }
 
 #[test]
@@ -123,7 +132,8 @@ fn a_refund_on_an_unknown_key_creates_nothing() {
     let (store, _) = memory();
     for policy in every_policy() {
         store
-            .adjust_sync(b"nobody", &policy, Adjustment::Refund(5))
+            .adjust(b"nobody", &policy, Adjustment::Refund(5))
+            .now()
             .unwrap();
     }
     assert!(store.is_empty());

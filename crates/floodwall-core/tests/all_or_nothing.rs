@@ -1,4 +1,4 @@
-//! `Store::check_all`: a request checked against several policies is recorded in all of
+//! `StoreExt::check_all`: a request checked against several policies is recorded in all of
 //! them or in none, however many threads check the key at once, in the memory store and
 //! through the deny cache.
 
@@ -6,9 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use floodwall_core::{Algorithm, DenyCache, ManualClock, MemoryStore, Policy, Quota, Store};
+use floodwall_core::Store;
+use floodwall_core::store::{Op, Reply};
+use floodwall_core::{Algorithm, DenyCache, ManualClock, MemoryStore, Policy, Quota, StoreExt};
 
 mod common;
+use common::Now;
 use common::now_or_never;
 
 const T0: u64 = 1_700_000_000_000_000;
@@ -40,7 +43,7 @@ fn a_refusal_by_one_policy_charges_none_under_concurrency() {
                 for _ in 0..THREADS {
                     s.spawn(|| {
                         for _ in 0..PER_THREAD {
-                            let d = store.check_all_sync(b"k", &policies, 1).unwrap();
+                            let d = store.check_all(b"k", &policies, 1).now().unwrap();
                             let [Some(r), Some(m)] = d.as_slice() else {
                                 panic!("one decision per policy: {d:?}")
                             };
@@ -61,7 +64,7 @@ fn a_refusal_by_one_policy_charges_none_under_concurrency() {
                 (THREADS * PER_THREAD) as u64 - 50
             );
             // The first policy's quota: spent by the admitted requests only.
-            let peek = store.check_sync(b"k", &roomy, 0).unwrap();
+            let peek = store.check_now(b"k", &roomy, 0).unwrap().unwrap();
             assert_eq!(peek.remaining, 10_000 - admitted, "{first:?}/{second:?}");
         }
     }
@@ -82,10 +85,10 @@ fn single_checks_and_checks_of_all_share_one_exact_state() {
             s.spawn(move || {
                 for _ in 0..PER_THREAD {
                     let allowed = if t % 2 == 0 {
-                        let d = store.check_all_sync(b"k", both, 1).unwrap();
+                        let d = store.check_all(b"k", both, 1).now().unwrap();
                         d.iter().flatten().all(|d| d.allowed)
                     } else {
-                        store.check_sync(b"k", shared, 1).unwrap().allowed
+                        store.check_now(b"k", shared, 1).unwrap().unwrap().allowed
                     };
                     if allowed {
                         admitted.fetch_add(1, Ordering::Relaxed);
@@ -95,7 +98,7 @@ fn single_checks_and_checks_of_all_share_one_exact_state() {
         }
     });
     assert_eq!(admitted.into_inner(), 300);
-    let other_left = store.check_sync(b"k", &other, 0).unwrap().remaining;
+    let other_left = store.check_now(b"k", &other, 0).unwrap().unwrap().remaining;
     let by_all = 10_000 - other_left;
     assert!(
         by_all <= 300,
@@ -109,15 +112,17 @@ fn one_policy_twice_is_charged_twice() {
     let store = MemoryStore::builder().clock(ManualClock::new(T0)).build();
     let p = Policy::gcra("p", hourly(3)).unwrap();
     let d = store
-        .check_all_sync(b"k", &[p.clone(), p.clone()], 1)
+        .check_all(b"k", &[p.clone(), p.clone()], 1)
+        .now()
         .unwrap();
     assert!(d.iter().flatten().all(|d| d.allowed));
     assert_eq!(d[1].unwrap().remaining, 1);
     let d = store
-        .check_all_sync(b"k", &[p.clone(), p.clone()], 1)
+        .check_all(b"k", &[p.clone(), p.clone()], 1)
+        .now()
         .unwrap();
     assert!(d[0].unwrap().allowed && !d[1].unwrap().allowed);
-    assert_eq!(store.check_sync(b"k", &p, 0).unwrap().remaining, 1);
+    assert_eq!(store.check_now(b"k", &p, 0).unwrap().unwrap().remaining, 1);
 }
 
 /// A cost one policy can never admit is an error, and charges no policy.
@@ -127,10 +132,14 @@ fn a_cost_too_high_for_one_charges_none() {
     let big = Policy::token_bucket("big", hourly(100)).unwrap();
     let small = Policy::gcra("small", hourly(5)).unwrap();
     let err = store
-        .check_all_sync(b"k", &[big.clone(), small], 6)
+        .check_all(b"k", &[big.clone(), small], 6)
+        .now()
         .unwrap_err();
     assert!(err.is_cost_too_high());
-    assert_eq!(store.check_sync(b"k", &big, 0).unwrap().remaining, 100);
+    assert_eq!(
+        store.check_now(b"k", &big, 0).unwrap().unwrap().remaining,
+        100
+    );
 }
 
 /// Through the deny cache: once the second policy is spent, its cached refusal refuses
@@ -164,10 +173,25 @@ fn a_cached_refusal_of_one_policy_refuses_all_without_the_store() {
         calls,
         "refused without the store"
     );
-    assert_eq!(memory.check_sync(b"k", &roomy, 0).unwrap().remaining, 98);
+    assert_eq!(
+        memory
+            .check_now(b"k", &roomy, 0)
+            .unwrap()
+            .unwrap()
+            .remaining,
+        98
+    );
     // Through a `dyn` store too.
     let dynamic: Arc<dyn floodwall_core::DynStore> = Arc::new(cache);
-    let d = dynamic.check_all_now(b"k", &both, 1).unwrap().unwrap();
+    let d = dynamic
+        .call_now(Op::CheckAll {
+            key: b"k",
+            policies: &both,
+            cost: 1,
+        })
+        .map(|r| r.and_then(Reply::into_decisions))
+        .unwrap()
+        .unwrap();
     assert!(!d[1].unwrap().allowed);
 }
 
@@ -350,16 +374,18 @@ fn adjustments_wait_for_a_held_state() {
             s.spawn(move || {
                 for _ in 0..PER_THREAD {
                     if t % 2 == 0 {
-                        let d = store.check_all_sync(b"k", both, 1).unwrap();
+                        let d = store.check_all(b"k", both, 1).now().unwrap();
                         if d.iter().flatten().all(|d| d.allowed) {
                             admitted.fetch_add(1, Ordering::Relaxed);
                         }
                     } else {
                         store
-                            .adjust_sync(b"k", roomy, Adjustment::Charge(3))
+                            .adjust(b"k", roomy, Adjustment::Charge(3))
+                            .now()
                             .unwrap();
                         store
-                            .adjust_sync(b"k", roomy, Adjustment::Refund(3))
+                            .adjust(b"k", roomy, Adjustment::Refund(3))
+                            .now()
                             .unwrap();
                     }
                 }
@@ -368,6 +394,6 @@ fn adjustments_wait_for_a_held_state() {
     });
     let admitted = admitted.into_inner();
     assert_eq!(admitted, 50);
-    let left = store.check_sync(b"k", &roomy, 0).unwrap().remaining;
+    let left = store.check_now(b"k", &roomy, 0).unwrap().unwrap().remaining;
     assert_eq!(left, 100_000 - admitted);
 }

@@ -5,12 +5,13 @@ use std::future::Future;
 use std::time::Duration;
 
 use floodwall_core::{
-    Algorithm, Decision, DenyCache, ManualClock, MemoryStore, Policy, Quota, State, Store,
+    Algorithm, Decision, DenyCache, ManualClock, MemoryStore, Policy, Quota, State, Store, StoreExt,
 };
 use proptest::prelude::*;
 
 mod common;
-use common::now_or_never;
+use common::{Now, now_or_never};
+use floodwall_core::store::{Op, Reply};
 
 #[path = "deny_cache/single_flight.rs"]
 mod single_flight;
@@ -172,7 +173,7 @@ fn the_cache_decides_as_the_store_does() {
             clock.advance(Duration::from_micros(dt));
             let key = [b'k', key];
             let cost = cost.min(limit);
-            let expected: Decision = reference.check_sync(&key, &policy, cost).unwrap();
+            let expected: Decision = reference.check_now(&key, &policy, cost).unwrap().unwrap();
             let got = match who {
                 // This node, through the cache; most checks.
                 0..=4 => {
@@ -180,11 +181,11 @@ fn the_cache_decides_as_the_store_does() {
                     cache.check_now(&key, &policy, cost).unwrap().unwrap()
                 }
                 // Another node, straight to the shared store.
-                5 | 6 => shared.check_sync(&key, &policy, cost).unwrap(),
+                5 | 6 => shared.check_now(&key, &policy, cost).unwrap().unwrap(),
                 // This node resets the key (and the reference does too).
                 _ => {
                     now_or_never(cache.reset(&key, &policy)).unwrap();
-                    reference.reset_sync(&key, &policy);
+                    reference.reset(&key, &policy).now().unwrap();
                     continue;
                 }
             };
@@ -230,23 +231,21 @@ struct Counting {
 }
 
 impl Store for Counting {
-    fn check(
+    /// Checks (counted) and resets; nothing else.
+    fn call(
         &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, floodwall_core::Error>> + Send {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.inner.check(key, policy, cost)
-    }
-
-    fn reset(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-    ) -> impl Future<Output = Result<(), floodwall_core::Error>> + Send {
-        self.inner.reset(key, policy)
+        op: Op<'_>,
+    ) -> impl Future<Output = Result<Reply, floodwall_core::Error>> + Send {
+        let answer = match op {
+            Op::Check { .. } => {
+                self.calls
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.inner.call_now(op).unwrap()
+            }
+            Op::Reset { .. } => self.inner.call_now(op).unwrap(),
+            other => Err(other.unsupported()),
+        };
+        std::future::ready(answer)
     }
 }
 

@@ -1,13 +1,18 @@
 //! In-flight limits in the memory store, and through a breaker and a fallback: exact under
 //! contention, nothing left behind, failures answered per the fail mode.
 
+mod common;
+use common::Now;
+
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
+use floodwall_core::Store;
 use floodwall_core::resilience::{Breaker, FailMode, Fallback};
+use floodwall_core::store::{Op, Reply};
 use floodwall_core::{
-    Acquired, ConcurrencyLimit, ConcurrencyStore, Error, ManualClock, MemoryStore, Permit,
+    Acquired, ConcurrencyLimit, Error, ManualClock, MemoryStore, Permit, StoreExt,
 };
 
 /// The largest value `current` reaches while permits are held.
@@ -36,7 +41,7 @@ fn exactly_n_in_flight_among_256_threads_on_one_key() {
             );
             std::thread::spawn(move || {
                 start.wait();
-                let acquired = store.acquire_sync(b"hot", &limit).unwrap();
+                let acquired = store.acquire(b"hot", &limit).now().unwrap();
                 attempted.fetch_add(1, Ordering::SeqCst);
                 let Acquired::Granted(permit) = acquired else {
                     return false;
@@ -69,7 +74,8 @@ fn exactly_n_in_flight_among_256_threads_on_one_key() {
     let again: Vec<Permit> = (0..N)
         .map(|_| {
             store
-                .acquire_sync(b"hot", &limit)
+                .acquire(b"hot", &limit)
+                .now()
                 .unwrap()
                 .permit()
                 .unwrap()
@@ -88,7 +94,7 @@ fn churn_on_many_keys_leaves_nothing_behind() {
             std::thread::spawn(move || {
                 for i in 0..20_000u32 {
                     let key = (i % 16 + t * 16).to_be_bytes();
-                    if let Acquired::Granted(p) = store.acquire_sync(&key, &limit).unwrap() {
+                    if let Acquired::Granted(p) = store.acquire(&key, &limit).now().unwrap() {
                         assert!(p.in_flight() <= 2);
                     }
                 }
@@ -104,9 +110,12 @@ fn churn_on_many_keys_leaves_nothing_behind() {
 /// A concurrency store that cannot be reached.
 struct Down;
 
-impl ConcurrencyStore for Down {
-    async fn acquire(&self, _: &[u8], _: &ConcurrencyLimit) -> Result<Acquired, Error> {
-        Err(Error::Timeout)
+impl Store for Down {
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        match op {
+            Op::Acquire { .. } => Err(Error::Timeout),
+            other => Err(other.unsupported()),
+        }
     }
 }
 
@@ -171,7 +180,11 @@ async fn a_breaker_opens_on_a_failing_concurrency_store() {
     assert!(err.is_circuit_open(), "{err}");
     assert!(
         breaker
-            .acquire_now(b"k", &limit)
+            .call_now(Op::Acquire {
+                key: b"k",
+                limit: &limit
+            })
+            .map(|r| r.and_then(Reply::into_acquired))
             .unwrap()
             .unwrap_err()
             .is_circuit_open()
@@ -189,11 +202,22 @@ async fn a_breaker_opens_on_a_failing_concurrency_store() {
 
     // Closed over the memory store, it answers without waiting, as the store does.
     let healthy = Breaker::new(MemoryStore::new());
-    let held = healthy.acquire_now(b"k", &limit).unwrap().unwrap();
+    let held = healthy
+        .call_now(Op::Acquire {
+            key: b"k",
+            limit: &limit,
+        })
+        .map(|r| r.and_then(Reply::into_acquired))
+        .unwrap()
+        .unwrap();
     assert!(held.is_granted());
     assert!(
         !healthy
-            .acquire_now(b"k", &limit)
+            .call_now(Op::Acquire {
+                key: b"k",
+                limit: &limit
+            })
+            .map(|r| r.and_then(Reply::into_acquired))
             .unwrap()
             .unwrap()
             .is_granted()

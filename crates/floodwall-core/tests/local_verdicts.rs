@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use floodwall_core::store::{Op, Reply};
 use floodwall_core::{
     Algorithm, ConfigError, Decision, Error, LocalVerdicts, LocalVerdictsStats, ManualClock,
-    MemoryStore, Policy, Store,
+    MemoryStore, Policy, Store, StoreExt,
 };
 
 #[path = "local_verdicts/rules.rs"]
@@ -63,39 +64,57 @@ impl Link {
 }
 
 impl Store for Link {
-    fn check(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+    fn call(&self, op: Op<'_>) -> impl Future<Output = Result<Reply, Error>> + Send {
+        let (key, policy, cost) = match op {
+            Op::Check { key, policy, cost } => (key.to_vec(), policy.clone(), cost),
+            Op::Reset { .. } => {
+                let answer = self.shared.call_now(op).unwrap();
+                return futures_either(Some(answer), self.clone(), Vec::new(), None, 0);
+            }
+            other => {
+                return futures_either(
+                    Some(Err(other.unsupported())),
+                    self.clone(),
+                    Vec::new(),
+                    None,
+                    0,
+                );
+            }
+        };
         self.calls.fetch_add(1, Ordering::SeqCst);
-        let (this, key, policy) = (self.clone(), key.to_vec(), policy.clone());
-        async move {
-            // Held: the round trip is under way; the store decides when it is let go.
-            std::future::poll_fn(|_| {
-                if this.hold.load(Ordering::SeqCst) {
-                    Poll::Pending
-                } else {
-                    Poll::Ready(())
-                }
-            })
-            .await;
-            if this.fail.load(Ordering::SeqCst) {
-                return Err(Error::unavailable("connection refused"));
-            }
-            let d = this.shared.check_sync(&key, &policy, cost)?;
-            if d.allowed {
-                this.recorded.fetch_add(cost, Ordering::SeqCst);
-            }
-            Ok(d)
-        }
+        futures_either(None, self.clone(), key, Some(policy), cost)
     }
+}
 
-    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
-        self.shared.reset_sync(key, policy);
-        std::future::ready(Ok(()))
+/// A [`Link`]'s answer: `ready` at once, or a check held until the link lets it go.
+async fn futures_either(
+    ready: Option<Result<Reply, Error>>,
+    this: Link,
+    key: Vec<u8>,
+    policy: Option<Policy>,
+    cost: u64,
+) -> Result<Reply, Error> {
+    if let Some(answer) = ready {
+        return answer;
     }
+    let policy = policy.expect("a check's policy");
+    // Held: the round trip is under way; the store decides when it is let go.
+    std::future::poll_fn(|_| {
+        if this.hold.load(Ordering::SeqCst) {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    if this.fail.load(Ordering::SeqCst) {
+        return Err(Error::unavailable("connection refused"));
+    }
+    let d = this.shared.check_now(&key, &policy, cost).unwrap()?;
+    if d.allowed {
+        this.recorded.fetch_add(cost, Ordering::SeqCst);
+    }
+    Ok(Reply::Decision(d))
 }
 
 type Node = LocalVerdicts<Link, ManualClock>;
@@ -127,7 +146,7 @@ fn local(node: &Node, key: &[u8], policy: &Policy, cost: u64) -> Decision {
 }
 
 fn peek(shared: &MemoryStore<ManualClock>, key: &[u8], policy: &Policy) -> u64 {
-    shared.check_sync(key, policy, 0).unwrap().remaining
+    shared.check_now(key, policy, 0).unwrap().unwrap().remaining
 }
 
 fn stats(s: LocalVerdictsStats) -> (u64, u64, u64, u64) {
@@ -179,7 +198,8 @@ fn simulate(
             let allowed = u64::from(check(n, b"hot", policy, 1).allowed);
             per_node[k] += allowed;
             admitted += allowed;
-            exact_admitted += u64::from(exact.check_sync(b"hot", policy, 1).unwrap().allowed);
+            exact_admitted +=
+                u64::from(exact.check_now(b"hot", policy, 1).unwrap().unwrap().allowed);
             over = admitted as i64 - allowance(elapsed) as i64;
             worst_over = worst_over.max(over);
             assert!(

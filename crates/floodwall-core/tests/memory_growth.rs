@@ -7,7 +7,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use floodwall_core::{DenyCache, ManualClock, MemoryStore, Policy, Quota, Store};
+use floodwall_core::{DenyCache, ManualClock, MemoryStore, Policy, Quota, StoreExt};
 
 const T0: u64 = 1_700_000_000_000_000;
 
@@ -44,7 +44,7 @@ fn a_million_distinct_keys_stay_under_the_memory_stores_cap() {
             s.spawn(move || {
                 for i in 0..500_000u32 {
                     let key = (half << 31 | i).to_be_bytes();
-                    assert!(store.check_sync(&key, policy, 1).unwrap().allowed);
+                    assert!(store.check_now(&key, policy, 1).unwrap().unwrap().allowed);
                     most.fetch_max(store.len(), std::sync::atomic::Ordering::Relaxed);
                 }
             });
@@ -79,7 +79,10 @@ fn a_flood_at_one_frozen_instant_stays_bounded_in_memory() {
     let policy = Policy::gcra("frozen", Quota::per_minute(10).unwrap()).unwrap();
     let before = rss_bytes();
     for i in 0..300_000u32 {
-        store.check_sync(&i.to_le_bytes(), &policy, 1).unwrap();
+        store
+            .check_now(&i.to_le_bytes(), &policy, 1)
+            .unwrap()
+            .unwrap();
     }
     assert!(store.len() <= 10_000);
     let grown = rss_bytes().saturating_sub(before);

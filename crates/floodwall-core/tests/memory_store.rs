@@ -2,11 +2,14 @@
 //! keeps the state worth keeping, and sweeps of expired state that change no decision,
 //! whatever the clock did.
 
+mod common;
+use common::Now;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use floodwall_core::{Algorithm, ManualClock, MemoryStore, Policy, Quota, State, Store};
+use floodwall_core::{Algorithm, ManualClock, MemoryStore, Policy, Quota, State, StoreExt};
 use proptest::prelude::*;
 
 const T0: u64 = 1_700_000_000_000_000;
@@ -32,7 +35,12 @@ fn two_threads_on_one_key_admit_exactly_the_quota_for_every_algorithm() {
                 let (store, policy, admitted) = (&store, &policy, &admitted);
                 s.spawn(move || {
                     for _ in 0..5_000 {
-                        if store.check_sync(b"one-key", policy, 1).unwrap().allowed {
+                        if store
+                            .check_now(b"one-key", policy, 1)
+                            .unwrap()
+                            .unwrap()
+                            .allowed
+                        {
                             admitted.fetch_add(1, Ordering::Relaxed);
                         }
                     }
@@ -54,7 +62,7 @@ fn a_million_distinct_keys_stay_under_the_cap() {
         }
         key.clear();
         key.extend_from_slice(&i.to_be_bytes());
-        assert!(store.check_sync(&key, &policy, 1).unwrap().allowed);
+        assert!(store.check_now(&key, &policy, 1).unwrap().unwrap().allowed);
         assert!(
             store.len() <= store.max_keys(),
             "at key {i}: {}",
@@ -71,14 +79,22 @@ fn eviction_keeps_the_most_penalised_keys() {
     let (store, clock) = store(100);
     let policy = Policy::gcra("p", Quota::per_minute(6).unwrap()).unwrap();
     // An abuser exhausts its limit: its state lasts a minute.
-    while store.check_sync(b"abuser", &policy, 1).unwrap().allowed {}
+    while store
+        .check_now(b"abuser", &policy, 1)
+        .unwrap()
+        .unwrap()
+        .allowed
+    {}
     // Then 1,000 one-shot keys, each costing 10 s of state.
     for i in 0..1_000u32 {
         clock.advance(Duration::from_millis(1));
-        store.check_sync(&i.to_be_bytes(), &policy, 1).unwrap();
+        store
+            .check_now(&i.to_be_bytes(), &policy, 1)
+            .unwrap()
+            .unwrap();
     }
     assert!(store.len() <= 100);
-    let d = store.check_sync(b"abuser", &policy, 1).unwrap();
+    let d = store.check_now(b"abuser", &policy, 1).unwrap().unwrap();
     assert!(
         !d.allowed,
         "the abuser's state was evicted before one-shot keys"
@@ -90,14 +106,20 @@ fn expired_state_is_swept_first_and_changes_no_decision() {
     let (store, clock) = store(50);
     let policy = Policy::gcra("p", Quota::per_second(1).unwrap()).unwrap();
     for i in 0..40u32 {
-        store.check_sync(&i.to_be_bytes(), &policy, 1).unwrap();
+        store
+            .check_now(&i.to_be_bytes(), &policy, 1)
+            .unwrap()
+            .unwrap();
     }
     clock.advance(Duration::from_secs(2));
     assert_eq!(store.sweep_expired(), 40);
     assert!(store.is_empty());
     // 50 live keys then 10 more: expired ones are gone, live ones evicted only as needed.
     for i in 100..160u32 {
-        store.check_sync(&i.to_be_bytes(), &policy, 1).unwrap();
+        store
+            .check_now(&i.to_be_bytes(), &policy, 1)
+            .unwrap()
+            .unwrap();
     }
     assert!(store.len() <= 50);
     // None of the 60 had expired: each is either still held or was evicted (in batches of
@@ -110,7 +132,7 @@ fn expired_state_is_swept_first_and_changes_no_decision() {
 fn peeks_and_unknown_keys_do_not_insert() {
     let (store, _) = store(10);
     let policy = Policy::gcra("p", Quota::per_second(1).unwrap()).unwrap();
-    let d = store.check_sync(b"nobody", &policy, 0).unwrap();
+    let d = store.check_now(b"nobody", &policy, 0).unwrap().unwrap();
     assert_eq!((d.allowed, d.remaining), (true, 1));
     assert!(store.is_empty());
 }
@@ -121,22 +143,22 @@ fn policies_and_long_keys_never_share_state() {
     let a = Policy::gcra("a", Quota::per_hour(1).unwrap()).unwrap();
     let b = Policy::gcra("b", Quota::per_hour(1).unwrap()).unwrap();
     let window = Policy::new("a", Algorithm::FixedWindow, Quota::per_hour(1).unwrap()).unwrap();
-    assert!(store.check_sync(b"k", &a, 1).unwrap().allowed);
-    assert!(store.check_sync(b"k", &b, 1).unwrap().allowed);
+    assert!(store.check_now(b"k", &a, 1).unwrap().unwrap().allowed);
+    assert!(store.check_now(b"k", &b, 1).unwrap().unwrap().allowed);
     // Same name, other algorithm: its own state, no mismatch error.
-    assert!(store.check_sync(b"k", &window, 1).unwrap().allowed);
-    assert!(!store.check_sync(b"k", &a, 1).unwrap().allowed);
+    assert!(store.check_now(b"k", &window, 1).unwrap().unwrap().allowed);
+    assert!(!store.check_now(b"k", &a, 1).unwrap().unwrap().allowed);
 
     let long1 = vec![b'x'; 10_000];
     let mut long2 = long1.clone();
     long2[9_999] = b'y';
-    assert!(store.check_sync(&long1, &a, 1).unwrap().allowed);
-    assert!(store.check_sync(&long2, &a, 1).unwrap().allowed);
-    assert!(!store.check_sync(&long1, &a, 1).unwrap().allowed);
+    assert!(store.check_now(&long1, &a, 1).unwrap().unwrap().allowed);
+    assert!(store.check_now(&long2, &a, 1).unwrap().unwrap().allowed);
+    assert!(!store.check_now(&long1, &a, 1).unwrap().unwrap().allowed);
     // Binary keys, CR/LF, braces: just bytes.
     for key in [&b"\r\n"[..], b"{tag}", b"\xff\x00", b""] {
-        assert!(store.check_sync(key, &a, 1).unwrap().allowed);
-        assert!(!store.check_sync(key, &a, 1).unwrap().allowed);
+        assert!(store.check_now(key, &a, 1).unwrap().unwrap().allowed);
+        assert!(!store.check_now(key, &a, 1).unwrap().unwrap().allowed);
     }
 }
 
@@ -144,12 +166,18 @@ fn policies_and_long_keys_never_share_state() {
 fn reset_forgets_one_key_under_one_policy() {
     let (store, _) = store(10);
     let policy = Policy::gcra("p", Quota::per_hour(1).unwrap()).unwrap();
-    store.check_sync(b"k", &policy, 1).unwrap();
-    store.check_sync(b"other", &policy, 1).unwrap();
-    assert!(!store.check_sync(b"k", &policy, 1).unwrap().allowed);
-    store.reset_sync(b"k", &policy);
-    assert!(store.check_sync(b"k", &policy, 1).unwrap().allowed);
-    assert!(!store.check_sync(b"other", &policy, 1).unwrap().allowed);
+    store.check_now(b"k", &policy, 1).unwrap().unwrap();
+    store.check_now(b"other", &policy, 1).unwrap().unwrap();
+    assert!(!store.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    store.reset(b"k", &policy).now().unwrap();
+    assert!(store.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    assert!(
+        !store
+            .check_now(b"other", &policy, 1)
+            .unwrap()
+            .unwrap()
+            .allowed
+    );
 }
 
 #[test]
@@ -196,11 +224,14 @@ fn eviction_racing_with_checks_never_admits_more_than_the_quota() {
             let (store, policy, admitted) = (&store, &policy, &admitted);
             s.spawn(move || {
                 for i in 0..20_000u32 {
-                    if store.check_sync(b"hot", policy, 1).unwrap().allowed {
+                    if store.check_now(b"hot", policy, 1).unwrap().unwrap().allowed {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
                     let other = format!("{t}-{i}");
-                    store.check_sync(other.as_bytes(), policy, 1).unwrap();
+                    store
+                        .check_now(other.as_bytes(), policy, 1)
+                        .unwrap()
+                        .unwrap();
                 }
             });
         }
@@ -215,7 +246,7 @@ fn a_sliding_log_is_kept_while_an_entry_later_than_its_last_admission_counts() {
     let mut model = State::new();
     let mut both = |at: u64, cost: u64| {
         clock.set(T0 + at);
-        let got = store.check_sync(b"k", &policy, cost).unwrap();
+        let got = store.check_now(b"k", &policy, cost).unwrap().unwrap();
         let want = policy.decide(&mut model, T0 + at, cost).unwrap();
         assert_eq!(got, want, "cost {cost} at +{at} µs");
         got
@@ -277,7 +308,7 @@ proptest! {
                         floor = now;
                     }
                     clock.set(now);
-                    let got = store.check_sync(&[key as u8], &policy, cost).unwrap();
+                    let got = store.check_now(&[key as u8], &policy, cost).unwrap().unwrap();
                     let want = policy.decide(&mut models[key], now, cost).unwrap();
                     prop_assert_eq!(got, want, "step {} of {:?}: key {} cost {} at T0{:+} µs",
                         i, policy, key, cost, now as i128 - T0 as i128);

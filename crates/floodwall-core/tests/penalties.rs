@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod common;
+use common::Now;
 use common::now_or_never;
 
+use floodwall_core::store::{Op, Reply};
 use floodwall_core::{
-    Decision, DenyCache, ManualClock, MemoryStore, Penalty, Policy, Reservable, Store,
+    Decision, DenyCache, ManualClock, MemoryStore, Penalty, Policy, Reservable, Store, StoreExt,
 };
 
 const T0: u64 = 1_700_000_000_000_000;
@@ -29,7 +31,7 @@ fn hourly(penalty: Penalty) -> Policy {
 }
 
 fn check(store: &MemoryStore<ManualClock>, policy: &Policy) -> Decision {
-    store.check_sync(b"mallory", policy, 1).unwrap()
+    store.check_now(b"mallory", policy, 1).unwrap().unwrap()
 }
 
 /// Refuses the key `n` times (the first check of the hour is admitted), returning the last.
@@ -65,7 +67,13 @@ fn the_kth_refusal_bans_for_the_ban_and_not_one_microsecond_less() {
     assert!(last.banned);
     assert_eq!(last.retry_after, Some(US));
     // A peek of a banned key answers the ban too.
-    assert!(store.check_sync(b"mallory", &policy, 0).unwrap().banned);
+    assert!(
+        store
+            .check_now(b"mallory", &policy, 0)
+            .unwrap()
+            .unwrap()
+            .banned
+    );
     clock.advance(US);
     let free = check(&store, &policy);
     assert!(free.allowed && !free.banned, "the ban is over: {free:?}");
@@ -87,7 +95,13 @@ fn strikes_spread_over_windows_never_ban() {
     }
     // Peeks never strike: a thousand of them, then two strikes, are no ban either.
     for _ in 0..1000 {
-        assert!(!store.check_sync(b"mallory", &policy, 0).unwrap().banned);
+        assert!(
+            !store
+                .check_now(b"mallory", &policy, 0)
+                .unwrap()
+                .unwrap()
+                .banned
+        );
     }
     assert!(!refuse(&store, &policy, 2).banned);
     assert!(
@@ -206,16 +220,12 @@ fn policies_without_a_penalty_keep_no_records() {
     // A store that does not hold bans says so.
     struct NoBans;
     impl Store for NoBans {
-        async fn check(
-            &self,
-            _: &[u8],
-            _: &Policy,
-            _: u64,
-        ) -> Result<Decision, floodwall_core::Error> {
-            unreachable!()
-        }
-        async fn reset(&self, _: &[u8], _: &Policy) -> Result<(), floodwall_core::Error> {
-            Ok(())
+        async fn call(&self, op: Op<'_>) -> Result<Reply, floodwall_core::Error> {
+            match op {
+                Op::Reset { .. } => Ok(Reply::Done),
+                Op::Check { .. } => unreachable!(),
+                other => Err(other.unsupported()),
+            }
         }
     }
     assert!(matches!(
@@ -239,7 +249,13 @@ fn a_key_hammered_by_eight_threads_is_banned_once() {
             std::thread::spawn(move || {
                 barrier.wait();
                 (0..2000)
-                    .filter(|_| store.check_sync(b"mallory", &policy, 1).unwrap().allowed)
+                    .filter(|_| {
+                        store
+                            .check_now(b"mallory", &policy, 1)
+                            .unwrap()
+                            .unwrap()
+                            .allowed
+                    })
                     .count()
             })
         })
@@ -262,25 +278,34 @@ fn a_ban_under_one_policy_refuses_all_and_records_nothing() {
     let both = [banning.clone(), roomy.clone()];
     assert!(
         store
-            .check_all_sync(b"mallory", &both, 1)
+            .check_all(b"mallory", &both, 1)
+            .now()
             .unwrap()
             .iter()
             .flatten()
             .all(|d| d.allowed)
     );
-    let roomy_before = store.check_sync(b"mallory", &roomy, 0).unwrap().remaining;
+    let roomy_before = store
+        .check_now(b"mallory", &roomy, 0)
+        .unwrap()
+        .unwrap()
+        .remaining;
     // Refused by `banning`'s quota: its strike bans, and the answer says so.
-    let refused = store.check_all_sync(b"mallory", &both, 1).unwrap();
+    let refused = store.check_all(b"mallory", &both, 1).now().unwrap();
     assert!(refused[0].unwrap().banned);
     assert!(refused[1].unwrap().allowed, "the other answers a peek");
     // Banned: every check of the pair is refused, and `roomy` is charged nothing.
     for _ in 0..10 {
-        let d = store.check_all_sync(b"mallory", &both, 1).unwrap();
+        let d = store.check_all(b"mallory", &both, 1).now().unwrap();
         assert_eq!(d[0].unwrap().retry_after, Some(60 * S));
         assert!(d[0].unwrap().banned);
     }
     assert_eq!(
-        store.check_sync(b"mallory", &roomy, 0).unwrap().remaining,
+        store
+            .check_now(b"mallory", &roomy, 0)
+            .unwrap()
+            .unwrap()
+            .remaining,
         roomy_before
     );
 }
@@ -295,7 +320,8 @@ fn a_banned_key_books_nothing() {
     assert!(check(&store, &policy).banned);
     let reservable = Reservable::new(policy.clone()).unwrap();
     let r = store
-        .reserve_sync(b"mallory", &reservable, 1, 7200 * S)
+        .reserve(b"mallory", &reservable, 1, 7200 * S)
+        .now()
         .unwrap();
     assert!(!r.is_booked());
     assert!(r.decision.banned);
@@ -366,7 +392,7 @@ fn an_unban_elsewhere_reaches_the_deny_cache_within_its_hold() {
     assert!(!cached_check(&cache, &policy).banned);
     assert!(cached_check(&cache, &policy).banned);
     // Lifted in the shared store by another node: this cache does not know yet.
-    cache.get_ref().unban_sync(b"mallory", &policy);
+    cache.get_ref().unban(b"mallory", &policy).now().unwrap();
     clock.advance(2 * S - US);
     assert!(cached_check(&cache, &policy).banned);
     // At the hold's end the store is asked, and says the quota's refusal (a first
@@ -398,7 +424,7 @@ fn every_combinator_passes_unban_on() {
 
     let policy = hourly(Penalty::new(1, S, 600 * S).unwrap());
     let ban = |store: &MemoryStore<ManualClock>| {
-        store.check_sync(b"mallory", &policy, 1).unwrap();
+        store.check_now(b"mallory", &policy, 1).unwrap().unwrap();
         assert!(check(store, &policy).banned);
     };
     let (memory, _clock) = memory();
@@ -421,8 +447,14 @@ fn every_combinator_passes_unban_on() {
     // A local fallback lifts the ban it holds too, beside the store's.
     let local = MemoryStore::new();
     let share = policy.share(2).unwrap();
-    local.check_sync(b"mallory", &share, 1).unwrap();
-    assert!(local.check_sync(b"mallory", &share, 1).unwrap().banned);
+    local.check_now(b"mallory", &share, 1).unwrap().unwrap();
+    assert!(
+        local
+            .check_now(b"mallory", &share, 1)
+            .unwrap()
+            .unwrap()
+            .banned
+    );
     let fallback = Fallback::with_local_store(memory.clone(), FailMode::local(2), local.clone());
     ban(&memory);
     now_or_never(fallback.unban(b"mallory", &policy)).unwrap();
@@ -444,8 +476,8 @@ fn records_are_dropped_once_they_say_nothing() {
     assert!(check(&store, &policy).allowed);
     assert!(refuse(&store, &policy, 2).banned);
     // One strike elsewhere: its record lasts its window.
-    store.check_sync(b"eve", &other, 1).unwrap();
-    store.check_sync(b"eve", &other, 1).unwrap();
+    store.check_now(b"eve", &other, 1).unwrap().unwrap();
+    store.check_now(b"eve", &other, 1).unwrap().unwrap();
     assert_eq!(store.penalized(), 2);
     clock.advance(10 * S);
     store.sweep_expired();

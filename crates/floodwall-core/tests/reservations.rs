@@ -1,6 +1,9 @@
 //! Reservations (booking the next slot instead of refusing): exact in the memory store
 //! under concurrency, and passed on rightly by every combinator in front of a store.
 
+mod common;
+use common::Now;
+
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
@@ -8,9 +11,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use floodwall_core::resilience::{Breaker, FailMode, Fallback};
+use floodwall_core::store::{Op, Reply};
 use floodwall_core::{
-    Algorithm, Cancelled, Decision, DenyCache, DynStore, Error, LocalVerdicts, ManualClock,
-    MemoryStore, Policy, Reservable, Reservation, Store,
+    Algorithm, Cancelled, DenyCache, DynStore, Error, LocalVerdicts, ManualClock, MemoryStore,
+    Policy, Reservable, Reservation, Store, StoreExt,
 };
 
 const T0: u64 = 1_700_006_400_000_000;
@@ -44,57 +48,23 @@ struct Counted {
 }
 
 impl Store for Counted {
-    fn check(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.memory.check(key, policy, cost)
-    }
-
-    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
-        self.memory.reset(key, policy)
-    }
-
-    fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.memory.reserve(key, policy, cost, max_wait)
-    }
-
-    fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.memory.cancel(key, policy, reservation)
+    fn call(&self, op: Op<'_>) -> impl Future<Output = Result<Reply, Error>> + Send {
+        if !matches!(op, Op::Reset { .. }) {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+        }
+        self.memory.call(op)
     }
 }
 
-/// A store that can only check: it keeps the trait's defaults for the rest.
+/// A store that can only check (and reset).
 struct ChecksOnly(MemoryStore<ManualClock>);
 
 impl Store for ChecksOnly {
-    fn check(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        self.0.check(key, policy, cost)
-    }
-
-    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
-        self.0.reset(key, policy)
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        match op {
+            Op::Check { .. } | Op::Reset { .. } => self.0.call(op).await,
+            other => Err(other.unsupported()),
+        }
     }
 }
 
@@ -102,25 +72,7 @@ impl Store for ChecksOnly {
 struct Down;
 
 impl Store for Down {
-    async fn check(&self, _: &[u8], _: &Policy, _: u64) -> Result<Decision, Error> {
-        Err(Error::unavailable("down"))
-    }
-
-    async fn reset(&self, _: &[u8], _: &Policy) -> Result<(), Error> {
-        Err(Error::unavailable("down"))
-    }
-
-    async fn reserve(
-        &self,
-        _: &[u8],
-        _: &Reservable,
-        _: u64,
-        _: Duration,
-    ) -> Result<Reservation, Error> {
-        Err(Error::unavailable("down"))
-    }
-
-    async fn cancel(&self, _: &[u8], _: &Reservable, _: &Reservation) -> Result<Cancelled, Error> {
+    async fn call(&self, _: Op<'_>) -> Result<Reply, Error> {
         Err(Error::unavailable("down"))
     }
 }
@@ -137,7 +89,7 @@ fn concurrent_bookings_take_each_slot_once() {
                 .map(|_| {
                     s.spawn(|| {
                         (0..PER_THREAD)
-                            .map(|_| store.reserve_sync(b"hot", &policy, 1, max_wait).unwrap())
+                            .map(|_| store.reserve(b"hot", &policy, 1, max_wait).now().unwrap())
                             .collect::<Vec<_>>()
                     })
                 })
@@ -168,22 +120,22 @@ fn a_cancelled_latest_booking_goes_to_the_next_request() {
         let (store, clock) = memory();
         let wait = Duration::from_secs(1);
         let name = policy.policy().algorithm();
-        store.reserve_sync(b"k", &policy, 1, wait).unwrap();
-        let first = store.reserve_sync(b"k", &policy, 1, wait).unwrap();
-        let second = store.reserve_sync(b"k", &policy, 1, wait).unwrap();
+        store.reserve(b"k", &policy, 1, wait).now().unwrap();
+        let first = store.reserve(b"k", &policy, 1, wait).now().unwrap();
+        let second = store.reserve(b"k", &policy, 1, wait).now().unwrap();
         assert_eq!(second.wait, Duration::from_millis(20), "{name}");
         // The first is no longer the latest: its slot stays spent.
         assert_eq!(
-            store.cancel_sync(b"k", &policy, &first).unwrap(),
+            store.cancel(b"k", &policy, &first).now().unwrap(),
             Cancelled::Spent
         );
         clock.advance(Duration::from_millis(1));
         assert_eq!(
-            store.cancel_sync(b"k", &policy, &second).unwrap(),
+            store.cancel(b"k", &policy, &second).now().unwrap(),
             Cancelled::Returned,
             "{name}"
         );
-        let next = store.reserve_sync(b"k", &policy, 1, wait).unwrap();
+        let next = store.reserve(b"k", &policy, 1, wait).now().unwrap();
         assert_eq!(
             next.wait,
             Duration::from_millis(19),
@@ -191,14 +143,17 @@ fn a_cancelled_latest_booking_goes_to_the_next_request() {
         );
         // A plain check sees the same: refused until the booked slots are past.
         let p = policy.policy();
-        assert!(!store.check_sync(b"k", p, 1).unwrap().allowed);
+        assert!(!store.check_now(b"k", p, 1).unwrap().unwrap().allowed);
         clock.advance(Duration::from_millis(19));
         assert!(
-            !store.check_sync(b"k", p, 1).unwrap().allowed,
+            !store.check_now(b"k", p, 1).unwrap().unwrap().allowed,
             "{name}: booked"
         );
         clock.advance(Duration::from_millis(10));
-        assert!(store.check_sync(b"k", p, 1).unwrap().allowed, "{name}");
+        assert!(
+            store.check_now(b"k", p, 1).unwrap().unwrap().allowed,
+            "{name}"
+        );
     }
 }
 
@@ -207,15 +162,17 @@ fn a_reset_key_has_nothing_to_give_back() {
     let (store, _) = memory();
     let policy = paced(Algorithm::Gcra, "1/s");
     store
-        .reserve_sync(b"k", &policy, 1, Duration::ZERO)
+        .reserve(b"k", &policy, 1, Duration::ZERO)
+        .now()
         .unwrap();
     let booked = store
-        .reserve_sync(b"k", &policy, 1, Duration::from_secs(2))
+        .reserve(b"k", &policy, 1, Duration::from_secs(2))
+        .now()
         .unwrap();
     assert!(booked.is_booked());
-    store.reset_sync(b"k", policy.policy());
+    store.reset(b"k", policy.policy()).now().unwrap();
     assert_eq!(
-        store.cancel_sync(b"k", &policy, &booked).unwrap(),
+        store.cancel(b"k", &policy, &booked).now().unwrap(),
         Cancelled::Spent
     );
 }
@@ -347,7 +304,7 @@ async fn breakers_local_verdicts_and_dyn_stores_pass_bookings_on() {
         let booked = store.reserve(&key, &policy, 1, wait).await.unwrap();
         assert_eq!(booked.wait, Duration::from_millis(100), "store {i}");
         // Booked in the one memory store behind them all.
-        let seen = memory.check_sync(&key, policy.policy(), 0).unwrap();
+        let seen = memory.check_now(&key, policy.policy(), 0).unwrap().unwrap();
         assert_eq!(seen.remaining, 0, "store {i}");
         assert_eq!(
             store.cancel(&key, &policy, &booked).await.unwrap(),

@@ -9,7 +9,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use floodwall_core::resilience::{Breaker, BreakerState, FailMode, Fallback};
-use floodwall_core::{Decision, DenyCache, Error, ManualClock, MemoryStore, Policy, Store};
+use floodwall_core::store::{Op, Reply};
+use floodwall_core::{
+    Decision, DenyCache, Error, ManualClock, MemoryStore, Policy, Store, StoreExt,
+};
 
 #[path = "resilience/fallback.rs"]
 mod fallback;
@@ -60,7 +63,7 @@ impl Flaky {
     fn answer(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         match self.health.load(Ordering::SeqCst) {
-            h if h == Health::Up as u8 => Some(self.memory.check_sync(key, policy, cost)),
+            h if h == Health::Up as u8 => Some(self.memory.check_now(key, policy, cost).unwrap()),
             h if h == Health::Down as u8 => Some(Err(Error::unavailable("connection refused"))),
             h if h == Health::Slow as u8 => Some(Err(Error::Timeout)),
             h if h == Health::Broken as u8 => Some(Err(Error::backend("WRONGTYPE"))),
@@ -70,38 +73,25 @@ impl Flaky {
 }
 
 impl Store for Flaky {
-    fn check(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        let answer = self.answer(key, policy, cost);
-        std::future::poll_fn(move |_| match &answer {
-            Some(Ok(d)) => Poll::Ready(Ok(*d)),
-            Some(Err(e)) => Poll::Ready(Err(copy(e))),
-            None => Poll::Pending,
-        })
+    fn call(&self, op: Op<'_>) -> impl Future<Output = Result<Reply, Error>> + Send {
+        let mut answer = match op {
+            Op::Check { key, policy, cost } => self
+                .answer(key, policy, cost)
+                .map(|r| r.map(Reply::Decision)),
+            Op::Reset { .. } => self.memory.call_now(op),
+            other => Some(Err(other.unsupported())),
+        };
+        // Ready at once with the answer, or pending for good without one.
+        std::future::poll_fn(move |_| answer.take().map_or(Poll::Pending, Poll::Ready))
     }
 
-    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
-        self.memory.reset_sync(key, policy);
-        std::future::ready(Ok(()))
-    }
-
-    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        if !self.sync {
-            return None;
+    fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
+        match op {
+            Op::Check { key, policy, cost } if self.sync => self
+                .answer(key, policy, cost)
+                .map(|r| r.map(Reply::Decision)),
+            _ => None,
         }
-        self.answer(key, policy, cost)
-    }
-}
-
-fn copy(e: &Error) -> Error {
-    match e {
-        Error::Timeout => Error::Timeout,
-        Error::Unavailable { .. } => Error::unavailable(e.to_string()),
-        _ => Error::backend(e.to_string()),
     }
 }
 

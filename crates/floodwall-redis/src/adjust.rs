@@ -1,4 +1,4 @@
-//! Charges and refunds ([`Store::adjust`](floodwall_core::Store::adjust)): one script call
+//! Charges and refunds ([`StoreExt::adjust`](floodwall_core::StoreExt::adjust)): one script call
 //! per policy, never coalesced. `crate::script` puts the script together as for checks:
 //! the prelude, the algorithm's parameters, and the driver `lua/adjust.lua` with the
 //! algorithm's `@load` and `@save` sections and its adjust section
@@ -36,7 +36,7 @@ fn text(kind: ScriptKind) -> Option<String> {
 }
 
 impl RedisStore {
-    /// [`Store::adjust`](floodwall_core::Store::adjust) at an explicit time (µs since the
+    /// [`StoreExt::adjust`](floodwall_core::StoreExt::adjust) at an explicit time (µs since the
     /// Unix epoch), for tests and simulations, as [`check_at`](Self::check_at) is for checks.
     pub async fn adjust_at(
         &self,

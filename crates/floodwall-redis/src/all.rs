@@ -1,5 +1,5 @@
 //! One key checked under several policies at once, all or nothing
-//! ([`Store::check_all`](floodwall_core::Store::check_all)): one script call over the
+//! ([`StoreExt::check_all`](floodwall_core::StoreExt::check_all)): one script call over the
 //! policies' keys (`lua/all.lua`), which share the user key's hash tag and so one slot;
 //! with the keys of the penalized policies' bans after them (`lua/all_penalty.lua`).
 
@@ -79,7 +79,7 @@ impl RedisStore {
             .collect()
     }
 
-    /// [`check_all`](floodwall_core::Store::check_all) at `now_us` instead of the
+    /// [`check_all`](floodwall_core::StoreExt::check_all) at `now_us` instead of the
     /// server's clock, never through the deny cache: for tests and simulations, as
     /// [`check_at`](Self::check_at).
     pub async fn check_all_at(

@@ -315,7 +315,7 @@ impl RedisStoreBuilder {
     ///   monotonic clock; a Redis clock that runs fast or is stepped forward can make the
     ///   cache refuse longer than Redis would, by as much as that clock gained meanwhile.
     /// - **Resets elsewhere are seen within the hold.**
-    ///   [`reset`](floodwall_core::Store::reset) through this store (or a clone) forgets
+    ///   [`reset`](floodwall_core::StoreExt::reset) through this store (or a clone) forgets
     ///   the key's entry at once; a reset through another process or node, a `DEL`, a
     ///   `FLUSHALL` or a key evicted by Redis is seen at most
     ///   [`deny_cache_max_refusal_hold`](Self::deny_cache_max_refusal_hold) after it.
@@ -334,7 +334,7 @@ impl RedisStoreBuilder {
     /// How long the [deny cache](Self::deny_cache) answers a refusal without asking Redis
     /// again; default
     /// [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_REFUSAL_HOLD).
-    /// A [`reset`](floodwall_core::Store::reset) through another process, a `DEL`,
+    /// A [`reset`](floodwall_core::StoreExt::reset) through another process, a `DEL`,
     /// a `FLUSHALL` or a key Redis evicted reaches this process at most this long after
     /// it; a refused key costs Redis one script call per this span per process (the
     /// checks arriving meanwhile wait for its answer). Local refusals still report Redis's
@@ -353,7 +353,7 @@ impl RedisStoreBuilder {
     /// ([`Decision::banned`](floodwall_core::Decision::banned), under a policy's
     /// [`Penalty`](floodwall_core::Penalty)) without asking Redis again; default
     /// [`DenyCache::DEFAULT_MAX_BAN_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_BAN_HOLD).
-    /// An [`unban`](floodwall_core::Store::unban) through another process reaches this one
+    /// An [`unban`](floodwall_core::StoreExt::unban) through another process reaches this one
     /// at most this long after it; a banned key costs Redis one call per this span per
     /// process. Zero holds no ban: every check of a banned key is a script call (a `GET`
     /// of its ban).

@@ -23,7 +23,7 @@
 //! # Example
 //!
 //! ```no_run
-//! use floodwall_core::{Policy, Store};
+//! use floodwall_core::{Policy, Store, StoreExt};
 //! use floodwall_redis::RedisStore;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -103,11 +103,11 @@
 //! | sliding window | hash, a field per used bucket | 104 B + ~9 B per bucket (184 B for 10) | TIME HGETALL \[HDEL\] HINCRBY \[PEXPIRE\] | TIME HGETALL |
 //! | sliding log | sorted set, a member per admitted unit + a TTL-grid marker | 152 B + ~36 B per unit (3,672 B for 100) | TIME ZCOUNT \[ZSCORE EXISTS\] ZADD \[PEXPIRE ZREMRANGEBYSCORE\] | TIME ZCOUNT ZRANGEBYSCORE \[ZRANGE\] |
 //!
-//! A booking of the next slot ([`Store::reserve`](floodwall_core::Store::reserve), for the
+//! A booking of the next slot ([`StoreExt::reserve`](floodwall_core::StoreExt::reserve), for the
 //! tower layer's `wait_up_to`; GCRA and the buckets only) is one `EVALSHA` of a script of
 //! its own, never coalesced: TIME GET, then when it waits GET SET GET at the slot (when
 //! admitted at once: SET GET; beyond the wait: nothing more). Giving a slot back
-//! ([`Store::cancel`](floodwall_core::Store::cancel)) is one more: GET \[SET .. KEEPTTL\].
+//! ([`StoreExt::cancel`](floodwall_core::StoreExt::cancel)) is one more: GET \[SET .. KEEPTTL\].
 //!
 //! Why the scripts are shaped so (TTLs renewed on a grid, answers packed into one integer,
 //! the sliding log's marker), the key formats' history, and why coalesced batches decide

@@ -38,7 +38,7 @@ static CANCEL_TOKEN_BUCKET: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/cancel_token_bucket.lua")));
 
 impl RedisStore {
-    /// [`Store::reserve`](floodwall_core::Store::reserve) at `now_us` (µs since the epoch)
+    /// [`StoreExt::reserve`](floodwall_core::StoreExt::reserve) at `now_us` (µs since the epoch)
     /// instead of the server's clock, as [`check_at`](Self::check_at) decides: for tests
     /// and simulations only, with the same caveats. Never through the deny cache.
     pub async fn reserve_at(

@@ -5,10 +5,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use floodwall_core::{
-    Cancelled, Decision, DenyCache, DenyCacheStats, Error, Penalty, Policy, Reservable,
-    Reservation, Store,
-};
+use floodwall_core::store::{Op as StoreOp, Reply};
+use floodwall_core::{Decision, DenyCache, DenyCacheStats, Error, Penalty, Policy, Store};
 use redis::Value;
 
 use crate::builder::RedisStoreBuilder;
@@ -67,7 +65,7 @@ use crate::stats::{Counters, RedisStats};
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
-/// use floodwall_core::{Policy, Store};
+/// use floodwall_core::{Policy, StoreExt};
 /// use floodwall_redis::RedisStore;
 ///
 /// // Coalescing is on by default.
@@ -114,58 +112,8 @@ pub struct RedisStore {
 pub(crate) struct Direct(pub(crate) RedisStore);
 
 impl Store for Direct {
-    fn check(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        self.0.decide(key, policy, cost, None)
-    }
-
-    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
-        self.0.delete(key, policy)
-    }
-
-    fn unban(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
-        self.0.lift(key, policy)
-    }
-
-    fn check_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
-        self.0.decide_all(key, policies, cost, None)
-    }
-
-    fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
-        self.0.book(key, policy, cost, max_wait, None)
-    }
-
-    fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
-        self.0.unbook(key, policy, reservation)
-    }
-
-    fn adjust(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: floodwall_core::Adjustment,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        self.0.settle(key, policy, adjustment, None)
+    fn call(&self, op: StoreOp<'_>) -> impl Future<Output = Result<Reply, Error>> + Send {
+        self.0.direct(op)
     }
 }
 
@@ -418,108 +366,79 @@ pub(crate) fn decision(
     Ok(policy.decision_from_micros(allowed == 1, remaining, retry, reset))
 }
 
+impl RedisStore {
+    /// An operation without the deny cache: one script call or command, or (an
+    /// in-flight slot) a lease (`src/lease/`).
+    ///
+    /// - A check is one script call on the server's clock (alone or coalesced); several
+    ///   policies are one script call over their keys (`src/all.rs`), which share one slot.
+    /// - A booking is one script call (`src/reserve.rs`), never coalesced; a cancel gives
+    ///   the slot back while it is the latest on its key, one script call.
+    /// - A charge or refund is one script call (`src/adjust.rs`).
+    /// - An unban is one `DEL` of the key's ban, strikes and remembered bans (its quota
+    ///   state is kept), seen at once by every store on this Redis without a deny cache;
+    ///   a reset one `DEL` of the quota state.
+    async fn direct(&self, op: StoreOp<'_>) -> Result<Reply, Error> {
+        Ok(match op {
+            StoreOp::Check { key, policy, cost } => {
+                Reply::Decision(self.decide(key, policy, cost, None).await?)
+            }
+            StoreOp::CheckAll {
+                key,
+                policies,
+                cost,
+            } => Reply::Decisions(self.decide_all(key, policies, cost, None).await?),
+            StoreOp::Reserve {
+                key,
+                policy,
+                cost,
+                max_wait,
+            } => Reply::Reservation(self.book(key, policy, cost, max_wait, None).await?),
+            StoreOp::Cancel {
+                key,
+                policy,
+                reservation,
+            } => Reply::Cancelled(self.unbook(key, policy, &reservation).await?),
+            StoreOp::Adjust {
+                key,
+                policy,
+                adjustment,
+            } => {
+                self.settle(key, policy, adjustment, None).await?;
+                Reply::Done
+            }
+            StoreOp::Unban { key, policy } => {
+                self.lift(key, policy).await?;
+                Reply::Done
+            }
+            StoreOp::Reset { key, policy } => {
+                self.delete(key, policy).await?;
+                Reply::Done
+            }
+            StoreOp::Acquire { key, limit } => Reply::Acquired(self.lease(key, limit).await?),
+            other => return Err(other.unsupported()),
+        })
+    }
+}
+
+/// Every operation through the deny cache when it is on (see [`RedisStore::builder`]):
+/// a check it knows is refused is answered without a call, and a reset, an unban or a
+/// refund forgets what it knew of the key; other processes' deny caches see an unban
+/// within their [`max_ban_hold`](RedisStoreBuilder::deny_cache_max_ban_hold)
+/// (docs/penalties.md). Then one script call or command per operation, on the server's
+/// clock.
 impl Store for RedisStore {
-    /// One check on the server's clock: refused here without a call when the deny cache
-    /// knows the key is refused, else one script call (alone or coalesced).
-    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    async fn call(&self, op: StoreOp<'_>) -> Result<Reply, Error> {
         match &self.deny {
-            Some(deny) => deny.check(key, policy, cost).await,
-            None => self.decide(key, policy, cost, None).await,
-        }
-    }
-
-    /// Deletes the key (one `DEL`), and forgets what the deny cache knew of it.
-    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        match &self.deny {
-            Some(deny) => deny.reset(key, policy).await,
-            None => self.delete(key, policy).await,
-        }
-    }
-
-    /// Lifts `key`'s ban under `policy`: one `DEL` of its ban, strikes and remembered bans
-    /// (its quota state is kept), seen at once by every store on this Redis without a
-    /// deny cache, and by this one's (which forgets the key first). Other processes' deny
-    /// caches see it within their
-    /// [`max_ban_hold`](RedisStoreBuilder::deny_cache_max_ban_hold) (docs/penalties.md).
-    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        match &self.deny {
-            Some(deny) => deny.unban(key, policy).await,
-            None => self.lift(key, policy).await,
+            Some(deny) => deny.call(op).await,
+            None => self.direct(op).await,
         }
     }
 
     /// A refusal the deny cache holds, answered without a future (the tower layer asks
-    /// this first); `None` otherwise: every other check needs Redis.
-    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        self.deny.as_ref()?.check_now(key, policy, cost)
-    }
-
-    /// Every policy at once, all or nothing, on the server's clock: refused here without a
-    /// call when the deny cache holds a refusal of any of them, else one script call over
-    /// the policies' keys (`src/all.rs`), which share one slot.
-    async fn check_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Result<Vec<Option<Decision>>, Error> {
-        match &self.deny {
-            Some(deny) => deny.check_all(key, policies, cost).await,
-            None => self.decide_all(key, policies, cost, None).await,
-        }
-    }
-
-    /// A refusal the deny cache holds for any of the policies, without a future.
-    fn check_all_now(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-        self.deny.as_ref()?.check_all_now(key, policies, cost)
-    }
-
-    /// Books the next slot on the server's clock: one script call (`src/reserve.rs`),
-    /// never coalesced; refused here without a call when the deny cache knows the key is
-    /// refused for longer than `max_wait`.
-    async fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Reservation, Error> {
-        match &self.deny {
-            Some(deny) => deny.reserve(key, policy, cost, max_wait).await,
-            None => self.book(key, policy, cost, max_wait, None).await,
-        }
-    }
-
-    /// Gives a booking's slot back while it is the latest on its key: one script call.
-    async fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> Result<Cancelled, Error> {
-        match &self.deny {
-            Some(deny) => deny.cancel(key, policy, reservation).await,
-            None => self.unbook(key, policy, reservation).await,
-        }
-    }
-
-    /// Charges or refunds on the server's clock: one script call (`src/adjust.rs`); a
-    /// refund forgets the deny cache's refusal of the key.
-    async fn adjust(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: floodwall_core::Adjustment,
-    ) -> Result<(), Error> {
-        match &self.deny {
-            Some(deny) => deny.adjust(key, policy, adjustment).await,
-            None => self.settle(key, policy, adjustment, None).await,
-        }
+    /// this first); `None` otherwise: everything else needs Redis.
+    fn call_now(&self, op: StoreOp<'_>) -> Option<Result<Reply, Error>> {
+        self.deny.as_ref()?.call_now(op)
     }
 }
 

@@ -1,4 +1,4 @@
-//! `Store::check_all` in Redis: one key under several policies in one script call,
+//! `StoreExt::check_all` in Redis: one key under several policies in one script call,
 //! admitted and charged in all or charged in none, exact under concurrency, on one server
 //! and on a real 3-master cluster (the policies' keys share the user key's hash tag, so
 //! one slot). Decisions and figures equal the memory store's, which is exact by its own
@@ -8,13 +8,13 @@ mod common;
 
 use std::time::Duration;
 
-use floodwall_core::{Algorithm, Decision, ManualClock, MemoryStore, Penalty, Policy, Store};
+use floodwall_core::{Algorithm, Decision, ManualClock, MemoryStore, Penalty, Policy, StoreExt};
 use floodwall_redis::RedisStore;
 use proptest::prelude::*;
 use redis_harness::{RedisCluster, RedisServer, key_slot};
 
 use common::{
-    cached_scripts, command_calls, generic_store, server_now, small_policy, uncached_store,
+    Now, cached_scripts, command_calls, generic_store, server_now, small_policy, uncached_store,
 };
 
 const NOW: u64 = 1_700_000_000_000_000;
@@ -111,7 +111,10 @@ async fn redis_decides_as_the_memory_store_does() {
                 .check_all_at(user.as_bytes(), &pair, cost, NOW)
                 .await
                 .unwrap();
-            let mem = memory.check_all_sync(user.as_bytes(), &pair, cost).unwrap();
+            let mem = memory
+                .check_all(user.as_bytes(), &pair, cost)
+                .now()
+                .unwrap();
             let figures = |d: &[Option<Decision>]| {
                 d.iter()
                     .map(|d| d.map(|d| (d.allowed, d.remaining, d.retry_after, d.reset_after)))

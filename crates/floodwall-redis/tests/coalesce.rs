@@ -78,7 +78,7 @@ async fn spread(
             tokio::spawn(async move {
                 match now {
                     Some(now) => store.check_at(&key, &policy, cost, now).await,
-                    None => floodwall_core::Store::check(&store, &key, &policy, cost).await,
+                    None => floodwall_core::StoreExt::check(&store, &key, &policy, cost).await,
                 }
             })
         })
@@ -258,7 +258,7 @@ async fn many_tasks_on_many_threads_admit_exactly_the_quota_of_each_key() {
                 for i in 0..40 {
                     let k = (t + i) % 4;
                     let key = format!("key-{k}");
-                    let d = floodwall_core::Store::check(&store, key.as_bytes(), &policy, 1)
+                    let d = floodwall_core::StoreExt::check(&store, key.as_bytes(), &policy, 1)
                         .await
                         .unwrap();
                     admitted[k] += u64::from(d.allowed);

@@ -4,7 +4,7 @@
 
 mod common;
 
-use floodwall_core::{Policy, Store};
+use floodwall_core::{Policy, StoreExt};
 use floodwall_redis::RedisStore;
 use redis_harness::RedisServer;
 

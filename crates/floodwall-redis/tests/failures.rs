@@ -11,7 +11,7 @@ mod common;
 
 use std::time::Duration;
 
-use floodwall_core::{Error, Policy, Store};
+use floodwall_core::{Error, Policy, StoreExt};
 use floodwall_redis::{BuildError, RedisStore};
 use redis_harness::RedisServer;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use floodwall_core::{Acquired, ConcurrencyLimit, ConcurrencyStore};
+use floodwall_core::{Acquired, ConcurrencyLimit, StoreExt};
 use floodwall_redis::RedisStore;
 use redis_harness::{RedisCluster, RedisServer};
 

@@ -2,7 +2,7 @@
 //! the store's own figures, the deny cache's savings exact after a known flood, and
 //! coalescing's after checks known to share a batch.
 
-use floodwall_core::{Policy, Store};
+use floodwall_core::{Policy, StoreExt};
 use floodwall_redis::RedisStore;
 use floodwall_redis::metrics::{STORE_CALLS, STORE_SAVED};
 use metrics::{SharedString, Unit};

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use floodwall_core::{DenyCache, Error, ManualClock, Penalty, Policy, Reservable, Store};
+use floodwall_core::{DenyCache, Error, ManualClock, Penalty, Policy, Reservable, StoreExt};
 use floodwall_redis::RedisStore;
 use redis_harness::{RedisCluster, RedisServer, Reply};
 
@@ -645,8 +645,8 @@ async fn a_ban_is_reported_with_the_policys_rounding_and_held_by_a_deny_cache() 
     let memory = floodwall_core::MemoryStore::builder()
         .clock(ManualClock::new(NOW))
         .build();
-    memory.check_sync(b"eve", &policy, 1).unwrap();
-    let refused = memory.check_sync(b"eve", &policy, 1).unwrap();
+    memory.check_now(b"eve", &policy, 1).unwrap().unwrap();
+    let refused = memory.check_now(b"eve", &policy, 1).unwrap().unwrap();
     assert_eq!(
         (refused.banned, refused.retry_after),
         (true, Some(11 * SEC))

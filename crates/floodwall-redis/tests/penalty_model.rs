@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use floodwall_core::{Algorithm, ManualClock, MemoryStore, Penalty, Store};
+use floodwall_core::{Algorithm, ManualClock, MemoryStore, Penalty, StoreExt};
 use proptest::prelude::*;
 use redis_harness::RedisServer;
 

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use floodwall_core::{ManualClock, MemoryStore, Penalty, Policy, Store};
+use floodwall_core::{ManualClock, MemoryStore, Penalty, Policy, StoreExt};
 use redis_harness::RedisServer;
 
 use common::uncached_store;

@@ -9,13 +9,13 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use floodwall_core::{
-    Algorithm, Cancelled, ManualClock, MemoryStore, Policy, Reservable, Reservation, Store,
+    Algorithm, Cancelled, ManualClock, MemoryStore, Policy, Reservable, Reservation, StoreExt,
 };
 use floodwall_redis::RedisStore;
 use proptest::prelude::*;
 use redis_harness::RedisServer;
 
-use common::{command_calls, uncached_store};
+use common::{Now, command_calls, uncached_store};
 
 const NOW: u64 = 1_700_000_000_000_000;
 
@@ -102,7 +102,7 @@ proptest! {
                             clock.set(now);
                             let cost = cost.min(limit);
                             let wait = Duration::from_millis(max_wait_ms);
-                            let m = memory.reserve_sync(b"k", &policy, cost, wait).unwrap();
+                            let m = memory.reserve(b"k", &policy, cost, wait).now().unwrap();
                             let r = redis.reserve_at(b"k", &policy, cost, wait, now).await.unwrap();
                             assert_eq!(said(&r), said(&m), "{at}");
                             assert_eq!(r.ticket.is_some(), m.ticket.is_some(), "{at}");
@@ -115,7 +115,7 @@ proptest! {
                                 continue;
                             }
                             let (m, r) = booked[n % booked.len()];
-                            let mc = memory.cancel_sync(b"k", &policy, &m).unwrap();
+                            let mc = memory.cancel(b"k", &policy, &m).now().unwrap();
                             let rc = redis.cancel(b"k", &policy, &r).await.unwrap();
                             assert_eq!(rc, mc, "{at}");
                         }
@@ -123,7 +123,7 @@ proptest! {
                             now += after;
                             clock.set(now);
                             let cost = cost.min(limit);
-                            let m = memory.check_sync(b"k", policy.policy(), cost).unwrap();
+                            let m = memory.check_now(b"k", policy.policy(), cost).unwrap().unwrap();
                             let r = redis.check_at(b"k", policy.policy(), cost, now).await.unwrap();
                             assert_eq!(r, m, "{at}");
                         }

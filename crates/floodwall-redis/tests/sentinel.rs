@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use floodwall_core::resilience::Fallback;
-use floodwall_core::{Error, Policy, Store};
+use floodwall_core::{Error, Policy, StoreExt};
 use floodwall_redis::{BuildError, RedisStore};
 use redis_harness::{RedisSentinel, RedisServer};
 

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use floodwall_core::{Policy, Store};
+use floodwall_core::{Policy, StoreExt};
 use floodwall_redis::RedisStore;
 use redis_harness::RedisServer;
 

@@ -8,7 +8,8 @@ use std::future::Future;
 use std::net::SocketAddr;
 
 use axum::body::Body;
-use floodwall_core::{Decision, Error, ManualClock, MemoryStore, Policy, Store};
+use floodwall_core::store::{Op, Reply};
+use floodwall_core::{Error, ManualClock, MemoryStore, Policy, Store};
 use http::{Request, Response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -114,21 +115,13 @@ where
 pub struct Down;
 
 impl Store for Down {
-    fn check(
-        &self,
-        _key: &[u8],
-        _policy: &Policy,
-        _cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        std::future::ready(Err(Error::unavailable("connection refused")))
-    }
-
-    fn reset(
-        &self,
-        _key: &[u8],
-        _policy: &Policy,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        std::future::ready(Ok(()))
+    /// Checks fail as a refused connection; a reset is done; nothing else is supported.
+    fn call(&self, op: Op<'_>) -> impl Future<Output = Result<Reply, Error>> + Send {
+        std::future::ready(match op {
+            Op::Check { .. } | Op::CheckAll { .. } => Err(Error::unavailable("connection refused")),
+            Op::Reset { .. } => Ok(Reply::Done),
+            other => Err(other.unsupported()),
+        })
     }
 }
 
@@ -335,3 +328,18 @@ impl http_body::Body for Partial {
         }
     }
 }
+
+/// `.now()` on a memory store's future: its answer (it never waits).
+pub trait Now: Future + Sized {
+    /// Polls once; panics if the future waits.
+    fn now(self) -> Self::Output {
+        let mut f = std::pin::pin!(self);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("an in-memory store waited"),
+        }
+    }
+}
+
+impl<F: Future> Now for F {}

@@ -9,7 +9,7 @@ use floodwall::core::State;
 use floodwall::redis::RedisStore;
 use floodwall::tower::extract::Global;
 use floodwall::tower::{RateLimitLayer, Settle};
-use floodwall::{Adjustment, Algorithm, Error, Policy, Store};
+use floodwall::{Adjustment, Algorithm, Error, Policy, StoreExt};
 use floodwall_test_support::{http_get, serve};
 use redis_harness::RedisServer;
 

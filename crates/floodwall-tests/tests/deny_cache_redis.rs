@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use floodwall::redis::RedisStore;
 use floodwall::tower::RateLimitLayer;
-use floodwall::{Policy, Store};
+use floodwall::{Policy, StoreExt};
 use floodwall_test_support::{from, hello};
 use http::{HeaderMap, StatusCode};
 use redis_harness::RedisServer;

@@ -24,7 +24,7 @@ use axum::routing::get;
 use floodwall::redis::{RedisStore, RedisStoreBuilder};
 use floodwall::resilience::{Breaker, BreakerState, Fallback};
 use floodwall::tower::RateLimitLayer;
-use floodwall::{Policy, Store};
+use floodwall::{Policy, Store, StoreExt};
 use floodwall_test_support::{http_get, serve};
 use redis_harness::{RedisCluster, RedisServer, query};
 

@@ -15,7 +15,7 @@ use floodwall::redis::RedisStore;
 use floodwall::tower::RateLimitLayer;
 use floodwall::tower::extract::{ClientIp, HeaderKey, parse_cidrs};
 use floodwall::{
-    Algorithm, ConfigError, Error, MAX_SPAN, ManualClock, MemoryStore, Policy, Quota, Store,
+    Algorithm, ConfigError, Error, MAX_SPAN, ManualClock, MemoryStore, Policy, Quota, StoreExt,
 };
 use floodwall_test_support::serve;
 use http::request::Parts;
@@ -149,11 +149,14 @@ fn hostile_keys_never_escape_their_namespace_or_collide_in_redis_keys() {
     });
     let memory = MemoryStore::new();
     for key in hostile_keys() {
-        assert!(memory.check_sync(&key, &a, 1).unwrap().allowed, "{key:?}");
+        assert!(
+            memory.check_now(&key, &a, 1).unwrap().unwrap().allowed,
+            "{key:?}"
+        );
     }
     for key in hostile_keys() {
-        assert!(!memory.check_sync(&key, &a, 1).unwrap().allowed);
-        assert!(memory.check_sync(&key, &ab, 1).unwrap().allowed);
+        assert!(!memory.check_now(&key, &a, 1).unwrap().unwrap().allowed);
+        assert!(memory.check_now(&key, &ab, 1).unwrap().unwrap().allowed);
     }
 }
 
@@ -440,7 +443,7 @@ async fn costs_and_times_at_the_edges_never_overflow() {
                 let memory = MemoryStore::builder().clock(clock.clone()).build();
                 let key = now.to_be_bytes();
                 for cost in [0, 1, limit, limit.saturating_add(1), u64::MAX] {
-                    let m = memory.check_sync(&key, &policy, cost);
+                    let m = memory.check_now(&key, &policy, cost).unwrap();
                     let r = store.check_at(&key, &policy, cost, now).await;
                     match (&m, &r) {
                         (Err(Error::CostTooHigh { .. }), Err(Error::CostTooHigh { .. })) => {
@@ -464,7 +467,7 @@ async fn costs_and_times_at_the_edges_never_overflow() {
                     }
                 }
                 clock.set(now.wrapping_add(1));
-                let _ = memory.check_sync(&key, &policy, 1).unwrap();
+                let _ = memory.check_now(&key, &policy, 1).unwrap().unwrap();
             }
         }
     }
@@ -490,7 +493,8 @@ async fn costs_and_times_at_the_edges_never_overflow() {
     let m = MemoryStore::builder()
         .clock(ManualClock::new(T0))
         .build()
-        .check_sync(b"k", &huge, Quota::MAX_COUNT - 1)
+        .check_now(b"k", &huge, Quota::MAX_COUNT - 1)
+        .unwrap()
         .unwrap();
     let r = store
         .check_at(b"k", &huge, Quota::MAX_COUNT - 1, T0)

@@ -12,7 +12,7 @@ use axum::Router;
 use axum::routing::get;
 use floodwall::redis::RedisStore;
 use floodwall::tower::ConcurrencyLimitLayer;
-use floodwall::{Acquired, ConcurrencyLimit, ConcurrencyStore};
+use floodwall::{Acquired, ConcurrencyLimit, StoreExt};
 use floodwall_test_support::{eventually, http_get, serve};
 use redis_harness::{RedisServer, Reply};
 use tokio::io::AsyncWriteExt;

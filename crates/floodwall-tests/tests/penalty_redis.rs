@@ -8,7 +8,7 @@ use axum::Router;
 use axum::routing::get;
 use floodwall::redis::RedisStore;
 use floodwall::tower::RateLimitLayer;
-use floodwall::{Penalty, Policy, Store};
+use floodwall::{Penalty, Policy, StoreExt};
 use floodwall_test_support::{http_get, serve};
 use redis_harness::RedisServer;
 

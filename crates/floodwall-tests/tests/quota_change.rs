@@ -3,7 +3,7 @@
 //! would not (a window's period, a token bucket's tick): the same scenarios, the same
 //! figures, on the memory store and on a real `redis-server` (docs/quota-changes.md).
 
-use floodwall::{Adjustment, Decision, ManualClock, MemoryStore, Policy, Store};
+use floodwall::{Adjustment, Decision, ManualClock, MemoryStore, Policy, StoreExt};
 use floodwall_redis::RedisStore;
 use redis_harness::RedisServer;
 
@@ -22,7 +22,10 @@ impl Under {
         match self {
             Under::Memory(store, clock) => {
                 clock.set(at);
-                store.check_sync(key.as_bytes(), policy, cost).unwrap()
+                store
+                    .check_now(key.as_bytes(), policy, cost)
+                    .unwrap()
+                    .unwrap()
             }
             Under::Redis(store) => store
                 .check_at(key.as_bytes(), policy, cost, at)

@@ -63,7 +63,7 @@ async fn every_vector_file_on_a_three_master_cluster_and_keys_spread() {
     for i in 0..300 {
         let user = format!("user-{i}");
         assert!(
-            floodwall::Store::check(&store, user.as_bytes(), &policy, 1)
+            floodwall::StoreExt::check(&store, user.as_bytes(), &policy, 1)
                 .await
                 .unwrap()
                 .allowed

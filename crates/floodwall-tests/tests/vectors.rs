@@ -3,7 +3,7 @@
 
 mod support;
 
-use floodwall::{ManualClock, MemoryStore};
+use floodwall::{ManualClock, MemoryStore, StoreExt};
 use support::vectors;
 
 #[tokio::test(flavor = "current_thread")]
@@ -12,7 +12,11 @@ async fn memory_store_matches_every_vector_file() {
     let store = MemoryStore::builder().clock(clock.clone()).build();
     vectors::run_all(|policy, step| {
         clock.set(step.at);
-        std::future::ready(store.check_sync(step.key.as_bytes(), &policy, step.cost))
+        std::future::ready(
+            store
+                .check_now(step.key.as_bytes(), &policy, step.cost)
+                .unwrap(),
+        )
     })
     .await;
 }
@@ -23,7 +27,7 @@ async fn redis_cell_replies_are_reproduced() {
         .clock(ManualClock::new(1_700_000_000_000_000))
         .build();
     vectors::run_cell(|policy, key, cost| {
-        std::future::ready(store.check_sync(key.as_bytes(), &policy, cost))
+        std::future::ready(store.check_now(key.as_bytes(), &policy, cost).unwrap())
     })
     .await;
 }

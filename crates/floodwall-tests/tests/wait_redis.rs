@@ -13,9 +13,10 @@ use std::future::Future;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use floodwall::core::store::{Op, Reply};
 use floodwall::redis::RedisStore;
 use floodwall::tower::RateLimitLayer;
-use floodwall::{Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, Store};
+use floodwall::{Clock, Error, Policy, Store, StoreExt};
 use floodwall_test_support::{Seen, TokioClock, from, recording};
 use http::StatusCode;
 use redis_harness::RedisServer;
@@ -65,42 +66,46 @@ impl Paced {
 }
 
 impl Store for Paced {
-    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        let (redis, key, policy) = (self.redis.clone(), key.to_vec(), policy.clone());
+    /// Checks and bookings at the tokio clock's time (`check_at`, `reserve_at`); resets
+    /// and cancels as they are.
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
         let now = self.clock.now_micros();
-        on_io(async move { redis.check_at(&key, &policy, cost, now).await }).await
-    }
-
-    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        let (redis, key, policy) = (self.redis.clone(), key.to_vec(), policy.clone());
-        on_io(async move { redis.reset(&key, &policy).await }).await
-    }
-
-    async fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Reservation, Error> {
-        let (redis, key, policy) = (self.redis.clone(), key.to_vec(), policy.clone());
-        let now = self.clock.now_micros();
-        on_io(async move { redis.reserve_at(&key, &policy, cost, max_wait, now).await }).await
-    }
-
-    async fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> Result<Cancelled, Error> {
-        let (redis, key, policy, r) = (
-            self.redis.clone(),
-            key.to_vec(),
-            policy.clone(),
-            *reservation,
-        );
-        on_io(async move { redis.cancel(&key, &policy, &r).await }).await
+        match op {
+            Op::Check { key, policy, cost } => {
+                let (redis, key, policy) = (self.redis.clone(), key.to_vec(), policy.clone());
+                on_io(async move { redis.check_at(&key, &policy, cost, now).await })
+                    .await
+                    .map(Reply::Decision)
+            }
+            Op::Reserve {
+                key,
+                policy,
+                cost,
+                max_wait,
+            } => {
+                let (redis, key, policy) = (self.redis.clone(), key.to_vec(), policy.clone());
+                on_io(async move { redis.reserve_at(&key, &policy, cost, max_wait, now).await })
+                    .await
+                    .map(Reply::Reservation)
+            }
+            Op::Reset { key, policy } => {
+                let (redis, key, policy) = (self.redis.clone(), key.to_vec(), policy.clone());
+                on_io(async move { redis.reset(&key, &policy).await })
+                    .await
+                    .map(|()| Reply::Done)
+            }
+            Op::Cancel {
+                key,
+                policy,
+                reservation,
+            } => {
+                let (redis, key, policy) = (self.redis.clone(), key.to_vec(), policy.clone());
+                on_io(async move { redis.cancel(&key, &policy, &reservation).await })
+                    .await
+                    .map(Reply::Cancelled)
+            }
+            other => Err(other.unsupported()),
+        }
     }
 }
 

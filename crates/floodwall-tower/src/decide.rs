@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use floodwall_core::{Decision, Policy, Store};
+use floodwall_core::store::{Op, Reply};
+use floodwall_core::{Decision, Policy, Store, StoreExt};
 use smallvec::SmallVec;
 
 use crate::Key;
@@ -49,7 +50,7 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    /// Records the answer of every policy at once ([`Store::check_all`]): `None`s were
+    /// Records the answer of every policy at once ([`StoreExt::check_all`]): `None`s were
     /// not asked. A store failure ends the checking.
     fn record_all(
         &mut self,
@@ -168,11 +169,11 @@ pub(crate) enum Checked<R> {
 
 impl<St: Store, K> Config<St, K> {
     /// Checks `key` against every policy, in order, as far as the store answers without
-    /// waiting ([`Store::check_now`]; the memory store always does): the verdict, or what
+    /// waiting ([`StoreExt::check_now`]; the memory store always does): the verdict, or what
     /// is left for [`decide_rest`](Self::decide_rest). On the memory store's hot path this
     /// builds no future and clones nothing.
     ///
-    /// Several policies are decided at once, all or nothing ([`Store::check_all_now`]):
+    /// Several policies are decided at once, all or nothing ([`Store::call_now`]):
     /// see [`RateLimitLayer::and_policy`](crate::RateLimitLayer::and_policy).
     // Forced inline: as a call it costs instructions on every request (measured by
     // crates/floodwall-bench/benches/http_instructions.rs), most without headers.
@@ -230,7 +231,15 @@ impl<St: Store, K> Config<St, K> {
         cost: u64,
     ) -> Checked<M::Refusal> {
         let mut tally = Tally::default();
-        let Some(result) = self.store.check_all_now(key.as_bytes(), policies, cost) else {
+        let Some(result) = self
+            .store
+            .call_now(Op::CheckAll {
+                key: key.as_bytes(),
+                policies: policies,
+                cost: cost,
+            })
+            .map(|r| r.and_then(Reply::into_decisions))
+        else {
             return Checked::Waiting(Pending::default());
         };
         if let Err(e) = tally.record_all(policies, cost, result) {

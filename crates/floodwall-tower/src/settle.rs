@@ -1,6 +1,6 @@
 //! Charging by the response: after the inner service answered, a rule says what the
 //! request really cost ([`Settle`]), and the difference from what its check charged is
-//! charged or refunded in the store ([`Store::adjust`]). See
+//! charged or refunded in the store ([`StoreExt::adjust`]). See
 //! [`RateLimitLayer::charge_by`](crate::RateLimitLayer::charge_by) and `docs/charging.md`.
 //!
 //! The store's change is made before the response is returned: the client's next request
@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use floodwall_core::{Adjustment, Policy, Store};
+use floodwall_core::{Adjustment, Policy, Store, StoreExt};
 use http::Response;
 use http::response::Parts;
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use floodwall_core::{Policy, Reservable, Reservation, Store};
+use floodwall_core::{Policy, Reservable, Reservation, Store, StoreExt};
 use smallvec::SmallVec;
 
 use crate::Key;

@@ -13,8 +13,9 @@ use std::time::Duration;
 use axum::body::Body;
 use bytes::Bytes;
 use floodwall_core::resilience::FailMode;
-use floodwall_core::{Acquired, ConcurrencyLimit, ConcurrencyStore, Error, MemoryStore};
-use floodwall_test_support::{eventually, from, hello, http_get, serve, text};
+use floodwall_core::store::{Op, Reply};
+use floodwall_core::{ConcurrencyLimit, Error, MemoryStore, Store, StoreExt};
+use floodwall_test_support::{Now, eventually, from, hello, http_get, serve, text};
 use floodwall_tower::extract::Global;
 use floodwall_tower::respond::Grpc;
 use floodwall_tower::{ConcurrencyLimitLayer, HeaderStyle, PermitBody, RateLimited};
@@ -35,7 +36,7 @@ fn free(store: &MemoryStore, ip: &str, limit: &ConcurrencyLimit) -> bool {
         std::net::IpAddr::V4(v4) => [&[4u8][..], &v4.octets()].concat(),
         std::net::IpAddr::V6(_) => unreachable!(),
     };
-    store.acquire_sync(&key, limit).unwrap().is_granted()
+    store.acquire(&key, limit).now().unwrap().is_granted()
 }
 
 #[tokio::test]
@@ -289,9 +290,12 @@ async fn grpc_refusals_and_error_mode_say_too_many_in_flight_without_a_wait() {
 #[derive(Clone, Copy)]
 struct Down;
 
-impl ConcurrencyStore for Down {
-    async fn acquire(&self, _: &[u8], _: &ConcurrencyLimit) -> Result<Acquired, Error> {
-        Err(Error::unavailable("connection refused"))
+impl Store for Down {
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        match op {
+            Op::Acquire { .. } => Err(Error::unavailable("connection refused")),
+            other => Err(other.unsupported()),
+        }
     }
 }
 

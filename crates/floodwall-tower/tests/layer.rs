@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use floodwall_core::{Algorithm, Policy};
+use floodwall_core::{Algorithm, Policy, StoreExt};
 use floodwall_test_support::*;
 use floodwall_tower::choose::{Choice, PolicyMap};
 use floodwall_tower::extract::{ExtractKey, Global, HeaderKey, OnMissingKey};
@@ -109,7 +109,7 @@ async fn every_policy_must_pass_and_a_denial_consumes_none() {
     // The denied request did not count against "hourly": 2 spent, 8 left (a peek costs
     // nothing).
     let key = [4u8, 192, 0, 2, 9];
-    let peek = store.check_sync(&key, &hourly, 0).unwrap();
+    let peek = store.check_now(&key, &hourly, 0).unwrap().unwrap();
     assert_eq!(peek.remaining, 8);
 }
 
@@ -649,5 +649,8 @@ async fn a_choice_of_several_policies_is_all_or_nothing_under_concurrency() {
     }
     assert_eq!(admitted, 20);
     let key = [4u8, 192, 0, 2, 7];
-    assert_eq!(store.check_sync(&key, &daily, 0).unwrap().remaining, 980);
+    assert_eq!(
+        store.check_now(&key, &daily, 0).unwrap().unwrap().remaining,
+        980
+    );
 }

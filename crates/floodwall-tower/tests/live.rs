@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use axum::body::Body;
-use floodwall_core::{ConfigError, Policy, Store};
+use floodwall_core::{ConfigError, Policy, StoreExt};
 use floodwall_test_support::*;
 use floodwall_tower::choose::Choice;
 use floodwall_tower::extract::{Global, OnMissingKey};

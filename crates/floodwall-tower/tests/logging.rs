@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use floodwall_core::{Decision, Error, MemoryStore, Policy, Store};
+use floodwall_core::store::{Op, Reply};
+use floodwall_core::{Error, MemoryStore, Store};
 use floodwall_test_support::*;
 use floodwall_tower::{Enforcement, RateLimitLayer};
 use tower::{Layer, ServiceExt};
@@ -17,15 +18,14 @@ struct Switch {
 }
 
 impl Store for Switch {
-    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        if self.down.load(Ordering::SeqCst) {
-            return Err(Error::unavailable("switched off"));
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        match op {
+            Op::Check { .. } if self.down.load(Ordering::SeqCst) => {
+                Err(Error::unavailable("switched off"))
+            }
+            Op::Check { .. } | Op::Reset { .. } => self.store.call(op).await,
+            other => Err(other.unsupported()),
         }
-        self.store.check(key, policy, cost).await
-    }
-
-    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        self.store.reset(key, policy).await
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use axum::body::Body;
-use floodwall_core::{DenyCache, ManualClock, MemoryStore, Store};
+use floodwall_core::{DenyCache, ManualClock, MemoryStore, StoreExt};
 use floodwall_test_support::*;
 use floodwall_tower::metrics::{NEAR_LIMIT, REQUESTS, STORE_DURATION};
 use floodwall_tower::{Enforcement, RateLimitLayer};

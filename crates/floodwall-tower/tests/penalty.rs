@@ -102,7 +102,7 @@ async fn an_operator_unbans_a_client_by_its_address() {
         store.ban_remaining(key.as_bytes(), &policy),
         Some(Duration::from_secs(600))
     );
-    floodwall_core::Store::unban(&store, key.as_bytes(), &policy)
+    floodwall_core::StoreExt::unban(&store, key.as_bytes(), &policy)
         .await
         .unwrap();
     assert_eq!(store.ban_remaining(key.as_bytes(), &policy), None);

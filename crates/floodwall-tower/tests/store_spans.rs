@@ -6,7 +6,8 @@
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
-use floodwall_core::{Decision, Error, ManualClock, MemoryStore, Policy, Store};
+use floodwall_core::store::{Op, Reply};
+use floodwall_core::{Error, ManualClock, MemoryStore, Store};
 use floodwall_test_support::*;
 use floodwall_tower::RateLimitLayer;
 use http::Request;
@@ -19,12 +20,11 @@ use tower::{Layer, Service, ServiceExt};
 struct Remote(MemoryStore<ManualClock>);
 
 impl Store for Remote {
-    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        self.0.check(key, policy, cost).await
-    }
-
-    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        self.0.reset(key, policy).await
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        match op {
+            Op::Check { .. } | Op::Reset { .. } => self.0.call(op).await,
+            other => Err(other.unsupported()),
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use floodwall::redis::RedisStore;
 use floodwall::redis::redis::{self, aio::ConnectionManager};
-use floodwall::{Policy, Store};
+use floodwall::{Policy, StoreExt};
 use floodwall_bench as support;
 use tokio::runtime::Runtime;
 

@@ -13,7 +13,7 @@
 use std::hint::black_box;
 use std::process::Command;
 
-use floodwall::{MemoryStore, Policy};
+use floodwall::{MemoryStore, Policy, StoreExt};
 
 use crate::{Governor, KEYS, governor, keys, quotas};
 
@@ -47,7 +47,7 @@ fn row_keys(row: &str) -> Vec<String> {
 #[inline(never)]
 fn run_floodwall(store: &MemoryStore, policy: &Policy, keys: &[String]) {
     for k in keys {
-        black_box(store.check_sync(k.as_bytes(), policy, 1).is_ok());
+        black_box(store.check_now(k.as_bytes(), policy, 1).unwrap().is_ok());
     }
 }
 
@@ -68,7 +68,10 @@ fn child(row: &str, limiter: &str) {
     let gov = governor(gq);
     if row == "100k_keys" {
         for k in keys() {
-            store.check_sync(k.as_bytes(), &policy, 1).expect("a check");
+            store
+                .check_now(k.as_bytes(), &policy, 1)
+                .unwrap()
+                .expect("a check");
             let _ = gov.check_key(&k);
         }
     }

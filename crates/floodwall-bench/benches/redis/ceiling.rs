@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use floodwall::redis::RedisStore;
 use floodwall::redis::redis::Script;
-use floodwall::{Policy, Store};
+use floodwall::{Policy, StoreExt};
 use redis_harness::RedisServer;
 use tokio::runtime::Runtime;
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use floodwall::redis::RedisStore;
-use floodwall::{Policy, Quota, Store};
+use floodwall::{Policy, Quota, StoreExt};
 use floodwall_bench as support;
 use tokio::runtime::Runtime;
 

@@ -43,7 +43,7 @@ use std::process::{Command, Stdio};
 
 use floodwall::redis::RedisStore;
 use floodwall::redis::redis::Script;
-use floodwall::{Algorithm, Policy, Quota, Store};
+use floodwall::{Algorithm, Policy, Quota, StoreExt};
 use redis_harness::RedisServer;
 
 use table::{Row, medians, print_rows, with_xref};

@@ -30,7 +30,7 @@ use super::sliding_window::{Buckets, SlidingWindow};
 use super::token_bucket::{Owed, TokenBucket};
 
 /// A change to a key's spend made after its request was decided: see
-/// [`Store::adjust`](crate::Store::adjust).
+/// [`StoreExt::adjust`](crate::StoreExt::adjust).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Adjustment {
     /// Spend `n` units whatever is left, even past the limit where the algorithm can

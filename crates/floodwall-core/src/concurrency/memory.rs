@@ -1,11 +1,10 @@
 //! In-flight counts in a [`MemoryStore`]: a counter per (limit, key) with a request in
 //! flight, taken by compare-and-swap and removed when its last permit drops.
 
-use std::future::{Ready, ready};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Acquired, ConcurrencyLimit, ConcurrencyStore, Full, Permit};
+use super::{Acquired, ConcurrencyLimit, Full, Permit};
 use crate::store::key::{KeyBuf, MapKey};
 use crate::{Clock, Error, MemoryStore};
 
@@ -112,27 +111,16 @@ impl Slot {
 }
 
 impl<C: Clock> MemoryStore<C> {
-    /// [`ConcurrencyStore::acquire`] without the future: the memory store never waits.
+    /// An acquisition without the future: the memory store never waits.
     ///
     /// At most [`max_keys`](crate::MemoryStoreBuilder::max_keys) keys have requests in
     /// flight at once (each key leaves as its last permit drops); a new key past that is
     /// refused with [`Error::Overloaded`], since no key holding slots can be evicted.
-    ///
-    /// ```
-    /// use floodwall_core::{Acquired, ConcurrencyLimit, MemoryStore};
-    ///
-    /// let store = MemoryStore::new();
-    /// let uploads = ConcurrencyLimit::new("uploads", 2)?;
-    /// let a = store.acquire_sync(b"alice", &uploads)?.permit().expect("a slot");
-    /// let b = store.acquire_sync(b"alice", &uploads)?.permit().expect("a slot");
-    /// let Acquired::Full(full) = store.acquire_sync(b"alice", &uploads)? else { panic!() };
-    /// assert_eq!((full.in_flight, full.limit), (2, 2));
-    /// drop(a);
-    /// assert!(store.acquire_sync(b"alice", &uploads)?.is_granted());
-    /// # drop(b);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn acquire_sync(&self, key: &[u8], limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
+    pub(crate) fn acquire_sync(
+        &self,
+        key: &[u8],
+        limit: &ConcurrencyLimit,
+    ) -> Result<Acquired, Error> {
         self.slots().acquire(key, limit)
     }
 }
@@ -142,21 +130,6 @@ impl<C> MemoryStore<C> {
     /// [`ConcurrencyLimit`]); a key leaves as its last permit drops.
     pub fn in_flight_keys(&self) -> usize {
         self.slots().len()
-    }
-}
-
-impl<C: Clock> ConcurrencyStore for MemoryStore<C> {
-    fn acquire(
-        &self,
-        key: &[u8],
-        limit: &ConcurrencyLimit,
-    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
-        let ready: Ready<_> = ready(self.acquire_sync(key, limit));
-        ready
-    }
-
-    fn acquire_now(&self, key: &[u8], limit: &ConcurrencyLimit) -> Option<Result<Acquired, Error>> {
-        Some(self.acquire_sync(key, limit))
     }
 }
 

@@ -6,9 +6,12 @@
 //! so an expensive endpoint (a report, an upload, a model call) never has more than N
 //! running per key, whatever they last.
 //!
-//! - [`ConcurrencyStore`] acquires a slot: the [`MemoryStore`](crate::MemoryStore) in this
-//!   process, `floodwall_redis::RedisStore` for a fleet (a lease per slot, renewed while
-//!   the request runs, expiring if its process dies).
+//! - A store acquires a slot ([`StoreExt::acquire`](crate::StoreExt::acquire), the
+//!   operation [`Op::Acquire`](crate::store::Op::Acquire)): the
+//!   [`MemoryStore`](crate::MemoryStore) in this process, `floodwall_redis::RedisStore`
+//!   for a fleet (a lease per slot, renewed while the request runs, expiring if its
+//!   process dies). A store that does not count answers
+//!   [`Error::Unsupported`](crate::Error::Unsupported).
 //! - A refusal is [`Acquired::Full`]: how many are in flight and the limit. It has no retry
 //!   time: when a slot comes free depends on how long the running requests take, which no
 //!   store knows.
@@ -17,7 +20,7 @@
 //!   N while the shared store fails.
 //!
 //! ```
-//! use floodwall_core::{Acquired, ConcurrencyLimit, ConcurrencyStore, MemoryStore};
+//! use floodwall_core::{Acquired, ConcurrencyLimit, MemoryStore, StoreExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -32,11 +35,6 @@
 //! assert!(store.acquire(b"tenant-7", &reports).await?.is_granted());
 //! # Ok(()) }
 //! ```
-
-use std::future::Future;
-use std::sync::Arc;
-
-use crate::Error;
 
 mod limit;
 pub(crate) mod memory;
@@ -85,58 +83,5 @@ impl Full {
     /// A refusal with `in_flight` holders of `limit`, for a store of your own.
     pub fn new(in_flight: u64, limit: u64) -> Self {
         Self { in_flight, limit }
-    }
-}
-
-/// Something that counts requests in flight per key and hands out [`Permit`]s: in memory,
-/// in Redis, or a combinator around another store.
-///
-/// `acquire` either grants a slot (held until the permit drops) or answers
-/// [`Acquired::Full`]; `Err` means no answer could be had (see [`Error`]'s predicates), as
-/// for [`Store::check`](crate::Store::check). A store implements it next to
-/// [`Store`](crate::Store): one store serves rate policies and in-flight limits alike.
-pub trait ConcurrencyStore: Send + Sync {
-    /// A slot for `key` under `limit`, or how full the key is.
-    fn acquire(
-        &self,
-        key: &[u8],
-        limit: &ConcurrencyLimit,
-    ) -> impl Future<Output = Result<Acquired, Error>> + Send;
-
-    /// Acquires without waiting, when this store can: `Some` is what
-    /// [`acquire`](Self::acquire) would have answered; `None` means nothing was done and the
-    /// caller must use `acquire`. The memory store always answers here; the default, for
-    /// stores that do I/O, is `None`.
-    fn acquire_now(&self, key: &[u8], limit: &ConcurrencyLimit) -> Option<Result<Acquired, Error>> {
-        let _ = (key, limit);
-        None
-    }
-}
-
-impl<S: ConcurrencyStore + ?Sized> ConcurrencyStore for Arc<S> {
-    fn acquire(
-        &self,
-        key: &[u8],
-        limit: &ConcurrencyLimit,
-    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
-        (**self).acquire(key, limit)
-    }
-
-    fn acquire_now(&self, key: &[u8], limit: &ConcurrencyLimit) -> Option<Result<Acquired, Error>> {
-        (**self).acquire_now(key, limit)
-    }
-}
-
-impl<S: ConcurrencyStore + ?Sized> ConcurrencyStore for &S {
-    fn acquire(
-        &self,
-        key: &[u8],
-        limit: &ConcurrencyLimit,
-    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
-        (**self).acquire(key, limit)
-    }
-
-    fn acquire_now(&self, key: &[u8], limit: &ConcurrencyLimit) -> Option<Result<Acquired, Error>> {
-        (**self).acquire_now(key, limit)
     }
 }

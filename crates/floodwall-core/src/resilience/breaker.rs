@@ -5,11 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::{
-    Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, Store, SystemClock,
-};
-
-mod in_flight;
+use crate::store::{Op, Reply, Store};
+use crate::{Clock, Error, SystemClock};
 
 /// Consecutive failures that open a breaker unless
 /// [`BreakerBuilder::failure_threshold`] says otherwise.
@@ -390,26 +387,23 @@ impl<S, C: Clock> Drop for Permit<'_, S, C> {
 }
 
 impl<S: Store, C: Clock> Store for Breaker<S, C> {
-    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        policy.check_cost(cost)?;
+    /// Every operation is a call: failing fast while open (but for a probe), counted in
+    /// the in-flight bound. While open, a cancel, a charge or an unban is refused (a slot
+    /// not given back stays spent, which never admits more than the quota). An
+    /// acquisition is the call; the permit's release is the store's own business.
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        op.check_cost()?;
         let permit = self.circuit.admit()?;
-        let result = self.circuit.store.check(key, policy, cost).await;
+        let result = self.circuit.store.call(op).await;
         permit.finish(&result);
         result
     }
 
-    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        let permit = self.circuit.admit()?;
-        let result = self.circuit.store.reset(key, policy).await;
-        permit.finish(&result);
-        result
-    }
-
-    /// Fails fast while open; forwards to the store's own `check_now` while closed (a
-    /// memory store answers there); leaves a due probe to [`check`](Store::check).
-    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+    /// Fails fast while open; forwards to the store's own `call_now` while closed (a
+    /// memory store answers there); leaves a due probe to [`call`](Store::call).
+    fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
         let s = &self.circuit;
-        if let Err(e) = policy.check_cost(cost) {
+        if let Err(e) = op.check_cost() {
             return Some(Err(e));
         }
         if s.open.load(Ordering::Acquire) {
@@ -417,100 +411,9 @@ impl<S: Store, C: Clock> Store for Breaker<S, C> {
             let next = s.next_probe.load(Ordering::Acquire);
             return (now < next).then(|| Err(s.refusal(now, next)));
         }
-        let result = s.store.check_now(key, policy, cost)?;
+        let result = s.store.call_now(op)?;
         s.record(evidence(&result), false);
         Some(result)
-    }
-
-    /// Passed on as a check is: failing fast while open, counted in the in-flight bound.
-    async fn check_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Result<Vec<Option<Decision>>, Error> {
-        for policy in policies {
-            policy.check_cost(cost)?;
-        }
-        let permit = self.circuit.admit()?;
-        let result = self.circuit.store.check_all(key, policies, cost).await;
-        permit.finish(&result);
-        result
-    }
-
-    /// As [`check_now`](Store::check_now).
-    fn check_all_now(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-        let s = &self.circuit;
-        if let Err(e) = policies.iter().try_for_each(|p| p.check_cost(cost)) {
-            return Some(Err(e));
-        }
-        if s.open.load(Ordering::Acquire) {
-            let now = s.clock.now_micros();
-            let next = s.next_probe.load(Ordering::Acquire);
-            return (now < next).then(|| Err(s.refusal(now, next)));
-        }
-        let result = s.store.check_all_now(key, policies, cost)?;
-        s.record(evidence(&result), false);
-        Some(result)
-    }
-
-    /// Passed on as a check is: failing fast while open, counted in the in-flight bound.
-    async fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Reservation, Error> {
-        policy.policy().check_cost(cost)?;
-        let permit = self.circuit.admit()?;
-        let result = self
-            .circuit
-            .store
-            .reserve(key, policy, cost, max_wait)
-            .await;
-        permit.finish(&result);
-        result
-    }
-
-    /// Passed on as a check is. While open, the slot is not given back (the store is
-    /// not called): it stays spent, which never admits more than the quota.
-    async fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> Result<Cancelled, Error> {
-        let permit = self.circuit.admit()?;
-        let result = self.circuit.store.cancel(key, policy, reservation).await;
-        permit.finish(&result);
-        result
-    }
-
-    /// Passed on as a check is; while open, refused (the change is not made).
-    async fn adjust(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: crate::Adjustment,
-    ) -> Result<(), Error> {
-        let permit = self.circuit.admit()?;
-        let result = self.circuit.store.adjust(key, policy, adjustment).await;
-        permit.finish(&result);
-        result
-    }
-
-    /// Passed on as a reset is; while open, refused (the ban stays).
-    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        let permit = self.circuit.admit()?;
-        let result = self.circuit.store.unban(key, policy).await;
-        permit.finish(&result);
-        result
     }
 }
 

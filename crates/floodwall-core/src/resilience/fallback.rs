@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::FailMode;
+use crate::store::{Op, Reply, Store};
 use crate::{
-    Cancelled, Clock, Decision, Error, MemoryStore, Policy, Reservable, Reservation, Store,
-    SystemClock,
+    Cancelled, Clock, Decision, Error, MemoryStore, Policy, Reservable, Reservation, SystemClock,
 };
 
 mod in_flight;
@@ -43,14 +43,14 @@ const MAX_CACHED_SHARES: usize = 1024;
 /// inside, so a dead store costs a fast failure rather than a timeout per request:
 /// `Fallback::local(Breaker::new(redis), 3)`.
 ///
-/// [`check_now`](Store::check_now) answers whenever the inner store does: a fallback
+/// [`call_now`](Store::call_now) answers whenever the inner store does: a fallback
 /// decision needs no waiting. Clones share the same counters and local state.
 ///
 /// # Examples
 ///
 /// ```
 /// use floodwall_core::resilience::{Fallback, FailMode};
-/// use floodwall_core::{MemoryStore, Policy, Store};
+/// use floodwall_core::{MemoryStore, Policy};
 ///
 /// # let redis = MemoryStore::new();
 /// let store = Fallback::new(redis, FailMode::Open);
@@ -352,120 +352,114 @@ impl<S, C: Clock> Backstop<S, C> {
     }
 }
 
+impl<S, C: Clock> Backstop<S, C> {
+    /// What is done before the store is asked: a local mode resets or unbans in the local
+    /// store too (a ban it gave while the store failed is lifted as well), and a fallback's
+    /// booking ([`Decision::fallback`]) is cancelled where it was booked, without the
+    /// store: in the local store, or nowhere when failing open booked nothing.
+    fn before(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
+        match (op, self.mode) {
+            (Op::Reset { key, policy }, FailMode::Local { nodes }) => {
+                self.with_share(policy, nodes, |share| self.local.reset_sync(key, share));
+                None
+            }
+            (Op::Unban { key, policy }, FailMode::Local { nodes }) => {
+                self.with_share(policy, nodes, |share| self.local.unban_sync(key, share));
+                None
+            }
+            (
+                Op::Cancel {
+                    key,
+                    policy,
+                    reservation,
+                },
+                mode,
+            ) if reservation.decision.fallback => Some(Ok(Reply::Cancelled(match mode {
+                FailMode::Local { nodes } => {
+                    match self.with_share(policy.policy(), nodes, |share| {
+                        match share.reservable() {
+                            Ok(share) => self.local.cancel_sync(key, &share, &reservation),
+                            Err(_) => Ok(Cancelled::Spent),
+                        }
+                    }) {
+                        Ok(cancelled) => cancelled,
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+                _ => Cancelled::Spent,
+            }))),
+            _ => None,
+        }
+    }
+
+    /// The store's answer to `op`, or the fallback's in its place (see [`Fallback`]). A
+    /// charge or refund the store failed to make is made in the local store in a local
+    /// mode (which decides meanwhile), and passed on as the error otherwise: a change lost
+    /// in an outage is not made up. A failed cancel, unban or reset is the store's error.
+    fn after(&self, op: Op<'_>, result: Result<Reply, Error>) -> Result<Reply, Error> {
+        match op {
+            Op::Check { key, policy, cost } => self
+                .settle(key, policy, cost, result.and_then(Reply::into_decision))
+                .map(Reply::Decision),
+            Op::CheckAll {
+                key,
+                policies,
+                cost,
+            } => self
+                .settle_all(key, policies, cost, result.and_then(Reply::into_decisions))
+                .map(Reply::Decisions),
+            Op::Reserve {
+                key,
+                policy,
+                cost,
+                max_wait,
+            } => self
+                .settle_reservation(
+                    key,
+                    policy,
+                    cost,
+                    max_wait,
+                    result.and_then(Reply::into_reservation),
+                )
+                .map(Reply::Reservation),
+            Op::Acquire { key, limit } => self
+                .settle_acquire(key, limit, result.and_then(Reply::into_acquired))
+                .map(Reply::Acquired),
+            Op::Adjust {
+                key,
+                policy,
+                adjustment,
+            } => match (result, self.mode) {
+                (Err(e), FailMode::Local { nodes }) if e.is_store_failure() => {
+                    self.with_share(policy, nodes, |share| {
+                        self.local.adjust_sync(key, share, adjustment)
+                    })?;
+                    Ok(Reply::Done)
+                }
+                (result, _) => result,
+            },
+            _ => result,
+        }
+    }
+}
+
 impl<S: Store, C: Clock> Store for Fallback<S, C> {
-    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        let result = self.backstop.store.check(key, policy, cost).await;
-        self.backstop.settle(key, policy, cost, result)
-    }
-
-    /// Resets the store; a local mode also forgets the key's local state. The store's
-    /// error, if any, is returned: a reset that did not happen is not papered over.
-    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
         let s = &self.backstop;
-        if let FailMode::Local { nodes } = s.mode {
-            s.with_share(policy, nodes, |share| s.local.reset_sync(key, share));
+        if let Some(answer) = s.before(op) {
+            return answer;
         }
-        s.store.reset(key, policy).await
+        let result = s.store.call(op).await;
+        s.after(op, result)
     }
 
-    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        let result = self.backstop.store.check_now(key, policy, cost)?;
-        Some(self.backstop.settle(key, policy, cost, result))
-    }
-
-    /// The store's answer; while it fails, per the mode, all or nothing in a local mode
-    /// too (the local store's [`check_all`](Store::check_all) on the shares).
-    async fn check_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Result<Vec<Option<Decision>>, Error> {
-        let result = self.backstop.store.check_all(key, policies, cost).await;
-        self.backstop.settle_all(key, policies, cost, result)
-    }
-
-    fn check_all_now(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-        let result = self.backstop.store.check_all_now(key, policies, cost)?;
-        Some(self.backstop.settle_all(key, policies, cost, result))
-    }
-
-    /// Books in the store; while it fails, per the mode (see [`Fallback`]): failing open
-    /// lets the request go at once, a local mode books in the local store under the
-    /// share, failing closed passes the error on.
-    async fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Reservation, Error> {
-        let result = self
-            .backstop
-            .store
-            .reserve(key, policy, cost, max_wait)
-            .await;
-        self.backstop
-            .settle_reservation(key, policy, cost, max_wait, result)
-    }
-
-    /// Cancels where the reservation was booked: in the store, or for a fallback's
-    /// booking ([`Decision::fallback`]) in the local store (failing open booked nothing).
-    async fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> Result<Cancelled, Error> {
+    fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
         let s = &self.backstop;
-        if !reservation.decision.fallback {
-            return s.store.cancel(key, policy, reservation).await;
+        if let Some(answer) = s.before(op) {
+            return Some(answer);
         }
-        match s.mode {
-            FailMode::Local { nodes } => {
-                s.with_share(policy.policy(), nodes, |share| match share.reservable() {
-                    Ok(share) => s.local.cancel_sync(key, &share, reservation),
-                    Err(_) => Ok(Cancelled::Spent),
-                })
-            }
-            _ => Ok(Cancelled::Spent),
-        }
-    }
-
-    /// Charges or refunds in the store; while it fails, a local mode applies the change to
-    /// the local store under the share (which is deciding meanwhile), and the other modes
-    /// pass the error on: a change lost in an outage is not made up.
-    async fn adjust(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: crate::Adjustment,
-    ) -> Result<(), Error> {
-        let s = &self.backstop;
-        let result = s.store.adjust(key, policy, adjustment).await;
-        match (result, s.mode) {
-            (Err(e), FailMode::Local { nodes }) if e.is_store_failure() => {
-                s.with_share(policy, nodes, |share| {
-                    s.local.adjust_sync(key, share, adjustment)
-                })
-            }
-            (result, _) => result,
-        }
-    }
-
-    /// Unbans in the store, and in the local store too in a local mode (a ban it gave
-    /// while the store failed is lifted as well). The store's error, if any, is returned.
-    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        let s = &self.backstop;
-        if let FailMode::Local { nodes } = s.mode {
-            s.with_share(policy, nodes, |share| s.local.unban_sync(key, share));
-        }
-        s.store.unban(key, policy).await
+        let result = s.store.call_now(op)?;
+        Some(s.after(op, result))
     }
 }
 

@@ -41,7 +41,7 @@
 //!
 //! ```
 //! use floodwall_core::resilience::{Breaker, Fallback, FailMode};
-//! use floodwall_core::{MemoryStore, Policy, Store};
+//! use floodwall_core::{MemoryStore, Policy, StoreExt};
 //!
 //! # let shared = MemoryStore::new(); // stands for a RedisStore
 //! // 3 nodes share the quota; alone, each enforces a third of it.

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use crate::{Cancelled, Decision, Error, Policy, Reservable, Reservation, Store};
+use crate::Error;
+use crate::store::{Op, Reply, Store};
 
 /// Bounds every call of the store it wraps: past the timeout, the call is dropped and
 /// answers [`Error::Timeout`], which a [`Breaker`](super::Breaker) counts and a
@@ -10,7 +11,7 @@ use crate::{Cancelled, Decision, Error, Policy, Reservable, Reservation, Store};
 ///
 /// For stores that do not bound their own calls. `floodwall_redis::RedisStore` already
 /// does (its `timeout`, 1 s by default), so it needs none. Synchronous answers
-/// ([`check_now`](Store::check_now)) are not bounded: they do not wait. Needs a tokio
+/// ([`call_now`](Store::call_now)) are not bounded: they do not wait. Needs a tokio
 /// runtime with its timer enabled.
 ///
 /// ```
@@ -56,83 +57,14 @@ impl<S> Timeout<S> {
 }
 
 impl<S: Store> Store for Timeout<S> {
-    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        tokio::time::timeout(self.timeout, self.store.check(key, policy, cost))
+    /// Bounded whatever the operation (a booking's store call, not the wait it answers).
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        tokio::time::timeout(self.timeout, self.store.call(op))
             .await
             .unwrap_or(Err(Error::Timeout))
     }
 
-    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        tokio::time::timeout(self.timeout, self.store.reset(key, policy))
-            .await
-            .unwrap_or(Err(Error::Timeout))
-    }
-
-    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        self.store.check_now(key, policy, cost)
-    }
-
-    async fn check_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Result<Vec<Option<Decision>>, Error> {
-        tokio::time::timeout(self.timeout, self.store.check_all(key, policies, cost))
-            .await
-            .unwrap_or(Err(Error::Timeout))
-    }
-
-    fn check_all_now(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-        self.store.check_all_now(key, policies, cost)
-    }
-
-    /// Bounded as a check is (the store's call, not the wait it answers).
-    async fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Reservation, Error> {
-        tokio::time::timeout(
-            self.timeout,
-            self.store.reserve(key, policy, cost, max_wait),
-        )
-        .await
-        .unwrap_or(Err(Error::Timeout))
-    }
-
-    async fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> Result<Cancelled, Error> {
-        tokio::time::timeout(self.timeout, self.store.cancel(key, policy, reservation))
-            .await
-            .unwrap_or(Err(Error::Timeout))
-    }
-
-    async fn adjust(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: crate::Adjustment,
-    ) -> Result<(), Error> {
-        tokio::time::timeout(self.timeout, self.store.adjust(key, policy, adjustment))
-            .await
-            .unwrap_or(Err(Error::Timeout))
-    }
-
-    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        tokio::time::timeout(self.timeout, self.store.unban(key, policy))
-            .await
-            .unwrap_or(Err(Error::Timeout))
+    fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
+        self.store.call_now(op)
     }
 }

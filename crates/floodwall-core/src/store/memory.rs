@@ -1,18 +1,16 @@
 //! The embedded store: state for every algorithm in a bounded, lock-free concurrent map.
 
-use std::future::{Future, Ready, ready};
+use std::future::{Future, ready};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::evict::{Cap, evict_soonest};
 use super::key::{KeyBuf, KeyRef, MapKey};
-use super::{Store, lock};
+use super::{Op, Reply, Store, lock};
 use crate::algorithm::gcra::{Gcra, Judgement};
 use crate::algorithm::{Raw, clamp_now};
 use crate::concurrency::memory::Slots;
-use crate::{
-    Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, State, SystemClock,
-};
+use crate::{Clock, Decision, Error, Policy, State, SystemClock};
 
 mod adjust;
 mod all;
@@ -59,17 +57,19 @@ type Map = papaya::HashMap<MapKey, KeyState, ahash::RandomState>;
 /// # Examples
 ///
 /// ```
-/// use floodwall_core::{ManualClock, MemoryStore, Policy};
+/// use floodwall_core::{ManualClock, MemoryStore, Policy, StoreExt};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new(0);
 /// let store = MemoryStore::builder().max_keys(10_000).clock(clock.clone()).build();
 /// let policy = Policy::gcra("api", "1/s".parse()?)?;
+/// // The memory store answers without waiting: `check_now` is always `Some`.
+/// let mut check = || store.check_now(b"10.0.0.1", &policy, 1).expect("answers now");
 ///
-/// assert!(store.check_sync(b"10.0.0.1", &policy, 1)?.allowed);
-/// assert!(!store.check_sync(b"10.0.0.1", &policy, 1)?.allowed);
+/// assert!(check()?.allowed);
+/// assert!(!check()?.allowed);
 /// clock.advance(Duration::from_secs(1));
-/// assert!(store.check_sync(b"10.0.0.1", &policy, 1)?.allowed);
+/// assert!(check()?.allowed);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct MemoryStore<C = SystemClock> {
@@ -187,7 +187,7 @@ impl<C> std::fmt::Debug for MemoryStore<C> {
 }
 
 impl<C: Clock> MemoryStore<C> {
-    /// [`Store::check`] without the future: the memory store never waits.
+    /// A check without the future: the memory store never waits.
     // Inlined into callers, GCRA's path keeps its values in registers: as a call it spilled
     // registers and its result right before the map's unpinning, a full barrier that waits
     // for those stores (BENCHMARKS.md §1 measures it).
@@ -195,7 +195,12 @@ impl<C: Clock> MemoryStore<C> {
     /// A policy with a [`Penalty`](crate::Penalty) answers a banned key its ban, and
     /// counts its refusals as strikes (`docs/penalties.md`).
     #[inline(always)]
-    pub fn check_sync(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+    pub(crate) fn check_sync(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> Result<Decision, Error> {
         let (raw, limit, banned) = match policy.engine().gcra() {
             // A penalty takes the path out of line, with the other algorithms: GCRA's
             // stays as it was without penalties (the `http_instructions` bench). Every path
@@ -349,8 +354,8 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// Forgets `key`'s quota state under `policy`. A ban and strikes stay: lifting them is
-    /// [`unban_sync`](Self::unban_sync)'s.
-    pub fn reset_sync(&self, key: &[u8], policy: &Policy) {
+    /// an unban's.
+    pub(crate) fn reset_sync(&self, key: &[u8], policy: &Policy) {
         let buf = KeyBuf::new(key);
         let key = buf.as_ref(policy.state_namespace());
         let map = self.inner.map.pin();
@@ -570,73 +575,66 @@ fn settled(tat: &AtomicU64) -> Option<u64> {
 }
 
 impl<C: Clock> Store for MemoryStore<C> {
-    fn check(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send {
-        let ready: Ready<_> = ready(self.check_sync(key, policy, cost));
-        ready
+    fn call(&self, op: Op<'_>) -> impl Future<Output = Result<Reply, Error>> + Send {
+        ready(self.answer(op))
     }
 
-    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
-        self.reset_sync(key, policy);
-        ready(Ok(()))
+    #[inline(always)]
+    fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
+        Some(self.answer(op))
+    }
+}
+
+impl<C: Clock> MemoryStore<C> {
+    /// Every operation, at once: the memory store never waits.
+    #[inline(always)]
+    fn answer(&self, op: Op<'_>) -> Result<Reply, Error> {
+        match op {
+            Op::Check { key, policy, cost } => {
+                self.check_sync(key, policy, cost).map(Reply::Decision)
+            }
+            op => self.answer_other(op),
+        }
     }
 
-    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        Some(self.check_sync(key, policy, cost))
-    }
-
-    fn check_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
-        ready(self.check_all_sync(key, policies, cost))
-    }
-
-    fn check_all_now(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-        Some(self.check_all_sync(key, policies, cost))
-    }
-
-    fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: std::time::Duration,
-    ) -> impl Future<Output = Result<Reservation, Error>> + Send {
-        ready(self.reserve_sync(key, policy, cost, max_wait))
-    }
-
-    fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
-        ready(self.cancel_sync(key, policy, reservation))
-    }
-
-    fn adjust(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: crate::Adjustment,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        ready(self.adjust_sync(key, policy, adjustment))
-    }
-
-    fn unban(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
-        self.unban_sync(key, policy);
-        ready(Ok(()))
+    /// Every operation but a single check, out of the check's line.
+    #[inline(never)]
+    fn answer_other(&self, op: Op<'_>) -> Result<Reply, Error> {
+        Ok(match op {
+            Op::Check { key, policy, cost } => Reply::Decision(self.check_sync(key, policy, cost)?),
+            Op::CheckAll {
+                key,
+                policies,
+                cost,
+            } => Reply::Decisions(self.check_all_sync(key, policies, cost)?),
+            Op::Reserve {
+                key,
+                policy,
+                cost,
+                max_wait,
+            } => Reply::Reservation(self.reserve_sync(key, policy, cost, max_wait)?),
+            Op::Cancel {
+                key,
+                policy,
+                reservation,
+            } => Reply::Cancelled(self.cancel_sync(key, policy, &reservation)?),
+            Op::Adjust {
+                key,
+                policy,
+                adjustment,
+            } => {
+                self.adjust_sync(key, policy, adjustment)?;
+                Reply::Done
+            }
+            Op::Unban { key, policy } => {
+                self.unban_sync(key, policy);
+                Reply::Done
+            }
+            Op::Reset { key, policy } => {
+                self.reset_sync(key, policy);
+                Reply::Done
+            }
+            Op::Acquire { key, limit } => Reply::Acquired(self.acquire_sync(key, limit)?),
+        })
     }
 }

@@ -1,4 +1,5 @@
-//! Where state lives: the [`Store`] trait, its object-safe twin [`DynStore`], the embedded
+//! Where state lives: the [`Store`] trait and the operations it answers ([`Op`]), its
+//! object-safe twin [`DynStore`], the embedded
 //! [`MemoryStore`], and the combinators that answer some checks in front of any store
 //! ([`DenyCache`], [`LocalVerdicts`]).
 
@@ -7,17 +8,22 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::{Adjustment, Cancelled, Decision, Error, Policy, Reservable, Reservation};
+use crate::{
+    Acquired, Adjustment, Cancelled, ConcurrencyLimit, Decision, Error, Policy, Reservable,
+    Reservation,
+};
 
 mod deny_cache;
 mod evict;
 pub(crate) mod key;
 mod local_verdicts;
 mod memory;
+mod op;
 
 pub use deny_cache::{DenyCache, DenyCacheBuilder, DenyCacheStats};
 pub use local_verdicts::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};
 pub use memory::{MemoryStore, MemoryStoreBuilder};
+pub use op::{Op, Reply};
 
 /// A future boxed for [`DynStore`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -25,9 +31,15 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Something that keeps rate-limit state and decides on it: in memory, in Redis, or a
 /// combinator wrapping another store.
 ///
-/// `key` is any bytes (an IP, a hashed API key, a user id); `policy` says which limit, and
-/// namespaces the key, so one store serves many policies. A denial is an `Ok` decision;
-/// `Err` means no decision could be made (see [`Error`]'s predicates).
+/// A store does one thing, [`call`](Self::call): it is given an [`Op`] (check, book a
+/// slot, charge, …) and answers the matching [`Reply`]. Callers use the typed methods of
+/// [`StoreExt`] (`store.check(key, &policy, 1)`), which every store has. A combinator
+/// matches the operations it changes and passes the rest on whole, so a new operation
+/// does not touch it.
+///
+/// `key` is any bytes (an IP, a hashed API key, a user id); the policy says which limit,
+/// and namespaces the key, so one store serves many policies. A denial is an `Ok`
+/// decision; `Err` means no decision could be made (see [`Error`]'s predicates).
 ///
 /// The futures are `Send`, so a store can be used from any tokio task. For a `dyn` store,
 /// use [`DynStore`] (every `Store` is one) through `Arc<dyn DynStore>`, which is a `Store`
@@ -36,7 +48,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// # Examples
 ///
 /// ```
-/// use floodwall_core::{MemoryStore, Policy, Store};
+/// use floodwall_core::{MemoryStore, Policy, StoreExt};
 ///
 /// # futures_lite_block_on(async {
 /// let store = MemoryStore::new();
@@ -56,7 +68,49 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// #     match f.as_mut().poll(&mut cx) { std::task::Poll::Ready(v) => v, _ => unreachable!() }
 /// # }
 /// ```
+///
+/// A store of your own answers what it can and refuses the rest:
+///
+/// ```
+/// use floodwall_core::store::{Op, Reply};
+/// use floodwall_core::{Decision, Error, Store};
+/// use std::time::Duration;
+///
+/// /// Admits everything (a test double).
+/// struct Open;
+///
+/// impl Store for Open {
+///     async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+///         match op {
+///             Op::Check { policy, .. } => {
+///                 let limit = policy.limit();
+///                 let d = Decision::new(true, limit, limit, Duration::ZERO, Duration::ZERO);
+///                 Ok(Reply::Decision(d))
+///             }
+///             other => Err(other.unsupported()),
+///         }
+///     }
+/// }
+/// ```
 pub trait Store: Send + Sync {
+    /// Does `op` and answers the [`Reply`] its documentation names, or
+    /// [`Op::unsupported`] for an operation this store cannot do.
+    fn call(&self, op: Op<'_>) -> impl Future<Output = Result<Reply, Error>> + Send;
+
+    /// Does `op` without waiting, when this store can: `Some` is what
+    /// [`call`](Self::call) would have answered, already done; `None` means nothing was
+    /// done and the caller must use `call`. The memory store always answers here, so a
+    /// caller on the hot path (the tower layer) builds no future for it. The default, for
+    /// stores that do I/O, is `None`.
+    fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
+        let _ = op;
+        None
+    }
+}
+
+/// The typed operations of every [`Store`]: each builds an [`Op`], calls the store and
+/// reads its [`Reply`].
+pub trait StoreExt: Store {
     /// Decides a request of `cost` for `key` under `policy`, and records it if allowed.
     /// A cost of 0 is a peek that changes nothing.
     fn check(
@@ -64,19 +118,20 @@ pub trait Store: Send + Sync {
         key: &[u8],
         policy: &Policy,
         cost: u64,
-    ) -> impl Future<Output = Result<Decision, Error>> + Send;
+    ) -> impl Future<Output = Result<Decision, Error>> + Send {
+        async move {
+            self.call(Op::Check { key, policy, cost })
+                .await?
+                .into_decision()
+        }
+    }
 
-    /// Forgets `key`'s state under `policy`, as if it had never been seen.
-    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send;
-
-    /// Decides without waiting, when this store can: `Some` is what [`check`](Self::check)
-    /// would have answered, already recorded; `None` means nothing was done and the caller
-    /// must use `check`. The memory store always answers here, so a caller on the hot path
-    /// (the tower layer) builds no future for it. The default, for stores that do I/O, is
-    /// `None`.
+    /// [`check`](Self::check) without waiting, when the store can (see
+    /// [`Store::call_now`]): the memory store always answers, `Some`.
+    #[inline]
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        let _ = (key, policy, cost);
-        None
+        self.call_now(Op::Check { key, policy, cost })
+            .map(|reply| reply?.into_decision())
     }
 
     /// Decides a request of `cost` for `key` against every one of `policies` at once: the
@@ -93,9 +148,7 @@ pub trait Store: Send + Sync {
     /// [`Error::CostTooHigh`], and nothing is recorded.
     ///
     /// The memory and Redis stores decide atomically, however many checks run at once
-    /// (`docs/all-or-nothing.md`). The default cannot (it would have to undo what it
-    /// recorded, and another request may have seen it meanwhile): it checks one policy
-    /// alone and answers [`Error::Unsupported`] for several.
+    /// (`docs/all-or-nothing.md`).
     fn check_all(
         &self,
         key: &[u8],
@@ -103,36 +156,22 @@ pub trait Store: Send + Sync {
         cost: u64,
     ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
         async move {
-            match policies {
-                [] => Ok(Vec::new()),
-                [policy] => Ok(vec![Some(self.check(key, policy, cost).await?)]),
-                _ => Err(Error::Unsupported {
-                    what: "checking several policies at once (check_all)",
-                }),
-            }
+            self.call(Op::CheckAll {
+                key,
+                policies,
+                cost,
+            })
+            .await?
+            .into_decisions()
         }
-    }
-
-    /// [`check_all`](Self::check_all) without waiting, when this store can (as
-    /// [`check_now`](Self::check_now)); the default is `None`.
-    fn check_all_now(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-        let _ = (key, policies, cost);
-        None
     }
 
     /// Books the earliest slot at which a request of `cost` for `key` passes under
     /// `policy`, if it is at most `max_wait` away (cut to
     /// [`Reservable::MAX_WAIT`]), atomically with every other check of the key; a booking
     /// beyond `max_wait` changes nothing and is a refusal (see [`Reservation`]). For
-    /// waiting instead of refusing: the tower layer's `wait_up_to`.
-    ///
-    /// The default, for stores that cannot book, is [`Error::Unsupported`]: the memory
-    /// and Redis stores implement it, and every combinator of this crate passes it on.
+    /// waiting instead of refusing: the tower layer's `wait_up_to`. The memory and Redis
+    /// stores can book, and every combinator of this crate passes it on.
     fn reserve(
         &self,
         key: &[u8],
@@ -140,364 +179,130 @@ pub trait Store: Send + Sync {
         cost: u64,
         max_wait: Duration,
     ) -> impl Future<Output = Result<Reservation, Error>> + Send {
-        let _ = (key, policy, cost, max_wait);
-        std::future::ready(Err(Error::Unsupported {
-            what: "booking a slot (reserve)",
-        }))
+        async move {
+            self.call(Op::Reserve {
+                key,
+                policy,
+                cost,
+                max_wait,
+            })
+            .await?
+            .into_reservation()
+        }
     }
 
     /// Gives a reservation's slot back, where the algorithm allows it ([`Cancelled`] says
     /// when it cannot): for a request that booked a slot and will not use it (its client
     /// went away). `reservation` must come from this store's [`reserve`](Self::reserve)
-    /// on the same key and policy. The default is [`Error::Unsupported`].
+    /// on the same key and policy.
     fn cancel(
         &self,
         key: &[u8],
         policy: &Reservable,
         reservation: &Reservation,
     ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
-        let _ = (key, policy, reservation);
-        std::future::ready(Err(Error::Unsupported {
-            what: "cancelling a reservation",
-        }))
+        async move {
+            self.call(Op::Cancel {
+                key,
+                policy,
+                reservation: *reservation,
+            })
+            .await?
+            .into_cancelled()
+        }
     }
 
     /// Charges or refunds `key` under `policy` after its request was decided: for a cost
     /// known only from the response (a failed login, the tokens an LLM answer used) or a
     /// request that turned out not to count. A charge is applied even past the limit where
-    /// the algorithm can carry debt; see [`Adjustment`] for what each algorithm does. The
-    /// default, for stores that cannot, is [`Error::Unsupported`].
+    /// the algorithm can carry debt; see [`Adjustment`] for what each algorithm does.
     fn adjust(
         &self,
         key: &[u8],
         policy: &Policy,
         adjustment: Adjustment,
     ) -> impl Future<Output = Result<(), Error>> + Send {
-        let _ = (key, policy, adjustment);
-        std::future::ready(Err(Error::Unsupported {
-            what: "charging or refunding (adjust)",
-        }))
+        async move {
+            self.call(Op::Adjust {
+                key,
+                policy,
+                adjustment,
+            })
+            .await?
+            .into_done()
+        }
     }
 
     /// Lifts `key`'s ban under `policy` and forgets its refusals and earlier bans, as if
     /// it had never been penalized (see [`Penalty`](crate::Penalty)); the key's quota
     /// state is kept. For an operator who banned the wrong client. A key that is not
-    /// banned is left as it is. The default, for stores without penalties, is
-    /// [`Error::Unsupported`].
+    /// banned is left as it is.
     fn unban(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
-        let _ = (key, policy);
-        std::future::ready(Err(Error::Unsupported {
-            what: "lifting a ban (unban)",
-        }))
+        async move { self.call(Op::Unban { key, policy }).await?.into_done() }
+    }
+
+    /// Forgets `key`'s state under `policy`, as if it had never been seen.
+    fn reset(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
+        async move { self.call(Op::Reset { key, policy }).await?.into_done() }
+    }
+
+    /// A slot for `key` under the in-flight `limit`, or how full the key is (see
+    /// [`concurrency`](crate::concurrency)).
+    fn acquire(
+        &self,
+        key: &[u8],
+        limit: &ConcurrencyLimit,
+    ) -> impl Future<Output = Result<Acquired, Error>> + Send {
+        async move { self.call(Op::Acquire { key, limit }).await?.into_acquired() }
     }
 }
+
+impl<S: Store + ?Sized> StoreExt for S {}
 
 /// The object-safe form of [`Store`], for `Arc<dyn DynStore>` when the store's type is
 /// chosen at run time (memory or Redis from configuration). Implemented for every `Store`;
 /// `Arc<dyn DynStore>` and `Box<dyn DynStore>` are `Store`s again.
 pub trait DynStore: Send + Sync {
-    /// [`Store::check`], boxed.
-    fn check_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policy: &'a Policy,
-        cost: u64,
-    ) -> BoxFuture<'a, Result<Decision, Error>>;
+    /// [`Store::call`], boxed.
+    fn call_boxed<'a>(&'a self, op: Op<'a>) -> BoxFuture<'a, Result<Reply, Error>>;
 
-    /// [`Store::reset`], boxed.
-    fn reset_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policy: &'a Policy,
-    ) -> BoxFuture<'a, Result<(), Error>>;
-
-    /// [`Store::check_now`].
-    fn check_now_dyn(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> Option<Result<Decision, Error>>;
-
-    /// [`Store::check_all`], boxed.
-    fn check_all_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policies: &'a [Policy],
-        cost: u64,
-    ) -> BoxFuture<'a, Result<Vec<Option<Decision>>, Error>>;
-
-    /// [`Store::check_all_now`].
-    fn check_all_now_dyn(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Option<Result<Vec<Option<Decision>>, Error>>;
-
-    /// [`Store::reserve`], boxed.
-    fn reserve_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policy: &'a Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> BoxFuture<'a, Result<Reservation, Error>>;
-
-    /// [`Store::cancel`], boxed.
-    fn cancel_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policy: &'a Reservable,
-        reservation: &'a Reservation,
-    ) -> BoxFuture<'a, Result<Cancelled, Error>>;
-
-    /// [`Store::adjust`], boxed.
-    fn adjust_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policy: &'a Policy,
-        adjustment: Adjustment,
-    ) -> BoxFuture<'a, Result<(), Error>>;
-
-    /// [`Store::unban`], boxed.
-    fn unban_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policy: &'a Policy,
-    ) -> BoxFuture<'a, Result<(), Error>>;
+    /// [`Store::call_now`].
+    fn call_now_dyn(&self, op: Op<'_>) -> Option<Result<Reply, Error>>;
 }
 
 impl<S: Store> DynStore for S {
-    fn check_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policy: &'a Policy,
-        cost: u64,
-    ) -> BoxFuture<'a, Result<Decision, Error>> {
-        Box::pin(self.check(key, policy, cost))
+    fn call_boxed<'a>(&'a self, op: Op<'a>) -> BoxFuture<'a, Result<Reply, Error>> {
+        Box::pin(self.call(op))
     }
 
-    fn reset_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policy: &'a Policy,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.reset(key, policy))
-    }
-
-    fn check_now_dyn(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> Option<Result<Decision, Error>> {
-        self.check_now(key, policy, cost)
-    }
-
-    fn check_all_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policies: &'a [Policy],
-        cost: u64,
-    ) -> BoxFuture<'a, Result<Vec<Option<Decision>>, Error>> {
-        Box::pin(self.check_all(key, policies, cost))
-    }
-
-    fn check_all_now_dyn(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-        self.check_all_now(key, policies, cost)
-    }
-
-    fn reserve_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policy: &'a Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> BoxFuture<'a, Result<Reservation, Error>> {
-        Box::pin(self.reserve(key, policy, cost, max_wait))
-    }
-
-    fn cancel_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policy: &'a Reservable,
-        reservation: &'a Reservation,
-    ) -> BoxFuture<'a, Result<Cancelled, Error>> {
-        Box::pin(self.cancel(key, policy, reservation))
-    }
-
-    fn adjust_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policy: &'a Policy,
-        adjustment: Adjustment,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.adjust(key, policy, adjustment))
-    }
-
-    fn unban_boxed<'a>(
-        &'a self,
-        key: &'a [u8],
-        policy: &'a Policy,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.unban(key, policy))
+    fn call_now_dyn(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
+        self.call_now(op)
     }
 }
 
 impl Store for dyn DynStore {
-    // `async fn` names each borrow's lifetime; returning the boxed future alone would not.
-    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
-        self.check_boxed(key, policy, cost).await
+    // `async fn` names the borrows' common lifetime; returning the boxed future would not.
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        self.call_boxed(op).await
     }
 
-    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        self.reset_boxed(key, policy).await
-    }
-
-    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
-        self.check_now_dyn(key, policy, cost)
-    }
-
-    async fn check_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Result<Vec<Option<Decision>>, Error> {
-        self.check_all_boxed(key, policies, cost).await
-    }
-
-    fn check_all_now(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-        self.check_all_now_dyn(key, policies, cost)
-    }
-
-    async fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Reservation, Error> {
-        self.reserve_boxed(key, policy, cost, max_wait).await
-    }
-
-    async fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> Result<Cancelled, Error> {
-        self.cancel_boxed(key, policy, reservation).await
-    }
-
-    async fn adjust(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: Adjustment,
-    ) -> Result<(), Error> {
-        self.adjust_boxed(key, policy, adjustment).await
-    }
-
-    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        self.unban_boxed(key, policy).await
+    fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
+        self.call_now_dyn(op)
     }
 }
 
-/// `Store` for the pointers to a store (`Arc`, `Box`, `&`): every method is the pointee's,
-/// so a shared or borrowed store works wherever a store does.
+/// `Store` for the pointers to a store (`Arc`, `Box`, `&`): the pointee's, so a shared or
+/// borrowed store works wherever a store does.
 macro_rules! store_through_pointer {
     ($($pointer:ty),+) => {$(
         impl<S: Store + ?Sized> Store for $pointer {
-            fn check(
-                &self,
-                key: &[u8],
-                policy: &Policy,
-                cost: u64,
-            ) -> impl Future<Output = Result<Decision, Error>> + Send {
-                (**self).check(key, policy, cost)
+            fn call(&self, op: Op<'_>) -> impl Future<Output = Result<Reply, Error>> + Send {
+                (**self).call(op)
             }
 
-            fn reset(
-                &self,
-                key: &[u8],
-                policy: &Policy,
-            ) -> impl Future<Output = Result<(), Error>> + Send {
-                (**self).reset(key, policy)
-            }
-
-            fn check_now(
-                &self,
-                key: &[u8],
-                policy: &Policy,
-                cost: u64,
-            ) -> Option<Result<Decision, Error>> {
-                (**self).check_now(key, policy, cost)
-            }
-
-            fn check_all(
-                &self,
-                key: &[u8],
-                policies: &[Policy],
-                cost: u64,
-            ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
-                (**self).check_all(key, policies, cost)
-            }
-
-            fn check_all_now(
-                &self,
-                key: &[u8],
-                policies: &[Policy],
-                cost: u64,
-            ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-                (**self).check_all_now(key, policies, cost)
-            }
-
-            fn reserve(
-                &self,
-                key: &[u8],
-                policy: &Reservable,
-                cost: u64,
-                max_wait: Duration,
-            ) -> impl Future<Output = Result<Reservation, Error>> + Send {
-                (**self).reserve(key, policy, cost, max_wait)
-            }
-
-            fn cancel(
-                &self,
-                key: &[u8],
-                policy: &Reservable,
-                reservation: &Reservation,
-            ) -> impl Future<Output = Result<Cancelled, Error>> + Send {
-                (**self).cancel(key, policy, reservation)
-            }
-
-            fn adjust(
-                &self,
-                key: &[u8],
-                policy: &Policy,
-                adjustment: Adjustment,
-            ) -> impl Future<Output = Result<(), Error>> + Send {
-                (**self).adjust(key, policy, adjustment)
-            }
-
-            fn unban(
-                &self,
-                key: &[u8],
-                policy: &Policy,
-            ) -> impl Future<Output = Result<(), Error>> + Send {
-                (**self).unban(key, policy)
+            #[inline]
+            fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
+                (**self).call_now(op)
             }
         }
     )+};

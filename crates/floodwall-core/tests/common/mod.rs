@@ -1,4 +1,5 @@
 //! What the core's tests share.
+#![allow(dead_code)]
 
 /// Polls a future that is ready at once (every store these tests use is in memory).
 pub(crate) fn now_or_never<F: Future>(f: F) -> F::Output {
@@ -9,3 +10,13 @@ pub(crate) fn now_or_never<F: Future>(f: F) -> F::Output {
         std::task::Poll::Pending => panic!("an in-memory store waited"),
     }
 }
+
+/// `.now()` on a store's future: its answer, for a store that answers at once (the memory
+/// store, and combinators around it that need not wait).
+pub(crate) trait Now: Future + Sized {
+    fn now(self) -> Self::Output {
+        now_or_never(self)
+    }
+}
+
+impl<F: Future> Now for F {}

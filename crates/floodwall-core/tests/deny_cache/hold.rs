@@ -32,7 +32,7 @@ fn a_reset_elsewhere_reaches_the_cache_within_the_hold() {
     let d = check(&cache, &policy);
     assert!(!d.allowed && d.cached);
     // An operator resets the key through another node: this cache does not know yet.
-    cache.get_ref().inner.reset_sync(b"k", &policy);
+    cache.get_ref().inner.reset(b"k", &policy).now().unwrap();
     clock.advance(HOLD - Duration::from_micros(1));
     let d = check(&cache, &policy);
     assert!(!d.allowed && d.cached);

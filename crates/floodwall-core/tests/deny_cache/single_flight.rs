@@ -23,33 +23,29 @@ impl Remote {
 }
 
 impl Store for Remote {
-    async fn check(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> Result<Decision, floodwall_core::Error> {
-        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        tokio::time::sleep(RTT).await;
-        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(floodwall_core::Error::Timeout);
+    async fn call(&self, op: Op<'_>) -> Result<Reply, floodwall_core::Error> {
+        match op {
+            Op::Check { .. } => {
+                self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(RTT).await;
+                if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+                    return Err(floodwall_core::Error::Timeout);
+                }
+                self.inner.call_now(op).unwrap()
+            }
+            Op::Reset { .. } => self.inner.call_now(op).unwrap(),
+            other => Err(other.unsupported()),
         }
-        self.inner.check_sync(key, policy, cost)
     }
 
-    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), floodwall_core::Error> {
-        self.inner.reset_sync(key, policy);
-        Ok(())
-    }
-
-    fn check_now(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> Option<Result<Decision, floodwall_core::Error>> {
-        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Some(self.inner.check_sync(key, policy, cost))
+    fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, floodwall_core::Error>> {
+        match op {
+            Op::Check { .. } => {
+                self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                self.inner.call_now(op)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -130,7 +126,14 @@ async fn after_a_lapse_one_refusal_answers_every_check_in_flight() {
     assert_eq!(remote.calls(), 1);
     // The admission's fact ("refused until the next slot") lapsed; meanwhile another node
     // took that slot, so the store still refuses.
-    assert!(remote.inner.check_sync(b"k", &policy, 1).unwrap().allowed);
+    assert!(
+        remote
+            .inner
+            .check_now(b"k", &policy, 1)
+            .unwrap()
+            .unwrap()
+            .allowed
+    );
     let results = together(&cache, &policy, &[1; 8]).await;
     assert_eq!(allowed(&results), [false; 8]);
     // One call for the eight (each went to the store before).
@@ -182,7 +185,12 @@ async fn after_a_lapse_checks_an_admission_does_not_cover_go_to_the_store() {
     assert_eq!(remote.calls(), 4, "store calls");
     assert_eq!(cache.stats().waited, 1);
     assert_eq!(
-        remote.inner.check_sync(b"k", &policy, 0).unwrap().remaining,
+        remote
+            .inner
+            .check_now(b"k", &policy, 0)
+            .unwrap()
+            .unwrap()
+            .remaining,
         0
     );
     // Four of cost 1 after the next lapse: the leader leaves 4, refusing nothing they
@@ -416,32 +424,28 @@ struct Held {
 }
 
 impl Store for Held {
-    async fn check(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> Result<Decision, floodwall_core::Error> {
-        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if self.held.load(std::sync::atomic::Ordering::SeqCst) {
-            std::future::pending::<()>().await;
+    async fn call(&self, op: Op<'_>) -> Result<Reply, floodwall_core::Error> {
+        match op {
+            Op::Check { .. } => {
+                self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if self.held.load(std::sync::atomic::Ordering::SeqCst) {
+                    std::future::pending::<()>().await;
+                }
+                self.inner.call_now(op).unwrap()
+            }
+            Op::Reset { .. } => self.inner.call_now(op).unwrap(),
+            other => Err(other.unsupported()),
         }
-        self.inner.check_sync(key, policy, cost)
     }
 
-    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), floodwall_core::Error> {
-        self.inner.reset_sync(key, policy);
-        Ok(())
-    }
-
-    fn check_now(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-    ) -> Option<Result<Decision, floodwall_core::Error>> {
-        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Some(self.inner.check_sync(key, policy, cost))
+    fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, floodwall_core::Error>> {
+        match op {
+            Op::Check { .. } => {
+                self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                self.inner.call_now(op)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -540,7 +544,7 @@ async fn under_a_penalty_checks_waiting_behind_a_refused_leader_still_count_as_s
     assert!(answers[2].as_ref().unwrap().banned);
     // The ban is lifted through another node; once this cache's hold of it lapses, the
     // next checks form a flight behind one leader, which the store refuses (a strike).
-    remote.inner.unban_sync(b"k", &policy);
+    remote.inner.unban(b"k", &policy).now().unwrap();
     clock.advance(DenyCache::DEFAULT_MAX_BAN_HOLD);
     assert_eq!(
         cache.stats().waited,

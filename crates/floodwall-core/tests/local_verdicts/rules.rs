@@ -52,7 +52,13 @@ fn a_refused_debt_is_answered_locally_until_the_store_would_take_it() {
         assert!(check(&node, b"k", &policy, 1).allowed);
     }
     // Another node spends the whole burst meanwhile.
-    assert!(shared.check_sync(b"k", &policy, 10).unwrap().allowed);
+    assert!(
+        shared
+            .check_now(b"k", &policy, 10)
+            .unwrap()
+            .unwrap()
+            .allowed
+    );
     clock.advance(T);
     // The refresh offers 10: refused, 1 fits and is recorded (a second call), 9 are a
     // debt, and the store says the rest fits in 900 ms.
@@ -92,13 +98,19 @@ fn a_peek_while_the_store_refuses_is_answered_as_a_peek() {
     assert!(check(&node, b"k", &policy, 1).allowed);
     clock.advance(T);
     // Another node spends the whole burst; the refresh then offers 1: refused for 100 ms.
-    assert!(shared.check_sync(b"k", &policy, 10).unwrap().allowed);
+    assert!(
+        shared
+            .check_now(b"k", &policy, 10)
+            .unwrap()
+            .unwrap()
+            .allowed
+    );
     let refused = check(&node, b"k", &policy, 1);
     assert_eq!(refused.retry_after, Some(T));
     let calls = node.get_ref().calls();
     clock.advance(T / 2);
     // A cost-0 check admits, as the store and the policy answer one: it asks for nothing.
-    let store_peek = shared.check_sync(b"k", &policy, 0).unwrap();
+    let store_peek = shared.check_now(b"k", &policy, 0).unwrap().unwrap();
     assert!(store_peek.allowed && store_peek.retry_after.is_none());
     assert_eq!(local(&node, b"k", &policy, 0), store_peek);
     assert_eq!(check(&node, b"k", &policy, 0), store_peek);
@@ -282,7 +294,7 @@ fn reset_forgets_the_verdict_and_resets_the_store() {
         check(&node, b"k", &policy, 1);
     }
     assert!(!local(&node, b"k", &policy, 1).allowed);
-    shared.check_sync(b"k", &policy, 5).unwrap();
+    shared.check_now(b"k", &policy, 5).unwrap().unwrap();
     now_or_never(node.reset(b"k", &policy)).unwrap();
     assert!(node.is_empty());
     assert_eq!(peek(&shared, b"k", &policy), 10);

@@ -1,4 +1,4 @@
-//! In-flight limits in Redis: [`ConcurrencyStore`] for [`RedisStore`], a lease per slot.
+//! In-flight limits in Redis: acquiring a slot of a [`RedisStore`] ([`StoreExt::acquire`](floodwall_core::StoreExt::acquire)) takes a lease per slot.
 //!
 //! Each key's slots are a sorted set (`crate::key::lease_key`: the user key is its hash
 //! tag, so it runs on Redis Cluster): members are lease ids, unique across processes
@@ -16,7 +16,7 @@
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use floodwall_core::{Acquired, ConcurrencyLimit, ConcurrencyStore, Error, Full, Permit};
+use floodwall_core::{Acquired, ConcurrencyLimit, Error, Full, Permit};
 use redis::Script;
 use tokio::runtime::Handle;
 
@@ -77,8 +77,12 @@ impl RedisStore {
 ///
 /// Needs a tokio runtime (to release and renew in the background); without one,
 /// acquiring fails with [`Error::Backend`].
-impl ConcurrencyStore for RedisStore {
-    async fn acquire(&self, key: &[u8], limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
+impl RedisStore {
+    pub(crate) async fn lease(
+        &self,
+        key: &[u8],
+        limit: &ConcurrencyLimit,
+    ) -> Result<Acquired, Error> {
         let Ok(runtime) = Handle::try_current() else {
             return Err(Error::backend(
                 "floodwall-redis releases and renews leases on a tokio runtime: none is running",

@@ -95,3 +95,17 @@ pub fn cached_scripts(server: &RedisServer) -> u64 {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no number_of_cached_scripts in INFO memory: {info}"))
 }
+
+/// `.now()` on a memory store's future: its answer (it never waits).
+pub trait Now: std::future::Future + Sized {
+    fn now(self) -> Self::Output {
+        let mut f = std::pin::pin!(self);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("an in-memory store waited"),
+        }
+    }
+}
+
+impl<F: std::future::Future> Now for F {}

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use floodwall::redis::RedisStore;
-use floodwall::{ConcurrencyLimit, ConcurrencyStore};
+use floodwall::{ConcurrencyLimit, StoreExt};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use floodwall_core::resilience::{Breaker, FailMode, Fallback};
-use floodwall_core::{ConcurrencyLimit, ConcurrencyStore};
+use floodwall_core::{ConcurrencyLimit, Store};
 use tower_layer::Layer;
 
 use super::ConcurrencyLimitService;
@@ -64,7 +64,7 @@ pub struct ConcurrencyLimitLayer<St, K = PeerIp, M = RejectWithResponse> {
     _mode: PhantomData<fn() -> M>,
 }
 
-impl<St: ConcurrencyStore + Clone> ConcurrencyLimitLayer<St> {
+impl<St: Store + Clone> ConcurrencyLimitLayer<St> {
     /// At most `limit.max()` requests in flight per client (by peer IP), counted in
     /// `store`: a [`MemoryStore`](floodwall_core::MemoryStore) for one process, a Redis
     /// store for a fleet, or an `Arc` of a store of your own.
@@ -76,7 +76,7 @@ impl<St: ConcurrencyStore + Clone> ConcurrencyLimitLayer<St> {
     }
 }
 
-impl<St: ConcurrencyStore, K, M> ConcurrencyLimitLayer<St, K, M> {
+impl<St: Store, K, M> ConcurrencyLimitLayer<St, K, M> {
     /// What to do while the store fails, behind a circuit breaker, as
     /// [`RateLimitLayer::fail_mode`](crate::RateLimitLayer::fail_mode) does: the store
     /// becomes `Fallback<Breaker<St>>`. [`FailMode::local(nodes)`](FailMode::local) counts

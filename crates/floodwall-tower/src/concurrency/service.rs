@@ -5,7 +5,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use floodwall_core::{BoxError, ConcurrencyStore, MemoryStore};
+use floodwall_core::store::{Op, Reply};
+use floodwall_core::{BoxError, MemoryStore, Store, StoreExt};
 use http::{Request, Response};
 use tower_service::Service;
 
@@ -61,7 +62,7 @@ impl<S, St, K, M: RefusalMode> ConcurrencyLimitService<S, St, K, M> {
     fn start<B>(&mut self, req: Request<B>) -> ConcurrencyLimitFuture<S, B, M>
     where
         S: Service<Request<B>> + Clone,
-        St: ConcurrencyStore + 'static,
+        St: Store + 'static,
         K: ExtractKey,
     {
         let config = &*self.config;
@@ -84,7 +85,14 @@ impl<S, St, K, M: RefusalMode> ConcurrencyLimitService<S, St, K, M> {
                 None => ConcurrencyLimitFuture::calling(self.inner.call(req), Granted::default()),
             };
         }
-        if let Some(result) = config.store.acquire_now(key.as_bytes(), &config.limit) {
+        if let Some(result) = config
+            .store
+            .call_now(Op::Acquire {
+                key: key.as_bytes(),
+                limit: &config.limit,
+            })
+            .map(|r| r.and_then(Reply::into_acquired))
+        {
             return match config.settle::<M>(result) {
                 Outcome::Admit(granted) => {
                     ConcurrencyLimitFuture::calling(self.inner.call(req), granted)
@@ -110,7 +118,7 @@ impl<S, St, K, B, ResB> Service<Request<B>>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone,
     ResB: RejectionBody,
-    St: ConcurrencyStore + 'static,
+    St: Store + 'static,
     K: ExtractKey,
 {
     type Response = Response<PermitBody<ResB>>;
@@ -130,7 +138,7 @@ impl<S, St, K, B, ResB> Service<Request<B>> for ConcurrencyLimitService<S, St, K
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone,
     S::Error: Into<BoxError>,
-    St: ConcurrencyStore + 'static,
+    St: Store + 'static,
     K: ExtractKey,
 {
     type Response = Response<PermitBody<ResB>>;

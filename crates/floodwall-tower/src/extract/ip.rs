@@ -56,8 +56,8 @@ impl PeerIp {
     }
 
     /// The key this extractor writes for a client at `ip`: for an operator's call on one
-    /// client ([`Store::unban`](floodwall_core::Store::unban),
-    /// [`Store::reset`](floodwall_core::Store::reset)) without a request of theirs.
+    /// client ([`StoreExt::unban`](floodwall_core::StoreExt::unban),
+    /// [`StoreExt::reset`](floodwall_core::StoreExt::reset)) without a request of theirs.
     ///
     /// ```
     /// use floodwall_tower::extract::PeerIp;

@@ -112,7 +112,7 @@ impl ClientIp {
 
     /// The key this extractor writes for a client at `ip` (as [`client_ip`](Self::client_ip)
     /// finds it): for an operator's call on one client
-    /// ([`Store::unban`](floodwall_core::Store::unban)) without a request of theirs.
+    /// ([`StoreExt::unban`](floodwall_core::StoreExt::unban)) without a request of theirs.
     pub fn key_for(&self, ip: IpAddr) -> Key {
         let mut key = Key::new();
         write_ip(ip, self.v4_prefix, self.v6_prefix, &mut key);

@@ -1,15 +1,15 @@
-//! A [`Fallback`] around a [`ConcurrencyStore`]: while the store fails, requests in flight
+//! A [`Fallback`](super::Fallback)'s answer to an acquisition: while the store fails, requests in flight
 //! are let through uncounted (open), refused (closed), or counted in this process against
 //! its share of the limit (local), with the same counters and logs as rate checks.
 
 use std::sync::atomic::Ordering;
 
-use super::{Backstop, Fallback};
-use crate::{Acquired, Clock, ConcurrencyLimit, ConcurrencyStore, Error, Permit};
+use super::Backstop;
+use crate::{Acquired, Clock, ConcurrencyLimit, Error, Permit};
 
 impl<S, C: Clock> Backstop<S, C> {
     /// The store's answer, or the fallback's in its place.
-    fn settle_acquire(
+    pub(super) fn settle_acquire(
         &self,
         key: &[u8],
         limit: &ConcurrencyLimit,
@@ -41,17 +41,5 @@ impl<S, C: Clock> Backstop<S, C> {
                 })
             }
         }
-    }
-}
-
-impl<S: ConcurrencyStore, C: Clock> ConcurrencyStore for Fallback<S, C> {
-    async fn acquire(&self, key: &[u8], limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
-        let result = self.backstop.store.acquire(key, limit).await;
-        self.backstop.settle_acquire(key, limit, result)
-    }
-
-    fn acquire_now(&self, key: &[u8], limit: &ConcurrencyLimit) -> Option<Result<Acquired, Error>> {
-        let result = self.backstop.store.acquire_now(key, limit)?;
-        Some(self.backstop.settle_acquire(key, limit, result))
     }
 }

@@ -1,5 +1,5 @@
 //! Checks of several policies at once through the cache
-//! ([`Store::check_all`](crate::Store::check_all)): a cached refusal of any policy refuses
+//! ([`StoreExt::check_all`](crate::StoreExt::check_all)): a cached refusal of any policy refuses
 //! all, and answers for the others what the store's last answer said of them ([`Answer`]),
 //! so that the refusal reads the same (the same policies, the same durations) whether the
 //! store or the cache gave it; `remaining` is as of the store's answer, never more than
@@ -12,7 +12,7 @@ use super::entry::{exact, refusal};
 use super::route::{Mode, Route};
 use crate::{Clock, Decision, Error, Policy};
 
-/// When each policy of a [`Store::check_all`](crate::Store::check_all) was sent, for
+/// When each policy of a [`StoreExt::check_all`](crate::StoreExt::check_all) was sent, for
 /// recording its answer (`None`: recorded not).
 pub(super) type SentAll = Vec<Option<(u64, u64)>>;
 

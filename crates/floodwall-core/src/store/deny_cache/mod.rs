@@ -8,11 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::Store;
 use super::evict::Cap;
-use crate::{
-    Cancelled, Clock, Decision, Error, Parameters, Policy, Reservable, Reservation, SystemClock,
-};
+use super::{Op, Reply, Store, StoreExt};
+use crate::{Clock, Decision, Error, Parameters, Policy, SystemClock};
 
 mod all;
 mod builder;
@@ -42,7 +40,7 @@ use route::{Mode, Route};
 /// the inner store), so one cache serves every clone of a tower layer.
 ///
 /// ```
-/// use floodwall_core::{DenyCache, ManualClock, MemoryStore, Policy, Store};
+/// use floodwall_core::{DenyCache, ManualClock, MemoryStore, Policy, StoreExt};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new(1_700_000_000_000_000);
@@ -240,8 +238,9 @@ impl<S: std::fmt::Debug, C: Clock> std::fmt::Debug for DenyCache<S, C> {
     }
 }
 
-impl<S: Store, C: Clock> Store for DenyCache<S, C> {
-    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+impl<S: Store, C: Clock> DenyCache<S, C> {
+    /// A check: a cached refusal answers here; else the store, its refusal learnt.
+    async fn decide(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
         let mut route = self.route(key, policy, cost, Mode::Check)?;
         if let Route::Wait(flight) = route {
             let cache = &self.cache;
@@ -282,12 +281,16 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
         result
     }
 
-    /// Resets the inner store's key and forgets what the cache knew about it.
-    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+    /// Resets or unbans in the inner store, and forgets what the cache knew of the key
+    /// (a ban among it) here at once: the next check on this node asks the store. Other
+    /// nodes' caches learn of an unban within their
+    /// [`max_ban_hold`](DenyCacheBuilder::max_ban_hold).
+    async fn reset_through(&self, op: Op<'_>, key: &[u8], policy: &Policy) -> Result<Reply, Error> {
         self.forget(key, policy);
-        let result = self.store.reset(key, policy).await;
-        // A check sent while the reset was in flight may have been answered from the old
-        // state: forget again, and refuse to record answers to checks sent before now.
+        let result = self.store.call(op).await;
+        // A check sent while the reset or unban was in flight may have been answered from
+        // the old state: forget again, and refuse to record answers to checks sent before
+        // now.
         self.forget(key, policy);
         result
     }
@@ -296,7 +299,12 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
     /// `check_now` answers (recorded as `check` would). `None` too while another check of
     /// the key is in flight after a lapse: `check` waits for it (a flight forms only where
     /// a check can wait: with a timer).
-    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+    fn decide_now(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> Option<Result<Decision, Error>> {
         // `Mode::Now` never leads a flight: no `Leading` to carry along.
         let sent = match self.route(key, policy, cost, Mode::Now) {
             Ok(Route::Local(d, _)) => return Some(Ok(d)),
@@ -318,7 +326,7 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
     /// brought to now and `remaining` as it was (`None` when it said nothing of one, or its
     /// refusal of one has lapsed), so the refusal lists the same policies whoever gave it. Else the store decides all at
     /// once, and its refusals are cached.
-    async fn check_all(
+    async fn decide_all(
         &self,
         key: &[u8],
         policies: &[Policy],
@@ -334,7 +342,7 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
         result
     }
 
-    fn check_all_now(
+    fn decide_all_now(
         &self,
         key: &[u8],
         policies: &[Policy],
@@ -345,7 +353,14 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
             Ok(Err(sent)) => sent,
             Err(e) => return Some(Err(e)),
         };
-        let result = self.store.check_all_now(key, policies, cost)?;
+        let result = self
+            .store
+            .call_now(Op::CheckAll {
+                key,
+                policies,
+                cost,
+            })
+            .map(|r| r?.into_decisions())?;
         self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
         self.record_all(key, policies, cost, &sent, &result);
         Some(result)
@@ -354,57 +369,92 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
     /// Forgets the key's cached refusals (a ban among them) here at once, then unbans in
     /// the store: the next check on this node asks the store. Other nodes' caches learn
     /// of it within their [`max_ban_hold`](DenyCacheBuilder::max_ban_hold).
-    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        self.forget(key, policy);
-        let result = self.store.unban(key, policy).await;
-        // A check sent while the unban was in flight may have been answered the ban:
-        // forget again, and refuse to record answers to checks sent before now.
-        self.forget(key, policy);
-        result
-    }
-
-    /// Refused here when a cached refusal lasts beyond `max_wait`; else the store books
-    /// (see `reserve.rs`).
-    async fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Reservation, Error> {
-        self.reserve_through(key, policy, cost, max_wait).await
-    }
-
-    /// Cancels in the store, and forgets what the cache knew of the key when a slot went
-    /// back.
-    async fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> Result<Cancelled, Error> {
-        self.cancel_through(key, policy, reservation).await
-    }
-
     /// Charges or refunds in the store; a refund forgets the key's cached refusal (the
     /// store may admit sooner than it says), as a returned slot does. A charge only makes
     /// the key stricter: a cached refusal stays true until it lapses.
-    async fn adjust(
+    async fn adjust_through(
         &self,
+        op: Op<'_>,
         key: &[u8],
         policy: &Policy,
         adjustment: crate::Adjustment,
-    ) -> Result<(), Error> {
+    ) -> Result<Reply, Error> {
         let refund = matches!(adjustment, crate::Adjustment::Refund(_));
         if refund {
             self.forget(key, policy);
         }
-        let result = self.store.adjust(key, policy, adjustment).await;
+        let result = self.store.call(op).await;
         // A check sent while the refund was in flight may have been answered from the
         // state before it: forget again, and refuse to record answers sent before now.
         if refund {
             self.forget(key, policy);
         }
         result
+    }
+}
+
+impl<S: Store, C: Clock> Store for DenyCache<S, C> {
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        match op {
+            Op::Check { key, policy, cost } => {
+                self.decide(key, policy, cost).await.map(Reply::Decision)
+            }
+            Op::CheckAll {
+                key,
+                policies,
+                cost,
+            } => self
+                .decide_all(key, policies, cost)
+                .await
+                .map(Reply::Decisions),
+            Op::Reserve {
+                key,
+                policy,
+                cost,
+                max_wait,
+            } => self
+                .reserve_through(key, policy, cost, max_wait)
+                .await
+                .map(Reply::Reservation),
+            Op::Cancel {
+                key,
+                policy,
+                reservation,
+            } => self
+                .cancel_through(key, policy, &reservation)
+                .await
+                .map(Reply::Cancelled),
+            Op::Adjust {
+                key,
+                policy,
+                adjustment,
+            } => self.adjust_through(op, key, policy, adjustment).await,
+            Op::Reset { key, policy } | Op::Unban { key, policy } => {
+                self.reset_through(op, key, policy).await
+            }
+            other => self.store.call(other).await,
+        }
+    }
+
+    /// Answers cached refusals here; anything else is whatever the inner store's
+    /// `call_now` answers (recorded as `call` would). `None` too while another check of
+    /// the key is in flight after a lapse: `call` waits for it (a flight forms only where
+    /// a check can wait: with a timer). Operations other than checks go through `call`.
+    fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
+        match op {
+            Op::Check { key, policy, cost } => {
+                Some(self.decide_now(key, policy, cost)?.map(Reply::Decision))
+            }
+            Op::CheckAll {
+                key,
+                policies,
+                cost,
+            } => Some(
+                self.decide_all_now(key, policies, cost)?
+                    .map(Reply::Decisions),
+            ),
+            Op::Acquire { .. } => self.store.call_now(op),
+            _ => None,
+        }
     }
 }

@@ -7,10 +7,10 @@ use std::time::Duration;
 use super::DenyCache;
 use crate::reservation::max_wait_micros;
 use crate::store::key::KeyBuf;
-use crate::{Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, Store};
+use crate::{Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, Store, StoreExt};
 
 impl<S: Store, C: Clock> DenyCache<S, C> {
-    /// [`Store::reserve`] through the cache. A cached refusal says the earliest slot for
+    /// [`StoreExt::reserve`] through the cache. A cached refusal says the earliest slot for
     /// its cost is no sooner than its end: a reservation that may wait past that end goes
     /// to the store (the slot may well be within reach); one that may not is refused
     /// here. A refused booking is a check's refusal ("not before `retry_after`"), and is
@@ -68,7 +68,7 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
         Some(e.answer(policy, now))
     }
 
-    /// [`Store::cancel`] through the cache: a slot given back may let the store admit
+    /// [`StoreExt::cancel`] through the cache: a slot given back may let the store admit
     /// sooner than a cached refusal says, so the key's entry is forgotten (as on a reset).
     pub(super) async fn cancel_through(
         &self,

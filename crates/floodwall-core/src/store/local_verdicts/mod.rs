@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use super::evict::{Cap, evict_soonest};
 use super::key::{KeyRef, MapKey};
-use super::{Store, lock};
-use crate::{Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, SystemClock};
+use super::{Op, Reply, Store, lock};
+use crate::{Clock, Decision, Error, Policy, SystemClock};
 
 mod builder;
 mod refresh;
@@ -41,7 +41,7 @@ type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 /// # Examples
 ///
 /// ```
-/// use floodwall_core::{LocalVerdicts, ManualClock, MemoryStore, Policy, Store};
+/// use floodwall_core::{LocalVerdicts, ManualClock, MemoryStore, Policy, StoreExt};
 /// use std::time::Duration;
 /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// #     // MemoryStore's futures are ready at once: one poll answers.
@@ -67,13 +67,13 @@ type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 /// }
 /// assert!(!store.check_now(b"alice", &policy, 1).unwrap()?.allowed);
 /// // ...and the shared store has not heard of those 10 admissions yet.
-/// assert_eq!(shared.check_sync(b"alice", &policy, 0)?.remaining, 10);
+/// assert_eq!(shared.check_now(b"alice", &policy, 0).unwrap()?.remaining, 10);
 ///
 /// clock.advance(Duration::from_millis(100));
 /// // A refresh is due: `check_now` cannot answer; `check` records the 10 in one call.
 /// assert!(store.check_now(b"alice", &policy, 1).is_none());
 /// assert!(!store.check(b"alice", &policy, 1).await?.allowed);
-/// assert_eq!(shared.check_sync(b"alice", &policy, 0)?.remaining, 0);
+/// assert_eq!(shared.check_now(b"alice", &policy, 0).unwrap()?.remaining, 0);
 ///
 /// let stats = store.stats();
 /// assert_eq!((stats.store_calls, stats.refreshes), (2, 2));
@@ -88,11 +88,11 @@ type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 /// - Knobs: [`interval`](LocalVerdictsBuilder::interval) (default 100 ms) and
 ///   [`max_keys`](LocalVerdictsBuilder::max_keys).
 /// - A key's first check waits for its first refresh; checks of that key arriving
-///   meanwhile go to the inner store as plain checks. [`check_now`](Store::check_now)
+///   meanwhile go to the inner store as plain checks. [`check_now`](StoreExt::check_now)
 ///   returns `None` when a refresh is due, so the caller's `check` does it.
 /// - A local refusal reports `retry_after` until the store's refusal lapses, or until the
 ///   next refresh when the local budget is spent.
-/// - [`reset`](Store::reset) forgets the local verdict, and the counts not yet sent with it;
+/// - [`reset`](StoreExt::reset) forgets the local verdict, and the counts not yet sent with it;
 ///   [`flush`](Self::flush) sends every key's pending counts now: call it at shutdown.
 /// - Keys longer than 128 bytes go straight to the inner store.
 /// - Clones share the verdicts (and clone the inner store).
@@ -308,15 +308,16 @@ impl<S, C: Clock> LocalVerdicts<S, C> {
     }
 }
 
-impl<S: Store, C: Clock> Store for LocalVerdicts<S, C> {
-    async fn check(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
+impl<S: Store, C: Clock> LocalVerdicts<S, C> {
+    /// A check: a usable verdict answers here; else a refresh, or the store.
+    async fn decide(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
         policy.check_cost(cost)?;
         loop {
             let now = self.verdicts.clock.now_micros();
             let refreshing = match self.route(key, policy, cost, now, true) {
                 Some(Route::Local(d)) => return Ok(d),
                 Some(Route::Refresh(r)) => r,
-                Some(Route::Through) | None => return self.call(key, policy, cost).await,
+                Some(Route::Through) | None => return self.check_through(key, policy, cost).await,
             };
             let kv = Arc::clone(&refreshing.kv);
             self.refresh(refreshing).await?;
@@ -329,18 +330,14 @@ impl<S: Store, C: Clock> Store for LocalVerdicts<S, C> {
         }
     }
 
-    /// Resets the inner store's key and forgets the local verdict, pending counts included.
-    async fn reset(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        self.forget(key, policy);
-        let result = self.store.reset(key, policy).await;
-        // A refresh sent while the reset was in flight may have read the old state.
-        self.forget(key, policy);
-        result
-    }
-
     /// Answers from a usable verdict; `None` when a refresh is due (or the key has no
     /// verdict yet), which `check` then does.
-    fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
+    fn decide_now(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+    ) -> Option<Result<Decision, Error>> {
         if let Err(e) = policy.check_cost(cost) {
             return Some(Err(e));
         }
@@ -350,65 +347,48 @@ impl<S: Store, C: Clock> Store for LocalVerdicts<S, C> {
             Route::Through | Route::Refresh(_) => None,
         }
     }
+}
 
-    /// Decided by the inner store, never locally: a local verdict is per policy, and
-    /// admitting under all at once needs every policy's shared state. The inner store's
-    /// answer is not folded into the verdicts.
-    async fn check_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Result<Vec<Option<Decision>>, Error> {
+impl<S: Store, C: Clock> Store for LocalVerdicts<S, C> {
+    /// Checks answer from the verdicts. Every other operation goes to the inner store (and
+    /// is counted as a store call): a check of several policies is never decided locally
+    /// (a local verdict is per policy, and admitting under all at once needs every
+    /// policy's shared state), nor is a booking (a slot is a promise about the shared
+    /// state; the counts this node admitted and has not sent yet go with the key's next
+    /// refresh, the same approximation this mode makes for checks). Their answers are not
+    /// folded into the verdicts. A charge or refund forgets the key's verdict after it (the
+    /// verdict counted on the spend before it: the next check refreshes); a reset or an
+    /// unban forgets it before and after (a refresh sent meanwhile may have read the old
+    /// state, or a ban).
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        match op {
+            Op::Check { key, policy, cost } => {
+                return self.decide(key, policy, cost).await.map(Reply::Decision);
+            }
+            Op::Reset { key, policy } | Op::Unban { key, policy } => {
+                self.forget(key, policy);
+                let result = self.store.call(op).await;
+                self.forget(key, policy);
+                return result;
+            }
+            _ => {}
+        }
         self.verdicts.store_calls.fetch_add(1, Ordering::Relaxed);
-        self.store.check_all(key, policies, cost).await
-    }
-
-    /// Books in the inner store, never locally: a slot is a promise about the shared
-    /// state. The counts this node admitted and has not sent yet are not seen by it (they
-    /// go with the key's next refresh): the same approximation this mode makes for checks.
-    async fn reserve(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-    ) -> Result<Reservation, Error> {
-        self.verdicts.store_calls.fetch_add(1, Ordering::Relaxed);
-        self.store.reserve(key, policy, cost, max_wait).await
-    }
-
-    /// Cancels in the inner store.
-    async fn cancel(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        reservation: &Reservation,
-    ) -> Result<Cancelled, Error> {
-        self.verdicts.store_calls.fetch_add(1, Ordering::Relaxed);
-        self.store.cancel(key, policy, reservation).await
-    }
-
-    /// Charges or refunds in the inner store and forgets the key's verdict, which counted
-    /// on the spend before it: the next check refreshes.
-    async fn adjust(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: crate::Adjustment,
-    ) -> Result<(), Error> {
-        self.verdicts.store_calls.fetch_add(1, Ordering::Relaxed);
-        let result = self.store.adjust(key, policy, adjustment).await;
-        self.forget(key, policy);
+        let result = self.store.call(op).await;
+        if let Op::Adjust { key, policy, .. } = op {
+            self.forget(key, policy);
+        }
         result
     }
 
-    /// Unbans in the inner store and forgets the key's verdict (which may be a ban), before
-    /// and after, as a reset does.
-    async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        self.forget(key, policy);
-        let result = self.store.unban(key, policy).await;
-        self.forget(key, policy);
-        result
+    /// Answers a check from a usable verdict; `None` when a refresh is due (or the key has
+    /// no verdict yet), and for every other operation: `call` does them.
+    fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
+        match op {
+            Op::Check { key, policy, cost } => {
+                Some(self.decide_now(key, policy, cost)?.map(Reply::Decision))
+            }
+            _ => None,
+        }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::LocalVerdicts;
 use super::verdict::{KeyVerdict, Refreshed, Verdict};
-use crate::store::{Store, lock, micros};
+use crate::store::{Store, StoreExt, lock, micros};
 use crate::{Clock, Decision, Error, Policy};
 
 /// A refresh in flight: its counts go back to `pending` if it is dropped unfinished (a
@@ -94,7 +94,7 @@ impl<S: Store, C: Clock> LocalVerdicts<S, C> {
         let (key, policy) = (&*kv.key, &kv.policy);
         // `taken ≤ limit` by the invariant; never send a cost the store must refuse.
         let send = taken.min(policy.limit());
-        let d = self.call(key, policy, send).await?;
+        let d = self.check_through(key, policy, send).await?;
         let reset = micros(d.reset_after);
         if d.allowed {
             let left = taken - send;
@@ -110,7 +110,7 @@ impl<S: Store, C: Clock> LocalVerdicts<S, C> {
         let retry = d.retry_after.map_or(1, micros).max(1);
         let mut left = taken;
         let fits = d.remaining.min(send);
-        if fits > 0 && self.call(key, policy, fits).await?.allowed {
+        if fits > 0 && self.check_through(key, policy, fits).await?.allowed {
             left -= fits;
         }
         Ok(Refreshed {
@@ -122,7 +122,7 @@ impl<S: Store, C: Clock> LocalVerdicts<S, C> {
         })
     }
 
-    pub(super) async fn call(
+    pub(super) async fn check_through(
         &self,
         key: &[u8],
         policy: &Policy,

@@ -8,9 +8,9 @@ use crate::store::key::KeyBuf;
 use crate::{Adjustment, Clock, Error, Policy};
 
 impl<C: Clock> MemoryStore<C> {
-    /// [`Store::adjust`](crate::Store::adjust) without the future: charges or refunds
+    /// [`StoreExt::adjust`](crate::StoreExt::adjust) without the future: charges or refunds
     /// `key` at once (see [`Adjustment`] for each algorithm).
-    pub fn adjust_sync(
+    pub(crate) fn adjust_sync(
         &self,
         key: &[u8],
         policy: &Policy,

@@ -1,5 +1,5 @@
 //! The memory store's check of one key against several policies at once
-//! ([`Store::check_all`](crate::Store::check_all)): every policy's state is held, each
+//! ([`StoreExt::check_all`](crate::StoreExt::check_all)): every policy's state is held, each
 //! policy decides on it, and the states are written only if all allowed.
 //!
 //! Holding: a key under a lock-using algorithm by its lock; a GCRA key by swapping its
@@ -20,10 +20,10 @@ use crate::store::lock;
 use crate::{Clock, Decision, Error, Policy, State};
 
 impl<C: Clock> MemoryStore<C> {
-    /// [`Store::check_all`](crate::Store::check_all) without the future: `key` admitted
+    /// [`StoreExt::check_all`](crate::StoreExt::check_all) without the future: `key` admitted
     /// under every one of `policies` and recorded in all, or recorded in none; exact
     /// however many threads check the key at once.
-    pub fn check_all_sync(
+    pub(crate) fn check_all_sync(
         &self,
         key: &[u8],
         policies: &[Policy],

@@ -275,10 +275,10 @@ impl<C: Clock> MemoryStore<C> {
         Some(Reservation::refused(p.ban_decision(remainder)))
     }
 
-    /// [`Store::unban`](crate::Store::unban) without the future: lifts `key`'s ban under
+    /// [`StoreExt::unban`](crate::StoreExt::unban) without the future: lifts `key`'s ban under
     /// `policy` and forgets its strikes and earlier bans; its quota state is kept
     /// (`docs/penalties.md`).
-    pub fn unban_sync(&self, key: &[u8], policy: &Policy) {
+    pub(crate) fn unban_sync(&self, key: &[u8], policy: &Policy) {
         let buf = KeyBuf::new(key);
         self.inner
             .penalties

@@ -12,11 +12,11 @@ use crate::store::lock;
 use crate::{Cancelled, Clock, Error, Reservable, Reservation, State, Ticket};
 
 impl<C: Clock> MemoryStore<C> {
-    /// [`Store::reserve`](crate::Store::reserve) without the future: books the earliest
+    /// [`StoreExt::reserve`](crate::StoreExt::reserve) without the future: books the earliest
     /// slot for `cost` if it is at most `max_wait` away, exactly, however many threads
     /// book or check the key at once (GCRA by compare-and-swap, the token bucket under its
     /// key's lock, as their checks).
-    pub fn reserve_sync(
+    pub(crate) fn reserve_sync(
         &self,
         key: &[u8],
         policy: &Reservable,
@@ -59,9 +59,9 @@ impl<C: Clock> MemoryStore<C> {
         })
     }
 
-    /// [`Store::cancel`](crate::Store::cancel) without the future: gives the slot back
+    /// [`StoreExt::cancel`](crate::StoreExt::cancel) without the future: gives the slot back
     /// when the booking is still the latest on the key (see [`Cancelled`]).
-    pub fn cancel_sync(
+    pub(crate) fn cancel_sync(
         &self,
         key: &[u8],
         policy: &Reservable,
