@@ -12,8 +12,8 @@ use std::sync::LazyLock;
 use floodwall_core::{Adjustment, Error, Policy};
 use redis::Script;
 
-use crate::connection::Op;
 use crate::kind::{Layout, ScriptKind};
+use crate::op::Op;
 use crate::store::{MAX_EXPLICIT_NOW, RedisStore};
 
 static ADJUST: LazyLock<[Option<Script>; ScriptKind::ALL.len()]> =

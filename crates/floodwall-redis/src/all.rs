@@ -6,10 +6,10 @@
 use floodwall_core::{Decision, Error, Policy};
 use redis::Value;
 
-use crate::call::penalty_params;
-use crate::connection::Op;
 use crate::kind::Layout;
+use crate::op::Op;
 use crate::reply::{self, Answer};
+use crate::script::penalty_params;
 use crate::store::{RedisStore, decision};
 
 impl RedisStore {

@@ -24,9 +24,8 @@ use std::sync::{Arc, LazyLock};
 use floodwall_core::Penalty;
 use redis::{Cmd, RedisWrite, Script, ScriptInvocation, ToRedisArgs};
 
-use crate::coalesce::Group;
 use crate::kind::{Layout, ScriptKind};
-use crate::script::{self, PenaltyParams};
+use crate::script::{self, PenaltyParams, penalty_params};
 
 mod all;
 
@@ -38,19 +37,6 @@ static GENERIC: LazyLock<[Script; ScriptKind::ALL.len()]> =
 /// read the penalty's numbers after the parameters.
 static GENERIC_PENALIZED: LazyLock<[Script; ScriptKind::ALL.len()]> =
     LazyLock::new(|| ScriptKind::ALL.map(|kind| Script::new(&script::penalized(kind, None))));
-
-/// A penalty's numbers as its script reads them (see [`script::PENALTY_PARAMS`]).
-pub(crate) fn penalty_params(penalty: &Penalty) -> PenaltyParams {
-    let us = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-    [
-        u64::from(penalty.after()),
-        us(penalty.within()),
-        us(penalty.ban()),
-        u64::from(penalty.growth()),
-        us(penalty.max_ban()),
-        us(penalty.remembered_for()),
-    ]
-}
 
 /// The batch scripts (see `crate::coalesce`), by [`ScriptKind`]; `None` for a kind that is
 /// never coalesced.
@@ -255,16 +241,6 @@ impl Batch {
     /// The kind and parameters its answers are read under.
     pub(crate) fn layout(self) -> Layout {
         self.layout
-    }
-
-    /// The group of checks that may share this batch's calls at `now` on `node`.
-    pub(crate) fn group(self, now: Option<u64>, node: u32) -> Group {
-        Group {
-            kind: self.layout.kind,
-            args: self.layout.args,
-            now,
-            node,
-        }
     }
 
     /// The call deciding `plan`'s checks (each costing `cost_of(i)`, `i` its place in

@@ -27,17 +27,17 @@
 
 mod flight;
 
-pub(crate) use flight::Route;
-
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use floodwall_core::Error;
+use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::kind::ScriptKind;
-use crate::reply::ScriptAnswer;
+use crate::call::Batch;
+use crate::kind::{Layout, ScriptKind};
+use crate::unpack::ScriptAnswer;
 
 /// The most checks one batch carries; later arrivals wait for the next batch.
 pub(crate) const MAX_BATCH: usize = 256;
@@ -71,6 +71,27 @@ pub(crate) struct Group {
     pub(crate) args: [u64; 3],
     pub(crate) now: Option<u64>,
     pub(crate) node: u32,
+}
+
+impl Group {
+    /// The group of checks under `layout` that may share calls at `now` on `node`.
+    pub(crate) fn of(layout: Layout, now: Option<u64>, node: u32) -> Self {
+        Self {
+            kind: layout.kind,
+            args: layout.args,
+            now,
+            node,
+        }
+    }
+}
+
+/// Where a check under coalescing goes: its group's calls and queue, and the batch and
+/// runtime its queue is sent with.
+pub(crate) struct Route<'a> {
+    pub(crate) coalescer: &'a Arc<Coalescer>,
+    pub(crate) group: Group,
+    pub(crate) batch: Batch,
+    pub(crate) runtime: Handle,
 }
 
 /// What a check queued behind a call in flight waits on.

@@ -5,18 +5,15 @@ use std::time::{Duration, Instant};
 
 use bb8_redis::RedisConnectionManager;
 use floodwall_core::Error;
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::sentinel::{SentinelClient, SentinelServerType};
-use redis::{
-    Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ScriptInvocation, ServerErrorKind,
-    Value,
-};
+use redis::{FromRedisValue, RedisError};
 use tokio::runtime::Handle;
 
 use crate::error::{BuildError, build_error, to_core};
+use crate::op::{Op, exec, exec_on_node};
 use crate::sentinel::SentinelConnection;
 use crate::slots::Slots;
 
@@ -37,75 +34,6 @@ pub(crate) enum Connection {
     Cluster(ClusterConnection, Arc<Slots>),
     /// The primary Redis Sentinel names, looked up again after its connection fails.
     Sentinel(Arc<SentinelConnection>),
-}
-
-/// What one call sends.
-pub(crate) enum Op<'a> {
-    Script(&'a ScriptInvocation<'a>),
-    Cmd(&'a Cmd),
-    /// An `EVALSHA` that declares no key, run on the cluster node serving `route`'s slot
-    /// (elsewhere, on the one server), loading its script `text` on `NOSCRIPT`.
-    Keyless {
-        evalsha: &'a Cmd,
-        text: &'a str,
-        route: &'a [u8],
-    },
-}
-
-pub(crate) async fn exec<C: ConnectionLike, T: FromRedisValue>(
-    con: &mut C,
-    op: Op<'_>,
-) -> RedisResult<T> {
-    match op {
-        Op::Script(inv) => inv.invoke_async(con).await,
-        Op::Cmd(cmd) => cmd.query_async(con).await,
-        Op::Keyless { evalsha, text, .. } => match evalsha.query_async(con).await {
-            Err(e) if no_script(&e) => {
-                load(text).query_async::<()>(con).await?;
-                evalsha.query_async(con).await
-            }
-            other => other,
-        },
-    }
-}
-
-/// A keyless `EVALSHA` on the cluster node serving `route`'s slot (redis-rs would send a
-/// call without keys to any node).
-async fn exec_on_node<T: FromRedisValue>(
-    con: &mut ClusterConnection,
-    evalsha: &Cmd,
-    text: &str,
-    route: &[u8],
-) -> RedisResult<T> {
-    let node = || {
-        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
-            route,
-            SlotAddr::Master,
-        )))
-    };
-    // `route_command` hands a server's error reply back as a value: made an error here.
-    let errors = |reply: RedisResult<Value>| match reply? {
-        Value::ServerError(e) => Err(RedisError::from(e)),
-        value => Ok(value),
-    };
-    let reply = match errors(con.route_command(evalsha.clone(), node()).await) {
-        Err(e) if no_script(&e) => {
-            errors(con.route_command(load(text), node()).await)?;
-            errors(con.route_command(evalsha.clone(), node()).await)?
-        }
-        other => other?,
-    };
-    T::from_redis_value(reply).map_err(Into::into)
-}
-
-fn no_script(e: &RedisError) -> bool {
-    e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
-}
-
-fn load(text: &str) -> Cmd {
-    let mut cmd = redis::cmd("SCRIPT");
-    cmd.arg("LOAD").arg(text);
-    cmd
 }
 
 impl Connection {

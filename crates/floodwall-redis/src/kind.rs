@@ -8,7 +8,7 @@
 
 use floodwall_core::Parameters;
 
-use crate::reply::{self, ScriptAnswer};
+use crate::unpack::{self, ScriptAnswer};
 
 /// The state one key holds, and so the script deciding it and the key's tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -74,42 +74,42 @@ impl ScriptKind {
                 params: 2,
                 tag: "gcra",
                 format: 1,
-                unpack: reply::gcra,
+                unpack: unpack::gcra,
             },
             Self::TokenBucket => Spec {
                 lua: Lua::Stepped(include_str!("lua/token_bucket.lua")),
                 params: 3,
                 tag: "tb",
                 format: 2,
-                unpack: reply::token_bucket,
+                unpack: unpack::token_bucket,
             },
             Self::LeakyBucket => Spec {
                 lua: Lua::Stepped(GCRA),
                 params: 2,
                 tag: "lb",
                 format: 2,
-                unpack: reply::gcra,
+                unpack: unpack::gcra,
             },
             Self::FixedWindow => Spec {
                 lua: Lua::Stepped(include_str!("lua/fixed_window.lua")),
                 params: 2,
                 tag: "fw",
                 format: 3,
-                unpack: reply::fixed_window,
+                unpack: unpack::fixed_window,
             },
             Self::SlidingWindow => Spec {
                 lua: Lua::Whole(include_str!("lua/sliding_window.lua")),
                 params: 3,
                 tag: "sw",
                 format: 1,
-                unpack: reply::sliding_window,
+                unpack: unpack::sliding_window,
             },
             Self::SlidingLog => Spec {
                 lua: Lua::Whole(include_str!("lua/sliding_log.lua")),
                 params: 2,
                 tag: "sl",
                 format: 4,
-                unpack: reply::sliding_log,
+                unpack: unpack::sliding_log,
             },
         }
     }

@@ -133,6 +133,8 @@ mod kind;
 mod lease;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+mod op;
+mod renew;
 mod reply;
 mod reserve;
 mod script;
@@ -140,6 +142,7 @@ mod sentinel;
 mod slots;
 mod stats;
 mod store;
+mod unpack;
 
 pub use builder::RedisStoreBuilder;
 pub use error::BuildError;

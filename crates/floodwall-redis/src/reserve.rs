@@ -16,8 +16,8 @@ use std::time::Duration;
 use floodwall_core::{Cancelled, Error, Reservable, Reservation, Ticket};
 use redis::{Script, Value};
 
-use crate::connection::Op;
 use crate::kind::{Layout, ScriptKind};
+use crate::op::Op;
 use crate::reply;
 use crate::store::{MAX_EXPLICIT_NOW, RedisStore, decision};
 

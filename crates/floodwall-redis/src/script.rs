@@ -21,9 +21,7 @@ use floodwall_core::{Parameters, Penalty};
 
 use crate::kind::{Layout, Lua, ScriptKind};
 
-mod all;
-
-pub(crate) use all::all;
+pub(crate) mod all;
 
 const PRELUDE: &str = include_str!("lua/prelude.lua");
 const SINGLE: &str = include_str!("lua/single.lua");
@@ -38,6 +36,19 @@ pub(crate) const PENALTY_PARAMS: usize = 6;
 
 /// A penalty's numbers, as its script reads them.
 pub(crate) type PenaltyParams = [u64; PENALTY_PARAMS];
+
+/// `penalty`'s numbers as its script reads them (see [`PENALTY_PARAMS`]).
+pub(crate) fn penalty_params(penalty: &Penalty) -> PenaltyParams {
+    let us = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    [
+        u64::from(penalty.after()),
+        us(penalty.within()),
+        us(penalty.ban()),
+        u64::from(penalty.growth()),
+        us(penalty.max_ban()),
+        us(penalty.remembered_for()),
+    ]
+}
 
 /// `lua/penalty.lua`'s `@ban` and `@strike` sections.
 fn penalty_sections() -> (&'static str, &'static str) {
@@ -280,7 +291,7 @@ pub fn script_for(params: Parameters) -> Option<String> {
 /// keys of [`RedisStore::penalty_keys`](crate::RedisStore::penalty_keys)).
 pub fn penalized_script_for(params: Parameters, penalty: &Penalty) -> Option<String> {
     let layout = Layout::of(params)?;
-    let numbers = crate::call::penalty_params(penalty);
+    let numbers = penalty_params(penalty);
     Some(penalized(layout.kind, Some((&layout.args, &numbers))))
 }
 

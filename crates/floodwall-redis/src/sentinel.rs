@@ -31,8 +31,8 @@ use redis::{
     AsyncConnectionConfig, ConnectionAddr, ErrorKind, FromRedisValue, RedisError, ServerErrorKind,
 };
 
-use crate::connection::{Op, exec};
 use crate::error::to_core;
+use crate::op::{Op, exec};
 
 /// How often the sentinels are asked whether the primary moved while its connection works.
 pub(crate) const REFRESH: Duration = Duration::from_secs(1);

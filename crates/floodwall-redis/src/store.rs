@@ -7,18 +7,20 @@ use std::time::Duration;
 
 use floodwall_core::store::{Op as StoreOp, Reply};
 use floodwall_core::{Decision, DenyCache, DenyCacheStats, Error, Penalty, Policy, Store};
-use redis::Value;
+use redis::{ScriptInvocation, Value};
 
 use crate::builder::RedisStoreBuilder;
 use crate::call::{Batch, Scripts};
-use crate::coalesce::{self, Coalescer, Route};
-use crate::connection::{Connection, Op};
+use crate::coalesce::{self, Coalescer, Group, Route};
+use crate::connection::Connection;
 use crate::error::{BuildError, UnexpectedReply};
 use crate::key;
 use crate::kind::Layout;
-use crate::lease::Leases;
-use crate::reply::{self, ScriptAnswer};
+use crate::op::Op;
+use crate::renew::{Holder, Leases};
+use crate::reply;
 use crate::stats::{Counters, RedisStats};
+use crate::unpack::ScriptAnswer;
 
 /// Rate-limit state in Redis, shared by every server that points at it.
 ///
@@ -133,7 +135,8 @@ pub(crate) struct Inner {
     pub(crate) counters: Counters,
     /// Single-check scripts with the parameters of this store's policies written in.
     pub(crate) scripts: Scripts,
-    /// The in-flight leases this store's permits hold, and their renewer (`crate::lease`).
+    /// The in-flight leases this store's permits hold (`crate::lease`), and their renewer
+    /// (`crate::renew`).
     pub(crate) leases: Leases,
 }
 
@@ -143,6 +146,19 @@ impl Inner {
         tokio::time::timeout(self.timeout, self.conn.query(op))
             .await
             .unwrap_or(Err(Error::Timeout))
+    }
+}
+
+impl Holder for Inner {
+    fn leases(&self) -> &Leases {
+        &self.leases
+    }
+
+    fn renew(
+        &self,
+        call: &ScriptInvocation<'_>,
+    ) -> impl Future<Output = Result<Vec<String>, Error>> + Send {
+        self.bounded(Op::Script(call))
     }
 }
 
@@ -272,7 +288,11 @@ impl RedisStore {
         {
             let route = Route {
                 coalescer,
-                group: batch.group(now, self.inner.conn.node_of(&redis_key, &runtime)),
+                group: Group::of(
+                    batch.layout(),
+                    now,
+                    self.inner.conn.node_of(&redis_key, &runtime),
+                ),
                 batch,
                 runtime,
             };

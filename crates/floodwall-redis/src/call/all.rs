@@ -13,7 +13,7 @@ use crate::script::{self, PenaltyParams};
 /// What a check of several policies runs (see [`Scripts::all`]).
 pub(crate) struct All {
     script: Arc<Script>,
-    /// The policies' numbers the script reads from `ARGV` (see [`script::all`]); empty
+    /// The policies' numbers the script reads from `ARGV` (see [`script::all::all`]); empty
     /// when they are written in.
     numbers: Vec<u64>,
 }
@@ -42,7 +42,7 @@ impl All {
 
 impl Scripts {
     /// The script deciding one key under each of `layouts` (with `penalties`) at once;
-    /// `None` when one of them has no sections to paste (see [`script::all`]). Up to the
+    /// `None` when one of them has no sections to paste (see [`script::all::all`]). Up to the
     /// bound, with the numbers written in, as [`single`](Self::single); past it, the
     /// script of these kinds and penalties that reads them from `ARGV`, so that Redis's
     /// script cache holds one per combination in use rather than one per parameter set.
@@ -65,7 +65,7 @@ impl Scripts {
         }
         // Checked, then inserted, without a lock, as `single`.
         if map.len() < self.bound {
-            let text = script::all(layouts, penalties, true)?;
+            let text = script::all::all(layouts, penalties, true)?;
             let script = map.get_or_insert_with(text_of, || Arc::new(Script::new(&text)));
             return Some(All {
                 script: Arc::clone(script),
@@ -77,7 +77,7 @@ impl Scripts {
         let script = match read.get(&shape) {
             Some(script) => Arc::clone(script),
             None => {
-                let text = script::all(layouts, penalties, false)?;
+                let text = script::all::all(layouts, penalties, false)?;
                 Arc::clone(read.get_or_insert_with(shape, || Arc::new(Script::new(&text))))
             }
         };

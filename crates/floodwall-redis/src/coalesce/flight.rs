@@ -12,21 +12,13 @@ use redis::Value;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use super::{Coalescer, Group, Pending, Turn, Waiter, share};
+use super::{Coalescer, Group, Pending, Route, Turn, Waiter, share};
 use crate::RedisStore;
 use crate::call::{Batch, BatchCall, Plan};
-use crate::connection::Op;
 use crate::error::answered_by_redis;
-use crate::reply::{self, ScriptAnswer};
-
-/// Where a check under coalescing goes: its group's calls and queue, and the batch and
-/// runtime its queue is sent with.
-pub(crate) struct Route<'a> {
-    pub(crate) coalescer: &'a Arc<Coalescer>,
-    pub(crate) group: Group,
-    pub(crate) batch: Batch,
-    pub(crate) runtime: Handle,
-}
+use crate::op::Op;
+use crate::reply;
+use crate::unpack::ScriptAnswer;
 
 impl RedisStore {
     /// A check under coalescing: alone when its group has no call in flight, else queued

@@ -8,41 +8,29 @@
 //! latest lease. Giving it back is one
 //! `ZREM`, sent by the store's runtime when the permit drops (a drop cannot wait). A
 //! request that runs longer than [`renew_every`](ConcurrencyLimit::renew_every) has its
-//! lease pushed back by the store's renewer (`renew.rs`, `lua/lease_renew.lua`).
+//! lease pushed back by the store's renewer (`crate::renew`, `lua/lease_renew.lua`).
 //!
 //! A process that dies sends no `ZREM` and no renewal: its leases expire by themselves,
 //! within one [lease time](ConcurrencyLimit::lease).
 
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
 
 use floodwall_core::{Acquired, ConcurrencyLimit, Error, Full, Permit};
 use redis::Script;
 use tokio::runtime::Handle;
 
 use crate::RedisStore;
-use crate::connection::Op;
 use crate::error::UnexpectedReply;
 use crate::key;
+use crate::op::Op;
+use crate::renew::micros;
 use crate::store::Inner;
 
 mod id;
-mod renew;
-
-pub(crate) use renew::Leases;
 
 /// Takes a lease (see the module docs).
 static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/lease_acquire.lua")));
-
-/// Renews a key's leases.
-static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/lease_renew.lua")));
-
-/// `d` in whole microseconds (a lease is at most `MAX_SPAN`, which fits).
-fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
 
 impl RedisStore {
     /// The Redis key (a sorted set of leases) counting `key`'s requests in flight under

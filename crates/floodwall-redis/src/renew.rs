@@ -13,19 +13,37 @@
 //! from any runtime, starts a renewer that renews every lease still held.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use floodwall_core::{ConcurrencyLimit, Error};
-use redis::Script;
+use redis::{Script, ScriptInvocation};
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::RENEW;
-use crate::connection::Op;
-use crate::store::Inner;
+/// Renews a key's leases.
+static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/lease_renew.lua")));
+
+/// `d` in whole microseconds (a lease is at most `MAX_SPAN`, which fits).
+pub(crate) fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// What the renewer needs of the store it works for: the leases the store holds, and a
+/// call bounded by its timeout. A store's shared state (`crate::store::Inner`) is the one
+/// holder; the renewer names no more of it.
+pub(crate) trait Holder: Send + Sync + 'static {
+    /// The leases held, and renewed by this store's renewer.
+    fn leases(&self) -> &Leases;
+
+    /// One renewal call, bounded by the store's timeout: the ids whose leases were gone.
+    fn renew(
+        &self,
+        call: &ScriptInvocation<'_>,
+    ) -> impl Future<Output = Result<Vec<String>, Error>> + Send;
+}
 
 /// Every lease a store's permits hold, by when each is next renewed.
 #[derive(Default)]
@@ -79,9 +97,9 @@ impl Leases {
 
     /// Starts renewing a lease just taken under `limit`, starting the renewer on `runtime`
     /// if it is not running; returns the number [`forget`](Self::forget) takes.
-    pub(crate) fn hold(
+    pub(crate) fn hold<S: Holder>(
         &self,
-        store: &Arc<Inner>,
+        store: &Arc<S>,
         runtime: &Handle,
         key: Arc<[u8]>,
         id: Arc<str>,
@@ -90,7 +108,7 @@ impl Leases {
         let held = Held {
             key,
             id,
-            lease_us: super::micros(limit.lease()),
+            lease_us: micros(limit.lease()),
             every: limit.renew_every(),
         };
         let due = Instant::now() + held.every;
@@ -190,14 +208,14 @@ impl Leases {
 }
 
 /// Owned by the renewer task `id`: dropped with it, however it ends (see the module docs).
-struct Running {
-    store: Arc<Inner>,
+struct Running<S: Holder> {
+    store: Arc<S>,
     id: u64,
 }
 
-impl Drop for Running {
+impl<S: Holder> Drop for Running<S> {
     fn drop(&mut self) {
-        self.store.leases.renewer_dropped(self.id);
+        self.store.leases().renewer_dropped(self.id);
     }
 }
 
@@ -205,9 +223,9 @@ impl Drop for Running {
 type Due = Vec<(u64, Held)>;
 
 /// Renews the store's leases as they fall due, until it holds none.
-async fn renewer(running: Running) {
+async fn renewer<S: Holder>(running: Running<S>) {
     let store = &running.store;
-    let leases = &store.leases;
+    let leases = store.leases();
     // Leases out for renewal are not in `due`, but only this task renews them, and it
     // puts each back (or drops it, lost) before it looks again.
     while let Some(due) = leases.next_due() {
@@ -222,7 +240,7 @@ async fn renewer(running: Running) {
 }
 
 /// Sends one renewal per (key, lease time) for `due`, all at once, and reschedules each.
-async fn renew(store: &Arc<Inner>, due: Vec<(u64, Held)>, sent: Instant) {
+async fn renew<S: Holder>(store: &Arc<S>, due: Vec<(u64, Held)>, sent: Instant) {
     let mut groups: HashMap<(Arc<[u8]>, u64), Due> = HashMap::new();
     for (seq, held) in due {
         groups
@@ -234,7 +252,7 @@ async fn renew(store: &Arc<Inner>, due: Vec<(u64, Held)>, sent: Instant) {
     for ((key, lease_us), leases) in groups {
         let store = Arc::clone(store);
         calls.spawn(async move {
-            let answer = renew_key(&store, &RENEW, &key, lease_us, &leases).await;
+            let answer = renew_key(&*store, &RENEW, &key, lease_us, &leases).await;
             (leases, answer)
         });
     }
@@ -249,9 +267,9 @@ async fn renew(store: &Arc<Inner>, due: Vec<(u64, Held)>, sent: Instant) {
                             "an in-flight lease expired before it could be renewed and its \
                              slot was taken; the request goes on, uncounted"
                         );
-                        store.leases.lost(seq);
+                        store.leases().lost(seq);
                     } else {
-                        store.leases.reschedule(seq, sent);
+                        store.leases().reschedule(seq, sent);
                     }
                 }
             }
@@ -263,7 +281,7 @@ async fn renew(store: &Arc<Inner>, due: Vec<(u64, Held)>, sent: Instant) {
                     "cannot renew in-flight leases; trying again at the next renewal"
                 );
                 for (seq, _) in leases {
-                    store.leases.reschedule(seq, sent);
+                    store.leases().reschedule(seq, sent);
                 }
             }
         }
@@ -271,8 +289,8 @@ async fn renew(store: &Arc<Inner>, due: Vec<(u64, Held)>, sent: Instant) {
 }
 
 /// One key's renewal: the ids whose leases were gone.
-async fn renew_key(
-    store: &Inner,
+async fn renew_key<S: Holder>(
+    store: &S,
     script: &Script,
     key: &[u8],
     lease_us: u64,
@@ -283,7 +301,7 @@ async fn renew_key(
     for (_, held) in leases {
         inv.arg(&*held.id);
     }
-    store.bounded(Op::Script(&inv)).await
+    store.renew(&inv).await
 }
 
 #[cfg(test)]
