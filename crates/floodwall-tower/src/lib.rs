@@ -105,12 +105,15 @@ mod layer;
 mod live;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+mod missing;
 mod mode;
 mod observe;
 pub mod respond;
 mod service;
 mod settle;
+mod tally;
 mod trace;
+#[cfg(feature = "wait")]
 mod wait;
 
 pub use body::{RejectionBody, ResponseBody};
@@ -123,7 +126,10 @@ pub use future::ResponseFuture;
 pub use headers::{HeaderStyle, retry_after_secs};
 pub use key::Key;
 pub use layer::RateLimitLayer;
-pub use live::{LiveError, LiveLimits};
+pub use live::LiveError;
+#[cfg(feature = "live")]
+pub use live::LiveLimits;
 pub use mode::{RefusalMode, RejectWithError, RejectWithResponse};
 pub use service::RateLimit;
+#[cfg(feature = "charge")]
 pub use settle::Settle;

@@ -46,7 +46,6 @@ mod combine;
 mod global;
 mod header;
 mod ip;
-mod missing;
 mod proxy;
 mod route;
 
