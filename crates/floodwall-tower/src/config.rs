@@ -110,9 +110,9 @@ impl<St, K> Config<St, K> {
             fail_open: false,
             ietf_consts: OnceLock::new(),
             store_down: Arc::new(AtomicBool::new(false)),
-            waiting: Waiting::default(),
+            waiting: Default::default(),
             metrics: Default::default(),
-            settle: settle::Rule::default(),
+            settle: Default::default(),
         }
     }
 

@@ -38,18 +38,34 @@ use crate::wait::{self, Waiters};
 /// | key | peer IP, IPv6 by /64 ([`PeerIp`]) | [`key`](Self::key) |
 /// | policies | the one given to `new` | [`and_policy`](Self::and_policy), [`choose`](Self::choose) |
 /// | cost | 1 per request | [`cost`](Self::cost) |
-/// | cost settled by the response | off | [`charge_by`](Self::charge_by) |
+/// | cost settled by the response | off | [`charge_by`] |
 /// | denial | 429 + `Retry-After` ([`TooManyRequests`](crate::respond::TooManyRequests)) | [`on_reject`](Self::on_reject) |
 /// | store failure | 503 + `Retry-After` ([`ServiceUnavailable`](crate::respond::ServiceUnavailable)), fail closed | [`fail_mode`](Self::fail_mode), [`on_store_failure`](Self::on_store_failure), [`fail_open`](Self::fail_open) |
 /// | no key | refuse with the extractor's status ([`OnMissingKey::Reject`]: 400 for a missing header), built by the denial responder ([`Denial::missing_key`](crate::respond::Denial::missing_key)) | [`on_missing_key`](Self::on_missing_key) |
 /// | headers | IETF `RateLimit` / `RateLimit-Policy` ([`HeaderStyle::Ietf`]) | [`headers`](Self::headers) |
 /// | enforcement | every policy enforced | [`shadow`](Self::shadow), [`enforcement`](Self::enforcement) per policy |
-/// | changes while serving | through the handle | [`live`](Self::live) ([`LiveLimits`]), [`register`](Self::register) |
+/// | changes while serving | through the handle | [`live`] ([`LiveLimits`]), [`register`](Self::register) |
 /// | refusals are | responses | [`reject_with_error`](Self::reject_with_error) |
-/// | waiting for the next slot | off: refused at once | [`wait_up_to`](Self::wait_up_to), [`max_waiting`](Self::max_waiting), [`wait_jitter`](Self::wait_jitter) |
+/// | waiting for the next slot | off: refused at once | [`wait_up_to`], [`max_waiting`], [`wait_jitter`] |
 ///
 /// Cloning the layer clones the store handle and the configuration (reference counts);
 /// each service it builds shares one `Arc` of it.
+///
+/// Waiting, charging and live changes are features (`wait`, `charge`, `live`): see the
+/// [crate's features](crate#features).
+///
+#[cfg_attr(feature = "charge", doc = "[`charge_by`]: Self::charge_by")]
+#[cfg_attr(not(feature = "charge"), doc = "[`charge_by`]: crate#features")]
+#[cfg_attr(feature = "live", doc = "[`live`]: Self::live")]
+#[cfg_attr(not(feature = "live"), doc = "[`live`]: crate#features")]
+#[cfg_attr(feature = "live", doc = "[`LiveLimits`]: crate::LiveLimits")]
+#[cfg_attr(not(feature = "live"), doc = "[`LiveLimits`]: crate#features")]
+#[cfg_attr(feature = "wait", doc = "[`wait_up_to`]: Self::wait_up_to")]
+#[cfg_attr(not(feature = "wait"), doc = "[`wait_up_to`]: crate#features")]
+#[cfg_attr(feature = "wait", doc = "[`max_waiting`]: Self::max_waiting")]
+#[cfg_attr(not(feature = "wait"), doc = "[`max_waiting`]: crate#features")]
+#[cfg_attr(feature = "wait", doc = "[`wait_jitter`]: Self::wait_jitter")]
+#[cfg_attr(not(feature = "wait"), doc = "[`wait_jitter`]: crate#features")]
 pub struct RateLimitLayer<St, K = PeerIp, M = RejectWithResponse> {
     /// Everything but the policies and modes (its `policies` and `shadow` are unused).
     config: Config<St, K>,
@@ -368,6 +384,11 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// This is every policy in [`Enforcement::Shadow`], a chooser's too, except those
     /// given a mode of their own with [`enforcement`](Self::enforcement) (or changed live
     /// with [`LiveLimits::set_enforcement`]).
+    ///
+    #[cfg_attr(
+        not(feature = "live"),
+        doc = "[`LiveLimits::set_enforcement`]: crate#features"
+    )]
     pub fn shadow(self, shadow: bool) -> Self {
         self.map_live(|state| {
             state.fallback = if shadow {
@@ -382,6 +403,8 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// it (`live.policy("login")`), and a [`LiveLimits`] handle can change its quota and
     /// mode. A policy of the same name already known (the layer's own or registered) is
     /// replaced.
+    ///
+    #[cfg_attr(not(feature = "live"), doc = "[`LiveLimits`]: crate#features")]
     pub fn register(self, policy: Policy) -> Self {
         self.map_live(|state| state.register(policy))
     }
@@ -403,6 +426,8 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// # let _ = layer;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    #[cfg_attr(not(feature = "live"), doc = "[`LiveLimits`]: crate#features")]
     pub fn enforcement(self, name: &str, mode: Enforcement) -> Result<Self, LiveError> {
         let mut state = LiveState::clone(&self.live.state());
         state.set_mode(name, mode)?;
