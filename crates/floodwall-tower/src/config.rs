@@ -153,9 +153,6 @@ impl<St, K> Config<St, K> {
     }
 
     /// What the metrics hooks read: the handles of this configuration's own policies.
-    // Forced inline: built on every request for hooks that are empty without the
-    // `metrics` feature, so that it is gone with them.
-    #[inline(always)]
     pub(crate) fn meter(&self) -> Meter<'_> {
         Meter {
             cache: &self.metrics,

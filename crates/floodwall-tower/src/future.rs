@@ -182,7 +182,6 @@ where
 type Decided<ResB, E, R> = Result<Result<Response<ResB>, E>, R>;
 
 /// Adds the admitted request's rate-limit headers, if any, to its response.
-#[inline]
 fn add_headers<ResB>(report: &mut Option<Fields>, res: &mut Response<ResB>) {
     if let Some(report) = report.take() {
         report.write(res.headers_mut());

@@ -89,7 +89,6 @@ type RunRule = dyn FnOnce(&mut Parts) -> Option<Change> + Send;
 #[cfg(not(feature = "charge"))]
 impl Settler {
     /// No settling: the layer has no rule.
-    #[inline(always)]
     pub(crate) fn new<St, C>(_: &Rule, _: &Arc<C>, _: &Key, _: &[Policy], _: u64) -> Option<Self>
     where
         St: Store + 'static,
@@ -178,7 +177,6 @@ pub(crate) enum Settling<R> {
 
 impl<R> Settling<R> {
     /// While the store's change is under way: the held response once it is done.
-    #[inline]
     pub(crate) fn poll_applying(&mut self, cx: &mut Context<'_>) -> Option<Poll<R>> {
         let Self::Applying(applying) = self else {
             return None;

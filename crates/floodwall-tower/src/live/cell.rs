@@ -105,13 +105,11 @@ impl<St: Clone, K> Cell<St, K> {
 impl<St, K> Cell<St, K> {
     /// Whether [`initial`](Self::initial)'s `enforce` is all a request needs: no live
     /// change, every policy enforced.
-    #[inline(always)]
     pub(crate) fn plain(&self) -> bool {
         self.plain.load(Ordering::Acquire)
     }
 
     /// The version the layer was built with.
-    #[inline(always)]
     pub(crate) fn initial(&self) -> &Version<St, K> {
         &self.initial
     }
