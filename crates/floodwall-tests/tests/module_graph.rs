@@ -31,6 +31,8 @@ fn floodwall_tower_modules_import_one_way() {
         .iter()
         .map(|(from, to)| format!("  {from} -> {}", Vec::from_iter(to.clone()).join(", ")))
         .collect();
+    // Shown with `--nocapture`.
+    println!("floodwall-tower's module graph:\n{}", drawn.join("\n"));
     assert!(
         cycles.is_empty(),
         "floodwall-tower's modules import each other in a circle:\n{}\n\nthe graph:\n{}",
