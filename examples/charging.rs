@@ -2,7 +2,7 @@
 //! and an LLM-style endpoint charged by the tokens its answer used.
 //!
 //! ```text
-//! cargo run --example charging
+//! cargo run --example charging --features charge
 //! # Successes never count: as many as you like.
 //! for i in $(seq 10); do curl -s -o /dev/null -w '%{http_code} ' -X POST -H 'x-password: hunter2' http://127.0.0.1:3000/login; done
 //! # Failures do: the sixth within 10 minutes is refused.

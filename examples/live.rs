@@ -2,7 +2,7 @@
 //! the server runs, through the handle the app keeps (`LiveLimits`).
 //!
 //! ```text
-//! cargo run --example live
+//! cargo run --example live --features live
 //! curl -si http://127.0.0.1:3000/                                   # the API: 5/min per IP
 //! curl -s http://127.0.0.1:3001/policies                            # admin: what is in force
 //! curl -s -X PUT -d '100/min' http://127.0.0.1:3001/policies/per-ip/quota

@@ -1,7 +1,7 @@
 //! Waiting instead of refusing: bursts are smoothed into the policy's pace.
 //!
 //! ```text
-//! cargo run --example smoothing
+//! cargo run --example smoothing --features wait
 //! # 15 requests at once: two go through at once, ten leave 200 ms apart (the last at 2 s),
 //! # and the three whose turn is more than 2 s away are refused (429) at once.
 //! for i in $(seq 15); do curl -s -o /dev/null -w '%{http_code} %{time_total}s\n' http://127.0.0.1:3000/ & done; wait

@@ -8,8 +8,12 @@
 //! Features: `axum` / `tonic` let the layer read the peer address (and axum's matched
 //! route) from those servers' connection info — enable the one you serve with; `redis`
 //! adds the Redis store; `tokio` adds `resilience::Timeout` for any store, and lets a
-//! `DenyCache`'s checks wait (bounded) for one of their key in flight; `file` reads the
-//! layer's policies, key and routes from a TOML file (`floodwall::tower::file`).
+//! `DenyCache`'s checks wait (bounded) for one of their key in flight; `wait` lets a refused
+//! request wait for its slot instead (`RateLimitLayer::wait_up_to`), `live` changes the
+//! layer's policies and modes while it serves (`LiveLimits`), `charge` charges each
+//! request by its response (`RateLimitLayer::charge_by`); `file` reads the layer's
+//! policies, key and routes from a TOML file (`floodwall::tower::file`), and turns on
+//! `live`.
 //!
 //! # Writing a store of your own
 //!
@@ -40,7 +44,15 @@ pub use floodwall_redis as redis;
 pub use floodwall_tower as tower;
 
 /// The README's Rust blocks, compiled as doc-tests so they cannot drift from the API. They
-/// use the axum layer and the Redis store, hence the features.
-#[cfg(all(doctest, feature = "axum", feature = "redis"))]
+/// use the axum layer, the Redis store, waiting, live changes and charging, hence the
+/// features.
+#[cfg(all(
+    doctest,
+    feature = "axum",
+    feature = "redis",
+    feature = "wait",
+    feature = "live",
+    feature = "charge"
+))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

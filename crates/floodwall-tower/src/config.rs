@@ -1,4 +1,5 @@
-//! What a layer was configured with: every service it builds shares one copy.
+//! What a layer was configured with: every service it builds shares one copy. The whole
+//! of `impl Config` is here; deciding, waiting and settling read its fields.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
@@ -8,10 +9,25 @@ use http::request::Parts;
 
 use crate::choose::ChoosePolicy;
 use crate::extract::OnMissingKey;
-use crate::headers::{HeaderStyle, IetfConsts};
+use crate::headers::{self, HeaderStyle, IetfConsts};
+use crate::observe::{self, Meter};
 use crate::respond::{OnReject, OnStoreFailure, ServiceUnavailable, TooManyRequests};
-use crate::settle::SettleFn;
+use crate::settle;
+#[cfg(feature = "wait")]
 use crate::wait::Waiting;
+
+/// Without the `wait` feature a refused request never waits.
+#[cfg(not(feature = "wait"))]
+#[derive(Clone, Default)]
+pub(crate) struct Waiting;
+
+#[cfg(not(feature = "wait"))]
+impl Waiting {
+    /// How long a refused request may wait: never.
+    pub(crate) fn max_wait(&self) -> Option<std::time::Duration> {
+        None
+    }
+}
 
 pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
 
@@ -47,9 +63,9 @@ pub(crate) struct Config<St, K> {
     /// Waiting instead of refusing: off unless `wait_up_to` turned it on.
     pub(crate) waiting: Waiting,
     /// The metrics handles of `policies` (nothing without the `metrics` feature).
-    pub(crate) metrics: crate::observe::Cache,
+    pub(crate) metrics: observe::Cache,
     /// Charging by the response: off unless `charge_by` turned it on.
-    pub(crate) settle: Option<Arc<SettleFn>>,
+    pub(crate) settle: settle::Rule,
 }
 
 // By hand: a derive would ask `K: Clone`, and the key extractor is shared, not cloned.
@@ -94,9 +110,9 @@ impl<St, K> Config<St, K> {
             fail_open: false,
             ietf_consts: OnceLock::new(),
             store_down: Arc::new(AtomicBool::new(false)),
-            waiting: Waiting::default(),
+            waiting: Default::default(),
             metrics: Default::default(),
-            settle: None,
+            settle: Default::default(),
         }
     }
 
@@ -134,5 +150,33 @@ impl<St, K> Config<St, K> {
             metrics: self.metrics,
             settle: self.settle,
         }
+    }
+
+    /// What the metrics hooks read: the handles of this configuration's own policies.
+    pub(crate) fn meter(&self) -> Meter<'_> {
+        Meter {
+            cache: &self.metrics,
+            own: &self.policies,
+            shadow: self.shadow,
+        }
+    }
+
+    /// The IETF values of the layer's own policies, worked out once: they depend on
+    /// nothing but the policies. `None` for any other list, another style, or past the
+    /// interning bound.
+    pub(crate) fn ietf_consts(&self, policies: &[Policy]) -> Option<&'static IetfConsts> {
+        if self.headers != HeaderStyle::Ietf || !std::ptr::eq(policies, &*self.policies) {
+            return None;
+        }
+        *self
+            .ietf_consts
+            .get_or_init(|| headers::ietf_consts(policies))
+    }
+}
+
+/// What waiting and settling hold of a configuration shared by its services: its store.
+impl<St, K> AsRef<St> for Config<St, K> {
+    fn as_ref(&self) -> &St {
+        &self.store
     }
 }

@@ -11,11 +11,17 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::body::RejectionBody;
-use crate::decide::Admission;
 use crate::headers::Fields;
-use crate::mode::RefusalMode;
+use crate::mode::{RefusalMode, RejectWithError, RejectWithResponse};
 use crate::settle::{Settler, Settling};
-use crate::{RejectWithError, RejectWithResponse};
+
+/// What happens to a request; `R` is its mode's refusal.
+pub(crate) enum Admission<R> {
+    /// Call the inner service, then add these headers.
+    Admit(Option<Fields>),
+    /// Answer with this refusal; the inner service is not called.
+    Refuse(R),
+}
 
 /// The store's decision, boxed: a store's future borrows the store, the key and the
 /// policy, so it is built inside an `async` block that owns them.
@@ -176,7 +182,6 @@ where
 type Decided<ResB, E, R> = Result<Result<Response<ResB>, E>, R>;
 
 /// Adds the admitted request's rate-limit headers, if any, to its response.
-#[inline]
 fn add_headers<ResB>(report: &mut Option<Fields>, res: &mut Response<ResB>) {
     if let Some(report) = report.take() {
         report.write(res.headers_mut());

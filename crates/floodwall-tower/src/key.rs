@@ -21,13 +21,11 @@ const INLINE: usize = 64;
 
 impl Key {
     /// An empty key.
-    #[inline]
     pub fn new() -> Self {
         Self::default()
     }
 
     /// The key's bytes.
-    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes
     }

@@ -3,21 +3,31 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
+#[cfg(feature = "wait")]
 use std::time::Duration;
 
 use floodwall_core::resilience::{Breaker, FailMode, Fallback};
-use floodwall_core::{ConfigError, Policy, Reservable, Store};
+#[cfg(feature = "wait")]
+use floodwall_core::{ConfigError, Reservable};
+use floodwall_core::{Policy, Store};
 use http::request::Parts;
 use tower_layer::Layer;
 
 use crate::choose::ChoosePolicy;
 use crate::config::Config;
+use crate::enforcement::Enforcement;
 use crate::extract::{ExtractKey, OnMissingKey, PeerIp};
 use crate::headers::HeaderStyle;
-use crate::live::{Cell, LiveError, LiveLimits, LiveState, Shared};
+#[cfg(feature = "live")]
+use crate::live::LiveLimits;
+use crate::live::{Cell, LiveError, LiveState, Shared};
+use crate::mode::{RejectWithError, RejectWithResponse};
 use crate::respond::{OnReject, OnStoreFailure};
-use crate::wait::Waiters;
-use crate::{Enforcement, RateLimit, RejectWithError, RejectWithResponse};
+use crate::service::RateLimit;
+#[cfg(feature = "charge")]
+use crate::settle::{Rule, Settle};
+#[cfg(feature = "wait")]
+use crate::wait::{self, Waiters};
 
 /// Rate-limits the services it wraps: `.layer(RateLimitLayer::new(store, policy))`.
 ///
@@ -28,18 +38,34 @@ use crate::{Enforcement, RateLimit, RejectWithError, RejectWithResponse};
 /// | key | peer IP, IPv6 by /64 ([`PeerIp`]) | [`key`](Self::key) |
 /// | policies | the one given to `new` | [`and_policy`](Self::and_policy), [`choose`](Self::choose) |
 /// | cost | 1 per request | [`cost`](Self::cost) |
-/// | cost settled by the response | off | [`charge_by`](Self::charge_by) |
+/// | cost settled by the response | off | [`charge_by`] |
 /// | denial | 429 + `Retry-After` ([`TooManyRequests`](crate::respond::TooManyRequests)) | [`on_reject`](Self::on_reject) |
 /// | store failure | 503 + `Retry-After` ([`ServiceUnavailable`](crate::respond::ServiceUnavailable)), fail closed | [`fail_mode`](Self::fail_mode), [`on_store_failure`](Self::on_store_failure), [`fail_open`](Self::fail_open) |
 /// | no key | refuse with the extractor's status ([`OnMissingKey::Reject`]: 400 for a missing header), built by the denial responder ([`Denial::missing_key`](crate::respond::Denial::missing_key)) | [`on_missing_key`](Self::on_missing_key) |
 /// | headers | IETF `RateLimit` / `RateLimit-Policy` ([`HeaderStyle::Ietf`]) | [`headers`](Self::headers) |
 /// | enforcement | every policy enforced | [`shadow`](Self::shadow), [`enforcement`](Self::enforcement) per policy |
-/// | changes while serving | through the handle | [`live`](Self::live) ([`LiveLimits`]), [`register`](Self::register) |
+/// | changes while serving | through the handle | [`live`] ([`LiveLimits`]), [`register`](Self::register) |
 /// | refusals are | responses | [`reject_with_error`](Self::reject_with_error) |
-/// | waiting for the next slot | off: refused at once | [`wait_up_to`](Self::wait_up_to), [`max_waiting`](Self::max_waiting), [`wait_jitter`](Self::wait_jitter) |
+/// | waiting for the next slot | off: refused at once | [`wait_up_to`], [`max_waiting`], [`wait_jitter`] |
 ///
 /// Cloning the layer clones the store handle and the configuration (reference counts);
 /// each service it builds shares one `Arc` of it.
+///
+/// Waiting, charging and live changes are features (`wait`, `charge`, `live`): see the
+/// [crate's features](crate#features).
+///
+#[cfg_attr(feature = "charge", doc = "[`charge_by`]: Self::charge_by")]
+#[cfg_attr(not(feature = "charge"), doc = "[`charge_by`]: crate#features")]
+#[cfg_attr(feature = "live", doc = "[`live`]: Self::live")]
+#[cfg_attr(not(feature = "live"), doc = "[`live`]: crate#features")]
+#[cfg_attr(feature = "live", doc = "[`LiveLimits`]: crate::LiveLimits")]
+#[cfg_attr(not(feature = "live"), doc = "[`LiveLimits`]: crate#features")]
+#[cfg_attr(feature = "wait", doc = "[`wait_up_to`]: Self::wait_up_to")]
+#[cfg_attr(not(feature = "wait"), doc = "[`wait_up_to`]: crate#features")]
+#[cfg_attr(feature = "wait", doc = "[`max_waiting`]: Self::max_waiting")]
+#[cfg_attr(not(feature = "wait"), doc = "[`max_waiting`]: crate#features")]
+#[cfg_attr(feature = "wait", doc = "[`wait_jitter`]: Self::wait_jitter")]
+#[cfg_attr(not(feature = "wait"), doc = "[`wait_jitter`]: crate#features")]
 pub struct RateLimitLayer<St, K = PeerIp, M = RejectWithResponse> {
     /// Everything but the policies and modes (its `policies` and `shadow` are unused).
     config: Config<St, K>,
@@ -100,6 +126,13 @@ impl<St: Store + Clone> RateLimitLayer<St> {
     }
 }
 
+impl<S, St: Store + Clone> RateLimit<S, St> {
+    /// A layer wrapping services in `RateLimit`: [`RateLimitLayer::new`].
+    pub fn layer(store: St, policy: Policy) -> RateLimitLayer<St> {
+        RateLimitLayer::new(store, policy)
+    }
+}
+
 impl<St: Store, K, M> RateLimitLayer<St, K, M> {
     /// What to do while the store fails, with a circuit breaker so a dead store costs a
     /// fast failure instead of a timeout per request: wraps the store in
@@ -136,17 +169,19 @@ impl<St: Store, K, M> RateLimitLayer<St, K, M> {
     }
 }
 
+/// Waiting for the next slot instead of refusing (feature `wait`).
+#[cfg(feature = "wait")]
 impl<St, K, M> RateLimitLayer<St, K, M> {
     /// How many requests may wait for their slot at once, over all keys, unless
     /// [`max_waiting`](Self::max_waiting) says otherwise. A waiting request holds its
     /// connection and a future of a few hundred bytes: a thousand of them cost well under
     /// a megabyte.
-    pub const DEFAULT_MAX_WAITING: usize = 1024;
+    pub const DEFAULT_MAX_WAITING: usize = wait::DEFAULT_MAX_WAITING;
 
     /// How many requests of one key may wait at once unless
     /// [`max_waiting`](Self::max_waiting) says otherwise: enough to smooth a client's
     /// burst, few enough that one client cannot take every place.
-    pub const DEFAULT_MAX_WAITING_PER_KEY: usize = 32;
+    pub const DEFAULT_MAX_WAITING_PER_KEY: usize = wait::DEFAULT_MAX_WAITING_PER_KEY;
 
     /// Waits for the next slot instead of refusing, up to `max_wait`: a request refused
     /// with a `retry_after` of at most `max_wait` books the next slot in the store, waits
@@ -214,7 +249,9 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     pub fn wait_jitter(self, jitter: Duration) -> Self {
         self.map(|s| s.waiting.jitter = jitter.min(Reservable::MAX_WAIT))
     }
+}
 
+impl<St, K, M> RateLimitLayer<St, K, M> {
     fn map(mut self, f: impl FnOnce(&mut Config<St, K>)) -> Self {
         f(&mut self.config);
         // Anything built from the old configuration is stale.
@@ -269,7 +306,8 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
         self.map(|s| s.cost = Some(Arc::new(cost)))
     }
 
-    /// Settles each admitted request's cost from its response: the rule reads the
+    #[cfg(feature = "charge")]
+    /// Settles each admitted request's cost from its response (feature `charge`): the rule reads the
     /// response's head (and may change it: remove a cost header the handler set) and says
     /// what the request cost ([`Settle`](crate::Settle)); the difference from what its
     /// check charged is charged, even past the limit, or refunded. Count only failed
@@ -296,9 +334,9 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// ```
     pub fn charge_by(
         self,
-        rule: impl Fn(&mut http::response::Parts) -> crate::Settle + Send + Sync + 'static,
+        rule: impl Fn(&mut http::response::Parts) -> Settle + Send + Sync + 'static,
     ) -> Self {
-        self.map(|s| s.settle = Some(Arc::new(rule)))
+        self.map(|s| s.settle = Rule(Some(Arc::new(rule))))
     }
 
     /// Builds denials with this responder: [`Json`](crate::respond::Json),
@@ -346,6 +384,11 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// This is every policy in [`Enforcement::Shadow`], a chooser's too, except those
     /// given a mode of their own with [`enforcement`](Self::enforcement) (or changed live
     /// with [`LiveLimits::set_enforcement`]).
+    ///
+    #[cfg_attr(
+        not(feature = "live"),
+        doc = "[`LiveLimits::set_enforcement`]: crate#features"
+    )]
     pub fn shadow(self, shadow: bool) -> Self {
         self.map_live(|state| {
             state.fallback = if shadow {
@@ -360,6 +403,8 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// it (`live.policy("login")`), and a [`LiveLimits`] handle can change its quota and
     /// mode. A policy of the same name already known (the layer's own or registered) is
     /// replaced.
+    ///
+    #[cfg_attr(not(feature = "live"), doc = "[`LiveLimits`]: crate#features")]
     pub fn register(self, policy: Policy) -> Self {
         self.map_live(|state| state.register(policy))
     }
@@ -381,6 +426,8 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// # let _ = layer;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    #[cfg_attr(not(feature = "live"), doc = "[`LiveLimits`]: crate#features")]
     pub fn enforcement(self, name: &str, mode: Enforcement) -> Result<Self, LiveError> {
         let mut state = LiveState::clone(&self.live.state());
         state.set_mode(name, mode)?;
@@ -425,6 +472,7 @@ where
     }
 }
 
+#[cfg(feature = "live")]
 impl<St, K, M> RateLimitLayer<St, K, M> {
     /// The handle on this layer's policies and modes, to change them while the service
     /// runs ([`LiveLimits`]): this layer, its clones and every service they build follow
@@ -462,8 +510,10 @@ impl<St: Clone, K, M> Clone for RateLimitLayer<St, K, M> {
 
 impl<St, K, M> fmt::Debug for RateLimitLayer<St, K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.live.state();
         f.debug_struct("RateLimitLayer")
-            .field("live", &self.live())
+            .field("policies", &state.own)
+            .field("registered", &state.registered)
             .field("headers", &self.config.headers)
             .finish_non_exhaustive()
     }

@@ -24,7 +24,7 @@
 //!   request, [shadow mode](RateLimitLayer::shadow), and an
 //!   [error mode](RateLimitLayer::reject_with_error) with [`RateLimited`].
 //! - Quotas and [modes](Enforcement) (enforced, shadow, off) change while the service runs,
-//!   per request atomically, through the layer's [`LiveLimits`] handle.
+//!   per request atomically, through the layer's [`LiveLimits`] handle (feature `live`).
 //!
 //! # Examples
 //!
@@ -87,6 +87,26 @@
     not(feature = "file"),
     doc = "  (the `file` module, with the feature)."
 )]
+//! - `wait`: a refused request may wait for its slot instead
+//!   ([`RateLimitLayer::wait_up_to`]), on tokio's timer.
+//! - `live`: change policies and modes while the layer serves ([`LiveLimits`], through
+//!   arc-swap).
+//! - `charge`: charge each request by its response ([`RateLimitLayer::charge_by`],
+//!   [`Settle`]).
+//!
+//! None is on by default: without them the layer brings no tokio, arc-swap or serde.
+//! `file` turns on `live`.
+//!
+#![cfg_attr(
+    not(feature = "wait"),
+    doc = "[`RateLimitLayer::wait_up_to`]: crate#features"
+)]
+#![cfg_attr(not(feature = "live"), doc = "[`LiveLimits`]: crate#features")]
+#![cfg_attr(
+    not(feature = "charge"),
+    doc = "[`RateLimitLayer::charge_by`]: crate#features"
+)]
+#![cfg_attr(not(feature = "charge"), doc = "[`Settle`]: crate#features")]
 
 mod body;
 pub mod choose;
@@ -105,12 +125,15 @@ mod layer;
 mod live;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+mod missing;
 mod mode;
 mod observe;
 pub mod respond;
 mod service;
 mod settle;
+mod tally;
 mod trace;
+#[cfg(feature = "wait")]
 mod wait;
 
 pub use body::{RejectionBody, ResponseBody};
@@ -123,7 +146,10 @@ pub use future::ResponseFuture;
 pub use headers::{HeaderStyle, retry_after_secs};
 pub use key::Key;
 pub use layer::RateLimitLayer;
-pub use live::{LiveError, LiveLimits};
+pub use live::LiveError;
+#[cfg(feature = "live")]
+pub use live::LiveLimits;
 pub use mode::{RefusalMode, RejectWithError, RejectWithResponse};
 pub use service::RateLimit;
+#[cfg(feature = "charge")]
 pub use settle::Settle;

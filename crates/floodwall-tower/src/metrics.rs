@@ -215,7 +215,6 @@ pub(crate) struct CacheInner {
 
 impl Cache {
     /// Calls `f` with the handles of `policies[i]`; `own` is the layer's policy list.
-    #[inline]
     pub(crate) fn with(
         &self,
         own: &[Policy],

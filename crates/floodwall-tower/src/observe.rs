@@ -4,8 +4,6 @@
 
 use floodwall_core::{Acquired, ConcurrencyLimit, Decision, Error, Policy};
 
-use crate::config::Config;
-
 /// Whether the hooks do anything: a loop that only calls hooks is skipped when they do not.
 pub(crate) const ON: bool = cfg!(feature = "metrics");
 
@@ -17,6 +15,18 @@ pub(crate) type Cache = crate::metrics::Cache;
 #[cfg(not(feature = "metrics"))]
 #[derive(Default, Clone)]
 pub(crate) struct Cache;
+
+/// What the hooks read of a rate layer's configuration: its metrics handles, its own
+/// policies (whose handles are cached) and whether it is in shadow mode. Built per call
+/// from three fields, and gone without the feature.
+#[derive(Clone, Copy)]
+// Without the feature the hooks are empty and read none of it.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+pub(crate) struct Meter<'a> {
+    pub(crate) cache: &'a Cache,
+    pub(crate) own: &'a [Policy],
+    pub(crate) shadow: bool,
+}
 
 /// What an in-flight layer keeps for its metrics: its limit's handles, registered at its
 /// first request (nothing without the feature).
@@ -56,12 +66,12 @@ pub(crate) fn in_flight(
 
 /// Counts policy `policies[i]`'s decision on a request whose outcome is final.
 #[inline(always)]
-pub(crate) fn decided<St, K>(config: &Config<St, K>, policies: &[Policy], i: usize, d: &Decision) {
+pub(crate) fn decided(meter: Meter<'_>, policies: &[Policy], i: usize, d: &Decision) {
     #[cfg(feature = "metrics")]
     {
         use crate::metrics::{Outcome, near_limit};
-        let outcome = Outcome::of(d, config.shadow);
-        config.metrics.with(&config.policies, policies, i, |h| {
+        let outcome = Outcome::of(d, meter.shadow);
+        meter.cache.with(meter.own, policies, i, |h| {
             h.count(outcome);
             if near_limit(d) {
                 h.near_limit();
@@ -69,37 +79,37 @@ pub(crate) fn decided<St, K>(config: &Config<St, K>, policies: &[Policy], i: usi
         });
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = (config, policies, i, d);
+    let _ = (meter, policies, i, d);
 }
 
 /// Counts a request whose cost `policies[i]` can never pass: a refusal.
 #[inline(always)]
-pub(crate) fn too_costly<St, K>(config: &Config<St, K>, policies: &[Policy], i: usize) {
+pub(crate) fn too_costly(meter: Meter<'_>, policies: &[Policy], i: usize) {
     #[cfg(feature = "metrics")]
     {
         use crate::metrics::Outcome;
-        let outcome = if config.shadow {
+        let outcome = if meter.shadow {
             Outcome::ShadowRefused
         } else {
             Outcome::Refused
         };
-        config
-            .metrics
-            .with(&config.policies, policies, i, |h| h.count(outcome));
+        meter
+            .cache
+            .with(meter.own, policies, i, |h| h.count(outcome));
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = (config, policies, i);
+    let _ = (meter, policies, i);
 }
 
 /// Counts a store failure while checking `policies[i]`.
 #[inline(always)]
-pub(crate) fn store_error<St, K>(config: &Config<St, K>, policies: &[Policy], i: usize) {
+pub(crate) fn store_error(meter: Meter<'_>, policies: &[Policy], i: usize) {
     #[cfg(feature = "metrics")]
-    config.metrics.with(&config.policies, policies, i, |h| {
+    meter.cache.with(meter.own, policies, i, |h| {
         h.count(crate::metrics::Outcome::StoreError)
     });
     #[cfg(not(feature = "metrics"))]
-    let _ = (config, policies, i);
+    let _ = (meter, policies, i);
 }
 
 /// Times a store call the layer waits for (nothing without the feature).
@@ -119,15 +129,15 @@ impl Timer {
 
     /// Records the call's duration under `policies[i]`.
     #[inline(always)]
-    pub(crate) fn stop<St, K>(self, config: &Config<St, K>, policies: &[Policy], i: usize) {
+    pub(crate) fn stop(self, meter: Meter<'_>, policies: &[Policy], i: usize) {
         #[cfg(feature = "metrics")]
         {
             let took = self.start.elapsed();
-            config
-                .metrics
-                .with(&config.policies, policies, i, |h| h.store_call(took));
+            meter
+                .cache
+                .with(meter.own, policies, i, |h| h.store_call(took));
         }
         #[cfg(not(feature = "metrics"))]
-        let _ = (self, config, policies, i);
+        let _ = (self, meter, policies, i);
     }
 }

@@ -12,15 +12,18 @@ use tower_service::Service;
 use crate::body::RejectionBody;
 use crate::choose::Choice;
 use crate::config::Config;
-use crate::decide::{Admission, Checked, Pending, PolicyList};
+use crate::decide::{self, Checked, Pending};
+use crate::enforcement::Enforcement;
 use crate::extract::{ExtractKey, KeyError, PeerIp};
-use crate::future::{CheckFuture, ResponseFuture};
+use crate::future::{Admission, CheckFuture, ResponseFuture};
+use crate::key::Key;
 use crate::live::{Cell, LiveState, Version};
-use crate::mode::RefusalMode;
+use crate::mode::{RefusalMode, RejectWithError, RejectWithResponse};
 use crate::settle::Settler;
-use crate::{Enforcement, Key, RateLimitLayer, RejectWithError, RejectWithResponse};
+use crate::tally::PolicyList;
 
-/// Rate-limits the requests to an inner service; built by [`RateLimitLayer`].
+/// Rate-limits the requests to an inner service; built by
+/// [`RateLimitLayer`](crate::RateLimitLayer).
 ///
 /// For each request it extracts a key, checks it against the policies in the store, and
 /// either calls the inner service (adding rate-limit headers to its response) or answers
@@ -38,7 +41,8 @@ pub struct RateLimit<S, St = MemoryStore, K = PeerIp, M = RejectWithResponse> {
 }
 
 impl<S, St: Store + Clone> RateLimit<S, St> {
-    /// Limits `inner` by `policy`, keyed by peer IP; see [`RateLimitLayer`] for the rest.
+    /// Limits `inner` by `policy`, keyed by peer IP; see
+    /// [`RateLimitLayer`](crate::RateLimitLayer) for the rest.
     pub fn new(inner: S, store: St, policy: Policy) -> Self {
         let state = Arc::new(LiveState {
             own: vec![policy.clone()],
@@ -46,11 +50,6 @@ impl<S, St: Store + Clone> RateLimit<S, St> {
         });
         let config = Config::new(store, PeerIp::new(), policy);
         Self::from_cell(inner, Arc::new(Cell::new(config, state)))
-    }
-
-    /// A layer wrapping services in `RateLimit`: [`RateLimitLayer::new`].
-    pub fn layer(store: St, policy: Policy) -> RateLimitLayer<St> {
-        RateLimitLayer::new(store, policy)
     }
 }
 
@@ -215,10 +214,10 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
             Choice::Policy(policy) => std::slice::from_ref(policy),
             Choice::Policies(list) => list,
         };
-        match config.decide_now::<M>(key, policies, cost) {
+        match decide::now::<M, St, K>(config, key, policies, cost) {
             // `self.inner` is the service `poll_ready` made ready: call it in place.
             Checked::Decided(Admission::Admit(report)) => {
-                match Settler::new(config, key, policies, cost) {
+                match Settler::new::<St, _>(&config.settle, config, key, policies, cost) {
                     None => ResponseFuture::calling(self.inner.call(req), report),
                     Some(settle) => ResponseFuture::settling(self.inner.call(req), report, settle),
                 }
@@ -227,11 +226,11 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
             // one under attack, or on Redis).
             Checked::Decided(Admission::Refuse(refusal)) => ResponseFuture::refused(refusal),
             Checked::Waiting(pending) => {
-                let settle = Settler::new(config, key, policies, cost);
+                let settle = Settler::new::<St, _>(&config.settle, config, key, policies, cost);
                 let (config, policies) = (Arc::clone(config), owned(config, choice));
                 let key = std::mem::take(key);
                 let check = Box::pin(async move {
-                    Config::decide_rest::<M>(config, key, policies, cost, pending).await
+                    decide::rest::<M, St, K>(config, key, policies, cost, pending).await
                 });
                 self.checking(check, req, settle)
             }
@@ -276,13 +275,13 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
             (true, false) => self.check_with(shadow, req, key, own(shadowed), cost),
             (false, false) => {
                 let both: Vec<Policy> = enforced.iter().chain(shadowed.iter()).cloned().collect();
-                let settle = Settler::new(enforce, key, &both, cost);
+                let settle = Settler::new::<St, _>(&enforce.settle, enforce, key, &both, cost);
                 let (enforce, shadow) = (Arc::clone(enforce), Arc::clone(shadow));
                 let key = std::mem::take(key);
                 let check = Box::pin(async move {
                     let enforced = PolicyList::Many(enforced);
                     let pending = Pending::default();
-                    match Config::decide_rest::<M>(enforce, key.clone(), enforced, cost, pending)
+                    match decide::rest::<M, St, K>(enforce, key.clone(), enforced, cost, pending)
                         .await
                     {
                         // The headers are the enforced policies': those that can refuse.
@@ -290,7 +289,7 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
                             let shadowed = PolicyList::Many(shadowed);
                             let pending = Pending::default();
                             // In shadow mode, always an admission.
-                            let _ = Config::decide_rest::<M>(shadow, key, shadowed, cost, pending)
+                            let _ = decide::rest::<M, St, K>(shadow, key, shadowed, cost, pending)
                                 .await;
                             Admission::Admit(fields)
                         }
@@ -330,7 +329,11 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
         S: Service<Request<B>>,
         St: Store,
     {
-        match config.missing_key::<M>(error) {
+        let shadow = config.shadow || config.enforces_none;
+        match config
+            .on_missing
+            .refusal::<M>(shadow, error, &*config.on_reject)
+        {
             Some(refusal) => ResponseFuture::refused(refusal),
             None => ResponseFuture::calling(self.inner.call(req), None),
         }

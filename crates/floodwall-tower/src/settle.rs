@@ -15,13 +15,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use floodwall_core::{Adjustment, Policy, Store, StoreExt};
+#[cfg(feature = "charge")]
+use floodwall_core::Adjustment;
+use floodwall_core::{Policy, Store, StoreExt};
 use http::Response;
+#[cfg(feature = "charge")]
 use http::response::Parts;
 
-use crate::Key;
-use crate::config::Config;
+use crate::key::Key;
 
+#[cfg(feature = "charge")]
 /// What a request cost, decided from its response by the rule given to
 /// [`RateLimitLayer::charge_by`](crate::RateLimitLayer::charge_by).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,6 +40,7 @@ pub enum Settle {
     Cost(u64),
 }
 
+#[cfg(feature = "charge")]
 impl Settle {
     /// The change to make after a check that charged `charged`; `None`: none.
     pub(crate) fn adjustment(self, charged: u64) -> Option<Adjustment> {
@@ -51,57 +55,98 @@ impl Settle {
     }
 }
 
+#[cfg(feature = "charge")]
 /// The rule: the response's head (which it may change: a cost header the handler set is
 /// usually removed) to what the request cost.
 pub(crate) type SettleFn = dyn Fn(&mut Parts) -> Settle + Send + Sync;
+
+/// A layer's rule, if it has one: what it keeps for settling.
+#[cfg(feature = "charge")]
+#[derive(Clone, Default)]
+pub(crate) struct Rule(pub(crate) Option<Arc<SettleFn>>);
+
+/// Without the `charge` feature a layer has no rule.
+#[cfg(not(feature = "charge"))]
+#[derive(Clone, Default)]
+pub(crate) struct Rule;
 
 /// The store's change a response settles, made by the rule.
 type Change = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// What an admitted request settles once its response is there: made at its check, only
 /// when the layer has a rule.
+#[cfg(feature = "charge")]
 pub(crate) struct Settler(Box<RunRule>);
 
+/// Without the `charge` feature no request settles anything.
+#[cfg(not(feature = "charge"))]
+pub(crate) enum Settler {}
+
 /// A rule bound to one request: the response's head to the store's change, if any.
+#[cfg(feature = "charge")]
 type RunRule = dyn FnOnce(&mut Parts) -> Option<Change> + Send;
 
+#[cfg(not(feature = "charge"))]
 impl Settler {
-    /// The settling of a request of `key`, checked against `policies` at `cost`; `None`
-    /// (one test, on every request) when the layer has no rule.
+    /// No settling: the layer has no rule.
+    pub(crate) fn new<St, C>(_: &Rule, _: &Arc<C>, _: &Key, _: &[Policy], _: u64) -> Option<Self>
+    where
+        St: Store + 'static,
+        C: AsRef<St> + Send + Sync + 'static,
+    {
+        None
+    }
+
+    fn apply<B>(self, _: &mut Response<B>) -> Option<Change> {
+        match self {}
+    }
+}
+
+#[cfg(feature = "charge")]
+impl Settler {
+    /// The settling of a request of `key`, checked against `policies` at `cost`, in the
+    /// store `store` holds; `None` (one test, on every request) when the layer has no rule.
     #[inline(always)]
-    pub(crate) fn new<St, K>(
-        config: &Arc<Config<St, K>>,
+    pub(crate) fn new<St, C>(
+        rule: &Rule,
+        store: &Arc<C>,
         key: &Key,
         policies: &[Policy],
         cost: u64,
     ) -> Option<Self>
     where
         St: Store + 'static,
-        K: Send + Sync + 'static,
+        C: AsRef<St> + Send + Sync + 'static,
     {
-        let rule = config.settle.as_ref()?;
-        Some(Self::with(config, Arc::clone(rule), key, policies, cost))
+        let rule = rule.0.as_ref()?;
+        Some(Self::with::<St, C>(
+            Arc::clone(rule),
+            store,
+            key,
+            policies,
+            cost,
+        ))
     }
 
     /// [`new`](Self::new) for a layer with a rule: out of line, off the usual path.
     #[inline(never)]
-    fn with<St, K>(
-        config: &Arc<Config<St, K>>,
+    fn with<St, C>(
         rule: Arc<SettleFn>,
+        store: &Arc<C>,
         key: &Key,
         policies: &[Policy],
         cost: u64,
     ) -> Self
     where
         St: Store + 'static,
-        K: Send + Sync + 'static,
+        C: AsRef<St> + Send + Sync + 'static,
     {
-        let config = Arc::clone(config);
+        let store = Arc::clone(store);
         let key = key.clone();
         let policies = policies.to_vec();
         Self(Box::new(move |head: &mut Parts| {
             let adjustment = rule(head).adjustment(cost)?;
-            Some(change(config, key, policies, adjustment))
+            Some(change::<St, C>(store, key, policies, adjustment))
         }))
     }
 
@@ -132,7 +177,6 @@ pub(crate) enum Settling<R> {
 
 impl<R> Settling<R> {
     /// While the store's change is under way: the held response once it is done.
-    #[inline]
     pub(crate) fn poll_applying(&mut self, cx: &mut Context<'_>) -> Option<Poll<R>> {
         let Self::Applying(applying) = self else {
             return None;
@@ -170,23 +214,16 @@ impl<B> Settling<Response<B>> {
 }
 
 /// Makes `adjustment` on every policy; a failure is logged, never the response's.
-fn change<St, K>(
-    config: Arc<Config<St, K>>,
-    key: Key,
-    policies: Vec<Policy>,
-    adjustment: Adjustment,
-) -> Change
+#[cfg(feature = "charge")]
+fn change<St, C>(store: Arc<C>, key: Key, policies: Vec<Policy>, adjustment: Adjustment) -> Change
 where
     St: Store + 'static,
-    K: Send + Sync + 'static,
+    C: AsRef<St> + Send + Sync + 'static,
 {
     Box::pin(async move {
+        let store: &St = (*store).as_ref();
         for policy in &policies {
-            if let Err(error) = config
-                .store
-                .adjust(key.as_bytes(), policy, adjustment)
-                .await
-            {
+            if let Err(error) = store.adjust(key.as_bytes(), policy, adjustment).await {
                 tracing::warn!(
                     target: "floodwall",
                     policy = policy.name(),
@@ -199,7 +236,7 @@ where
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "charge"))]
 mod tests {
     use super::*;
 

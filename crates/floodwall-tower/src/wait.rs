@@ -3,6 +3,9 @@
 //! store, waits for it on tokio's timer, then proceeds. What waits is bounded per key and
 //! in all ([`Waiters`]); a waiting request dropped before its slot cancels its booking
 //! ([`Bookings`]).
+//!
+//! Waiting holds the store, the key and the policies it books, and answers how it ended
+//! ([`Waited`]); turning that into an admission or a refusal is the decider's.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -11,13 +14,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use floodwall_core::{Policy, Reservable, Reservation, Store, StoreExt};
+use floodwall_core::{Decision, Policy, Reservable, Reservation, Store, StoreExt};
 use smallvec::SmallVec;
 
-use crate::Key;
-use crate::config::Config;
-use crate::decide::{Admission, PolicyList, Tally};
-use crate::mode::sealed::Refuse;
+use crate::key::Key;
+
+/// How many requests may wait at once over all keys, unless the layer says otherwise
+/// (`RateLimitLayer::DEFAULT_MAX_WAITING`).
+pub(crate) const DEFAULT_MAX_WAITING: usize = 1024;
+
+/// How many requests of one key may wait at once, unless the layer says otherwise
+/// (`RateLimitLayer::DEFAULT_MAX_WAITING_PER_KEY`).
+pub(crate) const DEFAULT_MAX_WAITING_PER_KEY: usize = 32;
 
 /// What a layer's waiting is configured with (copied into each service's configuration;
 /// the counters are shared).
@@ -36,21 +44,17 @@ impl Default for Waiting {
             max_wait: None,
             jitter: Duration::ZERO,
             waiters: Arc::new(Waiters::new(
-                crate::RateLimitLayer::<()>::DEFAULT_MAX_WAITING,
-                crate::RateLimitLayer::<()>::DEFAULT_MAX_WAITING_PER_KEY,
+                DEFAULT_MAX_WAITING,
+                DEFAULT_MAX_WAITING_PER_KEY,
             )),
         }
     }
 }
 
 impl Waiting {
-    /// Whether a refusal recorded in `tally` may wait: waiting is on, and every policy
-    /// that refused says when within the bound (a cost that can never pass never waits).
-    pub(crate) fn may_wait(&self, tally: &Tally) -> bool {
-        let Some(max) = self.max_wait else {
-            return false;
-        };
-        tally.refused_within(max)
+    /// How long a refused request may wait for its slot; `None`: it may not.
+    pub(crate) fn max_wait(&self) -> Option<Duration> {
+        self.max_wait
     }
 }
 
@@ -139,24 +143,32 @@ impl Drop for Waiter {
 }
 
 /// The slots one request booked, cancelled if it is dropped before it proceeds (its
-/// client went away): each slot then goes back where the algorithm allows it.
-struct Bookings<St: Store + 'static, K: Send + Sync + 'static> {
-    config: Arc<Config<St, K>>,
+/// client went away): each slot then goes back where the algorithm allows it. `C` holds
+/// the store (the layer's configuration, shared).
+struct Bookings<St, C>
+where
+    St: Store + 'static,
+    C: AsRef<St> + Send + Sync + 'static,
+{
+    store: Arc<C>,
     key: Key,
     held: SmallVec<[(Reservable, Reservation); 1]>,
+    _store: std::marker::PhantomData<fn() -> St>,
 }
 
-impl<St: Store + 'static, K: Send + Sync + 'static> Bookings<St, K> {
+impl<St, C> Bookings<St, C>
+where
+    St: Store + 'static,
+    C: AsRef<St> + Send + Sync + 'static,
+{
     /// Cancels every booking, at once where the store answers without waiting (the memory
     /// store), else on a task of its own: a dropped future cannot wait.
     fn cancel_all(&mut self) {
         for (policy, reservation) in self.held.drain(..) {
-            let (config, key) = (Arc::clone(&self.config), self.key.clone());
+            let (store, key) = (Arc::clone(&self.store), self.key.clone());
             let mut cancel = Box::pin(async move {
-                let _ = config
-                    .store
-                    .cancel(key.as_bytes(), &policy, &reservation)
-                    .await;
+                let store: &St = (*store).as_ref();
+                let _ = store.cancel(key.as_bytes(), &policy, &reservation).await;
             });
             if cancel
                 .as_mut()
@@ -170,69 +182,80 @@ impl<St: Store + 'static, K: Send + Sync + 'static> Bookings<St, K> {
     }
 }
 
-impl<St: Store + 'static, K: Send + Sync + 'static> Drop for Bookings<St, K> {
+impl<St, C> Drop for Bookings<St, C>
+where
+    St: Store + 'static,
+    C: AsRef<St> + Send + Sync + 'static,
+{
     fn drop(&mut self) {
         self.cancel_all();
     }
 }
 
-/// A request that some policies refused with a `retry_after` within the layer's bound:
-/// books a slot in each of them (in each policy, when several counted none of it), waits for the latest on tokio's timer, and admits it; or
-/// refuses it as without waiting when it cannot wait (a bound reached, a slot now beyond
-/// the bound, a policy that cannot book).
-pub(crate) async fn book_and_wait<St, K, M>(
-    config: Arc<Config<St, K>>,
+/// The decisions booking gave, each with its policy's index: they replace the refusals
+/// in the request's tally.
+pub(crate) type Booked = SmallVec<[(usize, Decision); 2]>;
+
+/// How a request that set out to wait ended.
+pub(crate) enum Waited {
+    /// Every slot booked and its time come: admit it, with these decisions.
+    Admitted(Booked),
+    /// It could not wait (a bound reached, a slot now beyond the bound, a policy that
+    /// cannot book): refuse it as without waiting, with the decisions booked so far.
+    Refused(Booked),
+    /// The store failed booking policy `i`.
+    Failed(usize, floodwall_core::Error),
+}
+
+/// A request that policies `refused` (indexes into `policies`) refused with a
+/// `retry_after` within the layer's bound: books a slot in each of them, waits for the
+/// latest on tokio's timer, and says so; or says why it could not wait. `store` holds
+/// the store the slots are booked in.
+pub(crate) async fn book_and_wait<St, C>(
+    waiting: &Waiting,
+    store: Arc<C>,
     key: Key,
-    policies: PolicyList,
+    policies: &[Policy],
+    refused: &[usize],
     cost: u64,
-    mut tally: Tally,
-) -> Admission<M::Refusal>
+) -> Waited
 where
     St: Store + 'static,
-    K: Send + Sync + 'static,
-    M: Refuse,
+    C: AsRef<St> + Send + Sync + 'static,
 {
-    let waiting = &config.waiting;
+    let mut booked = Booked::new();
     let Some(max_wait) = waiting.max_wait else {
-        return config.refuse::<M>(&tally, policies.as_slice());
+        return Waited::Refused(booked);
     };
     let Some(waiter) = waiting.waiters.enter(key.as_bytes()) else {
-        return config.refuse::<M>(&tally, policies.as_slice());
+        return Waited::Refused(booked);
     };
-    let mut bookings = Bookings {
-        config: Arc::clone(&config),
+    let mut bookings = Bookings::<St, C> {
+        store,
         key,
         held: SmallVec::new(),
-    };
-    // Several policies counted none of the refusal (all or nothing): every one books.
-    let refused: SmallVec<[usize; 2]> = match policies.as_slice().len() {
-        1 => tally.refused().collect(),
-        n => (0..n).collect(),
+        _store: std::marker::PhantomData,
     };
     let mut wait = Duration::ZERO;
-    for i in refused {
-        let policy: &Policy = &policies.as_slice()[i];
-        let Ok(reservable) = Reservable::new(policy.clone()) else {
-            return config.refuse::<M>(&tally, policies.as_slice());
+    for &i in refused {
+        let Ok(reservable) = Reservable::new(policies[i].clone()) else {
+            return Waited::Refused(booked);
         };
-        let booked = config
-            .store
+        let store: &St = (*bookings.store).as_ref();
+        let result = store
             .reserve(bookings.key.as_bytes(), &reservable, cost, max_wait)
             .await;
-        match booked {
+        match result {
             Ok(r) => {
-                tally.set(i, r.decision);
+                booked.push((i, r.decision));
                 if !r.is_booked() {
-                    return config.refuse::<M>(&tally, policies.as_slice());
+                    return Waited::Refused(booked);
                 }
                 wait = wait.max(r.wait);
                 bookings.held.push((reservable, r));
             }
-            Err(e) if e.is_store_failure() => {
-                crate::observe::store_error(&config, policies.as_slice(), i);
-                return config.store_failed::<M>(e);
-            }
-            Err(_) => return config.refuse::<M>(&tally, policies.as_slice()),
+            Err(e) if e.is_store_failure() => return Waited::Failed(i, e),
+            Err(_) => return Waited::Refused(booked),
         }
     }
     let jitter = match waiting.jitter.as_micros() {
@@ -245,8 +268,7 @@ where
     // Proceeding: the slots are used, nothing to cancel.
     bookings.held.clear();
     drop(waiter);
-    let policies = policies.as_slice();
-    config.admit_after_wait::<M>(&tally, policies)
+    Waited::Admitted(booked)
 }
 
 #[cfg(test)]

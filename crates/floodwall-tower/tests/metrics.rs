@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use axum::body::Body;
 use floodwall_core::{DenyCache, ManualClock, MemoryStore, StoreExt};
 use floodwall_test_support::*;
+use floodwall_tower::RateLimitLayer;
 use floodwall_tower::metrics::{NEAR_LIMIT, REQUESTS, STORE_DURATION};
-use floodwall_tower::{Enforcement, RateLimitLayer};
 use http::Request;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tower::{Layer, Service, ServiceExt};
@@ -232,6 +232,7 @@ async fn an_in_flight_limit_counts_under_its_name() {
     assert_eq!(requests(&seen, "jobs", "refused"), 1);
 }
 
+#[cfg(feature = "live")]
 #[tokio::test(flavor = "current_thread")]
 async fn a_policy_in_shadow_counts_shadow_refused_and_one_off_counts_nothing() {
     let recorder = DebuggingRecorder::new();
@@ -242,8 +243,10 @@ async fn a_policy_in_shadow_counts_shadow_refused_and_one_off_counts_nothing() {
         .and_policy(gcra("trial", "1/min"))
         .and_policy(gcra("unused", "1/min"));
     let live = layer.live();
-    live.set_enforcement("trial", Enforcement::Shadow).unwrap();
-    live.set_enforcement("unused", Enforcement::Off).unwrap();
+    live.set_enforcement("trial", floodwall_tower::Enforcement::Shadow)
+        .unwrap();
+    live.set_enforcement("unused", floodwall_tower::Enforcement::Off)
+        .unwrap();
     let mut svc = layer.layer(hello());
 
     assert_eq!(send(&mut svc, "10.0.0.3", 3).await, [200, 200, 200]);

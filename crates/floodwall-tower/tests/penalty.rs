@@ -8,7 +8,7 @@ use floodwall_core::{Penalty, Policy};
 use floodwall_test_support::*;
 use floodwall_tower::RateLimitLayer;
 use floodwall_tower::extract::PeerIp;
-use floodwall_tower::respond::{Json, ProblemJson};
+use floodwall_tower::respond::Json;
 use http::StatusCode;
 use tower::{Layer, ServiceExt};
 
@@ -57,6 +57,7 @@ async fn a_brute_force_client_is_banned_with_retry_after_the_remainder() {
     assert_eq!(free.status(), StatusCode::OK);
 }
 
+#[cfg(feature = "wait")]
 #[tokio::test]
 async fn a_problem_body_says_banned_and_a_waiting_layer_does_not_wait_out_a_ban() {
     let (store, _clock) = store();
@@ -64,7 +65,7 @@ async fn a_problem_body_says_banned_and_a_waiting_layer_does_not_wait_out_a_ban(
         .with_penalty(Penalty::new(1, Duration::from_secs(60), Duration::from_secs(2)).unwrap());
     // A wait longer than the ban: the layer still refuses a banned key at once.
     let svc = RateLimitLayer::new(store, policy)
-        .on_reject(ProblemJson)
+        .on_reject(floodwall_tower::respond::ProblemJson)
         .wait_up_to(Duration::from_secs(30))
         .unwrap()
         .layer(hello());

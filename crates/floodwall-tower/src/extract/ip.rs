@@ -83,7 +83,6 @@ impl Default for PeerIp {
 }
 
 impl PeerIp {
-    #[inline]
     fn key_of(&self, req: &impl Head, key: &mut Key) -> Result<(), KeyError> {
         let ip = peer_ip(req).ok_or_else(missing_peer)?;
         write_ip(ip, self.v4_prefix, self.v6_prefix, key);
@@ -92,12 +91,10 @@ impl PeerIp {
 }
 
 impl ExtractKey for PeerIp {
-    #[inline]
     fn extract(&self, req: &Parts, key: &mut Key) -> Result<(), KeyError> {
         self.key_of(req, key)
     }
 
-    #[inline]
     fn extract_request<B>(&self, req: &Request<B>, key: &mut Key) -> Option<Result<(), KeyError>> {
         Some(self.key_of(req, key))
     }
@@ -115,13 +112,11 @@ pub(crate) fn missing_peer() -> KeyError {
 
 /// The connection's peer address, from whichever extension the server put it in
 /// (see [`PeerIp`]).
-#[inline]
 pub fn peer_addr(req: &Parts) -> Option<IpAddr> {
     peer_ip(req)
 }
 
 /// [`peer_addr`] of a request whole or taken apart.
-#[inline]
 pub(crate) fn peer_ip(req: &impl Head) -> Option<IpAddr> {
     let ext = req.extensions();
     #[cfg(feature = "axum")]
@@ -165,7 +160,6 @@ pub(crate) fn write_ip(ip: IpAddr, v4_prefix: u8, v6_prefix: u8, key: &mut Key) 
 
 /// Keeps the first `prefix` bits of `octets`, masking the last byte kept; returns how many
 /// bytes are kept.
-#[inline]
 fn mask(octets: &mut [u8], prefix: u8) -> usize {
     let prefix = usize::from(prefix).min(octets.len() * 8);
     let whole = prefix / 8;

@@ -46,7 +46,6 @@ mod combine;
 mod global;
 mod header;
 mod ip;
-mod missing;
 mod proxy;
 mod route;
 
@@ -95,7 +94,6 @@ pub trait ExtractKey: Send + Sync + 'static {
     /// over `&Parts` does not. (The layer takes the request apart anyway when it has a
     /// [cost](crate::RateLimitLayer::cost) or a [chooser](crate::RateLimitLayer::choose):
     /// they read `Parts`.)
-    #[inline]
     fn extract_request<B>(&self, req: &Request<B>, key: &mut Key) -> Option<Result<(), KeyError>>
     where
         Self: Sized,
@@ -150,38 +148,30 @@ pub(crate) trait Head {
 }
 
 impl Head for Parts {
-    #[inline]
     fn method(&self) -> &Method {
         &self.method
     }
-    #[inline]
     fn uri(&self) -> &Uri {
         &self.uri
     }
-    #[inline]
     fn headers(&self) -> &HeaderMap {
         &self.headers
     }
-    #[inline]
     fn extensions(&self) -> &Extensions {
         &self.extensions
     }
 }
 
 impl<B> Head for Request<B> {
-    #[inline]
     fn method(&self) -> &Method {
         Request::method(self)
     }
-    #[inline]
     fn uri(&self) -> &Uri {
         Request::uri(self)
     }
-    #[inline]
     fn headers(&self) -> &HeaderMap {
         Request::headers(self)
     }
-    #[inline]
     fn extensions(&self) -> &Extensions {
         Request::extensions(self)
     }

@@ -120,14 +120,12 @@ impl ClientIp {
     }
 
     /// [`client_ip`](Self::client_ip) of a request whole or taken apart.
-    #[inline]
     fn client_ip_of(&self, req: &impl Head) -> Result<IpAddr, KeyError> {
         let peer = peer_ip(req).ok_or_else(missing_peer)?;
         self.resolve(peer, req.headers())
             .ok_or_else(|| unparseable(self.header))
     }
 
-    #[inline]
     fn key_of(&self, req: &impl Head, key: &mut Key) -> Result<(), KeyError> {
         let ip = self.client_ip_of(req)?;
         write_ip(ip, self.v4_prefix, self.v6_prefix, key);

@@ -70,7 +70,6 @@ pub(super) fn put_decimal(out: &mut BytesMut, n: u64) {
 /// [`MAX_DIGITS`] bytes must be free before `end`); returns where it starts. Header values
 /// are formatted for every admitted request, so this does without `fmt`, two digits per
 /// division.
-#[inline]
 pub(super) fn decimal_before(buf: &mut [u8], end: usize, n: u64) -> usize {
     let mut at = end;
     let mut n = n;

@@ -4,13 +4,15 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
+#[cfg(feature = "live")]
 use arc_swap::{ArcSwap, Guard};
 use floodwall_core::Policy;
 
+#[cfg(feature = "live")]
 use super::Apply;
 use super::state::LiveState;
-use crate::Enforcement;
 use crate::config::Config;
+use crate::enforcement::Enforcement;
 
 /// What one request is checked with: the configuration of the enforced policies, and, when
 /// some policy is not enforced, that of the shadow ones.
@@ -73,10 +75,13 @@ pub(crate) struct Cell<St, K> {
     /// then take `initial`'s configuration, a field away, rather than load `current`.
     plain: AtomicBool,
     /// Whether a live change was made: until then `initial` is current.
+    #[cfg(feature = "live")]
     changed: AtomicBool,
     initial: Version<St, K>,
+    #[cfg(feature = "live")]
     current: ArcSwap<Version<St, K>>,
     /// What every version is built from (its policies and modes replaced).
+    #[cfg(feature = "live")]
     template: Config<St, K>,
 }
 
@@ -86,9 +91,12 @@ impl<St: Clone, K> Cell<St, K> {
         let initial = Version::new(&template, state);
         Self {
             plain: AtomicBool::new(initial.shadow.is_none()),
+            #[cfg(feature = "live")]
             changed: AtomicBool::new(false),
+            #[cfg(feature = "live")]
             current: ArcSwap::from_pointee(initial.clone()),
             initial,
+            #[cfg(feature = "live")]
             template,
         }
     }
@@ -97,27 +105,33 @@ impl<St: Clone, K> Cell<St, K> {
 impl<St, K> Cell<St, K> {
     /// Whether [`initial`](Self::initial)'s `enforce` is all a request needs: no live
     /// change, every policy enforced.
-    #[inline(always)]
     pub(crate) fn plain(&self) -> bool {
         self.plain.load(Ordering::Acquire)
     }
 
     /// The version the layer was built with.
-    #[inline(always)]
     pub(crate) fn initial(&self) -> &Version<St, K> {
         &self.initial
     }
 
     /// The current version once a live change was made; until then `None`: the initial
     /// one is current.
+    #[cfg(feature = "live")]
     pub(crate) fn current(&self) -> Option<Guard<Arc<Version<St, K>>>> {
         if !self.changed.load(Ordering::Acquire) {
             return None;
         }
         Some(self.current.load())
     }
+
+    /// Without the `live` feature nothing changes: the initial version is current.
+    #[cfg(not(feature = "live"))]
+    pub(crate) fn current(&self) -> Option<&Arc<Version<St, K>>> {
+        None
+    }
 }
 
+#[cfg(feature = "live")]
 impl<St, K> Clone for Version<St, K> {
     fn clone(&self) -> Self {
         Self {
@@ -128,6 +142,7 @@ impl<St, K> Clone for Version<St, K> {
     }
 }
 
+#[cfg(feature = "live")]
 impl<St, K> Apply for Cell<St, K>
 where
     St: Clone + Send + Sync + 'static,

@@ -7,15 +7,19 @@ mod shared;
 mod state;
 
 use std::fmt;
+#[cfg(feature = "live")]
 use std::sync::Arc;
 
-use floodwall_core::{ConfigError, Policy, Quota};
+use floodwall_core::ConfigError;
+#[cfg(feature = "live")]
+use floodwall_core::{Policy, Quota};
 
 pub(crate) use cell::{Cell, Version};
 pub(crate) use shared::Shared;
 pub(crate) use state::LiveState;
 
-use crate::Enforcement;
+#[cfg(feature = "live")]
+use crate::enforcement::Enforcement;
 
 /// The handle on a layer's policies and their modes, changeable while the service runs:
 /// from [`RateLimitLayer::live`](crate::RateLimitLayer::live).
@@ -44,17 +48,20 @@ use crate::Enforcement;
 /// assert_eq!(live.policy("per-ip").unwrap().limit(), 40);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[cfg(feature = "live")]
 #[derive(Clone)]
 pub struct LiveLimits {
     target: Arc<Shared>,
 }
 
 /// What receives a layer's changes: a [`Cell`], whatever its store and key types.
+#[cfg(feature = "live")]
 pub(crate) trait Apply: Send + Sync + 'static {
     /// Builds the version of these policies and modes and swaps it in.
     fn apply(&self, state: &Arc<LiveState>);
 }
 
+#[cfg(feature = "live")]
 impl LiveLimits {
     pub(crate) fn new(target: Arc<Shared>) -> Self {
         Self { target }
@@ -119,6 +126,7 @@ impl LiveLimits {
     }
 }
 
+#[cfg(feature = "live")]
 impl fmt::Debug for LiveLimits {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LiveLimits")

@@ -52,6 +52,7 @@ impl LiveState {
     }
 
     /// Replaces the policy of `policy`'s name, which must be known.
+    #[cfg(feature = "live")]
     pub(crate) fn replace(&mut self, policy: Policy) -> Result<(), LiveError> {
         let slot = self
             .find_mut(policy.name())

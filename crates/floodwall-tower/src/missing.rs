@@ -2,7 +2,7 @@
 //! in-flight layers, so both refuse (or skip), answer through their responder and log
 //! alike.
 
-use super::{KeyError, OnMissingKey};
+use crate::extract::{KeyError, OnMissingKey};
 use crate::mode::sealed::Refuse;
 use crate::respond::OnReject;
 
