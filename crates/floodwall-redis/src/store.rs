@@ -440,7 +440,8 @@ impl Store for RedisStore {
     /// (its quota state is kept), seen at once by every store on this Redis without a
     /// deny cache, and by this one's (which forgets the key first). Other processes' deny
     /// caches see it within their
-    /// [`max_ban_hold`](RedisStoreBuilder::deny_cache_max_ban_hold) (docs/penalties.md).
+    /// [`max_ban_hold`](RedisStoreBuilder::deny_cache_max_ban_hold)
+    /// ([penalties](floodwall_core::guide::penalties)).
     async fn unban(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
         match &self.deny {
             Some(deny) => deny.unban(key, policy).await,

@@ -193,7 +193,7 @@ impl<C: Clock> MemoryStore<C> {
     // for those stores (BENCHMARKS.md §1 measures it).
     ///
     /// A policy with a [`Penalty`](crate::Penalty) answers a banned key its ban, and
-    /// counts its refusals as strikes (`docs/penalties.md`).
+    /// counts its refusals as strikes ([penalties](crate::guide::penalties)).
     #[inline(always)]
     pub fn check_sync(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<Decision, Error> {
         let (raw, limit, banned) = match policy.engine().gcra() {

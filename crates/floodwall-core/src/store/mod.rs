@@ -93,7 +93,7 @@ pub trait Store: Send + Sync {
     /// [`Error::CostTooHigh`], and nothing is recorded.
     ///
     /// The memory and Redis stores decide atomically, however many checks run at once
-    /// (`docs/all-or-nothing.md`). The default cannot (it would have to undo what it
+    /// ([all or nothing](crate::guide::all_or_nothing)). The default cannot (it would have to undo what it
     /// recorded, and another request may have seen it meanwhile): it checks one policy
     /// alone and answers [`Error::Unsupported`] for several.
     fn check_all(
