@@ -54,12 +54,12 @@
 //! `fw`, `sw`, `sl`); the fingerprint is a hash of the parameters that shape the algorithm's
 //! state, so a changed quota keeps each key's state where it means the same
 //! ([`floodwall_core::guide::quota_changes`]) and starts afresh where it would not (a
-//! window's period). A user key is kept when it is UTF-8, printable, free of `{`, `}` and whitespace, not empty and at most
-//! [`MAX_RAW_KEY_LEN`] bytes; otherwise its hex when it is 1 to [`MAX_HEX_KEY_LEN`] bytes
-//! (the tower extractors' binary IP keys and API-key digests), else its SHA-256 (so the
-//! empty key's tag is not empty: Redis would hash `{}` as part of the whole key, and its
-//! keys would fall in different slots). Each key
-//! expires soon after its state is back to fresh: at most a quarter of the algorithm's
+//! window's period). A user key is kept when it is UTF-8, printable, free of `{`, `}`
+//! and whitespace, not empty and at most [`MAX_RAW_KEY_LEN`] bytes; otherwise its hex
+//! when it is 1 to [`MAX_HEX_KEY_LEN`] bytes (the tower extractors' binary IP keys and
+//! API-key digests), else its SHA-256 (so the empty key's tag is not empty: Redis would
+//! hash `{}` as part of the whole key, and its keys would fall in different slots). Each
+//! key expires soon after its state is back to fresh: at most a quarter of the algorithm's
 //! longest span later, + 1 ms.
 //!
 //! A policy with a [`Penalty`](floodwall_core::Penalty) adds three keys per user key once
