@@ -11,7 +11,7 @@
 //! curl -i -X POST -d 'write me a poem about rate limits' http://127.0.0.1:3000/complete
 //! ```
 //!
-//! `docs/charging.md` says what each algorithm does with a charge or a refund.
+//! `floodwall::guide::charging` says what each algorithm does with a charge or a refund.
 
 use std::net::SocketAddr;
 

@@ -18,7 +18,7 @@
 //!
 //! A fleet shares the limit through Redis: the store becomes
 //! `floodwall::redis::RedisStore::connect(url).await?` (feature `redis`), and each slot a
-//! lease that expires if its server dies (README, "In-flight limits").
+//! lease that expires if its server dies (`floodwall::guide::in_flight`).
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -1,6 +1,6 @@
 //! A login endpoint that bans brute-force clients: 5 attempts a minute per IP, and 3
 //! refusals within a minute ban the IP for 1 minute, then 2, 4, ... up to an hour while
-//! earlier bans are remembered (`docs/penalties.md`).
+//! earlier bans are remembered (`floodwall::guide::penalties`).
 //!
 //! ```text
 //! cargo run --example penalty
@@ -8,6 +8,9 @@
 //! curl -i -X POST http://127.0.0.1:3000/login    # 429, Retry-After: the ban's remainder, "banned":true
 //! curl -i -X DELETE http://127.0.0.1:3000/ban/127.0.0.1    # an operator lifts the ban
 //! ```
+//!
+//! The limit goes on with `route_layer`: `curl -i http://127.0.0.1:3000/nope` is a 404
+//! that never counts against `/login`.
 //!
 //! The unban route is here to show the call: guard such a route in a real service.
 
@@ -31,9 +34,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let login = Policy::gcra("login", "5/min".parse()?)?.with_penalty(penalty);
     let store = MemoryStore::new();
 
+    // `route_layer`, not `layer`: only requests whose path matches a route are checked,
+    // so a client probing for paths that do not exist (404s) spends nothing, earns no ban.
     let limited = Router::new()
         .route("/login", post(|| async { "wrong password\n" }))
-        .layer(
+        .route_layer(
             RateLimitLayer::new(store.clone(), login.clone())
                 .key(PeerIp::new())
                 .on_reject(Json),

@@ -34,7 +34,7 @@ pub struct Decision {
     /// a refused [`check_all`](crate::StoreExt::check_all), the other policies' figures it
     /// repeated from the store's last answer too. A ban the cache answers says
     /// [`banned`](Self::banned) as well. It says what the store would have said
-    /// (docs/deny-cache.md), so equality and hashing ignore it. `false` in every other
+    /// ([deny cache guide](crate::guide::deny_cache)), so equality and hashing ignore it. `false` in every other
     /// decision.
     pub cached: bool,
     /// The exact figures in µs (`retry`, `reset`) behind durations a policy rounded

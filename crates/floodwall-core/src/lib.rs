@@ -1,15 +1,11 @@
 //! The core of floodwall: rate-limiting algorithms as pure functions, the quotas and
 //! policies they enforce, clocks, the [`Store`] trait, and the embedded [`MemoryStore`].
 //!
-//! Nothing here does I/O or needs an async runtime. Time is a parameter: algorithms take
-//! `now` (microseconds since the Unix epoch) and stores read it from a [`Clock`] or, in Redis,
-//! from the server.
-//!
 //! ```
-//! use floodwall_core::{Algorithm, MemoryStore, Policy, StoreExt};
+//! use floodwall_core::{MemoryStore, Policy, StoreExt};
 //!
 //! let store = MemoryStore::new();
-//! let per_ip = Policy::new("per-ip", Algorithm::Gcra, "10/s burst 20".parse()?)?;
+//! let per_ip = Policy::gcra("per-ip", "10/s burst 20".parse()?)?;
 //!
 //! // The memory store answers at once (`check_now` is always `Some`); any store has the
 //! // async `check`.
@@ -18,12 +14,37 @@
 //! assert_eq!((decision.limit, decision.remaining), (20, 19));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! Nothing here does I/O or needs an async runtime. Time is a parameter: algorithms take
+//! `now` (microseconds since the Unix epoch) and stores read it from a [`Clock`] or, in Redis,
+//! from the server. The tower layer (floodwall-tower) and the Redis store (floodwall-redis)
+//! build on this crate; most applications use all three through the `floodwall` facade.
+//!
+//! - [`Policy`] binds a [`Quota`] (`"10/s burst 20"`, `"1000/day"`) to an [`Algorithm`]
+//!   (GCRA, token bucket, leaky bucket, fixed window, sliding window, sliding log).
+//! - A [`Store`] keeps each key's state and decides: [`MemoryStore`] in this process,
+//!   `floodwall_redis::RedisStore` for a fleet. [`DenyCache`] and [`LocalVerdicts`] answer
+//!   some checks in front of any store; [`resilience`] keeps deciding while it fails.
+//! - A [`Penalty`] bans a key that keeps coming back; [`ConcurrencyLimit`] caps the
+//!   requests in flight per key.
+//!
+//! # Guides
+//!
+//! - [All or nothing across policies](guide::all_or_nothing): several policies on one
+//!   request, counted in all or in none.
+//! - [Charging by the response](guide::charging): costs known only once the handler answered.
+//! - [Why `DenyCache` is exact](guide::deny_cache).
+//! - [When the store fails](guide::failures): fail modes, the breaker, and each Redis fault.
+//! - [How far `LocalVerdicts` goes over the quota](guide::local_verdicts).
+//! - [Penalties](guide::penalties): what a ban is, exactly.
+//! - [What a quota change does to a key's state](guide::quota_changes).
 
 pub mod algorithm;
 mod clock;
 pub mod concurrency;
 mod decision;
 mod error;
+pub mod guide;
 mod penalty;
 mod policy;
 mod quota;

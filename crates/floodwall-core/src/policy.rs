@@ -26,7 +26,7 @@ pub enum Rounding {
 /// store can hold a per-IP limit and a per-API-key limit side by side. Two policies with
 /// the same name and algorithm are one limit whose quota changed: they share each key's
 /// state wherever the new quota reads it as it was meant
-/// ([`Parameters::shape`](crate::Parameters::shape); docs/quota-changes.md says what a
+/// ([`Parameters::shape`](crate::Parameters::shape); [`crate::guide::quota_changes`] says what a
 /// change does to a half-spent key). Cloning is cheap (an `Arc`), and every check reads
 /// numbers worked out here, once.
 ///
@@ -181,11 +181,11 @@ impl Policy {
         // Kept as 8-byte digests: they are hashed and compared on every check.
         let namespace = whole_namespace(&name, algorithm, &quota, rounding, None);
         // What a stored state means, and nothing more: a store keeps a key's state across
-        // a change of quota that leaves its shape alone (docs/quota-changes.md), and never
+        // a change of quota that leaves its shape alone (guide::quota_changes), and never
         // feeds one algorithm's state to another or to a reshaped window.
         let [a, b] = engine.parameters().shape();
         let state_namespace = digest(&format!("{name}\0{}\0{a}\0{b}", algorithm.name()));
-        // The name alone: a key's ban outlives any change of the policy (docs/penalties.md),
+        // The name alone: a key's ban outlives any change of the policy (guide::penalties),
         // as Redis's ban keys, named without a fingerprint, do.
         let name_namespace = digest(&format!("{name}\0penalty"));
         Ok(Self {
@@ -411,7 +411,7 @@ impl Policy {
     /// A digest of what gives a stored state its meaning: the name, the algorithm and its
     /// [`Parameters::shape`](crate::Parameters::shape). Stores key states by it, so a
     /// policy whose quota changed keeps each key's state where the algorithm can read it
-    /// (docs/quota-changes.md).
+    /// ([`crate::guide::quota_changes`]).
     pub(crate) fn state_namespace(&self) -> u64 {
         self.inner.state_namespace
     }

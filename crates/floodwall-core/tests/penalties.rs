@@ -1,4 +1,4 @@
-//! Penalties (`docs/penalties.md`) in the memory store and through the deny cache: strikes
+//! Penalties (`floodwall_core::guide::penalties`) in the memory store and through the deny cache: strikes
 //! in their window, exact ban lengths, growth and forgetting, unban, and a key hammered by
 //! many threads banned once. Time is a `ManualClock`: no sleeps.
 
@@ -112,7 +112,7 @@ fn strikes_spread_over_windows_never_ban() {
 
 /// A change of `within` while a strike window is open (a live change, a reloaded policy
 /// file), as `(µs after the first strike, the penalty's within in s, banned)` per strike,
-/// after one admission: a window keeps the end it opened with (`docs/penalties.md`, rule
+/// after one admission: a window keeps the end it opened with (`guide::penalties`, rule
 /// 2), and the new `within` applies from the next window. Redis runs the same scenarios
 /// (`crates/floodwall-redis/tests/penalty_window.rs`) to the same outcome.
 /// Shrunk from 10 s to 2 s after the first strike: the window still ends at 10 s.

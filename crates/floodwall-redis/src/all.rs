@@ -22,7 +22,7 @@ impl RedisStore {
     /// (one key, which a script reads once): the tower layer then checks the policies
     /// one by one.
     ///
-    /// Policies with a penalty take part (docs/penalties.md, rule 8): their ban, strike and
+    /// Policies with a penalty take part ([penalties](floodwall_core::guide::penalties), rule 8): their ban, strike and
     /// remembered-bans keys follow the rate keys, in the policies' order, all in the user
     /// key's slot; a ban under any policy records nothing in any.
     pub(crate) async fn decide_all(

@@ -170,7 +170,7 @@ impl RedisStoreBuilder {
     ///
     /// How long a failover leaves checks undecided (sentinel's `down-after-milliseconds`
     /// plus its `failover-timeout` plus this store's [`timeout`](Self::timeout)), and what
-    /// asynchronous replication loses: docs/redis.md in the repository.
+    /// asynchronous replication loses: the [Redis store guide](crate::guide::redis#sentinel-failover).
     ///
     /// For credentials or a database other than 0 on the data nodes (or TLS, with
     /// redis-rs's TLS support enabled), build a `SentinelClient` and use
@@ -308,7 +308,7 @@ impl RedisStoreBuilder {
     /// [`RedisStats::denied_locally`](crate::RedisStats::denied_locally) the calls it saved.
     ///
     /// It is exact: it never answers "yes", and refuses only what Redis would refuse too
-    /// (docs/deny-cache.md in the repository says why), given one assumption and within
+    /// ([`floodwall_core::guide::deny_cache`] says why), given one assumption and within
     /// one bound:
     ///
     /// - **Redis's clock runs at the local rate.** Windows are measured on this process's

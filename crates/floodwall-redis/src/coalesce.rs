@@ -22,8 +22,8 @@
 //! any), so its checks are sent again one by one, each answered on its own.
 //!
 //! Why batches are exact, how many calls go in flight and why, how a cluster's batches are
-//! routed, and how callers that give up are handled during a stall: see docs/redis.md in
-//! the repository.
+//! routed, and how callers that give up are handled during a stall: see
+//! [`crate::guide::redis`].
 
 mod flight;
 
@@ -151,7 +151,7 @@ struct Flights {
     in_flight: usize,
     /// One of the calls in flight is a check sent alone: the group was idle when it went.
     /// No second call goes out behind it, so a Redis that stalls while nothing was in
-    /// flight is sent one check, not a batch (docs/redis.md).
+    /// flight is sent one check, not a batch ([`crate::guide::redis`]).
     alone: bool,
     waiting: Vec<Waiter>,
 }

@@ -27,8 +27,8 @@
 //!   change that leaves the shape alone (GCRA's rate or burst, a window's count) keeps
 //!   each key's state, as the memory store does; one that changes it (a window's period,
 //!   a token bucket's tick), or a release changing what a script stores, starts its keys
-//!   afresh instead of misreading old state (docs/redis.md lists the formats,
-//!   docs/quota-changes.md what a change does to a key).
+//!   afresh instead of misreading old state ([`crate::guide::redis`] lists the formats,
+//!   [`floodwall_core::guide::quota_changes`] what a change does to a key).
 //!
 //! A policy with a [`Penalty`](floodwall_core::Penalty) keeps three more keys per user key,
 //! written only once the key is refused ([`penalty_keys`]):

@@ -46,7 +46,7 @@ pub(crate) struct Spec {
     pub(crate) tag: &'static str,
     /// The version of what the script stores, hashed into the key's fingerprint: raise it
     /// whenever the script stores something older scripts would misread, so that old keys
-    /// are left to expire rather than refused as unreadable (docs/redis.md lists the
+    /// are left to expire rather than refused as unreadable ([`crate::guide::redis`] lists the
     /// changes so far).
     pub(crate) format: u8,
     /// Reads a single check's integer answer (`x`, negated back when `allowed` is false)

@@ -1,6 +1,26 @@
 //! floodwall's Redis store: rate-limit state shared by a fleet of servers, decided by one
 //! atomic Lua script per check, on the Redis server's clock.
 //!
+//! ```no_run
+//! use floodwall_core::{Policy, Store};
+//! use floodwall_redis::RedisStore;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = RedisStore::connect("redis://127.0.0.1:6379/").await?;
+//! let per_ip = Policy::gcra("per-ip", "10/s burst 20".parse()?)?;
+//!
+//! let decision = store.check(b"203.0.113.7", &per_ip, 1).await?;
+//! if !decision.allowed {
+//!     println!("retry after {:?}", decision.retry_after);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! `RedisStore` is a [`Store`](floodwall_core::Store): hand it to floodwall-tower's
+//! `RateLimitLayer::new(store, policy)` as you would a `MemoryStore`. The connection kinds
+//! are on [`RedisStore::builder`] (`.pool(url)`, `.cluster(urls)`, `.sentinel(..)`).
+//!
 //! - **Every algorithm** of [`floodwall_core`] (GCRA, token bucket, leaky bucket, fixed
 //!   window, sliding window, sliding log) runs as a script built from `src/lua/` (the leaky
 //!   bucket, GCRA underneath, runs GCRA's), doing the same integer arithmetic in
@@ -20,24 +40,6 @@
 //!   silent allow. The tower layer answers a store failure with 503 by default, or lets
 //!   requests through with `fail_open()`.
 //!
-//! # Example
-//!
-//! ```no_run
-//! use floodwall_core::{Policy, Store, StoreExt};
-//! use floodwall_redis::RedisStore;
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let store = RedisStore::connect("redis://127.0.0.1:6379/").await?;
-//! let per_ip = Policy::gcra("per-ip", "10/s burst 20".parse()?)?;
-//!
-//! let decision = store.check(b"203.0.113.7", &per_ip, 1).await?;
-//! if !decision.allowed {
-//!     println!("retry after {:?}", decision.retry_after);
-//! }
-//! # Ok(()) }
-//! ```
-//!
 //! # Key layout
 //!
 //! ```text
@@ -51,18 +53,18 @@
 //! The prefix defaults to `floodwall:`. The tag names the algorithm (`gcra`, `tb`, `lb`,
 //! `fw`, `sw`, `sl`); the fingerprint is a hash of the parameters that shape the algorithm's
 //! state, so a changed quota keeps each key's state where it means the same
-//! (docs/quota-changes.md) and starts afresh where it would not (a window's period). A user key is kept when it is
-//! UTF-8, printable, free of `{`, `}` and whitespace, not empty and at most
-//! [`MAX_RAW_KEY_LEN`] bytes; otherwise its hex when it is 1 to [`MAX_HEX_KEY_LEN`] bytes
-//! (the tower extractors' binary IP keys and API-key digests), else its SHA-256 (so the
-//! empty key's tag is not empty: Redis would hash `{}` as part of the whole key, and its
-//! keys would fall in different slots). Each key
-//! expires soon after its state is back to fresh: at most a quarter of the algorithm's
+//! ([`floodwall_core::guide::quota_changes`]) and starts afresh where it would not (a
+//! window's period). A user key is kept when it is UTF-8, printable, free of `{`, `}`
+//! and whitespace, not empty and at most [`MAX_RAW_KEY_LEN`] bytes; otherwise its hex
+//! when it is 1 to [`MAX_HEX_KEY_LEN`] bytes (the tower extractors' binary IP keys and
+//! API-key digests), else its SHA-256 (so the empty key's tag is not empty: Redis would
+//! hash `{}` as part of the whole key, and its keys would fall in different slots). Each
+//! key expires soon after its state is back to fresh: at most a quarter of the algorithm's
 //! longest span later, + 1 ms.
 //!
 //! A policy with a [`Penalty`](floodwall_core::Penalty) adds three keys per user key once
 //! it is refused, in the same slot and without fingerprint, so that a ban outlives a new
-//! quota ([`RedisStore::penalty_keys`]; docs/redis.md, "Penalties in Redis"):
+//! quota ([`RedisStore::penalty_keys`]; the [Redis store guide](guide::redis#penalties-in-redis)):
 //!
 //! ```text
 //! <prefix><policy name>:ban:{<user key>}      the ban's end
@@ -111,7 +113,8 @@
 //!
 //! Why the scripts are shaped so (TTLs renewed on a grid, answers packed into one integer,
 //! the sliding log's marker), the key formats' history, and why coalesced batches decide
-//! exactly as single calls: see docs/redis.md in the repository.
+//! exactly as single calls: the [Redis store guide](guide::redis). How in-flight leases
+//! are timed and renewed: the [in-flight guide](guide::in_flight).
 //!
 //! # Differences from the memory store
 //!
@@ -128,6 +131,7 @@ mod call;
 mod coalesce;
 mod connection;
 mod error;
+pub mod guide;
 mod key;
 mod kind;
 mod lease;

@@ -4,7 +4,7 @@
 //! The copy is a hint, never a promise: a batch is sent to the node serving its first
 //! key's slot (as redis-rs's own map says) and declares no key, so Redis checks each key the
 //! script touches and refuses, before anything is written, a key that node does not serve
-//! at that moment (docs/redis.md). A stale copy thus costs batches that fail and are sent
+//! at that moment ([`crate::guide::redis`]). A stale copy thus costs batches that fail and are sent
 //! again check by check, never a wrong decision. It is read from `CLUSTER SLOTS` when the
 //! store is built (or, on a connection made elsewhere, when the first check needs it) and
 //! again after a batch fails, at most once per [`REFRESH_EVERY`]; until it is known, checks

@@ -445,7 +445,7 @@ impl RedisStore {
 /// a check it knows is refused is answered without a call, and a reset, an unban or a
 /// refund forgets what it knew of the key; other processes' deny caches see an unban
 /// within their [`max_ban_hold`](RedisStoreBuilder::deny_cache_max_ban_hold)
-/// (docs/penalties.md). Then one script call or command per operation, on the server's
+/// ([penalties](floodwall_core::guide::penalties)). Then one script call or command per operation, on the server's
 /// clock.
 impl Store for RedisStore {
     async fn call(&self, op: StoreOp<'_>) -> Result<Reply, Error> {

@@ -243,7 +243,7 @@ async fn a_slot_migrating_while_batches_run_charges_each_check_exactly_once() {
                         }
                         // redis-rs sends ASKING apart from the call it is for, on a
                         // connection shared with other calls: one of those may take it,
-                        // and the call fails with MOVED (docs/redis.md). A check that
+                        // and the call fails with MOVED (`floodwall_redis::guide::redis`). A check that
                         // failed was not decided, and the count below holds it to that.
                         Err(_) => failed += 1,
                     }

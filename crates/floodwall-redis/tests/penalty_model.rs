@@ -1,6 +1,6 @@
 //! Penalties in Redis against the memory store on random histories: strikes, bans, growth,
 //! forgetting, `unban` and several policies at once decide exactly as
-//! `docs/penalties.md` says the memory store does, through the scripts with the numbers
+//! `floodwall_core::guide::penalties` says the memory store does, through the scripts with the numbers
 //! written in and through the generic ones. A sliding window or log, which Redis does not
 //! check with other policies at once, is checked policy by policy at such a step, as the
 //! tower layer does, and its history goes on.

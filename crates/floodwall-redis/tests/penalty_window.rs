@@ -1,6 +1,6 @@
 //! A change of a penalty's `within` while a strike window is open (a live change, a
 //! reloaded file), in Redis beside the memory store: the window keeps the end it opened
-//! with (`docs/penalties.md`, rule 2), and the new `within` applies from the next window.
+//! with (`floodwall_core::guide::penalties`, rule 2), and the new `within` applies from the next window.
 
 mod common;
 

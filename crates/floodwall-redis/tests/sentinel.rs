@@ -1,7 +1,7 @@
 //! Redis Sentinel, against real processes (a primary, a replica, one sentinel with
 //! `down-after-milliseconds` 500 and `failover-timeout` 2000): decisions are made on the
 //! primary the sentinel names; once it is killed and the replica promoted, they are made
-//! on the new primary within the bound docs/redis.md states (Sentinel failover), with
+//! on the new primary within the bound `floodwall_redis::guide::redis` states (Sentinel failover), with
 //! replicated state intact; every check in between fails as `Unavailable` or `Timeout`
 //! (never a panic, a backend error or an allow), and a `Fallback` answers them all.
 
@@ -38,7 +38,7 @@ fn assert_failover_error(err: &Error) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn decisions_reach_the_new_primary_within_the_documented_bound() {
     let mut deployment = RedisSentinel::start(1, 1);
-    // The bound docs/redis.md states, from the settings passed here.
+    // The bound `floodwall_redis::guide::redis` states, from the settings passed here.
     let bound = deployment.down_after() + deployment.failover_timeout() + TIMEOUT;
     let store = RedisStore::builder()
         .timeout(TIMEOUT)

@@ -8,8 +8,8 @@
 //! without meeting the failure; and `FLUSHALL` or a `DEL` is a reset elsewhere, which the
 //! cache sees only once its hold of a refusal ends (`deny_cache_redis.rs` tests that).
 //!
-//! Timings are printed (`cargo test --test faults -- --nocapture`) for the README's "When
-//! Redis fails"; assertions use only generous bounds (3x the store's timeout for an
+//! Timings are printed (`cargo test --test faults -- --nocapture`) for the failures
+//! guide (`floodwall_core::guide::failures`); assertions use only generous bounds (3x the store's timeout for an
 //! answer, seconds for a recovery), so a loaded machine does not make them flaky.
 
 // The tower crate's HTTP test helpers (a tiny HTTP/1.1 client, `serve`).

@@ -422,7 +422,7 @@ async fn costs_and_times_at_the_edges_never_overflow() {
     for (q, quota) in quotas.into_iter().enumerate() {
         for algorithm in Algorithm::all() {
             // A name per quota: the memory store is new for each, and one name's state
-            // in Redis would carry over to the next quota (docs/quota-changes.md).
+            // in Redis would carry over to the next quota (guide::quota_changes).
             let policy = match Policy::new(
                 format!("edge-{}-{q}", algorithm.name()),
                 algorithm,

@@ -30,7 +30,7 @@ async fn a_quota_changed_live_is_enforced_from_redis() {
 
     // The same rate with the burst of the same span (5 per minute: a minute's worth of
     // time owed is still the whole burst): the key's state carries over, so the exhausted
-    // client is still refused (docs/quota-changes.md), and the headers name the new quota.
+    // client is still refused (`floodwall_core::guide::quota_changes`), and the headers name the new quota.
     live.set_quota("per-ip", "5/min".parse().unwrap()).unwrap();
     let owed = http_get(addr, "/", &[]).await;
     assert_eq!(owed.status, 429);

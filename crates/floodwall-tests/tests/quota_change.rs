@@ -1,7 +1,7 @@
 //! A quota changed live (a policy rebuilt with the same name and algorithm) keeps each
 //! key's state where the algorithm reads it as it was meant, and starts afresh where it
 //! would not (a window's period, a token bucket's tick): the same scenarios, the same
-//! figures, on the memory store and on a real `redis-server` (docs/quota-changes.md).
+//! figures, on the memory store and on a real `redis-server` (`floodwall_core::guide::quota_changes`).
 
 use floodwall::{Adjustment, Decision, ManualClock, MemoryStore, Policy, StoreExt};
 use floodwall_redis::RedisStore;

@@ -62,7 +62,7 @@ fn verdict(tally: &Tally, shadow: bool, max_wait: Option<std::time::Duration>) -
 /// is left for [`rest`]. On the memory store's hot path this builds no future and clones
 /// nothing.
 ///
-/// Several policies are decided at once, all or nothing ([`Store::check_all_now`]):
+/// Several policies are decided at once, all or nothing ([`Store::call_now`]):
 /// see [`RateLimitLayer::and_policy`](crate::RateLimitLayer::and_policy).
 // Forced inline: as a call it costs instructions on every request (measured by
 // crates/floodwall-bench/benches/http_instructions.rs), most without headers.

@@ -315,8 +315,8 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// LLM answer used. The store must support [`StoreExt::adjust`] (memory and Redis do).
     /// With [`cost`](Self::cost) answering 0, the check is a peek (a client past the
     /// limit is still refused) and the rule's cost is charged whole; charging before is
-    /// stricter under concurrency (docs/charging.md says why).
-    /// See `docs/charging.md` for when the change lands and what each algorithm does.
+    /// stricter under concurrency. The [charging guide](floodwall_core::guide::charging)
+    /// says why, when the change lands and what each algorithm does.
     ///
     /// ```
     /// # use floodwall_core::{MemoryStore, Policy};

@@ -1,33 +1,6 @@
 //! floodwall's tower layer: rate limiting for axum, tonic, hyper and any tower service
 //! over `http::Request<B>`.
 //!
-//! ```text
-//! .layer(RateLimitLayer::new(store, policy))
-//! ```
-//!
-//! For each request the [`RateLimit`] service extracts a [key](extract) (by default the
-//! peer IP), checks it against one or more [`Policy`](floodwall_core::Policy)s in a
-//! [`Store`](floodwall_core::Store) (in memory, or Redis shared by a fleet), and then either
-//! calls the inner service and adds [rate-limit headers](HeaderStyle) to its response, or
-//! answers at once with a [refusal](respond): 429 with `Retry-After` by default, 503 when
-//! the store cannot decide, gRPC `RESOURCE_EXHAUSTED` for tonic.
-//!
-//! - The layer and service are cheap to clone and never wait in `poll_ready`, so they go
-//!   straight on an axum `Router` or a tonic `Server` without a `BufferLayer`.
-//! - Responses keep the inner service's body type, so axum and tonic take them through
-//!   without boxing them again; a refusal's body is written into that type
-//!   ([`RejectionBody`]: axum's and tonic's bodies, `String`, http-body-util's; any other
-//!   body goes through [`ResponseBody`]).
-//! - Everything is a builder method on [`RateLimitLayer`]: the [key](extract), the
-//!   [responders](respond), the [header style](HeaderStyle), a per-request cost, a
-//!   [policy chooser](choose) (per route, method, tier or key), several policies on one
-//!   request, [shadow mode](RateLimitLayer::shadow), and an
-//!   [error mode](RateLimitLayer::reject_with_error) with [`RateLimited`].
-//! - Quotas and [modes](Enforcement) (enforced, shadow, off) change while the service runs,
-//!   per request atomically, through the layer's [`LiveLimits`] handle (feature `live`).
-//!
-//! # Examples
-//!
 //! ```
 //! use std::net::SocketAddr;
 //! use floodwall_core::{MemoryStore, Policy};
@@ -61,12 +34,50 @@
 //! # }
 //! ```
 //!
-//! With axum: `Router::new().route(..).layer(RateLimitLayer::new(store, policy))`, served
-//! with `into_make_service_with_connect_info::<SocketAddr>()` so the peer address is
-//! known (feature `axum`); a responder that answers as an axum handler does, with
-//! `impl IntoResponse`, goes in `respond::Axum`. With tonic:
-//! `Server::builder().layer(layer.on_reject(Grpc))` (feature `tonic`). The workspace's
-//! `examples/` show both.
+//! For each request the [`RateLimit`] service extracts a [key](extract) (by default the
+//! peer IP), checks it against one or more [`Policy`](floodwall_core::Policy)s in a
+//! [`Store`](floodwall_core::Store) (in memory, or Redis shared by a fleet), and then either
+//! calls the inner service and adds [rate-limit headers](HeaderStyle) to its response, or
+//! answers at once with a [refusal](respond): 429 with `Retry-After` by default, 503 when
+//! the store cannot decide, gRPC `RESOURCE_EXHAUSTED` for tonic.
+//!
+//! - The layer and service are cheap to clone and never wait in `poll_ready`, so they go
+//!   straight on an axum `Router` or a tonic `Server` without a `BufferLayer`.
+//! - Responses keep the inner service's body type, so axum and tonic take them through
+//!   without boxing them again; a refusal's body is written into that type
+//!   ([`RejectionBody`]: axum's and tonic's bodies, `String`, http-body-util's; any other
+//!   body goes through [`ResponseBody`]).
+//! - Everything is a builder method on [`RateLimitLayer`]: the [key](extract), the
+//!   [responders](respond), the [header style](HeaderStyle), a per-request cost, a
+//!   [policy chooser](choose) (per route, method, tier or key), several policies on one
+//!   request, [shadow mode](RateLimitLayer::shadow), and an
+//!   [error mode](RateLimitLayer::reject_with_error) with [`RateLimited`].
+//! - Quotas and [modes](Enforcement) (enforced, shadow, off) change while the service runs,
+//!   per request atomically, through the layer's [`LiveLimits`] handle.
+//!
+//! # axum: `layer` or `route_layer`
+//!
+//! `Router::new().route(..).layer(RateLimitLayer::new(store, policy))`, served with
+//! `into_make_service_with_connect_info::<SocketAddr>()` so the peer address is known
+//! (feature `axum`). A responder that answers as an axum handler does, with
+//! `impl IntoResponse`, goes in `respond::Axum`.
+//!
+//! **`.layer` on a `Router` limits every request the router gets, unknown paths
+//! included**: a 404 counts against the policy, and under a policy with a
+//! [`Penalty`](floodwall_core::Penalty) a client probing paths earns a ban. That suits a
+//! limit per client on the whole app. A limit meant for some routes (a login, an export)
+//! goes on with `route_layer`, which runs only for requests whose path matches a route (a
+//! 404 is not counted; a known path asked with another method, a 405, still is):
+//!
+//! ```text
+//! Router::new()
+//!     .route("/login", post(login))
+//!     .route_layer(RateLimitLayer::new(store, login_policy))   // only /login is limited
+//!     .route("/health", get(health))                           // added after: not limited
+//! ```
+//!
+//! With tonic: `Server::builder().layer(layer.on_reject(Grpc))` (feature `tonic`). The
+//! workspace's `examples/` show both (`penalty.rs` uses `route_layer`).
 //!
 //! # Features
 //!
@@ -107,6 +118,26 @@
     doc = "[`RateLimitLayer::charge_by`]: crate#features"
 )]
 #![cfg_attr(not(feature = "charge"), doc = "[`Settle`]: crate#features")]
+//!
+//! # Guides
+//!
+//! - [Waiting instead of refusing](guide::waiting): bursts smoothed to the policy's pace.
+//! - [Live changes and modes](guide::live_changes): quotas and modes changed while serving.
+//! - [Metrics and tracing](guide::metrics): what the layer counts, and its spans.
+#![cfg_attr(
+    feature = "file",
+    doc = "- [Policies from a file](guide::policy_file): the TOML format, its errors, reloads."
+)]
+#![cfg_attr(
+    not(feature = "file"),
+    doc = "- Policies from a file: the `guide::policy_file` page, with the `file` feature."
+)]
+//!
+//! The guides of floodwall-core apply to the layer too:
+//! [all or nothing](floodwall_core::guide::all_or_nothing) across policies,
+//! [charging by the response](floodwall_core::guide::charging),
+//! [penalties](floodwall_core::guide::penalties),
+//! [when the store fails](floodwall_core::guide::failures).
 
 mod body;
 pub mod choose;
@@ -119,6 +150,7 @@ pub mod extract;
 #[cfg(feature = "file")]
 pub mod file;
 mod future;
+pub mod guide;
 mod headers;
 mod key;
 mod layer;

@@ -5,8 +5,8 @@
 //! Names follow OpenTelemetry's semantic conventions for rate limiting
 //! (`aspnetcore.rate_limiting.requests` with a `result` attribute) under a `floodwall.`
 //! prefix, and add envoy ratelimit's near-limit count. Labels are bounded: a policy's
-//! name and a result from a fixed set, never a request's key. The README's "Metrics and
-//! tracing" section lists them with what each means.
+//! name and a result from a fixed set, never a request's key. The
+//! [metrics guide](crate::guide::metrics) lists them with what each means.
 //!
 //! Handles are registered with the recorder installed when a layer's first request is
 //! counted: install the recorder (an exporter) before serving. Every metric is described

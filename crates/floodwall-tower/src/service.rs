@@ -240,7 +240,7 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
     /// [`check_with`](Self::check_with) under a version where some policy is not enforced: the
     /// enforced policies decide (all or nothing among themselves); once they admit, the
     /// shadow ones are checked and charged (all or nothing among themselves), and only
-    /// log a refusal; policies that are off are not checked. See docs/live-changes.md.
+    /// log a refusal; policies that are off are not checked. See [`crate::guide::live_changes`].
     #[inline(never)]
     fn check_modes<B, St, K>(
         self,

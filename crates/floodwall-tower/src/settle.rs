@@ -1,7 +1,8 @@
 //! Charging by the response: after the inner service answered, a rule says what the
 //! request really cost ([`Settle`]), and the difference from what its check charged is
 //! charged or refunded in the store ([`StoreExt::adjust`]). See
-//! [`RateLimitLayer::charge_by`](crate::RateLimitLayer::charge_by) and `docs/charging.md`.
+//! [`RateLimitLayer::charge_by`](crate::RateLimitLayer::charge_by) and
+//! [`floodwall_core::guide::charging`].
 //!
 //! The store's change is made before the response is returned: the client's next request
 //! sees it, so a sequence of requests is charged exactly (a debt refuses the very next

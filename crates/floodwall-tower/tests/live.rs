@@ -78,7 +78,7 @@ async fn a_quota_set_live_applies_to_the_next_requests_and_their_headers() {
     );
     assert_eq!(header(&fresh, "ratelimit").unwrap(), "\"per-ip\";r=4;t=12");
     assert_eq!(send(&svc, "10.0.0.2", 5).await, [200, 200, 200, 200, 429]);
-    // A key exhausted under 2/min keeps the minute it owes (docs/quota-changes.md): under
+    // A key exhausted under 2/min keeps the minute it owes (`floodwall_core::guide::quota_changes`): under
     // 5/min, whose burst also spans a minute, it is still refused.
     assert_eq!(
         one(&svc, "10.0.0.1").await.status(),

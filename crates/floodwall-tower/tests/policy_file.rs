@@ -88,7 +88,7 @@ async fn the_example_file_limits_each_route_by_its_policies() {
 
     // /hello once more, an hour on (every count afresh), 150 times at per-ip's pace of
     // 10 a second: past greetings' 100 a minute, yet never refused, since greetings is in
-    // shadow. The headers are per-ip's, the enforced policy's (docs/live-changes.md).
+    // shadow. The headers are per-ip's, the enforced policy's (`floodwall_tower::guide::live_changes`).
     clock.advance(MINUTE * 60);
     for i in 0..150 {
         if i > 0 {

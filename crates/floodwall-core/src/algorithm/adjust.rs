@@ -1,7 +1,7 @@
 //! Charging and refunding after the fact: a spend forced onto a key ([`Adjustment::Charge`],
 //! for a cost known only once the response is written) and a spend given back
-//! ([`Adjustment::Refund`], for a request that turned out not to count). `docs/charging.md`
-//! has the reasoning; in short:
+//! ([`Adjustment::Refund`], for a request that turned out not to count). The
+//! [charging guide](crate::guide::charging) has the reasoning; in short:
 //!
 //! - GCRA and the funnel move the TAT: a charge pushes it forward even past the
 //!   tolerance (debt: the next requests are refused until it is paid off), a refund pulls

@@ -224,7 +224,7 @@ impl Parameters {
     /// The parameters that give a stored state its meaning (its shape), padded with 0:
     /// a state written under parameters of the same algorithm and shape reads correctly
     /// under these, so stores keep a key's state across a quota change that leaves the
-    /// shape alone and start afresh on one that changes it (docs/quota-changes.md).
+    /// shape alone and start afresh on one that changes it ([`crate::guide::quota_changes`]).
     ///
     /// - GCRA and the funnel store a time (the TAT): no parameter shapes it.
     /// - The token bucket stores tokens owed as of an epoch-aligned tick: the tick length

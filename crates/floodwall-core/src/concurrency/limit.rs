@@ -25,7 +25,9 @@ use crate::{ConfigError, MAX_SPAN, Policy, Quota};
 /// killed mid-request leaks nothing: its slots come free within one lease time. A short
 /// lease frees a crashed node's slots sooner; a long one costs fewer renewals (one per
 /// `renew_every` per request that runs that long; requests shorter than `renew_every` are
-/// never renewed). docs/in-flight.md in the repository weighs the choice. The memory store
+/// never renewed). floodwall-redis's
+/// [in-flight guide](https://docs.rs/floodwall-redis/latest/floodwall_redis/guide/in_flight/index.html)
+/// weighs the choice. The memory store
 /// ignores both: a process's own memory dies with it.
 ///
 /// ```

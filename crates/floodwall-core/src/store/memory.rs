@@ -193,7 +193,7 @@ impl<C: Clock> MemoryStore<C> {
     // for those stores (BENCHMARKS.md §1 measures it).
     ///
     /// A policy with a [`Penalty`](crate::Penalty) answers a banned key its ban, and
-    /// counts its refusals as strikes (`docs/penalties.md`).
+    /// counts its refusals as strikes ([penalties](crate::guide::penalties)).
     #[inline(always)]
     pub(crate) fn check_sync(
         &self,

@@ -148,7 +148,7 @@ pub trait StoreExt: Store {
     /// [`Error::CostTooHigh`], and nothing is recorded.
     ///
     /// The memory and Redis stores decide atomically, however many checks run at once
-    /// (`docs/all-or-nothing.md`).
+    /// ([all or nothing](crate::guide::all_or_nothing)).
     fn check_all(
         &self,
         key: &[u8],

@@ -54,7 +54,7 @@
 //! # Ok::<(), floodwall_tower::file::FileError>(())
 //! ```
 //!
-//! docs/policy-file.md is the full reference of the format, with the errors and what a
+//! [`crate::guide::policy_file`] is the full reference of the format, with the errors and what a
 //! reload does and refuses.
 
 mod build;

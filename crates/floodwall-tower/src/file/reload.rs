@@ -21,7 +21,7 @@ use crate::live::LiveLimits;
 /// its start): otherwise it is refused, naming what needs a restart. Then each policy
 /// whose quota, algorithm, penalty or mode changed is replaced through the layer's
 /// [`LiveLimits`] (a request in flight sees a policy's version old or new, never a mix;
-/// its quota and its mode are two changes, docs/policy-file.md), and the routes are
+/// its quota and its mode are two changes, [`crate::guide::policy_file`]), and the routes are
 /// swapped in whole.
 #[derive(Clone)]
 pub struct FileLimits {

@@ -1,5 +1,5 @@
 //! Changing a running layer's policies and modes: [`LiveLimits`], the handle an app keeps
-//! (docs/live-changes.md says what a change does to requests in flight and to stored
+//! ([`crate::guide::live_changes`] says what a change does to requests in flight and to stored
 //! state).
 
 mod cell;
@@ -98,7 +98,7 @@ impl LiveLimits {
     /// or penalty. Requests that start after this returns are checked against it.
     ///
     /// The stores keep state per policy version where the state's shape allows it (see
-    /// docs/quota-changes.md); otherwise a key starts afresh under the new policy.
+    /// [`floodwall_core::guide::quota_changes`]); otherwise a key starts afresh under the new policy.
     pub fn set_policy(&self, policy: Policy) -> Result<(), LiveError> {
         self.target.update(|state| state.replace(policy))
     }

@@ -62,7 +62,7 @@ impl<C: Clock> DenyCacheBuilder<C> {
     /// The longest a ban ([`Decision::banned`](crate::Decision::banned)) is answered
     /// locally before one check goes to the store again; default
     /// [`DenyCache::DEFAULT_MAX_BAN_HOLD`]. An unban on another node reaches this cache
-    /// at most this long after it (`docs/penalties.md`); a banned key costs the store one
+    /// at most this long after it ([penalties](crate::guide::penalties)); a banned key costs the store one
     /// call per this span. Zero holds no ban.
     pub fn max_ban_hold(mut self, max_ban_hold: Duration) -> Self {
         self.max_ban_hold = max_ban_hold;

@@ -27,7 +27,7 @@ pub(super) struct Entry {
     pub(super) cost: u64,
     /// When the store said the key would be back to full, as a lower bound.
     pub(super) reset_at: u64,
-    /// Whether the fact is a ban, answered as one (`docs/penalties.md`).
+    /// Whether the fact is a ban, answered as one ([penalties](crate::guide::penalties)).
     pub(super) banned: bool,
     /// Learnt from a check of several policies: what the store said of each, for a local
     /// refusal of such a check to answer for all of them.
@@ -88,7 +88,7 @@ impl<S, C: Clock> DenyCache<S, C> {
     /// The exact figures behind the store's answer ([`exact`]) when the cache may answer
     /// from it; `None` when it may not, or a reset came since `epoch`. Under a penalty a
     /// refusal is a strike the store must count: only bans are answered here, neither
-    /// cached nor handed to waiting checks (`docs/penalties.md`).
+    /// cached nor handed to waiting checks ([penalties](crate::guide::penalties)).
     pub(super) fn teaches(
         &self,
         policy: &Policy,
@@ -214,7 +214,8 @@ pub(super) fn refusal(
 }
 
 /// After an admission: the smallest cost now refused, and for how long after the check
-/// was sent, worked out from the answer (`docs/deny-cache.md`, "Admissions tell too").
+/// was sent, worked out from the answer
+/// ([deny cache guide](crate::guide::deny_cache#admissions-tell-too)).
 /// `None` when the algorithm keeps too little in a decision to tell.
 fn exhausted(policy: &Policy, remaining: u64, reset: u64) -> Option<(u64, u64)> {
     let next = remaining.checked_add(1)?;

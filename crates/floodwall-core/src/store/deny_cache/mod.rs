@@ -2,7 +2,7 @@
 //!
 //! `entry.rs` holds what is learnt per key, `route.rs` where a check goes, `flight.rs` the
 //! one check in flight after a refusal lapses, `all.rs` checks of several policies at once,
-//! `reserve.rs` bookings; `docs/deny-cache.md` says why it is exact.
+//! `reserve.rs` bookings; [`crate::guide::deny_cache`] says why it is exact.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,7 +34,7 @@ use route::{Mode, Route};
 /// refuses only what the store would refuse too, for all six algorithms, provided the
 /// store's clock runs at the rate of this one's; a reset elsewhere (through another node,
 /// a `DEL`, an evicted key) reaches it within that hold. Why that holds is in
-/// `docs/deny-cache.md` in the floodwall repository.
+/// [the deny cache guide](crate::guide::deny_cache).
 ///
 /// Wraps any [`Store`]; the wrapper is a `Store` again. Clones share the cache (and clone
 /// the inner store), so one cache serves every clone of a tower layer.

@@ -2,7 +2,7 @@
 //! a local copy of a key's verdict and sends its counts to the shared store in batches.
 //!
 //! `verdict.rs` holds one key's verdict, `refresh.rs` how its counts reach the store;
-//! `docs/local-verdicts.md` derives how far over the quota it can go.
+//! [`crate::guide::local_verdicts`] derives how far over the quota it can go.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,7 +33,7 @@ type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 /// the quota, at most `N × min(⌈λ·T⌉ + ⌈λ·L⌉, limit)` more over any span for `N`
 /// nodes with arrival rate `λ` each, interval `T` and a round trip `L`, and it admits less
 /// than the quota when `T` is long against the burst's refill time. Read
-/// `docs/local-verdicts.md` in the floodwall repository before choosing `T`: it derives the
+/// [the local verdicts guide](crate::guide::local_verdicts) before choosing `T`: it derives the
 /// bound and the shortfall. What [`DenyCache`](super::DenyCache) assumes of time applies
 /// here too; unlike it, a refusal is kept for the whole `retry_after` the store gave, so a
 /// reset elsewhere is seen only once that lapses.

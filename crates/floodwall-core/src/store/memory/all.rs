@@ -6,7 +6,7 @@
 //! TAT for `BUSY`, which a single check meeting it waits out. Several keys are always
 //! taken in one order (their entries' addresses), and a single check holds one key at a
 //! time and never waits while holding it, so no two checks wait on each other in a
-//! cycle. `docs/all-or-nothing.md` has the argument.
+//! cycle. [`crate::guide::all_or_nothing`] has the argument.
 
 use std::sync::MutexGuard;
 
@@ -48,7 +48,7 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// [`check_all_sync`](Self::check_all_sync) when a policy has a penalty
-    /// (`docs/penalties.md`): a key banned under any policy records nothing in any (the
+    /// ([penalties](crate::guide::penalties)): a key banned under any policy records nothing in any (the
     /// banned policies answer their ban, the others a peek); else the quotas decide, and
     /// each penalized policy whose own quota refused counts a strike.
     fn check_all_penalized(

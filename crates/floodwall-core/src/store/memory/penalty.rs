@@ -1,4 +1,4 @@
-//! The memory store's penalties (`docs/penalties.md`): per (policy, key), the strikes in
+//! The memory store's penalties ([`crate::guide::penalties`]): per (policy, key), the strikes in
 //! their window and the ban, in a map of their own beside the quota states, touched only
 //! by policies with a [`Penalty`]. A record is made by a key's first strike, and dropped
 //! once it says nothing more (its window, ban and remembered bans all over).
@@ -277,7 +277,7 @@ impl<C: Clock> MemoryStore<C> {
 
     /// [`StoreExt::unban`](crate::StoreExt::unban) without the future: lifts `key`'s ban under
     /// `policy` and forgets its strikes and earlier bans; its quota state is kept
-    /// (`docs/penalties.md`).
+    /// ([penalties](crate::guide::penalties)).
     pub(crate) fn unban_sync(&self, key: &[u8], policy: &Policy) {
         let buf = KeyBuf::new(key);
         self.inner
