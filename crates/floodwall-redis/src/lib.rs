@@ -2,7 +2,7 @@
 //! atomic Lua script per check, on the Redis server's clock.
 //!
 //! ```no_run
-//! use floodwall_core::{Policy, Store};
+//! use floodwall_core::{Policy, StoreExt};
 //! use floodwall_redis::RedisStore;
 //!
 //! # #[tokio::main(flavor = "current_thread")]

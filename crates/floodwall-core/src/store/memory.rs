@@ -1,12 +1,11 @@
 //! The embedded store: state for every algorithm in a bounded, lock-free concurrent map.
 
-use std::future::{Future, ready};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::evict::{Cap, evict_soonest};
 use super::key::{KeyBuf, KeyRef, MapKey};
-use super::{Op, Reply, Store, lock};
+use super::lock;
 use crate::algorithm::gcra::{Gcra, Judgement};
 use crate::algorithm::{Raw, clamp_now};
 use crate::concurrency::memory::Slots;
@@ -14,6 +13,7 @@ use crate::{Clock, Decision, Error, Policy, State, SystemClock};
 
 mod adjust;
 mod all;
+mod ops;
 mod penalty;
 mod reserve;
 
@@ -571,70 +571,5 @@ fn settled(tat: &AtomicU64) -> Option<u64> {
     match wait_while_busy(tat) {
         DEAD => None,
         t => Some(t),
-    }
-}
-
-impl<C: Clock> Store for MemoryStore<C> {
-    fn call(&self, op: Op<'_>) -> impl Future<Output = Result<Reply, Error>> + Send {
-        ready(self.answer(op))
-    }
-
-    #[inline(always)]
-    fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
-        Some(self.answer(op))
-    }
-}
-
-impl<C: Clock> MemoryStore<C> {
-    /// Every operation, at once: the memory store never waits.
-    #[inline(always)]
-    fn answer(&self, op: Op<'_>) -> Result<Reply, Error> {
-        match op {
-            Op::Check { key, policy, cost } => {
-                self.check_sync(key, policy, cost).map(Reply::Decision)
-            }
-            op => self.answer_other(op),
-        }
-    }
-
-    /// Every operation but a single check, out of the check's line.
-    #[inline(never)]
-    fn answer_other(&self, op: Op<'_>) -> Result<Reply, Error> {
-        Ok(match op {
-            Op::Check { key, policy, cost } => Reply::Decision(self.check_sync(key, policy, cost)?),
-            Op::CheckAll {
-                key,
-                policies,
-                cost,
-            } => Reply::Decisions(self.check_all_sync(key, policies, cost)?),
-            Op::Reserve {
-                key,
-                policy,
-                cost,
-                max_wait,
-            } => Reply::Reservation(self.reserve_sync(key, policy, cost, max_wait)?),
-            Op::Cancel {
-                key,
-                policy,
-                reservation,
-            } => Reply::Cancelled(self.cancel_sync(key, policy, &reservation)?),
-            Op::Adjust {
-                key,
-                policy,
-                adjustment,
-            } => {
-                self.adjust_sync(key, policy, adjustment)?;
-                Reply::Done
-            }
-            Op::Unban { key, policy } => {
-                self.unban_sync(key, policy);
-                Reply::Done
-            }
-            Op::Reset { key, policy } => {
-                self.reset_sync(key, policy);
-                Reply::Done
-            }
-            Op::Acquire { key, limit } => Reply::Acquired(self.acquire_sync(key, limit)?),
-        })
     }
 }
