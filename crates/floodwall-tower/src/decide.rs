@@ -58,7 +58,7 @@ fn verdict(tally: &Tally, shadow: bool, max_wait: Option<std::time::Duration>) -
 }
 
 /// Checks `key` against every policy, in order, as far as the store answers without
-/// waiting ([`StoreExt::check_now`]; the memory store always does): the verdict, or what
+/// waiting ([`StoreExt::check_now`](floodwall_core::StoreExt::check_now); the memory store always does): the verdict, or what
 /// is left for [`rest`]. On the memory store's hot path this builds no future and clones
 /// nothing.
 ///
