@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 #[cfg(feature = "charge")]
-use floodwall_core::Adjustment;
-use floodwall_core::{Policy, Store, StoreExt};
+use floodwall_core::{Adjustment, StoreExt};
+use floodwall_core::{Policy, Store};
 use http::Response;
 #[cfg(feature = "charge")]
 use http::response::Parts;
