@@ -128,7 +128,9 @@ pub trait StoreExt: Store {
 
     /// [`check`](Self::check) without waiting, when the store can (see
     /// [`Store::call_now`]): the memory store always answers, `Some`.
-    #[inline]
+    // Inlined, the memory store's check builds only what the caller reads (the
+    // memory bench's instruction counts: 333 per check as a call, 235 inlined).
+    #[inline(always)]
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         self.call_now(Op::Check { key, policy, cost })
             .map(|reply| reply?.into_decision())

@@ -180,7 +180,7 @@ fn mismatch(reply: &Reply) -> Error {
 
 impl Reply {
     /// The decision of a [`Op::Check`].
-    #[inline]
+    #[inline(always)]
     pub fn into_decision(self) -> Result<Decision, Error> {
         match self {
             Self::Decision(d) => Ok(d),
