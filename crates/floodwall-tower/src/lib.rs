@@ -121,8 +121,22 @@
 //!
 //! # Guides
 //!
-//! - [Waiting instead of refusing](guide::waiting): bursts smoothed to the policy's pace.
-//! - [Live changes and modes](guide::live_changes): quotas and modes changed while serving.
+#![cfg_attr(
+    feature = "wait",
+    doc = "- [Waiting instead of refusing](guide::waiting): bursts smoothed to the policy's pace."
+)]
+#![cfg_attr(
+    not(feature = "wait"),
+    doc = "- Waiting instead of refusing: the `guide::waiting` page, with the `wait` feature."
+)]
+#![cfg_attr(
+    feature = "live",
+    doc = "- [Live changes and modes](guide::live_changes): quotas and modes changed while serving."
+)]
+#![cfg_attr(
+    not(feature = "live"),
+    doc = "- Live changes and modes: the `guide::live_changes` page, with the `live` feature."
+)]
 //! - [Metrics and tracing](guide::metrics): what the layer counts, and its spans.
 #![cfg_attr(
     feature = "file",
