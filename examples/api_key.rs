@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use axum::Router;
 use axum::routing::get;
 use floodwall::tower::RateLimitLayer;
+use floodwall::tower::Refusals;
 use floodwall::tower::choose::Choice;
 use floodwall::tower::extract::{ExtractKey, HeaderKey, PeerIp};
 use floodwall::tower::respond::Json;
@@ -42,7 +43,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Choice::Policy(anonymous.clone())
             }
         })
-        .on_reject(Json);
+        .refusals(Refusals::new().respond(Json));
 
     let app = Router::new()
         .route("/", get(|| async { "hello, API user\n" }))

@@ -22,6 +22,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, post};
 use floodwall::tower::RateLimitLayer;
+use floodwall::tower::Refusals;
 use floodwall::tower::extract::PeerIp;
 use floodwall::tower::respond::Json;
 use floodwall::{MemoryStore, Penalty, Policy, StoreExt};
@@ -41,7 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route_layer(
             RateLimitLayer::new(store.clone(), login.clone())
                 .key(PeerIp::new())
-                .on_reject(Json),
+                .refusals(Refusals::new().respond(Json)),
         );
     let admin = Router::new()
         .route("/ban/{ip}", delete(unban))

@@ -14,6 +14,7 @@
 use std::net::SocketAddr;
 
 use floodwall::tower::RateLimitLayer;
+use floodwall::tower::Refusals;
 use floodwall::tower::respond::{Grpc, GrpcUnavailable};
 use floodwall::{MemoryStore, Policy};
 use tokio::net::TcpListener;
@@ -29,8 +30,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // statuses rather than HTTP 429 / 503.
     let policy = Policy::gcra("rpc", "3/min".parse()?)?;
     let limit = RateLimitLayer::new(MemoryStore::new(), policy)
-        .on_reject(Grpc)
-        .on_store_failure(GrpcUnavailable);
+        .refusals(Refusals::new().respond(Grpc).store_failure(GrpcUnavailable));
 
     // The service: any tonic service works the same; this one reports the server as SERVING.
     let (_reporter, health) = tonic_health::server::health_reporter();
