@@ -306,7 +306,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// use floodwall_tower::respond::ProblemJson;
     ///
     /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("p", "100/s".parse()?)?)
-    ///     .refusals(Refusals::new().respond(ProblemJson).headers(HeaderStyle::Legacy));
+    ///     .refusals(Refusals::new().respond(ProblemJson).headers(HeaderStyle::GitHub));
     /// # let _ = layer;
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
