@@ -7,7 +7,7 @@
 //! A request refused because its key is missing (no API key header: see
 //! [`OnMissingKey`](crate::extract::OnMissingKey)) is the client's error, not a rate
 //! limit: it goes to the responder's [`OnReject::missing_key`], with the
-//! [`KeyError`](crate::extract::KeyError) that names what was missing and the status to
+//! [`KeyError`] that names what was missing and the status to
 //! answer with (400 for a missing header). Unless a responder says otherwise, that is the
 //! status with the error's text as plain text; this crate's responders answer it in their
 //! own format. A closure answers denials only, so it never turns a 400 into its 429.
