@@ -13,11 +13,10 @@ use std::net::SocketAddr;
 
 use axum::Router;
 use axum::routing::get;
-use floodwall::tower::RateLimitLayer;
-use floodwall::tower::Refusals;
 use floodwall::tower::choose::Choice;
 use floodwall::tower::extract::{ExtractKey, HeaderKey, PeerIp};
 use floodwall::tower::respond::Json;
+use floodwall::tower::{RateLimitLayer, Refusals};
 use floodwall::{MemoryStore, Policy};
 use http::HeaderName;
 use http::request::Parts;

@@ -21,10 +21,9 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, post};
-use floodwall::tower::RateLimitLayer;
-use floodwall::tower::Refusals;
 use floodwall::tower::extract::PeerIp;
 use floodwall::tower::respond::Json;
+use floodwall::tower::{RateLimitLayer, Refusals};
 use floodwall::{MemoryStore, Penalty, Policy, StoreExt};
 
 #[tokio::main]

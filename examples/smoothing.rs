@@ -20,8 +20,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use floodwall::tower::RateLimitLayer;
-use floodwall::tower::Wait;
+use floodwall::tower::{RateLimitLayer, Wait};
 use floodwall::{MemoryStore, Policy};
 
 #[tokio::main]

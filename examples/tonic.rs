@@ -13,9 +13,8 @@
 
 use std::net::SocketAddr;
 
-use floodwall::tower::RateLimitLayer;
-use floodwall::tower::Refusals;
 use floodwall::tower::respond::{Grpc, GrpcUnavailable};
+use floodwall::tower::{RateLimitLayer, Refusals};
 use floodwall::{MemoryStore, Policy};
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;

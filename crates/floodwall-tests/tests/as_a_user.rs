@@ -12,10 +12,9 @@ use axum::routing::get;
 use floodwall::Policy;
 use floodwall::redis::RedisStore;
 use floodwall::resilience::FailMode;
-use floodwall::tower::Refusals;
 use floodwall::tower::extract::{ExtractKey, KeyError};
 use floodwall::tower::respond::{Axum, Denial};
-use floodwall::tower::{Key, RateLimitLayer};
+use floodwall::tower::{Key, RateLimitLayer, Refusals};
 use floodwall_test_support::{http_get, serve};
 use redis_harness::RedisServer;
 

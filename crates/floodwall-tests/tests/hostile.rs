@@ -12,9 +12,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use floodwall::redis::RedisStore;
-use floodwall::tower::RateLimitLayer;
-use floodwall::tower::Refusals;
 use floodwall::tower::extract::{ClientIp, HeaderKey, parse_cidrs};
+use floodwall::tower::{RateLimitLayer, Refusals};
 use floodwall::{
     Algorithm, ConfigError, Error, MAX_SPAN, ManualClock, MemoryStore, Policy, Quota, StoreExt,
 };

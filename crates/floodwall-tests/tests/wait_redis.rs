@@ -15,8 +15,7 @@ use std::time::Duration;
 
 use floodwall::core::store::{Op, Reply};
 use floodwall::redis::RedisStore;
-use floodwall::tower::RateLimitLayer;
-use floodwall::tower::Wait;
+use floodwall::tower::{RateLimitLayer, Wait};
 use floodwall::{Clock, Error, Policy, Store, StoreExt};
 use floodwall_test_support::{Seen, TokioClock, from, recording};
 use http::StatusCode;

@@ -358,7 +358,7 @@ fn store_failed<M: Refuse, St, K>(
             tracing::warn!(
                 target: "floodwall",
                 %error,
-                "rate-limit store failing; letting requests through (fail open) until it answers"
+                "rate-limit store failing; letting requests through (shadow mode) until it answers"
             );
         } else {
             tracing::error!(

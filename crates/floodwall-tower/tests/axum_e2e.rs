@@ -3,10 +3,9 @@
 use axum::Router;
 use axum::routing::get;
 use floodwall_test_support::*;
-use floodwall_tower::Refusals;
 use floodwall_tower::extract::{ExtractKey, MethodRoute, PeerIp};
 use floodwall_tower::respond::ProblemJson;
-use floodwall_tower::{HeaderStyle, RateLimitLayer};
+use floodwall_tower::{HeaderStyle, RateLimitLayer, Refusals};
 
 fn app() -> Router {
     Router::new()

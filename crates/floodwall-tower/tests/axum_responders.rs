@@ -8,9 +8,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use floodwall_test_support::*;
-use floodwall_tower::RateLimitLayer;
-use floodwall_tower::Refusals;
 use floodwall_tower::respond::{Axum, Denial, OnReject, OnStoreFailure};
+use floodwall_tower::{RateLimitLayer, Refusals};
 use tower::{Layer, ServiceExt};
 
 fn app() -> Router {

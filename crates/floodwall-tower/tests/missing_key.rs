@@ -8,10 +8,9 @@ use axum::body::Body;
 use axum::response::{Html, IntoResponse};
 use floodwall_core::{ConcurrencyLimit, MemoryStore};
 use floodwall_test_support::*;
-use floodwall_tower::Refusals;
 use floodwall_tower::extract::{HeaderKey, KeyError, OnMissingKey};
 use floodwall_tower::respond::{Axum, Denial, Grpc, Json, OnReject, ProblemJson};
-use floodwall_tower::{ConcurrencyLimitLayer, RateLimitLayer};
+use floodwall_tower::{ConcurrencyLimitLayer, RateLimitLayer, Refusals};
 use http::{HeaderName, Request, StatusCode};
 use tower::{Layer, ServiceExt};
 

@@ -6,11 +6,9 @@ use std::time::Duration;
 
 use floodwall_core::{Penalty, Policy};
 use floodwall_test_support::*;
-use floodwall_tower::RateLimitLayer;
-use floodwall_tower::Refusals;
-use floodwall_tower::Wait;
 use floodwall_tower::extract::PeerIp;
 use floodwall_tower::respond::Json;
+use floodwall_tower::{RateLimitLayer, Refusals, Wait};
 use http::StatusCode;
 use tower::{Layer, ServiceExt};
 

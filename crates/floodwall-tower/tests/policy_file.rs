@@ -11,9 +11,8 @@ use axum::body::Body;
 use axum::routing::{get, post};
 use floodwall_core::Quota;
 use floodwall_test_support::{http_get, http_request, serve, store};
-use floodwall_tower::Enforcement;
-use floodwall_tower::Modes;
 use floodwall_tower::file::{FileError, PolicyFile};
+use floodwall_tower::{Enforcement, Modes};
 use http::{Request, StatusCode};
 use tower::{Service, ServiceExt};
 

@@ -7,9 +7,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use floodwall_test_support::*;
-use floodwall_tower::RateLimitLayer;
-use floodwall_tower::Refusals;
 use floodwall_tower::respond::{Grpc, GrpcUnavailable};
+use floodwall_tower::{RateLimitLayer, Refusals};
 use http::uri::PathAndQuery;
 use tonic::body::Body;
 use tonic::transport::Server;

@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use floodwall_core::{Algorithm, ConfigError, MemoryStore, Policy};
 use floodwall_test_support::*;
-use floodwall_tower::RateLimitLayer;
-use floodwall_tower::Wait;
+use floodwall_tower::{RateLimitLayer, Wait};
 use http::StatusCode;
 use tokio::task::JoinSet;
 use tokio::time::Instant;

@@ -7,8 +7,7 @@ use std::path::PathBuf;
 
 use axum::Router;
 use axum::routing::get;
-use floodwall::tower::Refusals;
-use floodwall::tower::{HeaderStyle, RateLimitLayer};
+use floodwall::tower::{HeaderStyle, RateLimitLayer, Refusals};
 use floodwall::{MemoryStore, Policy, Quota};
 use floodwall_redis::RedisStore;
 use redis_harness::RedisServer;

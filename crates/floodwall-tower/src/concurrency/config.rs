@@ -153,7 +153,7 @@ impl<St, K> InFlightConfig<St, K> {
         if !self.store_down.load(Ordering::Relaxed)
             && !self.store_down.swap(true, Ordering::Relaxed)
         {
-            let mode = if open { "fail open" } else { "fail closed" };
+            let mode = if open { "shadow mode" } else { "fail closed" };
             tracing::error!(
                 target: "floodwall",
                 %error,
