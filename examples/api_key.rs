@@ -13,10 +13,10 @@ use std::net::SocketAddr;
 
 use axum::Router;
 use axum::routing::get;
-use floodwall::tower::RateLimitLayer;
 use floodwall::tower::choose::Choice;
 use floodwall::tower::extract::{ExtractKey, HeaderKey, PeerIp};
 use floodwall::tower::respond::Json;
+use floodwall::tower::{RateLimitLayer, Refusals};
 use floodwall::{MemoryStore, Policy};
 use http::HeaderName;
 use http::request::Parts;
@@ -42,7 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Choice::Policy(anonymous.clone())
             }
         })
-        .on_reject(Json);
+        .refusals(Refusals::new().respond(Json));
 
     let app = Router::new()
         .route("/", get(|| async { "hello, API user\n" }))

@@ -21,9 +21,9 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, post};
-use floodwall::tower::RateLimitLayer;
 use floodwall::tower::extract::PeerIp;
 use floodwall::tower::respond::Json;
+use floodwall::tower::{RateLimitLayer, Refusals};
 use floodwall::{MemoryStore, Penalty, Policy, StoreExt};
 
 #[tokio::main]
@@ -41,7 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route_layer(
             RateLimitLayer::new(store.clone(), login.clone())
                 .key(PeerIp::new())
-                .on_reject(Json),
+                .refusals(Refusals::new().respond(Json)),
         );
     let admin = Router::new()
         .route("/ban/{ip}", delete(unban))

@@ -7,14 +7,14 @@
 //!
 //! Every request is decided and gets the rate-limit headers, but none is refused: those
 //! that would have been are logged (target `floodwall`, level `info`) so you can see what
-//! the limit would do before turning it on with `.shadow(false)`. Here the log is printed
+//! the limit would do before enforcing it (drop the `modes` line). Here the log is printed
 //! by a minimal `tracing` subscriber.
 
 use std::net::SocketAddr;
 
 use axum::Router;
 use axum::routing::get;
-use floodwall::tower::RateLimitLayer;
+use floodwall::tower::{Enforcement, Modes, RateLimitLayer};
 use floodwall::{MemoryStore, Policy};
 
 /// Prints floodwall's log events to stderr: enough to see shadow-mode decisions without
@@ -58,7 +58,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         MemoryStore::new(),
         Policy::gcra("candidate", "2/min".parse()?)?,
     )
-    .shadow(true);
+    .modes(Modes::new().all(Enforcement::Shadow))?;
     let app = Router::new()
         .route("/", get(|| async { "always served\n" }))
         .layer(layer);

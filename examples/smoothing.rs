@@ -7,11 +7,11 @@
 //! for i in $(seq 15); do curl -s -o /dev/null -w '%{http_code} %{time_total}s\n' http://127.0.0.1:3000/ & done; wait
 //! ```
 //!
-//! - `wait_up_to(2 s)`: a request refused with a `Retry-After` of at most 2 s books the next
+//! - `Wait::up_to(2 s)`: a request refused with a `Retry-After` of at most 2 s books the next
 //!   slot and waits for it on tokio's timer, then reaches the handler.
-//! - `max_waiting(256, 16)`: at most 256 requests wait at once, 16 per client; past either
+//! - `.max_waiting(256, 16)`: at most 256 requests wait at once, 16 per client; past either
 //!   a request is refused at once, so waiting cannot pile up memory.
-//! - `wait_jitter(20 ms)`: each wait gets up to 20 ms more, never less, so requests booked
+//! - `.jitter(20 ms)`: each wait gets up to 20 ms more, never less, so requests booked
 //!   for one instant do not all wake together.
 //! - A client that hangs up while waiting gives its slot back to the next request.
 
@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use floodwall::tower::RateLimitLayer;
+use floodwall::tower::{RateLimitLayer, Wait};
 use floodwall::{MemoryStore, Policy};
 
 #[tokio::main]
@@ -30,9 +30,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let policy = Policy::gcra("smooth", "5/s burst 2".parse()?)?;
     let layer = RateLimitLayer::new(MemoryStore::new(), policy)
         // Only GCRA and the buckets can book a slot: a window policy is refused here.
-        .wait_up_to(Duration::from_secs(2))?
-        .max_waiting(256, 16)
-        .wait_jitter(Duration::from_millis(20));
+        .wait(
+            Wait::up_to(Duration::from_secs(2))?
+                .max_waiting(256, 16)
+                .jitter(Duration::from_millis(20)),
+        )?;
 
     let app = Router::new()
         .route("/", get(|| async { "hello\n" }))

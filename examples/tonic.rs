@@ -13,8 +13,8 @@
 
 use std::net::SocketAddr;
 
-use floodwall::tower::RateLimitLayer;
 use floodwall::tower::respond::{Grpc, GrpcUnavailable};
+use floodwall::tower::{RateLimitLayer, Refusals};
 use floodwall::{MemoryStore, Policy};
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
@@ -29,8 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // statuses rather than HTTP 429 / 503.
     let policy = Policy::gcra("rpc", "3/min".parse()?)?;
     let limit = RateLimitLayer::new(MemoryStore::new(), policy)
-        .on_reject(Grpc)
-        .on_store_failure(GrpcUnavailable);
+        .refusals(Refusals::new().respond(Grpc).store_failure(GrpcUnavailable));
 
     // The service: any tonic service works the same; this one reports the server as SERVING.
     let (_reporter, health) = tonic_health::server::health_reporter();

@@ -33,7 +33,7 @@
 //! adds the Redis store; `tokio` adds `resilience::Timeout` for any store, and lets a
 //! `DenyCache`'s checks wait (bounded) for one of their key in flight; `metrics` counts
 //! the layer's decisions through the `metrics` facade; `wait` lets a refused request wait
-//! for its slot instead (`RateLimitLayer::wait_up_to`), `live` changes the layer's
+//! for its slot instead (`RateLimitLayer::wait`), `live` changes the layer's
 //! policies and modes while it serves (`LiveLimits`), `charge` charges each request by
 //! its response (`RateLimitLayer::charge_by`); `file` reads the layer's policies, key and
 //! routes from a TOML file (`floodwall::tower::file`), and turns on `live`.

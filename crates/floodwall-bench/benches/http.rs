@@ -28,7 +28,7 @@
 //! A criterion group (`http_c1`) adds latency at concurrency 1, one request at a time on one
 //! connection. That is mostly the two threads waking each other across cores; on a VM that
 //! alone varies from ~10 µs to ~90 µs with the machine's load, so compare the rows of one
-//! run, never runs. The `floodwall-memory-noheaders` row (`.headers(HeaderStyle::None)`)
+//! run, never runs. The `floodwall-memory-noheaders` row (`.refusals(Refusals::new().headers(HeaderStyle::None))`)
 //! shows what the IETF `RateLimit` headers cost.
 //!
 //! The Redis row needs `redis-server` on the `PATH` (started on a free port by

@@ -12,7 +12,7 @@
 //! nothing, and the same inserting the two IETF headers as constants (their difference is
 //! the floor of writing them); floodwall in memory with its default headers, without
 //! headers, and refusing (429 with headers, every counted request: its 1/h quota admits
-//! only the first warm-up one); floodwall with `wait_up_to` (its allowed path: waiting
+//! only the first warm-up one); floodwall with `wait` (its allowed path: waiting
 //! costs nothing until a request is refused); floodwall after a live change of its quota
 //! (to the same quota: what reading the current version costs); tower_governor with the
 //! same quota.
@@ -35,7 +35,7 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::response::Response;
 use axum::routing::get;
-use floodwall::tower::{HeaderStyle, RateLimitLayer};
+use floodwall::tower::{HeaderStyle, RateLimitLayer, Refusals, Wait};
 use floodwall::{MemoryStore, Policy, Quota};
 use http::header::{HOST, HeaderName};
 use http::{HeaderValue, Request, StatusCode};
@@ -123,11 +123,13 @@ fn app(variant: &str) -> Router {
                 .expect("the only recorder");
             hello().layer(RateLimitLayer::new(MemoryStore::new(), policy()))
         }
-        "floodwall-noheaders" => hello()
-            .layer(RateLimitLayer::new(MemoryStore::new(), policy()).headers(HeaderStyle::None)),
+        "floodwall-noheaders" => hello().layer(
+            RateLimitLayer::new(MemoryStore::new(), policy())
+                .refusals(Refusals::new().headers(HeaderStyle::None)),
+        ),
         "floodwall-wait" => hello().layer(
             RateLimitLayer::new(MemoryStore::new(), policy())
-                .wait_up_to(std::time::Duration::from_secs(1))
+                .wait(Wait::up_to(std::time::Duration::from_secs(1)).expect("a bound"))
                 .expect("GCRA can wait"),
         ),
         "floodwall-two" => hello().layer(

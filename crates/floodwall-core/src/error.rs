@@ -100,6 +100,12 @@ pub enum ConfigError {
         /// The algorithm's name.
         algorithm: &'static str,
     },
+    /// A wait for the next slot that could never happen: a bound of zero (a request would
+    /// wait for nothing; refuse instead of waiting).
+    BadWait {
+        /// Why the wait was refused.
+        reason: String,
+    },
     /// A [`Penalty`](crate::Penalty) that could never work: banning after 0 refusals, a
     /// span under a millisecond or over [`MAX_SPAN`](crate::MAX_SPAN), a growth factor
     /// outside 1 ..= [`Penalty::MAX_GROWTH`](crate::Penalty::MAX_GROWTH), a cap below the
@@ -176,6 +182,7 @@ impl fmt::Display for ConfigError {
                 "{algorithm} cannot book a future slot, so requests cannot wait under it; \
                  choose gcra, token_bucket or leaky_bucket, or refuse instead of waiting"
             ),
+            Self::BadWait { reason } => write!(f, "bad wait: {reason}"),
             Self::BadPenalty { reason } => write!(f, "bad penalty: {reason}"),
             Self::InvalidName { name } => write!(
                 f,

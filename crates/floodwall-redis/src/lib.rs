@@ -38,7 +38,7 @@
 //! - **Failures** map onto [`floodwall_core::Error`]: timeouts, an unreachable server and
 //!   errors Redis answered (a key of the wrong type) are told apart, never a panic, never a
 //!   silent allow. The tower layer answers a store failure with 503 by default, or lets
-//!   requests through with `fail_open()`.
+//!   requests through with `fail_mode(FailMode::Open)`.
 //!
 //! # Key layout
 //!
@@ -106,7 +106,7 @@
 //! | sliding log | sorted set, a member per admitted unit + a TTL-grid marker | 152 B + ~36 B per unit (3,672 B for 100) | TIME ZCOUNT \[ZSCORE EXISTS\] ZADD \[PEXPIRE ZREMRANGEBYSCORE\] | TIME ZCOUNT ZRANGEBYSCORE \[ZRANGE\] |
 //!
 //! A booking of the next slot ([`StoreExt::reserve`](floodwall_core::StoreExt::reserve), for the
-//! tower layer's `wait_up_to`; GCRA and the buckets only) is one `EVALSHA` of a script of
+//! tower layer's `wait`; GCRA and the buckets only) is one `EVALSHA` of a script of
 //! its own, never coalesced: TIME GET, then when it waits GET SET GET at the slot (when
 //! admitted at once: SET GET; beyond the wait: nothing more). Giving a slot back
 //! ([`StoreExt::cancel`](floodwall_core::StoreExt::cancel)) is one more: GET \[SET .. KEEPTTL\].

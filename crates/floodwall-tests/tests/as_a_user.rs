@@ -14,7 +14,7 @@ use floodwall::redis::RedisStore;
 use floodwall::resilience::FailMode;
 use floodwall::tower::extract::{ExtractKey, KeyError};
 use floodwall::tower::respond::{Axum, Denial};
-use floodwall::tower::{Key, RateLimitLayer};
+use floodwall::tower::{Key, RateLimitLayer, Refusals};
 use floodwall_test_support::{http_get, serve};
 use redis_harness::RedisServer;
 
@@ -33,12 +33,9 @@ impl ExtractKey for Tenant {
     }
 }
 
-/// Our own 429 body, in axum's terms; a request without a tenant gets the extractor's
-/// status (401), since a responder answers missing keys too.
+/// Our own 429 body, in axum's terms; a request without a tenant is no refusal of ours:
+/// it gets the extractor's status (401) from the responder's provided `missing_key`.
 fn over_quota(denial: &Denial) -> Response {
-    if let Some(missing) = denial.missing_key() {
-        return (missing.status(), missing.to_string()).into_response();
-    }
     let policies: Vec<&str> = denial.violated().collect();
     let body = format!("tenant over quota ({})\n", policies.join(", "));
     (StatusCode::TOO_MANY_REQUESTS, body).into_response()
@@ -50,7 +47,7 @@ async fn app(redis_url: &str) -> Result<Router, Box<dyn std::error::Error>> {
         .and_policy(Policy::fixed_window("per-tenant-daily", "3/day".parse()?)?)
         .key(Tenant)
         .fail_mode(FailMode::local(3))
-        .on_reject(Axum(over_quota));
+        .refusals(Refusals::new().respond(Axum(over_quota)));
     Ok(Router::new()
         .route("/", get(|| async { "hello" }))
         .layer(limit))

@@ -12,8 +12,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use floodwall::redis::RedisStore;
-use floodwall::tower::RateLimitLayer;
 use floodwall::tower::extract::{ClientIp, HeaderKey, parse_cidrs};
+use floodwall::tower::{RateLimitLayer, Refusals};
 use floodwall::{
     Algorithm, ConfigError, Error, MAX_SPAN, ManualClock, MemoryStore, Policy, Quota, StoreExt,
 };
@@ -270,7 +270,9 @@ async fn raw_header_bytes_as_keys_stay_in_their_namespace_over_http() {
             .layer(
                 RateLimitLayer::new(store.clone(), api.clone())
                     .key(HeaderKey::new(http::HeaderName::from_static("x-api-key")))
-                    .on_missing_key(floodwall::tower::extract::OnMissingKey::Skip),
+                    .refusals(
+                        Refusals::new().missing_key(floodwall::tower::extract::OnMissingKey::Skip),
+                    ),
             )
     }))
     .await;

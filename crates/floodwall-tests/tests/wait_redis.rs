@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use floodwall::core::store::{Op, Reply};
 use floodwall::redis::RedisStore;
-use floodwall::tower::RateLimitLayer;
+use floodwall::tower::{RateLimitLayer, Wait};
 use floodwall::{Clock, Error, Policy, Store, StoreExt};
 use floodwall_test_support::{Seen, TokioClock, from, recording};
 use http::StatusCode;
@@ -121,7 +121,7 @@ async fn two_stores_on_one_redis_let_requests_leave_at_the_pace_never_faster() {
     let seen = Seen::default();
     let layer = |store: Paced| {
         RateLimitLayer::new(store, smooth())
-            .wait_up_to(Duration::from_secs(1))
+            .wait(Wait::up_to(Duration::from_secs(1)).unwrap())
             .unwrap()
             .layer(recording(seen.clone()))
     };
@@ -163,7 +163,7 @@ async fn a_dropped_waiter_gives_its_slot_to_the_next_through_redis() {
     let store = Paced::connect(&server.url(), &clock).await;
     let svc = RateLimitLayer::new(store.clone(), smooth())
         .key(|_: &http::request::Parts| Some(CLIENT))
-        .wait_up_to(Duration::from_secs(1))
+        .wait(Wait::up_to(Duration::from_secs(1)).unwrap())
         .unwrap()
         .layer(recording(seen.clone()));
     let t0 = clock.start();

@@ -1,4 +1,11 @@
-//! Choosing the policies for each request: per route, per method, per tier, per key.
+//! Choosing the policies for each request by what depends on the request itself: its
+//! method, its client's tier, its key.
+//!
+//! Routes are not chosen here: with axum, a route with policies of its own gets a layer
+//! of its own with `route_layer`, each over a clone of one store (see [the crate's front
+//! page](crate#axum-layer-or-route_layer) and the workspace's `examples/routes.rs`). The
+//! policy file's routes (feature `file`) are the exception: a file names its routes, and
+//! they are its chooser.
 
 use std::fmt;
 use std::sync::Arc;

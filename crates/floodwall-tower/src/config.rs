@@ -47,12 +47,11 @@ pub(crate) struct Config<St, K> {
     pub(crate) on_missing: OnMissingKey,
     pub(crate) headers: HeaderStyle,
     /// Whether this configuration's policies are in shadow mode (the layer-wide
-    /// [`shadow`](crate::RateLimitLayer::shadow), or a version's shadow policies).
+    /// shadow mode of [`Modes::all`](crate::Modes::all), or a version's shadow policies).
     pub(crate) shadow: bool,
     /// Whether the layer enforces none of its own policies (each in shadow or off): a
     /// request without a key is then let through, as in shadow mode.
     pub(crate) enforces_none: bool,
-    pub(crate) fail_open: bool,
     /// The IETF header values of `policies`, found on first use (`None`: not interned,
     /// built per response).
     pub(crate) ietf_consts: OnceLock<Option<&'static IetfConsts>>,
@@ -60,7 +59,7 @@ pub(crate) struct Config<St, K> {
     /// outage, not once per request. Shared by every clone, as the store is: axum builds
     /// a service per route, and one outage is still one log line.
     pub(crate) store_down: Arc<AtomicBool>,
-    /// Waiting instead of refusing: off unless `wait_up_to` turned it on.
+    /// Waiting instead of refusing: off unless `RateLimitLayer::wait` turned it on.
     pub(crate) waiting: Waiting,
     /// The metrics handles of `policies` (nothing without the `metrics` feature).
     pub(crate) metrics: observe::Cache,
@@ -83,7 +82,6 @@ impl<St: Clone, K> Clone for Config<St, K> {
             headers: self.headers,
             shadow: self.shadow,
             enforces_none: self.enforces_none,
-            fail_open: self.fail_open,
             ietf_consts: self.ietf_consts.clone(),
             store_down: Arc::clone(&self.store_down),
             waiting: self.waiting.clone(),
@@ -107,7 +105,6 @@ impl<St, K> Config<St, K> {
             headers: HeaderStyle::Ietf,
             shadow: false,
             enforces_none: false,
-            fail_open: false,
             ietf_consts: OnceLock::new(),
             store_down: Arc::new(AtomicBool::new(false)),
             waiting: Default::default(),
@@ -143,7 +140,6 @@ impl<St, K> Config<St, K> {
             headers: self.headers,
             shadow: self.shadow,
             enforces_none: self.enforces_none,
-            fail_open: self.fail_open,
             ietf_consts: self.ietf_consts,
             store_down: self.store_down,
             waiting: self.waiting,

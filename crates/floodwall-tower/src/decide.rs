@@ -345,20 +345,20 @@ fn refuse<M: Refuse, St, K>(
     }))
 }
 
-/// A request the store could not decide: let through (shadow mode, fail open) or refused
+/// A request the store could not decide: let through (shadow mode) or refused
 /// with the store-failure responder. Each outage is logged once.
 fn store_failed<M: Refuse, St, K>(
     config: &Config<St, K>,
     error: floodwall_core::Error,
 ) -> Admission<M::Refusal> {
-    let open = config.shadow || config.fail_open;
+    let open = config.shadow;
     let down = &config.store_down;
     if !down.load(Ordering::Relaxed) && !down.swap(true, Ordering::Relaxed) {
         if open {
             tracing::warn!(
                 target: "floodwall",
                 %error,
-                "rate-limit store failing; letting requests through (fail open) until it answers"
+                "rate-limit store failing; letting requests through (shadow mode) until it answers"
             );
         } else {
             tracing::error!(

@@ -1,10 +1,13 @@
 //! Guides: the layer's features at length, one page each. The guides of floodwall-core
 //! (penalties, all or nothing, charging, the deny cache, ...) are in
-//! [`floodwall_core::guide`]. A guide to a feature is there with its feature, as the
-//! feature's API is.
+//! [`floodwall_core::guide`].
 
-#[cfg(feature = "live")]
-#[doc = include_str!("../docs/live-changes.md")]
+// The page's code needs the feature it describes; without it the page says so.
+#[cfg_attr(feature = "live", doc = include_str!("../docs/live-changes.md"))]
+#[cfg_attr(
+    not(feature = "live"),
+    doc = "Live changes and modes: with the `live` feature."
+)]
 pub mod live_changes {}
 
 #[doc = include_str!("../docs/metrics.md")]
@@ -14,6 +17,9 @@ pub mod metrics {}
 #[doc = include_str!("../docs/policy-file.md")]
 pub mod policy_file {}
 
-#[cfg(feature = "wait")]
-#[doc = include_str!("../docs/waiting.md")]
+#[cfg_attr(feature = "wait", doc = include_str!("../docs/waiting.md"))]
+#[cfg_attr(
+    not(feature = "wait"),
+    doc = "Waiting instead of refusing: with the `wait` feature."
+)]
 pub mod waiting {}

@@ -3,50 +3,50 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
-#[cfg(feature = "wait")]
-use std::time::Duration;
 
-use floodwall_core::resilience::{Breaker, FailMode, Fallback};
 #[cfg(feature = "wait")]
-use floodwall_core::{ConfigError, Reservable};
+use floodwall_core::ConfigError;
+use floodwall_core::resilience::{Breaker, FailMode, Fallback};
 use floodwall_core::{Policy, Store};
 use http::request::Parts;
 use tower_layer::Layer;
 
 use crate::choose::ChoosePolicy;
 use crate::config::Config;
-use crate::enforcement::Enforcement;
-use crate::extract::{ExtractKey, OnMissingKey, PeerIp};
-use crate::headers::HeaderStyle;
+use crate::extract::{ExtractKey, PeerIp};
 #[cfg(feature = "live")]
 use crate::live::LiveLimits;
 use crate::live::{Cell, LiveError, LiveState, Shared};
 use crate::mode::{RejectWithError, RejectWithResponse};
-use crate::respond::{OnReject, OnStoreFailure};
+#[cfg(feature = "wait")]
+use crate::options::Wait;
+use crate::options::{Modes, Refusals};
 use crate::service::RateLimit;
 #[cfg(feature = "charge")]
 use crate::settle::{Rule, Settle};
-#[cfg(feature = "wait")]
-use crate::wait::{self, Waiters};
 
 /// Rate-limits the services it wraps: `.layer(RateLimitLayer::new(store, policy))`.
 ///
-/// Defaults, each changed by one builder method:
+/// Defaults, each changed by one builder method; an option with several settings is a
+/// value of its own ([`Refusals`], [`Wait`], [`Modes`]), shared with
+/// [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer) where both need it:
 ///
 /// | what | default | change with |
 /// |---|---|---|
 /// | key | peer IP, IPv6 by /64 ([`PeerIp`]) | [`key`](Self::key) |
-/// | policies | the one given to `new` | [`and_policy`](Self::and_policy), [`choose`](Self::choose) |
+/// | policies | the one given to `new` | [`and_policy`](Self::and_policy); per request, [`choose`](Self::choose) |
 /// | cost | 1 per request | [`cost`](Self::cost) |
 /// | cost settled by the response | off | [`charge_by`] |
-/// | denial | 429 + `Retry-After` ([`TooManyRequests`](crate::respond::TooManyRequests)) | [`on_reject`](Self::on_reject) |
-/// | store failure | 503 + `Retry-After` ([`ServiceUnavailable`](crate::respond::ServiceUnavailable)), fail closed | [`fail_mode`](Self::fail_mode), [`on_store_failure`](Self::on_store_failure), [`fail_open`](Self::fail_open) |
-/// | no key | refuse with the extractor's status ([`OnMissingKey::Reject`]: 400 for a missing header), built by the denial responder ([`Denial::missing_key`](crate::respond::Denial::missing_key)) | [`on_missing_key`](Self::on_missing_key) |
-/// | headers | IETF `RateLimit` / `RateLimit-Policy` ([`HeaderStyle::Ietf`]) | [`headers`](Self::headers) |
-/// | enforcement | every policy enforced | [`shadow`](Self::shadow), [`enforcement`](Self::enforcement) per policy |
-/// | changes while serving | through the handle | [`live`] ([`LiveLimits`]), [`register`](Self::register) |
+/// | refusals: denials, store failures, missing keys, headers | 429, 503, the key's status, IETF headers | [`refusals`](Self::refusals) ([`Refusals`]) |
+/// | store failure | fail closed, no breaker | [`fail_mode`](Self::fail_mode) |
+/// | waiting for the next slot | off: refused at once | [`wait`] ([`Wait`]) |
+/// | modes: shadow, per policy, policies known by name | every policy enforced | [`modes`](Self::modes) ([`Modes`]) |
+/// | changes while serving | through the handle | [`live`] ([`LiveLimits`]) |
 /// | refusals are | responses | [`reject_with_error`](Self::reject_with_error) |
-/// | waiting for the next slot | off: refused at once | [`wait_up_to`], [`max_waiting`], [`wait_jitter`] |
+///
+/// **Per route, with axum:** a layer per route with `route_layer`, each over a clone of
+/// one store (see [the crate's front page](crate#axum-layer-or-route_layer)); keep
+/// [`choose`](Self::choose) for what depends on the request itself (method, tier, key).
 ///
 /// Cloning the layer clones the store handle and the configuration (reference counts);
 /// each service it builds shares one `Arc` of it.
@@ -60,12 +60,10 @@ use crate::wait::{self, Waiters};
 #[cfg_attr(not(feature = "live"), doc = "[`live`]: crate#features")]
 #[cfg_attr(feature = "live", doc = "[`LiveLimits`]: crate::LiveLimits")]
 #[cfg_attr(not(feature = "live"), doc = "[`LiveLimits`]: crate#features")]
-#[cfg_attr(feature = "wait", doc = "[`wait_up_to`]: Self::wait_up_to")]
-#[cfg_attr(not(feature = "wait"), doc = "[`wait_up_to`]: crate#features")]
-#[cfg_attr(feature = "wait", doc = "[`max_waiting`]: Self::max_waiting")]
-#[cfg_attr(not(feature = "wait"), doc = "[`max_waiting`]: crate#features")]
-#[cfg_attr(feature = "wait", doc = "[`wait_jitter`]: Self::wait_jitter")]
-#[cfg_attr(not(feature = "wait"), doc = "[`wait_jitter`]: crate#features")]
+#[cfg_attr(feature = "wait", doc = "[`wait`]: Self::wait")]
+#[cfg_attr(not(feature = "wait"), doc = "[`wait`]: crate#features")]
+#[cfg_attr(feature = "wait", doc = "[`Wait`]: crate::Wait")]
+#[cfg_attr(not(feature = "wait"), doc = "[`Wait`]: crate#features")]
 pub struct RateLimitLayer<St, K = PeerIp, M = RejectWithResponse> {
     /// Everything but the policies and modes (its `policies` and `shadow` are unused).
     config: Config<St, K>,
@@ -144,8 +142,12 @@ impl<St: Store, K, M> RateLimitLayer<St, K, M> {
     ///   `1 / nodes` of each quota (`RateLimit` then counts down the local share, while
     ///   `RateLimit-Policy` still names the fleet's quota);
     /// - [`FailMode::Open`]: let requests through, with the policy's headers;
-    /// - [`FailMode::Closed`]: answer with the [store-failure
-    ///   responder](Self::on_store_failure) (503 + `Retry-After` by default).
+    /// - [`FailMode::Closed`]: answer with the store-failure responder of
+    ///   [`refusals`](Self::refusals) (503 + `Retry-After` by default).
+    ///
+    /// Without it, the store's failures are refused (fail closed) with no breaker: each
+    /// request waits for the store's own timeout. Letting requests through while the
+    /// store fails is `FailMode::Open`, the one way to fail open.
     ///
     /// For other settings, or to read the breaker's and the fallback's counters, wrap the
     /// store yourself and keep a clone:
@@ -172,82 +174,33 @@ impl<St: Store, K, M> RateLimitLayer<St, K, M> {
 /// Waiting for the next slot instead of refusing (feature `wait`).
 #[cfg(feature = "wait")]
 impl<St, K, M> RateLimitLayer<St, K, M> {
-    /// How many requests may wait for their slot at once, over all keys, unless
-    /// [`max_waiting`](Self::max_waiting) says otherwise. A waiting request holds its
-    /// connection and a future of a few hundred bytes: a thousand of them cost well under
-    /// a megabyte.
-    pub const DEFAULT_MAX_WAITING: usize = wait::DEFAULT_MAX_WAITING;
-
-    /// How many requests of one key may wait at once unless
-    /// [`max_waiting`](Self::max_waiting) says otherwise: enough to smooth a client's
-    /// burst, few enough that one client cannot take every place.
-    pub const DEFAULT_MAX_WAITING_PER_KEY: usize = wait::DEFAULT_MAX_WAITING_PER_KEY;
-
-    /// Waits for the next slot instead of refusing, up to `max_wait`: a request refused
-    /// with a `retry_after` of at most `max_wait` books the next slot in the store, waits
-    /// for it on tokio's timer (no polling), then goes to the inner service; one whose
-    /// slot is further away is refused at once, as without waiting. This smooths bursts
-    /// into the policy's pace (nginx's `limit_req` delay), at the price of holding the
-    /// request meanwhile.
+    /// Waits for the next slot instead of refusing, as `wait` says: up to its bound, so
+    /// many at once, with its jitter.
     ///
-    /// - Only GCRA, the token bucket and the leaky bucket can book a future slot: a window
-    ///   or log policy among the layer's is refused here
-    ///   ([`ConfigError::WaitUnsupported`]). Policies added later with
-    ///   [`and_policy`](Self::and_policy), or chosen per request, wait when their
-    ///   algorithm can book and are refused as usual otherwise.
-    /// - Waiting is bounded: at most [`DEFAULT_MAX_WAITING`](Self::DEFAULT_MAX_WAITING)
-    ///   requests in all and [`DEFAULT_MAX_WAITING_PER_KEY`](Self::DEFAULT_MAX_WAITING_PER_KEY)
-    ///   per key ([`max_waiting`](Self::max_waiting)); past either a request is refused at
-    ///   once, with the usual refusal.
-    /// - A waiting request whose future is dropped (its client went away) cancels its
-    ///   booking: the slot goes to the next request where the algorithm allows it
-    ///   ([`Cancelled`](floodwall_core::Cancelled)).
-    /// - With several policies, a request books a slot in each of them (a refusal
-    ///   counted in none, [`and_policy`](Self::and_policy)) and waits for the latest; a
-    ///   policy that cannot book then refuses it, cancelling the others' slots. A slot
-    ///   booked where another policy then makes the request wait longer is used late, so
-    ///   that policy's pace holds over spans longer than that delay rather than between
-    ///   each two requests.
-    /// - `max_wait` is cut to [`Reservable::MAX_WAIT`](floodwall_core::Reservable::MAX_WAIT)
-    ///   (an hour). Waiting needs a tokio runtime with its timer (axum, tonic and hyper
-    ///   servers run on one), and a store that books slots ([`StoreExt::reserve`](floodwall_core::StoreExt::reserve): the memory and
-    ///   Redis stores, and every combinator of floodwall-core); with one that cannot, a
-    ///   request is refused as without waiting.
+    /// Only GCRA, the token bucket and the leaky bucket can book a future slot: a window
+    /// or log policy among the layer's is refused here ([`ConfigError::WaitUnsupported`]).
+    /// Policies added later with [`and_policy`](Self::and_policy), or chosen per request,
+    /// wait when their algorithm can book and are refused as usual otherwise. Waiting
+    /// needs a tokio runtime with its timer (axum, tonic and hyper servers run on one),
+    /// and a store that books slots ([`StoreExt::reserve`](floodwall_core::StoreExt::reserve):
+    /// the memory and Redis stores, and every combinator of floodwall-core); with one that
+    /// cannot, a request is refused as without waiting.
     ///
     /// ```
     /// use floodwall_core::{MemoryStore, Policy};
-    /// use floodwall_tower::RateLimitLayer;
+    /// use floodwall_tower::{RateLimitLayer, Wait};
     /// use std::time::Duration;
     ///
-    /// // Bursts of up to 5 go through at once; the rest leave 100 ms apart, or are refused
-    /// // when their turn is more than a second away.
     /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("smooth", "10/s burst 5".parse()?)?)
-    ///     .wait_up_to(Duration::from_secs(1))?;
+    ///     .wait(Wait::up_to(Duration::from_secs(1))?)?;
     /// # let _ = layer;
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
-    pub fn wait_up_to(self, max_wait: Duration) -> Result<Self, ConfigError> {
+    pub fn wait(self, wait: Wait) -> Result<Self, ConfigError> {
         for policy in &self.live.state().own {
             policy.reservable()?;
         }
-        Ok(self.map(|s| s.waiting.max_wait = Some(max_wait.min(Reservable::MAX_WAIT))))
-    }
-
-    /// Bounds the requests waiting for their slot (see [`wait_up_to`](Self::wait_up_to)):
-    /// at most `in_all` at once, and `per_key` of one key. Past either, a request is
-    /// refused at once. Defaults: [`DEFAULT_MAX_WAITING`](Self::DEFAULT_MAX_WAITING) and
-    /// [`DEFAULT_MAX_WAITING_PER_KEY`](Self::DEFAULT_MAX_WAITING_PER_KEY).
-    pub fn max_waiting(self, in_all: usize, per_key: usize) -> Self {
-        self.map(|s| s.waiting.waiters = Arc::new(Waiters::new(in_all, per_key)))
-    }
-
-    /// Adds a random delay of up to `jitter` (uniform) to every wait, so that requests
-    /// booked at one instant (a token bucket's tick) do not all wake at once. Only ever
-    /// later than the slot, never earlier; the pace then holds over spans longer than
-    /// `jitter` rather than between each two requests. Off (zero) by default; cut to
-    /// [`Reservable::MAX_WAIT`](floodwall_core::Reservable::MAX_WAIT).
-    pub fn wait_jitter(self, jitter: Duration) -> Self {
-        self.map(|s| s.waiting.jitter = jitter.min(Reservable::MAX_WAIT))
+        Ok(self.map(|s| s.waiting = wait.waiting()))
     }
 }
 
@@ -282,11 +235,16 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
         self.map_live(|state| state.own.push(policy))
     }
 
-    /// Chooses the policies per request: per route, per method, per tier, per key. A
-    /// `|req: &Parts, key: &[u8]| -> Choice` closure or a
-    /// [`PolicyMap`](crate::choose::PolicyMap); [`Choice::Default`](crate::choose::Choice)
-    /// falls back to the layer's own policies, [`Choice::Skip`](crate::choose::Choice)
-    /// exempts the request.
+    /// Chooses the policies per request, for choices that depend on the request itself:
+    /// its method, its client's tier, its key. A `|req: &Parts, key: &[u8]| -> Choice`
+    /// closure or a [`PolicyMap`](crate::choose::PolicyMap);
+    /// [`Choice::Default`](crate::choose::Choice) falls back to the layer's own policies,
+    /// [`Choice::Skip`](crate::choose::Choice) exempts the request.
+    ///
+    /// For routes, with axum, give each route its own layer with `route_layer` instead,
+    /// each over a clone of one store: it reads as axum's routes do, and a request for an
+    /// unknown path is not limited (see [the crate's front
+    /// page](crate#axum-layer-or-route_layer)).
     pub fn choose(self, chooser: impl ChoosePolicy) -> Self {
         self.map(|s| s.chooser = Some(Arc::new(chooser)))
     }
@@ -339,98 +297,46 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
         self.map(|s| s.settle = Rule(Some(Arc::new(rule))))
     }
 
-    /// Builds denials with this responder: [`Json`](crate::respond::Json),
-    /// [`ProblemJson`](crate::respond::ProblemJson), [`Grpc`](crate::respond::Grpc) for
-    /// tonic, or a `|denial: &Denial| -> Response<_>` closure. With the `axum` feature, a
-    /// closure answering axum's `impl IntoResponse` goes in `respond::Axum(..)`; a named
-    /// `fn` for it returns `axum::response::Response` (`.into_response()`), since a
-    /// returned `impl IntoResponse` would borrow the denial. A request without a key comes
-    /// here too: a responder of your own answers
-    /// [`Denial::missing_key`](crate::respond::Denial::missing_key) with its status first.
-    pub fn on_reject(self, responder: impl OnReject) -> Self {
-        self.map(|s| s.on_reject = Arc::new(responder))
-    }
-
-    /// Builds store-failure responses with this responder (default: 503 with
-    /// `Retry-After`; [`GrpcUnavailable`](crate::respond::GrpcUnavailable) for tonic; with
-    /// the `axum` feature, `respond::Axum(|error: &Error| ..)` for axum's responses).
-    pub fn on_store_failure(self, responder: impl OnStoreFailure) -> Self {
-        self.map(|s| s.on_failure = Arc::new(responder))
-    }
-
-    /// Lets requests through unlimited when the store cannot decide, instead of refusing
-    /// them: availability over protection. Each outage is logged once, a warning when it
-    /// starts, not per request. See [`fail_mode`](Self::fail_mode) for a breaker (a dead
-    /// store then costs a fast failure instead of a timeout per request) and a local
-    /// fallback.
-    pub fn fail_open(self) -> Self {
-        self.map(|s| s.fail_open = true)
-    }
-
-    /// What to do when the key extractor finds no key: see [`OnMissingKey`].
-    pub fn on_missing_key(self, on_missing: OnMissingKey) -> Self {
-        self.map(|s| s.on_missing = on_missing)
-    }
-
-    /// Which rate-limit headers to send: see [`HeaderStyle`].
-    pub fn headers(self, style: HeaderStyle) -> Self {
-        self.map(|s| s.headers = style)
-    }
-
-    /// Shadow mode: decide, log what would have been refused (at `info`, target
-    /// `floodwall`), add the headers, but never refuse, not even on a store failure or a
-    /// missing key. For trying a limit on real traffic before enforcing it.
+    /// How refusals are answered and which headers are sent: the denial and store-failure
+    /// responders, what a missing key means, the header style. See [`Refusals`].
     ///
-    /// This is every policy in [`Enforcement::Shadow`], a chooser's too, except those
-    /// given a mode of their own with [`enforcement`](Self::enforcement) (or changed live
-    /// with [`LiveLimits::set_enforcement`]).
+    /// ```
+    /// # use floodwall_core::{MemoryStore, Policy};
+    /// use floodwall_tower::{HeaderStyle, RateLimitLayer, Refusals};
+    /// use floodwall_tower::respond::ProblemJson;
     ///
-    #[cfg_attr(
-        not(feature = "live"),
-        doc = "[`LiveLimits::set_enforcement`]: crate#features"
-    )]
-    pub fn shadow(self, shadow: bool) -> Self {
-        self.map_live(|state| {
-            state.fallback = if shadow {
-                Enforcement::Shadow
-            } else {
-                Enforcement::Enforce
-            }
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("p", "100/s".parse()?)?)
+    ///     .refusals(Refusals::new().respond(ProblemJson).headers(HeaderStyle::GitHub));
+    /// # let _ = layer;
+    /// # Ok::<(), floodwall_core::ConfigError>(())
+    /// ```
+    pub fn refusals(self, refusals: Refusals) -> Self {
+        self.map(|s| {
+            s.on_reject = refusals.on_reject;
+            s.on_failure = refusals.on_failure;
+            s.on_missing = refusals.on_missing;
+            s.headers = refusals.headers;
         })
     }
 
-    /// Makes a policy known by name without checking it on every request: a chooser picks
-    /// it (`live.policy("login")`), and a [`LiveLimits`] handle can change its quota and
-    /// mode. A policy of the same name already known (the layer's own or registered) is
-    /// replaced.
-    ///
-    #[cfg_attr(not(feature = "live"), doc = "[`LiveLimits`]: crate#features")]
-    pub fn register(self, policy: Policy) -> Self {
-        self.map_live(|state| state.register(policy))
-    }
-
-    /// The mode of the policy of this name (the layer's own or [registered](Self::register))
-    /// when the layer is built: [`Enforcement::Shadow`] to try it on real traffic,
-    /// [`Enforcement::Off`] to skip it, until a [`LiveLimits`] handle changes it.
-    /// Modes apply by name to whatever a request is checked against, so a chooser's
-    /// policy of this name has it too. An unknown name is an error, so a typo does not
-    /// go unnoticed.
+    /// The modes of the layer's policies (shadow mode for the whole layer, a mode per
+    /// policy) and the policies it knows by name only: see [`Modes`]. Adds to what the
+    /// layer was given before. A mode for a name the layer does not know is an error, so
+    /// a typo does not go unnoticed.
     ///
     /// ```
     /// use floodwall_core::{MemoryStore, Policy};
-    /// use floodwall_tower::{Enforcement, RateLimitLayer};
+    /// use floodwall_tower::{Enforcement, Modes, RateLimitLayer};
     ///
+    /// // Try the limit on real traffic: decide, log, add headers, never refuse.
     /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("per-ip", "10/s".parse()?)?)
-    ///     .and_policy(Policy::fixed_window("daily", "10000/day".parse()?)?)
-    ///     .enforcement("daily", Enforcement::Shadow)?;
+    ///     .modes(Modes::new().all(Enforcement::Shadow))?;
     /// # let _ = layer;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    ///
-    #[cfg_attr(not(feature = "live"), doc = "[`LiveLimits`]: crate#features")]
-    pub fn enforcement(self, name: &str, mode: Enforcement) -> Result<Self, LiveError> {
+    pub fn modes(self, modes: Modes) -> Result<Self, LiveError> {
         let mut state = LiveState::clone(&self.live.state());
-        state.set_mode(name, mode)?;
+        modes.apply(&mut state)?;
         Ok(self.map_live(|s| *s = state))
     }
 
@@ -477,8 +383,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// The handle on this layer's policies and modes, to change them while the service
     /// runs ([`LiveLimits`]): this layer, its clones and every service they build follow
     /// it. The builder methods that set policies or modes ([`and_policy`](Self::and_policy),
-    /// [`register`](Self::register), [`enforcement`](Self::enforcement),
-    /// [`shadow`](Self::shadow)) give the layer a handle of their own, so take it after
+    /// [`modes`](Self::modes)) give the layer a handle of their own, so take it after
     /// them; the others keep it (a chooser built with the handle can be added after).
     pub fn live(&self) -> LiveLimits {
         LiveLimits::new(Arc::clone(&self.live))

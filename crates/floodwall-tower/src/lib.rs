@@ -47,10 +47,11 @@
 //!   without boxing them again; a refusal's body is written into that type
 //!   ([`RejectionBody`]: axum's and tonic's bodies, `String`, http-body-util's; any other
 //!   body goes through [`ResponseBody`]).
-//! - Everything is a builder method on [`RateLimitLayer`]: the [key](extract), the
-//!   [responders](respond), the [header style](HeaderStyle), a per-request cost, a
-//!   [policy chooser](choose) (per route, method, tier or key), several policies on one
-//!   request, [shadow mode](RateLimitLayer::shadow), and an
+//! - Everything is one builder method on [`RateLimitLayer`], an option of several
+//!   settings a value of its own: the [key](extract), [`Refusals`] (the
+//!   [responders](respond), what a missing key means, the [header style](HeaderStyle)), a
+//!   per-request cost, a [policy chooser](choose) (per method, tier or key), several
+//!   policies on one request, [`Modes`] (shadow mode, a mode per policy), and an
 //!   [error mode](RateLimitLayer::reject_with_error) with [`RateLimited`].
 //! - Quotas and [modes](Enforcement) (enforced, shadow, off) change while the service runs,
 //!   per request atomically, through the layer's [`LiveLimits`] handle.
@@ -67,17 +68,28 @@
 //! [`Penalty`](floodwall_core::Penalty) a client probing paths earns a ban. That suits a
 //! limit per client on the whole app. A limit meant for some routes (a login, an export)
 //! goes on with `route_layer`, which runs only for requests whose path matches a route (a
-//! 404 is not counted; a known path asked with another method, a 405, still is):
+//! 404 is not counted; a known path asked with another method, a 405, still is).
+//!
+//! **Routes with policies of their own get a layer each, with `route_layer`**, each over a
+//! clone of one store (a handle: the counts are shared, the keys apart by policy name):
 //!
 //! ```text
-//! Router::new()
+//! let store = MemoryStore::new();
+//! let login = Router::new()
 //!     .route("/login", post(login))
-//!     .route_layer(RateLimitLayer::new(store, login_policy))   // only /login is limited
-//!     .route("/health", get(health))                           // added after: not limited
+//!     .route_layer(RateLimitLayer::new(store.clone(), login_policy));   // only /login
+//! let api = Router::new()
+//!     .route("/api/items", get(items))
+//!     .route_layer(RateLimitLayer::new(store.clone(), api_policy));     // only /api/items
+//! let app = login.merge(api).route("/health", get(health));             // not limited
 //! ```
 //!
-//! With tonic: `Server::builder().layer(layer.on_reject(Grpc))` (feature `tonic`). The
-//! workspace's `examples/` show both (`penalty.rs` uses `route_layer`).
+//! A [chooser](RateLimitLayer::choose) is for choices that depend on the request itself
+//! (its method, its client's tier, its key), not for routes.
+//!
+//! With tonic: `Server::builder().layer(layer.refusals(Refusals::new().respond(Grpc)))`
+//! (feature `tonic`). The workspace's `examples/` show both (`routes.rs` gives routes
+//! their layers with `route_layer`).
 //!
 //! # Features
 //!
@@ -99,7 +111,7 @@
     doc = "  (the `file` module, with the feature)."
 )]
 //! - `wait`: a refused request may wait for its slot instead
-//!   ([`RateLimitLayer::wait_up_to`]), on tokio's timer.
+//!   ([`RateLimitLayer::wait`], [`Wait`]), on tokio's timer.
 //! - `live`: change policies and modes while the layer serves ([`LiveLimits`], through
 //!   arc-swap).
 //! - `charge`: charge each request by its response ([`RateLimitLayer::charge_by`],
@@ -110,8 +122,9 @@
 //!
 #![cfg_attr(
     not(feature = "wait"),
-    doc = "[`RateLimitLayer::wait_up_to`]: crate#features"
+    doc = "[`RateLimitLayer::wait`]: crate#features"
 )]
+#![cfg_attr(not(feature = "wait"), doc = "[`Wait`]: crate#features")]
 #![cfg_attr(not(feature = "live"), doc = "[`LiveLimits`]: crate#features")]
 #![cfg_attr(
     not(feature = "charge"),
@@ -121,22 +134,8 @@
 //!
 //! # Guides
 //!
-#![cfg_attr(
-    feature = "wait",
-    doc = "- [Waiting instead of refusing](guide::waiting): bursts smoothed to the policy's pace."
-)]
-#![cfg_attr(
-    not(feature = "wait"),
-    doc = "- Waiting instead of refusing: the `guide::waiting` page, with the `wait` feature."
-)]
-#![cfg_attr(
-    feature = "live",
-    doc = "- [Live changes and modes](guide::live_changes): quotas and modes changed while serving."
-)]
-#![cfg_attr(
-    not(feature = "live"),
-    doc = "- Live changes and modes: the `guide::live_changes` page, with the `live` feature."
-)]
+//! - [Waiting instead of refusing](guide::waiting): bursts smoothed to the policy's pace.
+//! - [Live changes and modes](guide::live_changes): quotas and modes changed while serving.
 //! - [Metrics and tracing](guide::metrics): what the layer counts, and its spans.
 #![cfg_attr(
     feature = "file",
@@ -174,6 +173,7 @@ pub mod metrics;
 mod missing;
 mod mode;
 mod observe;
+mod options;
 pub mod respond;
 mod service;
 mod settle;
@@ -196,6 +196,9 @@ pub use live::LiveError;
 #[cfg(feature = "live")]
 pub use live::LiveLimits;
 pub use mode::{RefusalMode, RejectWithError, RejectWithResponse};
+#[cfg(feature = "wait")]
+pub use options::Wait;
+pub use options::{Modes, Refusals};
 pub use service::RateLimit;
 #[cfg(feature = "charge")]
 pub use settle::Settle;

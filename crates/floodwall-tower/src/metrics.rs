@@ -107,7 +107,7 @@ pub enum Outcome {
     CacheRefused,
     /// The policy would have refused it, but it is in shadow mode (envoy's
     /// `shadow_mode`: [`Enforcement::Shadow`](crate::Enforcement::Shadow), or the
-    /// layer-wide [`shadow`](crate::RateLimitLayer::shadow)): it went through. A policy
+    /// layer-wide shadow, [`Modes::all`](crate::Modes::all)): it went through. A policy
     /// that is [off](crate::Enforcement::Off) counts nothing. A deny cache's refusal counts
     /// here too: in shadow mode what matters is that nothing was refused.
     ShadowRefused,

@@ -8,7 +8,7 @@ use crate::respond::OnReject;
 
 impl OnMissingKey {
     /// The refusal for a request without a key, in mode `M`, built by the layer's
-    /// `on_reject` responder as a missing-key [`Denial`](crate::respond::Denial); `None`
+    /// responder's [`OnReject::missing_key`]; `None`
     /// lets it through (skipped, or in shadow mode). Logged either way.
     pub(crate) fn refusal<M: Refuse>(
         self,
@@ -27,8 +27,8 @@ impl OnMissingKey {
             return None;
         };
         tracing::warn!(target: "floodwall", %error, %status, "request refused: no rate-limit key");
-        Some(M::missing_key(error.with_status(status), |denial| {
-            on_reject.respond(denial)
+        Some(M::missing_key(error.with_status(status), |error| {
+            on_reject.missing_key(error)
         }))
     }
 }

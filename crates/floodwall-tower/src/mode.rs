@@ -57,7 +57,7 @@ pub(crate) mod sealed {
         /// A request without a key, refused with `error`'s status.
         fn missing_key(
             error: KeyError,
-            respond: impl FnOnce(&Denial) -> Response<Bytes>,
+            respond: impl FnOnce(&KeyError) -> Response<Bytes>,
         ) -> Self::Refusal;
     }
 }
@@ -80,9 +80,9 @@ impl sealed::Refuse for RejectWithResponse {
 
     fn missing_key(
         error: KeyError,
-        respond: impl FnOnce(&Denial) -> Response<Bytes>,
+        respond: impl FnOnce(&KeyError) -> Response<Bytes>,
     ) -> Self::Refusal {
-        Box::new(respond(&Denial::missing_key_of(error)))
+        Box::new(respond(&error))
     }
 }
 
@@ -97,7 +97,7 @@ impl sealed::Refuse for RejectWithError {
         Box::new(error)
     }
 
-    fn missing_key(error: KeyError, _: impl FnOnce(&Denial) -> Response<Bytes>) -> Self::Refusal {
+    fn missing_key(error: KeyError, _: impl FnOnce(&KeyError) -> Response<Bytes>) -> Self::Refusal {
         Box::new(error)
     }
 }

@@ -1,4 +1,4 @@
-//! Waiting instead of refusing ([`RateLimitLayer::wait_up_to`](crate::RateLimitLayer::wait_up_to)):
+//! Waiting instead of refusing ([`Wait`](crate::Wait)):
 //! a request refused with a `retry_after` within the bound books the next slot in the
 //! store, waits for it on tokio's timer, then proceeds. What waits is bounded per key and
 //! in all ([`Waiters`]); a waiting request dropped before its slot cancels its booking
@@ -20,11 +20,11 @@ use smallvec::SmallVec;
 use crate::key::Key;
 
 /// How many requests may wait at once over all keys, unless the layer says otherwise
-/// (`RateLimitLayer::DEFAULT_MAX_WAITING`).
+/// (`Wait::DEFAULT_MAX_WAITING`).
 pub(crate) const DEFAULT_MAX_WAITING: usize = 1024;
 
 /// How many requests of one key may wait at once, unless the layer says otherwise
-/// (`RateLimitLayer::DEFAULT_MAX_WAITING_PER_KEY`).
+/// (`Wait::DEFAULT_MAX_WAITING_PER_KEY`).
 pub(crate) const DEFAULT_MAX_WAITING_PER_KEY: usize = 32;
 
 /// What a layer's waiting is configured with (copied into each service's configuration;

@@ -5,7 +5,7 @@ use axum::routing::get;
 use floodwall_test_support::*;
 use floodwall_tower::extract::{ExtractKey, MethodRoute, PeerIp};
 use floodwall_tower::respond::ProblemJson;
-use floodwall_tower::{HeaderStyle, RateLimitLayer};
+use floodwall_tower::{HeaderStyle, RateLimitLayer, Refusals};
 
 fn app() -> Router {
     Router::new()
@@ -46,9 +46,11 @@ async fn allowed_and_refused_responses_carry_every_header() {
 #[tokio::test]
 async fn github_headers_and_problem_json_over_http() {
     let (store, _clock) = store();
-    let layer = RateLimitLayer::new(store, gcra("per-ip", "1/s"))
-        .headers(HeaderStyle::GitHub)
-        .on_reject(ProblemJson);
+    let layer = RateLimitLayer::new(store, gcra("per-ip", "1/s")).refusals(
+        Refusals::new()
+            .headers(HeaderStyle::GitHub)
+            .respond(ProblemJson),
+    );
     let addr = serve(app().layer(layer)).await;
 
     let ok = http_get(addr, "/", &[]).await;

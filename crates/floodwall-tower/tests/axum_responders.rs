@@ -8,8 +8,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use floodwall_test_support::*;
-use floodwall_tower::RateLimitLayer;
 use floodwall_tower::respond::{Axum, Denial, OnReject, OnStoreFailure};
+use floodwall_tower::{RateLimitLayer, Refusals};
 use tower::{Layer, ServiceExt};
 
 fn app() -> Router {
@@ -19,8 +19,8 @@ fn app() -> Router {
 #[tokio::test]
 async fn a_denial_answers_what_the_closure_returns_and_the_layers_headers() {
     let (store, _clock) = store();
-    let layer =
-        RateLimitLayer::new(store, gcra("per-ip", "1/s")).on_reject(Axum(|denial: &Denial| {
+    let layer = RateLimitLayer::new(store, gcra("per-ip", "1/s")).refusals(
+        Refusals::new().respond(Axum(|denial: &Denial| {
             let body = format!(
                 r#"{{"error":"slow down","retry_after":{}}}"#,
                 denial.retry_after_secs().unwrap()
@@ -33,7 +33,8 @@ async fn a_denial_answers_what_the_closure_returns_and_the_layers_headers() {
                 ],
                 body,
             )
-        }));
+        })),
+    );
     let addr = serve(app().layer(layer)).await;
 
     let ok = http_get(addr, "/", &[]).await;
@@ -58,13 +59,13 @@ async fn a_denial_answers_what_the_closure_returns_and_the_layers_headers() {
 async fn a_retry_after_the_closure_sets_is_kept() {
     let (store, _clock) = store();
     let svc = RateLimitLayer::new(store, gcra("per-ip", "1/s"))
-        .on_reject(Axum(|_: &Denial| {
+        .refusals(Refusals::new().respond(Axum(|_: &Denial| {
             let mut res = "later".into_response();
             *res.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
             res.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("120"));
             res
-        }))
+        })))
         .layer(hello());
     svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
     let refused = svc.oneshot(from("192.0.2.1")).await.unwrap();
@@ -79,12 +80,12 @@ async fn a_retry_after_the_closure_sets_is_kept() {
 
 #[tokio::test]
 async fn a_store_failure_answers_what_the_closure_returns() {
-    let layer = RateLimitLayer::new(Down, gcra("per-ip", "1/s")).on_store_failure(Axum(
-        |error: &floodwall_core::Error| {
+    let layer = RateLimitLayer::new(Down, gcra("per-ip", "1/s")).refusals(
+        Refusals::new().store_failure(Axum(|error: &floodwall_core::Error| {
             assert!(error.is_unavailable());
             (StatusCode::BAD_GATEWAY, Html("<p>back soon</p>"))
-        },
-    ));
+        })),
+    );
     let addr = serve(app().layer(layer)).await;
     let res = http_get(addr, "/", &[]).await;
     assert_eq!(res.status, 502);
@@ -98,14 +99,14 @@ async fn a_streaming_body_is_cut_where_it_stops_and_warned_about() {
     let _guard = tracing::subscriber::set_default(logs.clone());
     let (store, _clock) = store();
     let svc = RateLimitLayer::new(store, gcra("per-ip", "1/s"))
-        .on_reject(Axum(|_: &Denial| {
+        .refusals(Refusals::new().respond(Axum(|_: &Denial| {
             (
                 StatusCode::TOO_MANY_REQUESTS,
                 // Wrong once the body is cut: dropped.
                 [(header::CONTENT_LENGTH, "1000")],
                 Body::new(Partial::stalls(b"Too Many Requests")),
             )
-        }))
+        })))
         .layer(hello());
     svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
     for _ in 0..2 {
@@ -145,8 +146,11 @@ async fn plain_closures_still_answer_beside_axum_ones() {
 
     let (store, _clock) = store();
     let svc = RateLimitLayer::new(store, gcra("per-ip", "1/s"))
-        .on_reject(plain)
-        .on_store_failure(Axum(|_: &floodwall_core::Error| StatusCode::BAD_GATEWAY))
+        .refusals(
+            Refusals::new()
+                .respond(plain)
+                .store_failure(Axum(|_: &floodwall_core::Error| StatusCode::BAD_GATEWAY)),
+        )
         .layer(hello());
     svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
     let refused = svc.oneshot(from("192.0.2.1")).await.unwrap();

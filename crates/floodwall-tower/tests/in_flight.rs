@@ -18,7 +18,7 @@ use floodwall_core::{ConcurrencyLimit, Error, MemoryStore, Store, StoreExt};
 use floodwall_test_support::{Now, eventually, from, hello, http_get, serve, text};
 use floodwall_tower::extract::Global;
 use floodwall_tower::respond::Grpc;
-use floodwall_tower::{ConcurrencyLimitLayer, HeaderStyle, PermitBody, RateLimited};
+use floodwall_tower::{ConcurrencyLimitLayer, HeaderStyle, PermitBody, RateLimited, Refusals};
 use http::{Request, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::BodyExt;
@@ -264,7 +264,7 @@ async fn a_slow_streaming_body_holds_its_slot_until_its_last_chunk() {
 async fn grpc_refusals_and_error_mode_say_too_many_in_flight_without_a_wait() {
     let store = MemoryStore::new();
     let grpc = ConcurrencyLimitLayer::new(store.clone(), limit(1))
-        .on_reject(Grpc)
+        .refusals(Refusals::new().respond(Grpc))
         .layer(hello());
     let held = grpc.clone().oneshot(from("203.0.113.7")).await.unwrap();
     let refused = grpc.oneshot(from("203.0.113.7")).await.unwrap();
@@ -307,13 +307,16 @@ async fn a_failing_store_is_answered_per_the_fail_mode() {
     assert_eq!(res.headers()["retry-after"], "1");
 
     let open = ConcurrencyLimitLayer::new(Down, limit(1))
-        .fail_open()
+        .fail_mode(FailMode::Open)
         .layer(hello());
     for _ in 0..3 {
         let res = open.clone().oneshot(from("203.0.113.7")).await.unwrap();
         assert_eq!(res.status(), StatusCode::OK);
-        assert!(
-            res.headers().get("ratelimit").is_none(),
+        // Nothing was counted: the breaker's fail-open grants an unheld slot, and the
+        // headers say every slot is left.
+        assert_eq!(
+            res.headers()["ratelimit"],
+            "\"jobs\";r=1",
             "nothing was counted"
         );
     }
@@ -343,13 +346,13 @@ async fn a_missing_key_headers_off_and_shadow_mode() {
     assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
 
     let quiet = ConcurrencyLimitLayer::new(store.clone(), limit(1))
-        .headers(HeaderStyle::None)
+        .refusals(Refusals::new().headers(HeaderStyle::None))
         .layer(hello());
     let res = quiet.oneshot(from("203.0.113.9")).await.unwrap();
     assert!(res.headers().get("ratelimit").is_none());
 
     let github = ConcurrencyLimitLayer::new(store.clone(), limit(3))
-        .headers(HeaderStyle::GitHub)
+        .refusals(Refusals::new().headers(HeaderStyle::GitHub))
         .layer(hello());
     let res = github.oneshot(from("203.0.113.10")).await.unwrap();
     assert_eq!(res.headers()["x-ratelimit-limit"], "3");

@@ -11,7 +11,7 @@ use floodwall_test_support::*;
 use floodwall_tower::choose::{Choice, PolicyMap};
 use floodwall_tower::extract::{ExtractKey, Global, HeaderKey, OnMissingKey};
 use floodwall_tower::respond::{Denial, Grpc, Json, ProblemJson};
-use floodwall_tower::{HeaderStyle, RateLimitLayer, RateLimited};
+use floodwall_tower::{Enforcement, HeaderStyle, Modes, RateLimitLayer, RateLimited, Refusals};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use tower::{Layer, ServiceExt};
@@ -66,7 +66,8 @@ async fn retry_after_is_whole_seconds_rounded_up() {
 #[tokio::test]
 async fn github_and_no_headers() {
     let (store, _clock) = store();
-    let layer = RateLimitLayer::new(store, gcra("p", "5/s")).headers(HeaderStyle::GitHub);
+    let layer = RateLimitLayer::new(store, gcra("p", "5/s"))
+        .refusals(Refusals::new().headers(HeaderStyle::GitHub));
     let res = layer
         .layer(hello())
         .oneshot(from("192.0.2.1"))
@@ -78,7 +79,8 @@ async fn github_and_no_headers() {
     assert!(!res.headers().contains_key("ratelimit"));
 
     let (store2, _clock) = floodwall_test_support::store();
-    let layer = RateLimitLayer::new(store2, gcra("p", "1/s")).headers(HeaderStyle::None);
+    let layer = RateLimitLayer::new(store2, gcra("p", "1/s"))
+        .refusals(Refusals::new().headers(HeaderStyle::None));
     let svc = layer.layer(hello());
     let res = svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
     assert!(!res.headers().contains_key("ratelimit"));
@@ -124,7 +126,7 @@ async fn the_hourly_policy_refuses_when_it_is_spent() {
         .and_policy(
             Policy::new("hourly", Algorithm::FixedWindow, "2/hour".parse().unwrap()).unwrap(),
         )
-        .on_reject(Json)
+        .refusals(Refusals::new().respond(Json))
         .layer(hello());
     for _ in 0..2 {
         svc.clone().oneshot(from("192.0.2.9")).await.unwrap();
@@ -239,7 +241,8 @@ async fn cost_is_per_request_and_an_impossible_cost_is_refused_without_retry_aft
 async fn shadow_mode_never_refuses_but_reports() {
     let (store, _clock) = store();
     let svc = RateLimitLayer::new(store, gcra("p", "1/s"))
-        .shadow(true)
+        .modes(Modes::new().all(Enforcement::Shadow))
+        .unwrap()
         .layer(hello());
     svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
     let over = svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
@@ -250,7 +253,8 @@ async fn shadow_mode_never_refuses_but_reports() {
     let no_peer = svc.oneshot(Request::new(Body::empty())).await.unwrap();
     assert_eq!(no_peer.status(), StatusCode::OK);
     let down = RateLimitLayer::new(Down, gcra("p", "1/s"))
-        .shadow(true)
+        .modes(Modes::new().all(Enforcement::Shadow))
+        .unwrap()
         .layer(hello());
     assert_eq!(
         down.oneshot(from("192.0.2.1")).await.unwrap().status(),
@@ -340,8 +344,8 @@ async fn the_whole_request_and_its_parts_get_the_same_answers() {
     for style in styles {
         for policies in [1, 2] {
             let layer = |store| {
-                let layer =
-                    RateLimitLayer::new(store, gcra("per-ip", "3/s burst 4")).headers(style);
+                let layer = RateLimitLayer::new(store, gcra("per-ip", "3/s burst 4"))
+                    .refusals(Refusals::new().headers(style));
                 if policies == 2 {
                     layer.and_policy(gcra("slow", "5/min"))
                 } else {
@@ -387,11 +391,11 @@ async fn a_choice_of_several_policies_is_all_or_nothing_under_concurrency() {
     let both: Arc<[Policy]> = Arc::from([daily.clone(), per_second]);
     let svc = RateLimitLayer::new(store.clone(), gcra("unused", "1/s"))
         .choose(move |_: &Parts, _: &[u8]| Choice::Policies(Arc::clone(&both)))
-        .on_reject(|d: &Denial| {
+        .refusals(Refusals::new().respond(|d: &Denial| {
             let mut res = Response::new(d.violated().collect::<Vec<_>>().join(","));
             *res.status_mut() = StatusCode::TOO_MANY_REQUESTS;
             res
-        })
+        }))
         .layer(hello());
     let tasks: Vec<_> = (0..200)
         .map(|_| tokio::spawn(svc.clone().oneshot(from("192.0.2.7"))))

@@ -9,7 +9,7 @@ use floodwall_core::{ConfigError, Policy, StoreExt};
 use floodwall_test_support::*;
 use floodwall_tower::choose::Choice;
 use floodwall_tower::extract::{Global, OnMissingKey};
-use floodwall_tower::{Enforcement, LiveError, LiveLimits, RateLimitLayer};
+use floodwall_tower::{Enforcement, LiveError, LiveLimits, Modes, RateLimitLayer, Refusals, Wait};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use tower::{Layer, Service, ServiceExt};
@@ -143,7 +143,7 @@ async fn a_shadow_refusal_leaves_the_enforced_admission_counted() {
     let (store, clock) = store();
     let layer = RateLimitLayer::new(store, gcra("minute", "10/min"))
         .and_policy(gcra("trial", "1/min"))
-        .enforcement("trial", Enforcement::Shadow)
+        .modes(Modes::new().policy("trial", Enforcement::Shadow))
         .unwrap();
     let live = layer.live();
     let svc = layer.layer(hello());
@@ -177,7 +177,7 @@ async fn an_enforced_refusal_charges_no_shadow_policy() {
     let (store, _clock) = store();
     let layer = RateLimitLayer::new(store, gcra("strict", "1/min"))
         .and_policy(gcra("trial", "5/min"))
-        .enforcement("trial", Enforcement::Shadow)
+        .modes(Modes::new().policy("trial", Enforcement::Shadow))
         .unwrap();
     let live = layer.live();
     let svc = layer.layer(hello());
@@ -193,8 +193,9 @@ async fn an_enforced_refusal_charges_no_shadow_policy() {
 #[tokio::test]
 async fn a_chooser_gets_the_live_policy_and_its_mode() {
     let (store, _clock) = store();
-    let layer =
-        RateLimitLayer::new(store, gcra("default", "100/min")).register(gcra("login", "1/min"));
+    let layer = RateLimitLayer::new(store, gcra("default", "100/min"))
+        .modes(Modes::new().register(gcra("login", "1/min")))
+        .unwrap();
     let live = layer.live();
     let chooser = live.clone();
     let layer = layer.choose(move |req: &Parts, _key: &[u8]| {
@@ -241,8 +242,9 @@ async fn the_layer_wide_shadow_is_every_policy_in_shadow() {
     let (store, _clock) = store();
     let layer = RateLimitLayer::new(store, gcra("a", "1/min"))
         .and_policy(gcra("b", "1/min"))
-        .on_missing_key(OnMissingKey::Reject)
-        .shadow(true);
+        .refusals(Refusals::new().missing_key(OnMissingKey::Reject))
+        .modes(Modes::new().all(Enforcement::Shadow))
+        .unwrap();
     let live = layer.live();
     assert_eq!(live.enforcement("b"), Some(Enforcement::Shadow));
     let svc = layer.layer(hello());
@@ -275,7 +277,7 @@ fn unknown_names_and_bad_quotas_are_typed_errors() {
     assert_eq!(
         layer
             .clone()
-            .enforcement("nope", Enforcement::Off)
+            .modes(Modes::new().policy("nope", Enforcement::Off))
             .unwrap_err(),
         unknown()
     );
@@ -501,7 +503,7 @@ async fn each_response_is_of_one_version_while_the_quota_changes() {
     assert!(changes.load(Ordering::Acquire) >= 20);
 }
 
-/// Waiting (`wait_up_to`) with a policy in shadow: the enforced policy's refusal within
+/// Waiting (`Wait`) with a policy in shadow: the enforced policy's refusal within
 /// the wait waits for its slot; the shadow policy is checked once the request is
 /// admitted, and only logs its refusal.
 #[tokio::test(start_paused = true)]
@@ -512,9 +514,9 @@ async fn an_enforced_policy_waits_and_a_shadow_one_is_checked_after() {
         .build();
     let layer = RateLimitLayer::new(store, gcra("smooth", "10/s burst 1"))
         .and_policy(gcra("trial", "1/min"))
-        .enforcement("trial", Enforcement::Shadow)
+        .modes(Modes::new().policy("trial", Enforcement::Shadow))
         .unwrap()
-        .wait_up_to(std::time::Duration::from_secs(1))
+        .wait(Wait::up_to(std::time::Duration::from_secs(1)).unwrap())
         .unwrap();
     let live = layer.live();
     let svc = layer.layer(hello());

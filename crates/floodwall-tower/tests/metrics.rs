@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use axum::body::Body;
 use floodwall_core::{DenyCache, ManualClock, MemoryStore, StoreExt};
 use floodwall_test_support::*;
-use floodwall_tower::RateLimitLayer;
 use floodwall_tower::metrics::{NEAR_LIMIT, REQUESTS, STORE_DURATION};
+use floodwall_tower::{Enforcement, Modes, RateLimitLayer};
 use http::Request;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tower::{Layer, Service, ServiceExt};
@@ -105,7 +105,8 @@ async fn shadow_mode_counts_what_it_would_have_refused() {
     let _local = metrics::set_default_local_recorder(&recorder);
     let (store, _clock) = store();
     let mut svc = RateLimitLayer::new(store, gcra("trial", "1/min"))
-        .shadow(true)
+        .modes(Modes::new().all(Enforcement::Shadow))
+        .unwrap()
         .layer(hello());
 
     assert_eq!(send(&mut svc, "10.0.0.1", 3).await, [200, 200, 200]);
@@ -145,11 +146,11 @@ async fn store_failures_are_counted_and_store_calls_timed() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _local = metrics::set_default_local_recorder(&recorder);
-    let mut svc = RateLimitLayer::new(Down, gcra("api", "5/min"))
-        .fail_open()
-        .layer(hello());
+    // Failing closed: the store's errors reach the layer (under `FailMode::Open` the
+    // fallback would answer for the store, and nothing would be a store error).
+    let mut svc = RateLimitLayer::new(Down, gcra("api", "5/min")).layer(hello());
 
-    assert_eq!(send(&mut svc, "10.0.0.3", 2).await, [200, 200]);
+    assert_eq!(send(&mut svc, "10.0.0.3", 2).await, [503, 503]);
 
     let seen = seen(&snapshotter);
     assert_eq!(requests(&seen, "api", "store_error"), 2);

@@ -1,7 +1,8 @@
 //! A request without its key is answered by the responder the layer was configured with
-//! (plain text, JSON, problem+json, gRPC, axum's), as a missing-key denial that names what
-//! was missing, with the status `OnMissingKey` says: the same for the rate and the
-//! in-flight layers.
+//! (plain text, JSON, problem+json, gRPC, one's own), through its `OnReject::missing_key`
+//! that names what was missing, with the status `OnMissingKey` says: the same for the
+//! rate and the in-flight layers. A responder written for refusals only (a closure,
+//! axum's) answers a missing key with the provided plain text, never with its 429.
 
 use axum::body::Body;
 use axum::response::{Html, IntoResponse};
@@ -9,7 +10,7 @@ use floodwall_core::{ConcurrencyLimit, MemoryStore};
 use floodwall_test_support::*;
 use floodwall_tower::extract::{HeaderKey, KeyError, OnMissingKey};
 use floodwall_tower::respond::{Axum, Denial, Grpc, Json, OnReject, ProblemJson};
-use floodwall_tower::{ConcurrencyLimitLayer, RateLimitLayer};
+use floodwall_tower::{ConcurrencyLimitLayer, RateLimitLayer, Refusals};
 use http::{HeaderName, Request, StatusCode};
 use tower::{Layer, ServiceExt};
 
@@ -56,16 +57,18 @@ async fn both_layers(
     let (store, _clock) = store();
     let rate = RateLimitLayer::new(store, gcra("per-key", "10/s"))
         .key(api_key())
-        .on_reject(responder.clone())
-        .on_missing_key(on_missing)
+        .refusals(
+            Refusals::new()
+                .respond(responder.clone())
+                .missing_key(on_missing),
+        )
         .layer(hello());
     let in_flight = ConcurrencyLimitLayer::new(
         MemoryStore::new(),
         ConcurrencyLimit::new("jobs", 2).unwrap(),
     )
     .key(api_key())
-    .on_reject(responder)
-    .on_missing_key(on_missing)
+    .refusals(Refusals::new().respond(responder).missing_key(on_missing))
     .layer(hello());
     let rate = answer(rate.oneshot(keyless()).await.unwrap()).await;
     let in_flight = answer(in_flight.oneshot(keyless()).await.unwrap()).await;
@@ -154,16 +157,31 @@ async fn problem_json_answers_a_problem_of_the_status_naming_the_header() {
     );
 }
 
+/// A responder of one's own that answers a missing key in its own format.
+#[derive(Clone, Copy)]
+struct HtmlResponder;
+
+impl OnReject for HtmlResponder {
+    fn respond(&self, _: &Denial) -> http::Response<bytes::Bytes> {
+        let mut res = http::Response::new("slow down".into());
+        *res.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        res
+    }
+
+    fn missing_key(&self, error: &KeyError) -> http::Response<bytes::Bytes> {
+        let mut res = http::Response::new(format!("<p>send your {}</p>", error.missing()).into());
+        *res.status_mut() = error.status();
+        res.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        res
+    }
+}
+
 #[tokio::test]
-async fn an_axum_responder_tells_a_missing_key_from_a_refusal() {
-    let responder = Axum(|denial: &Denial| match denial.missing_key() {
-        Some(error) => (
-            error.status(),
-            Html(format!("<p>send your {}</p>", error.missing())),
-        )
-            .into_response(),
-        None => (StatusCode::TOO_MANY_REQUESTS, "slow down").into_response(),
-    });
+async fn a_responder_of_ones_own_tells_a_missing_key_from_a_refusal() {
+    let responder = HtmlResponder;
     let got = alike(both_layers(responder, OnMissingKey::Reject).await);
     assert_eq!(
         got,
@@ -183,6 +201,25 @@ async fn an_axum_responder_tells_a_missing_key_from_a_refusal() {
     );
     assert_eq!(got.status, StatusCode::UNAUTHORIZED);
     assert_eq!(got.body, "<p>send your x-api-key</p>");
+}
+
+#[tokio::test]
+async fn a_responder_for_refusals_never_turns_a_missing_key_into_its_429() {
+    let plain = Answer {
+        status: StatusCode::UNAUTHORIZED,
+        content_type: "text/plain; charset=utf-8".into(),
+        body: "no rate-limit key: the x-api-key header is missing or empty\n".into(),
+    };
+    let teapot = |_: &Denial| {
+        let mut res = http::Response::new("slow down");
+        *res.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        res
+    };
+    let unauthorized = OnMissingKey::RejectWith(StatusCode::UNAUTHORIZED);
+    assert_eq!(alike(both_layers(teapot, unauthorized).await), plain);
+    let axum =
+        Axum(|_: &Denial| (StatusCode::TOO_MANY_REQUESTS, Html("slow down")).into_response());
+    assert_eq!(alike(both_layers(axum, unauthorized).await), plain);
 }
 
 #[tokio::test]
@@ -210,8 +247,7 @@ async fn grpc_answers_a_missing_key_with_the_status_s_grpc_code() {
         let (store, _clock) = store();
         let rate = RateLimitLayer::new(store, gcra("per-key", "10/s"))
             .key(api_key())
-            .on_reject(Grpc)
-            .on_missing_key(on_missing)
+            .refusals(Refusals::new().respond(Grpc).missing_key(on_missing))
             .layer(hello());
         let res = rate.oneshot(keyless()).await.unwrap();
         assert_eq!(res.status(), StatusCode::OK, "gRPC answers in trailers");
@@ -230,7 +266,7 @@ async fn a_bearer_token_and_the_peer_address_are_named_too() {
     let (store, _clock) = store();
     let bearer = RateLimitLayer::new(store.clone(), gcra("per-token", "10/s"))
         .key(HeaderKey::bearer())
-        .on_reject(Json)
+        .refusals(Refusals::new().respond(Json))
         .layer(hello());
     let got = answer(bearer.oneshot(keyless()).await.unwrap()).await;
     assert_eq!(got.status, StatusCode::BAD_REQUEST);
@@ -242,7 +278,7 @@ async fn a_bearer_token_and_the_peer_address_are_named_too() {
 
     // No peer address: the server's misconfiguration, a 500 that says what is missing.
     let peer = RateLimitLayer::new(store, gcra("per-ip", "10/s"))
-        .on_reject(Json)
+        .refusals(Refusals::new().respond(Json))
         .layer(hello());
     let got = answer(peer.oneshot(Request::new(Body::empty())).await.unwrap()).await;
     assert_eq!(got.status, StatusCode::INTERNAL_SERVER_ERROR);
@@ -258,7 +294,7 @@ async fn the_error_mode_hands_back_the_key_error_with_its_status() {
     let (store, _clock) = store();
     let svc = RateLimitLayer::new(store, gcra("per-key", "10/s"))
         .key(api_key())
-        .on_missing_key(OnMissingKey::RejectWith(StatusCode::UNAUTHORIZED))
+        .refusals(Refusals::new().missing_key(OnMissingKey::RejectWith(StatusCode::UNAUTHORIZED)))
         .reject_with_error()
         .layer(hello());
     let err = svc.oneshot(keyless()).await.unwrap_err();

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use floodwall_core::{Penalty, Policy};
 use floodwall_test_support::*;
-use floodwall_tower::RateLimitLayer;
 use floodwall_tower::extract::PeerIp;
 use floodwall_tower::respond::Json;
+use floodwall_tower::{RateLimitLayer, Refusals, Wait};
 use http::StatusCode;
 use tower::{Layer, ServiceExt};
 
@@ -22,7 +22,7 @@ fn login() -> Policy {
 async fn a_brute_force_client_is_banned_with_retry_after_the_remainder() {
     let (store, clock) = store();
     let svc = RateLimitLayer::new(store, login())
-        .on_reject(Json)
+        .refusals(Refusals::new().respond(Json))
         .layer(hello());
     let ip = "203.0.113.9";
     for _ in 0..5 {
@@ -65,8 +65,8 @@ async fn a_problem_body_says_banned_and_a_waiting_layer_does_not_wait_out_a_ban(
         .with_penalty(Penalty::new(1, Duration::from_secs(60), Duration::from_secs(2)).unwrap());
     // A wait longer than the ban: the layer still refuses a banned key at once.
     let svc = RateLimitLayer::new(store, policy)
-        .on_reject(floodwall_tower::respond::ProblemJson)
-        .wait_up_to(Duration::from_secs(30))
+        .refusals(Refusals::new().respond(floodwall_tower::respond::ProblemJson))
+        .wait(Wait::up_to(Duration::from_secs(30)).unwrap())
         .unwrap()
         .layer(hello());
     let ip = "198.51.100.4";

@@ -11,8 +11,8 @@ use axum::body::Body;
 use axum::routing::{get, post};
 use floodwall_core::Quota;
 use floodwall_test_support::{http_get, http_request, serve, store};
-use floodwall_tower::Enforcement;
 use floodwall_tower::file::{FileError, PolicyFile};
+use floodwall_tower::{Enforcement, Modes};
 use http::{Request, StatusCode};
 use tower::{Service, ServiceExt};
 
@@ -333,7 +333,7 @@ async fn a_reload_changes_quotas_modes_and_routes_live() {
     let (store, _clock) = store();
     let (layer, limits) = PolicyFile::load(&file.0).unwrap().layer(store);
     // A builder method that sets no policy nor mode keeps the layer's handle.
-    let layer = layer.fail_open();
+    let layer = layer.fail_mode(floodwall_core::resilience::FailMode::Open);
     let mut service = tower::ServiceBuilder::new()
         .layer(layer)
         .service(floodwall_test_support::hello());
@@ -406,9 +406,9 @@ async fn a_reload_keeps_a_layer_wide_shadow_for_policies_the_file_gives_no_mode(
     let file = TempFile::new("dry.toml", &reloadable("2/min", "policies = [\"admin\"]"));
     let (store, _clock) = store();
     // A dry run of the whole file: nothing refused.
-    let (layer, limits) = PolicyFile::load(&file.0)
-        .unwrap()
-        .layer_with(store, |l| l.shadow(true));
+    let (layer, limits) = PolicyFile::load(&file.0).unwrap().layer_with(store, |l| {
+        l.modes(Modes::new().all(Enforcement::Shadow)).unwrap()
+    });
     let mut service = tower::ServiceBuilder::new()
         .layer(layer)
         .service(floodwall_test_support::hello());

@@ -7,8 +7,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use floodwall_test_support::*;
-use floodwall_tower::RateLimitLayer;
 use floodwall_tower::respond::{Grpc, GrpcUnavailable};
+use floodwall_tower::{RateLimitLayer, Refusals};
 use http::uri::PathAndQuery;
 use tonic::body::Body;
 use tonic::transport::Server;
@@ -109,7 +109,10 @@ where
 async fn resource_exhausted_reaches_the_client_with_retry_metadata() {
     let (store, _clock) = store();
     // Keyed by tonic's TcpConnectInfo (the default peer-IP key, feature `tonic`).
-    let addr = spawn(RateLimitLayer::new(store, gcra("rpc", "2/min")).on_reject(Grpc)).await;
+    let addr = spawn(
+        RateLimitLayer::new(store, gcra("rpc", "2/min")).refusals(Refusals::new().respond(Grpc)),
+    )
+    .await;
 
     assert_eq!(say_hello(addr, "a").await.unwrap(), "hello a");
     assert_eq!(say_hello(addr, "b").await.unwrap(), "hello b");
@@ -125,8 +128,7 @@ async fn resource_exhausted_reaches_the_client_with_retry_metadata() {
 #[tokio::test]
 async fn a_store_failure_is_unavailable() {
     let layer = RateLimitLayer::new(Down, gcra("rpc", "2/min"))
-        .on_reject(Grpc)
-        .on_store_failure(GrpcUnavailable);
+        .refusals(Refusals::new().respond(Grpc).store_failure(GrpcUnavailable));
     let addr = spawn(layer).await;
     let status = say_hello(addr, "a").await.unwrap_err();
     assert_eq!(status.code(), Code::Unavailable);

@@ -1,11 +1,11 @@
-//! Waiting instead of refusing (`wait_up_to`), on tokio's paused clock: the memory store
+//! Waiting instead of refusing (`Wait`), on tokio's paused clock: the memory store
 //! reads that clock too, so the instants a request reaches the inner service are exact.
 
 use std::time::Duration;
 
 use floodwall_core::{Algorithm, ConfigError, MemoryStore, Policy};
 use floodwall_test_support::*;
-use floodwall_tower::RateLimitLayer;
+use floodwall_tower::{RateLimitLayer, Wait};
 use http::StatusCode;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -58,7 +58,7 @@ async fn requests_leave_at_the_pace_never_faster() {
         let seen = Seen::default();
         let inner = recording(seen.clone());
         let svc = RateLimitLayer::new(store, policy(alg))
-            .wait_up_to(Duration::from_secs(1))
+            .wait(Wait::up_to(Duration::from_secs(1)).unwrap())
             .unwrap()
             .layer(inner);
         let t0 = clock.start();
@@ -94,9 +94,12 @@ async fn the_waiting_bound_holds_under_a_flood() {
     let seen = Seen::default();
     let inner = recording(seen.clone());
     let layer = RateLimitLayer::new(store, policy(Algorithm::Gcra))
-        .wait_up_to(Duration::from_secs(60))
-        .unwrap()
-        .max_waiting(1_000, 5);
+        .wait(
+            Wait::up_to(Duration::from_secs(60))
+                .unwrap()
+                .max_waiting(1_000, 5),
+        )
+        .unwrap();
     let svc = layer.clone().layer(inner.clone());
     let t0 = clock.start();
     // Every slot of the next minute is within the wait, but only 5 may wait for one.
@@ -124,9 +127,12 @@ async fn the_waiting_bound_holds_under_a_flood() {
     // In all: 2 may wait, whatever their keys.
     let (store, _) = memory();
     let svc = RateLimitLayer::new(store, policy(Algorithm::Gcra))
-        .wait_up_to(Duration::from_secs(60))
+        .wait(
+            Wait::up_to(Duration::from_secs(60))
+                .unwrap()
+                .max_waiting(2, 5),
+        )
         .unwrap()
-        .max_waiting(2, 5)
         .layer(inner);
     let ips = [
         "198.51.100.1",
@@ -155,7 +161,7 @@ async fn a_dropped_waiter_gives_its_slot_to_the_next() {
     let seen = Seen::default();
     let inner = recording(seen.clone());
     let svc = RateLimitLayer::new(store, policy(Algorithm::Gcra))
-        .wait_up_to(Duration::from_secs(1))
+        .wait(Wait::up_to(Duration::from_secs(1)).unwrap())
         .unwrap()
         .layer(inner);
     let t0 = clock.start();
@@ -187,10 +193,13 @@ async fn jitter_only_ever_delays_and_spreads_the_waiters() {
     let inner = recording(seen.clone());
     let jitter = Duration::from_millis(40);
     let svc = RateLimitLayer::new(store, policy(Algorithm::Gcra))
-        .wait_up_to(Duration::from_secs(10))
+        .wait(
+            Wait::up_to(Duration::from_secs(10))
+                .unwrap()
+                .max_waiting(1_000, 100)
+                .jitter(jitter),
+        )
         .unwrap()
-        .max_waiting(1_000, 100)
-        .wait_jitter(jitter)
         .layer(inner);
     let t0 = clock.start();
     // One at once, then 99 waiters for the slots 100 ms apart.
@@ -221,9 +230,8 @@ async fn a_jitter_longer_than_the_wait_only_delays() {
     let inner = recording(seen.clone());
     let jitter = Duration::from_secs(100);
     let svc = RateLimitLayer::new(store, policy(Algorithm::Gcra))
-        .wait_up_to(Duration::from_secs(1))
+        .wait(Wait::up_to(Duration::from_secs(1)).unwrap().jitter(jitter))
         .unwrap()
-        .wait_jitter(jitter)
         .layer(inner);
     let t0 = clock.start();
     let answers = flood(svc, IP, 5).await;
@@ -251,7 +259,7 @@ fn windows_cannot_wait_and_say_so_at_construction() {
     ] {
         let p = Policy::new("w", alg, "10/s".parse().unwrap()).unwrap();
         let err = RateLimitLayer::new(MemoryStore::new(), p)
-            .wait_up_to(Duration::from_secs(1))
+            .wait(Wait::up_to(Duration::from_secs(1)).unwrap())
             .unwrap_err();
         assert_eq!(
             err,
@@ -263,5 +271,14 @@ fn windows_cannot_wait_and_say_so_at_construction() {
     // A window next to a paced policy is refused too.
     let layer = RateLimitLayer::new(MemoryStore::new(), policy(Algorithm::Gcra))
         .and_policy(Policy::fixed_window("daily", "1000/day".parse().unwrap()).unwrap());
-    assert!(layer.wait_up_to(Duration::from_secs(1)).is_err());
+    assert!(
+        layer
+            .wait(Wait::up_to(Duration::from_secs(1)).unwrap())
+            .is_err()
+    );
+    // A wait of up to nothing is no wait.
+    assert!(matches!(
+        Wait::up_to(Duration::ZERO),
+        Err(ConfigError::BadWait { .. })
+    ));
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use axum::Router;
 use axum::routing::get;
-use floodwall::tower::{HeaderStyle, RateLimitLayer};
+use floodwall::tower::{HeaderStyle, RateLimitLayer, Refusals};
 use floodwall::{MemoryStore, Policy, Quota};
 use floodwall_redis::RedisStore;
 use redis_harness::RedisServer;
@@ -103,8 +103,8 @@ pub(crate) fn start_servers(redis: Option<&RedisServer>) -> Vec<(&'static str, S
         (
             FLOODWALL_NO_HEADERS,
             Server::start(FLOODWALL_NO_HEADERS, || async {
-                let layer =
-                    RateLimitLayer::new(MemoryStore::new(), policy()).headers(HeaderStyle::None);
+                let layer = RateLimitLayer::new(MemoryStore::new(), policy())
+                    .refusals(Refusals::new().headers(HeaderStyle::None));
                 Ok(hello().layer(layer))
             })
             .expect("floodwall (no headers) server"),

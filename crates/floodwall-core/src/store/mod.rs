@@ -172,7 +172,7 @@ pub trait StoreExt: Store {
     /// `policy`, if it is at most `max_wait` away (cut to
     /// [`Reservable::MAX_WAIT`]), atomically with every other check of the key; a booking
     /// beyond `max_wait` changes nothing and is a refusal (see [`Reservation`]). For
-    /// waiting instead of refusing: the tower layer's `wait_up_to`. The memory and Redis
+    /// waiting instead of refusing: the tower layer's `wait`. The memory and Redis
     /// stores can book, and every combinator of this crate passes it on.
     fn reserve(
         &self,

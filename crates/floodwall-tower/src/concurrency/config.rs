@@ -23,7 +23,6 @@ pub(crate) struct InFlightConfig<St, K> {
     /// The headers of `limit` in the configured style, built once; `None` sends none.
     pub(crate) headers: Option<Arc<InFlightHeaders>>,
     pub(crate) shadow: bool,
-    pub(crate) fail_open: bool,
     /// Whether the store's last answer was a failure: logged once per outage.
     pub(crate) store_down: Arc<AtomicBool>,
     /// The limit's metrics handles (nothing without the `metrics` feature).
@@ -42,7 +41,6 @@ impl<St: Clone, K> Clone for InFlightConfig<St, K> {
             on_missing: self.on_missing,
             headers: self.headers.clone(),
             shadow: self.shadow,
-            fail_open: self.fail_open,
             store_down: Arc::clone(&self.store_down),
             metrics: self.metrics.clone(),
         }
@@ -76,7 +74,6 @@ impl<St, K> InFlightConfig<St, K> {
             on_failure: Arc::new(ServiceUnavailable::default()),
             on_missing: OnMissingKey::Reject,
             shadow: false,
-            fail_open: false,
             store_down: Arc::new(AtomicBool::new(false)),
             metrics: Default::default(),
         }
@@ -97,7 +94,6 @@ impl<St, K> InFlightConfig<St, K> {
             on_missing: self.on_missing,
             headers: self.headers,
             shadow: self.shadow,
-            fail_open: self.fail_open,
             store_down: self.store_down,
             metrics: self.metrics,
         }
@@ -153,11 +149,11 @@ impl<St, K> InFlightConfig<St, K> {
     }
 
     fn store_failed<M: Refuse>(&self, error: Error) -> Outcome<M::Refusal> {
-        let open = self.shadow || self.fail_open;
+        let open = self.shadow;
         if !self.store_down.load(Ordering::Relaxed)
             && !self.store_down.swap(true, Ordering::Relaxed)
         {
-            let mode = if open { "fail open" } else { "fail closed" };
+            let mode = if open { "shadow mode" } else { "fail closed" };
             tracing::error!(
                 target: "floodwall",
                 %error,

@@ -11,9 +11,9 @@ use tower_layer::Layer;
 
 use super::ConcurrencyLimitService;
 use super::config::InFlightConfig;
-use crate::extract::{ExtractKey, OnMissingKey, PeerIp};
+use crate::extract::{ExtractKey, PeerIp};
 use crate::headers::HeaderStyle;
-use crate::respond::{OnReject, OnStoreFailure};
+use crate::options::Refusals;
 use crate::{RejectWithError, RejectWithResponse};
 
 /// Limits how many requests per key run at once:
@@ -38,13 +38,12 @@ use crate::{RejectWithError, RejectWithResponse};
 /// what it limits, both can be stacked on one route (`.layer(rate).layer(in_flight)`: the
 /// outer one decides first), and each takes the store it needs.
 ///
-/// Defaults, each changed by one builder method: key by peer IP ([`PeerIp`]); refusals
-/// from [`TooManyRequests`](crate::respond::TooManyRequests) ([`on_reject`](Self::on_reject));
-/// store failures 503 and fail closed ([`fail_mode`](Self::fail_mode),
-/// [`fail_open`](Self::fail_open), [`on_store_failure`](Self::on_store_failure)); a missing
-/// key refused with the extractor's status by the same responder
-/// ([`on_missing_key`](Self::on_missing_key)); IETF headers
-/// ([`headers`](Self::headers)):
+/// Defaults, each changed by one builder method: key by peer IP ([`PeerIp`]); store
+/// failures fail closed ([`fail_mode`](Self::fail_mode)); refusals, missing keys and
+/// headers as [`Refusals`] has them by default ([`refusals`](Self::refusals), the same
+/// value the rate layer takes): 429 from
+/// [`TooManyRequests`](crate::respond::TooManyRequests), 503 on a store failure, a
+/// missing key refused with the extractor's status, IETF headers:
 ///
 /// ```text
 /// RateLimit-Policy: "reports";q=2;qu="concurrent-requests"
@@ -81,7 +80,9 @@ impl<St: Store, K, M> ConcurrencyLimitLayer<St, K, M> {
     /// [`RateLimitLayer::fail_mode`](crate::RateLimitLayer::fail_mode) does: the store
     /// becomes `Fallback<Breaker<St>>`. [`FailMode::local(nodes)`](FailMode::local) counts
     /// in this process against `max / nodes`; [`FailMode::Open`] lets requests through
-    /// uncounted; [`FailMode::Closed`] answers with the store-failure responder.
+    /// uncounted; [`FailMode::Closed`] answers with the store-failure responder of
+    /// [`refusals`](Self::refusals). Without it, store failures are refused with no
+    /// breaker.
     pub fn fail_mode(self, mode: FailMode) -> ConcurrencyLimitLayer<Fallback<Breaker<St>>, K, M> {
         ConcurrencyLimitLayer {
             config: self
@@ -102,39 +103,27 @@ impl<St, K, M> ConcurrencyLimitLayer<St, K, M> {
         }
     }
 
-    /// Builds refusals with this responder, as
-    /// [`RateLimitLayer::on_reject`](crate::RateLimitLayer::on_reject); its
+    /// How refusals are answered and which headers are sent, the same [`Refusals`] as
+    /// [`RateLimitLayer::refusals`](crate::RateLimitLayer::refusals) takes. A refusal's
     /// [`Denial`](crate::respond::Denial) says
     /// [`too_many_in_flight`](crate::respond::Denial::too_many_in_flight), and has no
-    /// `retry_after`.
-    pub fn on_reject(mut self, responder: impl OnReject) -> Self {
-        self.config.on_reject = Arc::new(responder);
-        self
-    }
-
-    /// Builds store-failure responses with this responder (default: 503 with
-    /// `Retry-After`).
-    pub fn on_store_failure(mut self, responder: impl OnStoreFailure) -> Self {
-        self.config.on_failure = Arc::new(responder);
-        self
-    }
-
-    /// Lets requests through uncounted when the store cannot answer, instead of refusing
-    /// them; logged once per outage.
-    pub fn fail_open(mut self) -> Self {
-        self.config.fail_open = true;
-        self
-    }
-
-    /// What to do when the key extractor finds no key: see [`OnMissingKey`].
-    pub fn on_missing_key(mut self, on_missing: OnMissingKey) -> Self {
-        self.config.on_missing = on_missing;
-        self
-    }
-
-    /// Which headers to send: see [`HeaderStyle`] (GitHub's style has no reset here).
-    pub fn headers(mut self, style: HeaderStyle) -> Self {
-        self.config.set_style(style);
+    /// `retry_after`; GitHub's header style has no reset here.
+    ///
+    /// ```
+    /// use floodwall_core::{ConcurrencyLimit, MemoryStore};
+    /// use floodwall_tower::respond::Json;
+    /// use floodwall_tower::{ConcurrencyLimitLayer, Refusals};
+    ///
+    /// let layer = ConcurrencyLimitLayer::new(MemoryStore::new(), ConcurrencyLimit::new("reports", 2)?)
+    ///     .refusals(Refusals::new().respond(Json));
+    /// # let _ = layer;
+    /// # Ok::<(), floodwall_core::ConfigError>(())
+    /// ```
+    pub fn refusals(mut self, refusals: Refusals) -> Self {
+        self.config.on_reject = refusals.on_reject;
+        self.config.on_failure = refusals.on_failure;
+        self.config.on_missing = refusals.on_missing;
+        self.config.set_style(refusals.headers);
         self
     }
 

@@ -18,8 +18,8 @@
 //! and a status to answer with. The layer's [`OnMissingKey`] decides what then happens;
 //! the default, [`OnMissingKey::Reject`], refuses the request with that status (500 for a
 //! missing peer address, which is a server misconfiguration; 400 for a missing header) and
-//! logs a warning. The refusal is built by the layer's [responder](crate::respond), as a
-//! denial whose [`missing_key`](crate::respond::Denial::missing_key) says what was missing:
+//! logs a warning. The refusal is built by the layer's [responder](crate::respond)'s
+//! [`missing_key`](crate::respond::OnReject::missing_key), which says what was missing:
 //! plain text, JSON or problem+json alike, naming the header. Nothing panics. To fall back
 //! to another extractor instead, use [`ExtractKey::or`].
 //!
@@ -180,8 +180,8 @@ impl<B> Head for Request<B> {
 /// Why an extractor found no key: what was missing, why, and the status to answer with if
 /// the request is refused.
 ///
-/// A refused request's [`Denial::missing_key`](crate::respond::Denial::missing_key) holds
-/// it, so a responder can name what the client must send; its text is logged and sent in
+/// A refused request's [`OnReject::missing_key`](crate::respond::OnReject::missing_key)
+/// gets it, so a responder can name what the client must send; its text is logged and sent in
 /// refusals' bodies, so it must not contain secrets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyError {

@@ -77,7 +77,7 @@ pub use reload::FileLimits;
 use self::error::Source;
 use self::key::KeySpec;
 use self::routes::{FileChooser, RouteTable};
-use crate::{Enforcement, RateLimitLayer};
+use crate::{Enforcement, Modes, RateLimitLayer};
 
 /// A policy file, read and checked whole: its policies (with their modes and penalties),
 /// its key and its routes. Build the layer with [`layer`](Self::layer).
@@ -96,7 +96,7 @@ pub struct PolicyFile {
 struct Entry {
     policy: Policy,
     /// `None`: the file gives no mode, and the policy keeps the one the layer started it
-    /// with (enforced, or shadow under `layer_with(.., |l| l.shadow(true))`).
+    /// with (enforced, or shadow under `layer_with` with [`Modes::all`](crate::Modes::all)).
     mode: Option<Enforcement>,
     default: bool,
     /// Where its name is, for a reload's refusal to add it.
@@ -124,7 +124,8 @@ impl PolicyFile {
     }
 
     /// The file's policies with their modes, in the file's order (`None`: the file gives
-    /// none, and the layer's own applies: enforced unless `shadow(true)`). A policy
+    /// none, and the layer's own applies: enforced unless [`Modes::all`](crate::Modes::all)
+    /// says otherwise). A policy
     /// carries its quota, algorithm and penalty.
     pub fn policies(&self) -> impl Iterator<Item = (&Policy, Option<Enforcement>)> {
         self.policies.iter().map(|e| (&e.policy, e.mode))
@@ -156,13 +157,14 @@ impl PolicyFile {
     }
 
     /// [`layer`](Self::layer), with more builder methods applied before the handle is
-    /// taken: `file.layer_with(store, |l| l.shadow(true))`. The builder methods that set
-    /// modes (`enforcement`, `shadow`) give a layer a live handle of its own, so they go
-    /// here; a policy the file gives no `mode` keeps the mode they set across reloads.
-    /// The others (`on_reject`, `fail_mode`, `headers`, ...) may as well come after
-    /// [`layer`](Self::layer). The policies, the routes and the key are the file's: do
-    /// not call `and_policy` or `register` (the file's routes would never name the
-    /// policy, and a reload would refuse a policy the file lacks), nor
+    /// taken: `file.layer_with(store, |l| l.modes(Modes::new().all(Enforcement::Shadow)).unwrap())`.
+    /// The builder method that sets modes ([`modes`](RateLimitLayer::modes)) gives a layer
+    /// a live handle of its own, so it goes here; a policy the file gives no `mode` keeps
+    /// the mode it set across reloads. The others (`refusals`, `fail_mode`, ...) may as
+    /// well come after [`layer`](Self::layer). The policies, the routes and the key are
+    /// the file's: do not call `and_policy` or [`Modes::register`](crate::Modes::register)
+    /// (the file's routes would never name the policy, and a reload would refuse a policy
+    /// the file lacks), nor
     /// [`choose`](RateLimitLayer::choose) or [`key`](RateLimitLayer::key), which would
     /// replace the file's routes or key.
     pub fn layer_with<St, St2, M>(
@@ -185,19 +187,22 @@ impl PolicyFile {
         };
         // The chooser names every request's policies, so the layer's own (the first) is
         // only where `new` wants one; the rest are registered by name.
-        let mut layer = RateLimitLayer::new(store, parsed[0].clone());
-        for policy in &parsed[1..] {
-            layer = layer.register(policy.clone());
-        }
-        let mut layer = layer.key(self.key()).choose(chooser);
-        for entry in &self.policies {
-            if let Some(mode) = entry.mode {
-                // Every name is known: the layer was given every policy above.
-                if let Ok(with_mode) = layer.clone().enforcement(entry.name(), mode) {
-                    layer = with_mode;
-                }
-            }
-        }
+        let registered = parsed[1..]
+            .iter()
+            .cloned()
+            .fold(Modes::new(), Modes::register);
+        let modes = self
+            .policies
+            .iter()
+            .filter_map(|e| Some((e.name(), e.mode?)))
+            .fold(registered, |modes, (name, mode)| modes.policy(name, mode));
+        let layer = RateLimitLayer::new(store, parsed[0].clone());
+        // Every name is known: `modes` registers every policy before it sets modes.
+        let layer = match layer.clone().modes(modes) {
+            Ok(layer) => layer,
+            Err(_) => layer,
+        };
+        let layer = layer.key(self.key()).choose(chooser);
         let layer = customize(layer);
         let live = layer.live();
         let _ = slot.set(live.clone());

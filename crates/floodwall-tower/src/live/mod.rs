@@ -30,7 +30,7 @@ use crate::enforcement::Enforcement;
 /// version and swaps it in: it never waits for requests, nor they for it.
 ///
 /// Known policies are the layer's own (`new`, `and_policy`) and the
-/// [registered](crate::RateLimitLayer::register) ones; a mode applies by name to any
+/// [registered](crate::Modes::register) ones; a mode applies by name to any
 /// policy a request is checked against, a chooser's included, so a chooser that returns
 /// `live.policy("login")` gets the live quota and mode of `login`.
 ///

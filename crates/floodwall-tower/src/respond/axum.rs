@@ -13,11 +13,12 @@ use super::{Denial, OnReject, OnStoreFailure};
 /// Lets a closure answer refusals as an axum handler would: with anything that is
 /// [`IntoResponse`] (`(StatusCode, String)`, [`Html`](axum::response::Html), `Json`, a
 /// `Response`...). Wrap a `Fn(&Denial) -> impl IntoResponse` for
-/// [`on_reject`](crate::RateLimitLayer::on_reject), or a
+/// [`Refusals::respond`](crate::Refusals::respond), or a
 /// `Fn(&floodwall_core::Error) -> impl IntoResponse` for
-/// [`on_store_failure`](crate::RateLimitLayer::on_store_failure); annotate the closure's
+/// [`Refusals::store_failure`](crate::Refusals::store_failure); annotate the closure's
 /// argument type, which is how Rust tells which. Status and headers are kept, and the layer
-/// adds its own as for any responder.
+/// adds its own as for any responder. A request without a key gets the provided
+/// [`OnReject::missing_key`] (its status, plain text), not the closure's answer.
 ///
 /// The layer answers a refusal without waiting, so the body is read as soon as the closure
 /// returns; bodies built from text, bytes, JSON, `Html` or `()` are complete by then. A
@@ -29,17 +30,13 @@ use super::{Denial, OnReject, OnStoreFailure};
 /// use axum::http::{StatusCode, header};
 /// use axum::response::IntoResponse;
 /// use floodwall_core::{MemoryStore, Policy};
-/// use floodwall_tower::RateLimitLayer;
+/// use floodwall_tower::{RateLimitLayer, Refusals};
 /// use floodwall_tower::respond::{Axum, Denial};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let policy = Policy::gcra("per-ip", "10/s".parse()?)?;
 /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
-///     .on_reject(Axum(|denial: &Denial| {
-///         // A request without a key is the client's error, answered with its status.
-///         if let Some(error) = denial.missing_key() {
-///             return (error.status(), error.to_string()).into_response();
-///         }
+///     .refusals(Refusals::new().respond(Axum(|denial: &Denial| {
 ///         // `null` when retrying can never help (the request costs more than the limit).
 ///         let secs = denial.retry_after_secs().map_or("null".into(), |s| s.to_string());
 ///         let body = format!(r#"{{"error":"rate_limited","retry_after":{secs}}}"#);
@@ -49,10 +46,9 @@ use super::{Denial, OnReject, OnStoreFailure};
 ///             body,
 ///         )
 ///             .into_response()
-///     }))
-///     .on_store_failure(Axum(|_: &floodwall_core::Error| {
+///     })).store_failure(Axum(|_: &floodwall_core::Error| {
 ///         (StatusCode::SERVICE_UNAVAILABLE, "try again soon").into_response()
-///     }));
+///     })));
 /// let app: axum::Router = axum::Router::new()
 ///     .route("/", axum::routing::get(|| async { "hello" }))
 ///     .layer(layer);

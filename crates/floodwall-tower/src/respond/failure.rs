@@ -13,7 +13,7 @@ use super::{OnStoreFailure, TEXT_PLAIN, response_with as response};
 ///
 /// This fails closed: while the store is down, requests are refused rather than let
 /// through unlimited. To fail open instead, use
-/// [`RateLimitLayer::fail_open`](crate::RateLimitLayer::fail_open).
+/// [`RateLimitLayer::fail_mode`](crate::RateLimitLayer::fail_mode) with `FailMode::Open`.
 #[derive(Debug, Clone, Copy)]
 pub struct ServiceUnavailable {
     retry_after: Duration,

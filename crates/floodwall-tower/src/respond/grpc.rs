@@ -7,6 +7,7 @@ use http::header::{CONTENT_TYPE, HeaderName, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 
 use super::{Denial, OnReject, OnStoreFailure};
+use crate::extract::KeyError;
 
 /// gRPC's `RESOURCE_EXHAUSTED` (code 8) as a trailers-only response, for tonic services:
 /// HTTP 200, `content-type: application/grpc`, `grpc-status: 8`, a `grpc-message`, and the
@@ -17,7 +18,7 @@ use super::{Denial, OnReject, OnStoreFailure};
 /// metadata above in `status.metadata()`. gRPC clients never see a 429: an HTTP error
 /// status would reach them as `UNAVAILABLE` or `UNKNOWN`, not as a rate limit.
 ///
-/// A request without a key ([`Denial::missing_key`]) is the client's error, not a rate
+/// A request without a key ([`OnReject::missing_key`]) is the client's error, not a rate
 /// limit: its status becomes the gRPC code a client can act on (`UNAUTHENTICATED` for
 /// 401, `PERMISSION_DENIED` for 403, `INVALID_ARGUMENT` for any other 4xx, `INTERNAL` for
 /// a 5xx such as a missing peer address), with the error's text as `grpc-message`.
@@ -25,10 +26,11 @@ use super::{Denial, OnReject, OnStoreFailure};
 pub struct Grpc;
 
 impl OnReject for Grpc {
+    fn missing_key(&self, error: &KeyError) -> Response<Bytes> {
+        trailers_only(missing_key_code(error.status()), &error.to_string())
+    }
+
     fn respond(&self, denial: &Denial) -> Response<Bytes> {
-        if let Some(error) = denial.missing_key() {
-            return trailers_only(missing_key_code(error.status()), &error.to_string());
-        }
         let mut message = String::with_capacity(48);
         match (denial.cost_too_high(), denial.retry_after()) {
             (Some((cost, max)), _) => {
@@ -153,7 +155,7 @@ mod tests {
     fn a_missing_key_is_the_grpc_code_of_its_status() {
         let code = |status| {
             let error = crate::extract::KeyError::new(status, "the x-api-key header is missing");
-            let res = Grpc.respond(&Denial::missing_key_of(error));
+            let res = Grpc.missing_key(&error);
             assert_eq!(res.status(), StatusCode::OK);
             assert!(res.headers().get(RETRY_AFTER).is_none());
             assert_eq!(

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 
 use super::{Denial, OnReject, response_with as response};
+use crate::extract::KeyError;
 
 const APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
 const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
@@ -20,7 +21,7 @@ const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+
 /// can never pass. A banned key ([`Denial::banned`]) gets `"banned":true` at the end, with
 /// `retry_after` the ban's remainder.
 ///
-/// A request without a key ([`Denial::missing_key`]) gets that error's status (400 for a
+/// A request without a key ([`OnReject::missing_key`]) gets that error's status (400 for a
 /// missing header) and what was missing:
 ///
 /// ```json
@@ -30,16 +31,17 @@ const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+
 pub struct Json;
 
 impl OnReject for Json {
+    fn missing_key(&self, error: &KeyError) -> Response<Bytes> {
+        let mut body = String::with_capacity(160);
+        body.push_str(r#"{"error":"missing_key","message":"#);
+        push_string(&mut body, &error.to_string());
+        body.push_str(r#","missing":"#);
+        push_string(&mut body, error.missing());
+        body.push('}');
+        response(error.status(), APPLICATION_JSON, body)
+    }
+
     fn respond(&self, denial: &Denial) -> Response<Bytes> {
-        if let Some(error) = denial.missing_key() {
-            let mut body = String::with_capacity(160);
-            body.push_str(r#"{"error":"missing_key","message":"#);
-            push_string(&mut body, &error.to_string());
-            body.push_str(r#","missing":"#);
-            push_string(&mut body, error.missing());
-            body.push('}');
-            return response(error.status(), APPLICATION_JSON, body);
-        }
         let mut body = String::with_capacity(128);
         body.push_str(r#"{"error":"rate_limited","message":"Too Many Requests","retry_after":"#);
         push_retry_after(&mut body, denial);
@@ -62,7 +64,7 @@ impl OnReject for Json {
 ///
 /// A banned key ([`Denial::banned`]) gets the extension member `"banned":true` at the end.
 ///
-/// A request without a key ([`Denial::missing_key`]) is no quota problem: it gets that
+/// A request without a key ([`OnReject::missing_key`]) is no quota problem: it gets that
 /// error's status (400 for a missing header) and a problem of no particular type
 /// (`about:blank`, titled by its status), with what was missing as an extension member:
 ///
@@ -74,19 +76,20 @@ impl OnReject for Json {
 pub struct ProblemJson;
 
 impl OnReject for ProblemJson {
+    fn missing_key(&self, error: &KeyError) -> Response<Bytes> {
+        let status = error.status();
+        let mut body = String::with_capacity(192);
+        body.push_str(r#"{"type":"about:blank","title":"#);
+        push_string(&mut body, status.canonical_reason().unwrap_or("Error"));
+        let _ = write!(body, r#","status":{},"detail":"#, status.as_u16());
+        push_string(&mut body, &error.to_string());
+        body.push_str(r#","missing":"#);
+        push_string(&mut body, error.missing());
+        body.push('}');
+        response(status, PROBLEM_JSON, body)
+    }
+
     fn respond(&self, denial: &Denial) -> Response<Bytes> {
-        if let Some(error) = denial.missing_key() {
-            let status = error.status();
-            let mut body = String::with_capacity(192);
-            body.push_str(r#"{"type":"about:blank","title":"#);
-            push_string(&mut body, status.canonical_reason().unwrap_or("Error"));
-            let _ = write!(body, r#","status":{},"detail":"#, status.as_u16());
-            push_string(&mut body, &error.to_string());
-            body.push_str(r#","missing":"#);
-            push_string(&mut body, error.missing());
-            body.push('}');
-            return response(status, PROBLEM_JSON, body);
-        }
         let mut body = String::with_capacity(256);
         body.push_str(concat!(
             r#"{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","#,

@@ -5,11 +5,12 @@
 //! clients and dashboards can tell "slow down" (429) from "we are broken" (503).
 //!
 //! A request refused because its key is missing (no API key header: see
-//! [`OnMissingKey`](crate::extract::OnMissingKey)) goes to the [`OnReject`] responder too,
-//! as a denial whose [`Denial::missing_key`] names what was missing and the status to
-//! answer with: 400 for a missing header (the client's error, not a rate limit). This
-//! crate's responders answer it in their format with that status; a responder of your own
-//! should check `missing_key()` first.
+//! [`OnMissingKey`](crate::extract::OnMissingKey)) is the client's error, not a rate
+//! limit: it goes to the responder's [`OnReject::missing_key`], with the
+//! [`KeyError`] that names what was missing and the status to
+//! answer with (400 for a missing header). Unless a responder says otherwise, that is the
+//! status with the error's text as plain text; this crate's responders answer it in their
+//! own format. A closure answers denials only, so it never turns a 400 into its 429.
 //!
 //! | responder | for | answers |
 //! |---|---|---|
@@ -17,7 +18,7 @@
 //! | [`Json`] | JSON APIs | 429, `application/json`; a missing key: its status, `{"error":"missing_key",..}` |
 //! | [`ProblemJson`] | JSON APIs | 429, `application/problem+json` (RFC 9457, the draft's `quota-exceeded` type); a missing key: its status, an `about:blank` problem |
 //! | [`Grpc`] | tonic | 200 trailers-only, `grpc-status: 8` (`RESOURCE_EXHAUSTED`); a missing key: the gRPC code of its status (see [`Grpc`]) |
-//! | any `Fn(&Denial) -> Response<T>` | anything else | what it returns |
+//! | any `Fn(&Denial) -> Response<T>` | anything else | what it returns; a missing key: its status, plain text |
 #![cfg_attr(
     feature = "axum",
     doc = "| [`Axum`] around any `Fn(&Denial) -> impl IntoResponse` | axum (feature `axum`) | what it returns |"
@@ -40,11 +41,6 @@
 //! use http::{Response, StatusCode};
 //!
 //! let teapot = |denial: &Denial| {
-//!     if let Some(error) = denial.missing_key() {
-//!         let mut res = Response::new(format!("send your {}\n", error.missing()));
-//!         *res.status_mut() = error.status();
-//!         return res;
-//!     }
 //!     let mut res = Response::new(format!("slow down for {:?}\n", denial.retry_after()));
 //!     *res.status_mut() = StatusCode::IM_A_TEAPOT;
 //!     res
@@ -80,17 +76,15 @@ pub use plain::TooManyRequests;
 /// Every policy checked for one request, with its decision, in order.
 pub(crate) type Decisions = SmallVec<[(Policy, Decision); 2]>;
 
-/// Why a request was refused: which policies denied it and when it may retry, which
-/// in-flight limit was full ([`too_many_in_flight`](Self::too_many_in_flight)), or what
-/// its key lacked ([`missing_key`](Self::missing_key)).
+/// Why a request was refused: which policies denied it and when it may retry, or which
+/// in-flight limit was full ([`too_many_in_flight`](Self::too_many_in_flight)). A request
+/// without a key is no denial: it goes to [`OnReject::missing_key`].
 #[derive(Debug, Clone)]
 pub struct Denial {
     decisions: Decisions,
     too_costly: Option<(Policy, u64, u64)>,
     /// A [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer)'s refusal.
     in_flight: Option<(ConcurrencyLimit, Full)>,
-    /// A request without a key, refused per the layer's `OnMissingKey`.
-    missing_key: Option<KeyError>,
 }
 
 impl Denial {
@@ -99,17 +93,6 @@ impl Denial {
             decisions,
             too_costly,
             in_flight: None,
-            missing_key: None,
-        }
-    }
-
-    /// A refusal of a request without a key: `error`'s status is the one to answer with.
-    pub(crate) fn missing_key_of(error: KeyError) -> Self {
-        Self {
-            decisions: Decisions::new(),
-            too_costly: None,
-            in_flight: None,
-            missing_key: Some(error),
         }
     }
 
@@ -119,18 +102,7 @@ impl Denial {
             decisions: Decisions::new(),
             too_costly: None,
             in_flight: Some((limit, full)),
-            missing_key: None,
         }
-    }
-
-    /// When the request was refused because its key is missing (no API key header, no
-    /// peer address...): what was missing ([`KeyError::missing`]) and the status to answer
-    /// with ([`KeyError::status`]: the extractor's, 400 for a header, or the layer's
-    /// [`OnMissingKey::RejectWith`](crate::extract::OnMissingKey::RejectWith) status). A
-    /// client's error, not a rate limit: no policy was checked, and
-    /// [`retry_after`](Self::retry_after) is `None`.
-    pub fn missing_key(&self) -> Option<&KeyError> {
-        self.missing_key.as_ref()
     }
 
     /// When an in-flight limit refused the request: how many of its key's requests were
@@ -142,8 +114,7 @@ impl Denial {
 
     /// How long until the same request would pass every policy that denied it: the
     /// longest of their `retry_after`s. `None` when it never can (its cost is above a
-    /// policy's limit, or its key is missing), or when no one can tell (an in-flight limit
-    /// is full).
+    /// policy's limit), or when no one can tell (an in-flight limit is full).
     pub fn retry_after(&self) -> Option<Duration> {
         if self.too_costly.is_some() {
             return None;
@@ -189,10 +160,14 @@ impl Denial {
 }
 
 /// Builds the response to a denied request, and to one refused because its key is
-/// missing ([`Denial::missing_key`]: answer with its status, e.g. 400 for a missing header).
+/// missing ([`missing_key`](Self::missing_key): the client's error, answered with its
+/// status, e.g. 400 for a missing header).
 ///
 /// Implemented for every `Fn(&Denial) -> Response<T>` with `T: Into<Bytes>` (`String`,
-/// `&'static str`, `Vec<u8>`, `Bytes`): rejections are small, fixed bodies.
+/// `&'static str`, `Vec<u8>`, `Bytes`): rejections are small, fixed bodies. Such a
+/// closure answers denials; a missing key gets the provided
+/// [`missing_key`](Self::missing_key). To answer that too, implement the trait on a type
+/// of your own.
 #[cfg_attr(
     feature = "axum",
     doc = "A closure returning axum's `impl IntoResponse` goes in [`Axum`]."
@@ -200,6 +175,16 @@ impl Denial {
 pub trait OnReject: Send + Sync + 'static {
     /// The response for this denial.
     fn respond(&self, denial: &Denial) -> Response<Bytes>;
+
+    /// The response to a request refused because its key is missing: `error` names what
+    /// was missing and the status to answer with ([`KeyError::status`]: the extractor's,
+    /// 400 for a header, or the layer's
+    /// [`OnMissingKey::RejectWith`](crate::extract::OnMissingKey::RejectWith) status). By
+    /// default that status, with the error's text as plain text: a client's error, not a
+    /// rate limit, so no `Retry-After`. The error's text names no secret.
+    fn missing_key(&self, error: &KeyError) -> Response<Bytes> {
+        response_with(error.status(), TEXT_PLAIN, format!("{error}\n"))
+    }
 }
 
 impl<F, T> OnReject for F

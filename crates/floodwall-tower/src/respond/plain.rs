@@ -11,7 +11,7 @@ use super::{Denial, OnReject, TEXT_PLAIN, response_with as response};
 ///
 /// A request whose cost can never pass also gets 429, without `Retry-After` and with a body
 /// that says retrying will not help. A request without a key
-/// ([`Denial::missing_key`]) gets that error's status (400 for a missing header: the
+/// ([`OnReject::missing_key`], as provided) gets that error's status (400 for a missing header: the
 /// client's error, not a rate limit) and a body naming what was missing:
 /// `no rate-limit key: the x-api-key header is missing or empty`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -19,9 +19,6 @@ pub struct TooManyRequests;
 
 impl OnReject for TooManyRequests {
     fn respond(&self, denial: &Denial) -> Response<Bytes> {
-        if let Some(error) = denial.missing_key() {
-            return response(error.status(), TEXT_PLAIN, format!("{error}\n"));
-        }
         let mut body = String::with_capacity(64);
         match (denial.cost_too_high(), denial.retry_after_secs()) {
             (Some((cost, max)), _) => {

@@ -17,19 +17,19 @@ async fn a_store_failure_is_a_503_not_a_429_unless_failing_open() {
     );
 
     let open = RateLimitLayer::new(Down, gcra("p", "1/s"))
-        .fail_open()
+        .fail_mode(floodwall_core::resilience::FailMode::Open)
         .layer(hello());
     let res = open.oneshot(from("192.0.2.1")).await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(text(res).await, "hello");
 
     let custom = RateLimitLayer::new(Down, gcra("p", "1/s"))
-        .on_store_failure(|e: &floodwall_core::Error| {
+        .refusals(Refusals::new().store_failure(|e: &floodwall_core::Error| {
             assert!(e.is_unavailable());
             let mut res = Response::new("down");
             *res.status_mut() = StatusCode::BAD_GATEWAY;
             res
-        })
+        }))
         .layer(hello());
     let res = custom.oneshot(from("192.0.2.1")).await.unwrap();
     assert_eq!(res.status(), StatusCode::BAD_GATEWAY);
@@ -93,7 +93,7 @@ async fn a_missing_key_is_refused_skipped_or_falls_back() {
     let api_key = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
     let svc = RateLimitLayer::new(store.clone(), gcra("p", "1/s"))
         .key(api_key.clone())
-        .on_missing_key(OnMissingKey::RejectWith(StatusCode::UNAUTHORIZED))
+        .refusals(Refusals::new().missing_key(OnMissingKey::RejectWith(StatusCode::UNAUTHORIZED)))
         .layer(hello());
     assert_eq!(
         svc.oneshot(no_peer()).await.unwrap().status(),
@@ -102,7 +102,7 @@ async fn a_missing_key_is_refused_skipped_or_falls_back() {
 
     let svc = RateLimitLayer::new(store.clone(), gcra("p", "1/s"))
         .key(api_key.clone())
-        .on_missing_key(OnMissingKey::Skip)
+        .refusals(Refusals::new().missing_key(OnMissingKey::Skip))
         .layer(hello());
     for _ in 0..3 {
         let res = svc.clone().oneshot(no_peer()).await.unwrap();
@@ -196,7 +196,7 @@ async fn responses_keep_the_inner_services_body_type() {
 async fn problem_json_and_closure_responders() {
     let (store, _clock) = store();
     let svc = RateLimitLayer::new(store.clone(), gcra("per-ip", "1/s"))
-        .on_reject(ProblemJson)
+        .refusals(Refusals::new().respond(ProblemJson))
         .layer(hello());
     svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
     let res = svc.oneshot(from("192.0.2.1")).await.unwrap();
@@ -211,11 +211,11 @@ async fn problem_json_and_closure_responders() {
     );
 
     let svc = RateLimitLayer::new(store, gcra("other", "1/s"))
-        .on_reject(|d: &Denial| {
+        .refusals(Refusals::new().respond(|d: &Denial| {
             let mut res = Response::new(format!("{:?}", d.violated().collect::<Vec<_>>()));
             *res.status_mut() = StatusCode::IM_A_TEAPOT;
             res
-        })
+        }))
         .layer(hello());
     svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
     let res = svc.oneshot(from("192.0.2.1")).await.unwrap();
@@ -230,7 +230,7 @@ async fn problem_json_and_closure_responders() {
 async fn grpc_refusals_are_trailers_only_resource_exhausted() {
     let (store, _clock) = store();
     let svc = RateLimitLayer::new(store, gcra("rpc", "1/s"))
-        .on_reject(Grpc)
+        .refusals(Refusals::new().respond(Grpc))
         .layer(hello());
     svc.clone().oneshot(from("192.0.2.1")).await.unwrap();
     let res = svc.oneshot(from("192.0.2.1")).await.unwrap();
