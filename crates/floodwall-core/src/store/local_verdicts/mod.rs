@@ -60,19 +60,19 @@ type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 /// let policy = Policy::gcra("api", "100/s burst 10".parse()?)?;
 /// # block_on(async {
 /// // No verdict yet: `check` asks the shared store (a peek), then decides here.
-/// assert!(store.check(b"alice", &policy, 1).await?.allowed);
+/// assert!(store.check(b"alice", &policy, 1).await?.is_allowed());
 /// // For the next 100 ms alice is answered locally, without waiting...
 /// for _ in 0..9 {
-///     assert!(store.check_now(b"alice", &policy, 1).unwrap()?.allowed);
+///     assert!(store.check_now(b"alice", &policy, 1).unwrap()?.is_allowed());
 /// }
-/// assert!(!store.check_now(b"alice", &policy, 1).unwrap()?.allowed);
+/// assert!(!store.check_now(b"alice", &policy, 1).unwrap()?.is_allowed());
 /// // ...and the shared store has not heard of those 10 admissions yet.
 /// assert_eq!(shared.check_now(b"alice", &policy, 0).unwrap()?.remaining, 10);
 ///
 /// clock.advance(Duration::from_millis(100));
 /// // A refresh is due: `check_now` cannot answer; `check` records the 10 in one call.
 /// assert!(store.check_now(b"alice", &policy, 1).is_none());
-/// assert!(!store.check(b"alice", &policy, 1).await?.allowed);
+/// assert!(!store.check(b"alice", &policy, 1).await?.is_allowed());
 /// assert_eq!(shared.check_now(b"alice", &policy, 0).unwrap()?.remaining, 0);
 ///
 /// let stats = store.stats();
@@ -252,7 +252,7 @@ impl<S, C: Clock> LocalVerdicts<S, C> {
             }
             if v.in_flight || v.fresh(now, vs.interval) {
                 let d = v.decide(now, cost, policy, vs.interval);
-                let counter = if d.allowed {
+                let counter = if d.is_allowed() {
                     &vs.allowed_locally
                 } else {
                     &vs.denied_locally
