@@ -2,7 +2,7 @@
 //! atomic Lua script per check, on the Redis server's clock.
 //!
 //! ```no_run
-//! use floodwall_core::{Policy, Store};
+//! use floodwall_core::{Policy, StoreExt};
 //! use floodwall_redis::RedisStore;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -11,7 +11,7 @@
 //! let per_ip = Policy::gcra("per-ip", "10/s burst 20".parse()?)?;
 //!
 //! let decision = store.check(b"203.0.113.7", &per_ip, 1).await?;
-//! if !decision.allowed {
+//! if !decision.is_allowed() {
 //!     println!("retry after {:?}", decision.retry_after);
 //! }
 //! # Ok(()) }
