@@ -116,8 +116,8 @@ fn many<M: Refuse, St: Store, K>(
         .store
         .call_now(Op::CheckAll {
             key: key.as_bytes(),
-            policies: policies,
-            cost: cost,
+            policies,
+            cost,
         })
         .map(|r| r.and_then(Reply::into_decisions))
     else {
