@@ -210,7 +210,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     ///   each two requests.
     /// - `max_wait` is cut to [`Reservable::MAX_WAIT`](floodwall_core::Reservable::MAX_WAIT)
     ///   (an hour). Waiting needs a tokio runtime with its timer (axum, tonic and hyper
-    ///   servers run on one), and a store that books slots ([`StoreExt::reserve`]: the memory and
+    ///   servers run on one), and a store that books slots ([`StoreExt::reserve`](floodwall_core::StoreExt::reserve): the memory and
     ///   Redis stores, and every combinator of floodwall-core); with one that cannot, a
     ///   request is refused as without waiting.
     ///
@@ -272,7 +272,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// **All or nothing.** A request is admitted only if every policy admits it, and is
     /// then counted in all; if any refuses, none counts it, so a client refused by its
     /// daily quota does not spend its per-second one. The store decides all the policies
-    /// at once ([`StoreExt::check_all`]): atomically in memory, in one script call in Redis
+    /// at once ([`StoreExt::check_all`](floodwall_core::StoreExt::check_all)): atomically in memory, in one script call in Redis
     /// (one slot on a cluster). The refusal names the policies that refused, and the
     /// headers list every policy. A store without `check_all` (a store of your own that
     /// does not implement it) is asked policy by policy instead, every policy counting
@@ -312,7 +312,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// what the request cost ([`Settle`](crate::Settle)); the difference from what its
     /// check charged is charged, even past the limit, or refunded. Count only failed
     /// logins (refund the rest), refund what the handler refused, charge the tokens an
-    /// LLM answer used. The store must support [`StoreExt::adjust`] (memory and Redis do).
+    /// LLM answer used. The store must support [`StoreExt::adjust`](floodwall_core::StoreExt::adjust) (memory and Redis do).
     /// With [`cost`](Self::cost) answering 0, the check is a peek (a client past the
     /// limit is still refused) and the rule's cost is charged whole; charging before is
     /// stricter under concurrency. The [charging guide](floodwall_core::guide::charging)

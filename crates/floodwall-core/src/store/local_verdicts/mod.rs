@@ -88,12 +88,14 @@ type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 /// - Knobs: [`interval`](LocalVerdictsBuilder::interval) (default 100 ms) and
 ///   [`max_keys`](LocalVerdictsBuilder::max_keys).
 /// - A key's first check waits for its first refresh; checks of that key arriving
-///   meanwhile go to the inner store as plain checks. [`check_now`](StoreExt::check_now)
-///   returns `None` when a refresh is due, so the caller's `check` does it.
+///   meanwhile go to the inner store as plain checks.
+///   [`check_now`](crate::StoreExt::check_now) returns `None` when a refresh is due, so
+///   the caller's `check` does it.
 /// - A local refusal reports `retry_after` until the store's refusal lapses, or until the
 ///   next refresh when the local budget is spent.
-/// - [`reset`](StoreExt::reset) forgets the local verdict, and the counts not yet sent with it;
-///   [`flush`](Self::flush) sends every key's pending counts now: call it at shutdown.
+/// - [`reset`](crate::StoreExt::reset) forgets the local verdict, and the counts not yet
+///   sent with it; [`flush`](Self::flush) sends every key's pending counts now: call it at
+///   shutdown.
 /// - Keys longer than 128 bytes go straight to the inner store.
 /// - Clones share the verdicts (and clone the inner store).
 pub struct LocalVerdicts<S, C: Clock = SystemClock> {
