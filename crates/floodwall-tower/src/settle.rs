@@ -1,6 +1,7 @@
 //! Charging by the response: after the inner service answered, a rule says what the
 //! request really cost ([`Settle`]), and the difference from what its check charged is
-//! charged or refunded in the store ([`StoreExt::adjust`]). See
+//! charged or refunded in the store
+//! ([`StoreExt::adjust`](floodwall_core::StoreExt::adjust)). See
 //! [`RateLimitLayer::charge_by`](crate::RateLimitLayer::charge_by) and
 //! [`floodwall_core::guide::charging`].
 //!
@@ -17,8 +18,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 #[cfg(feature = "charge")]
-use floodwall_core::Adjustment;
-use floodwall_core::{Policy, Store, StoreExt};
+use floodwall_core::{Adjustment, StoreExt};
+use floodwall_core::{Policy, Store};
 use http::Response;
 #[cfg(feature = "charge")]
 use http::response::Parts;
