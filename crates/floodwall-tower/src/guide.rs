@@ -2,7 +2,11 @@
 //! (penalties, all or nothing, charging, the deny cache, ...) are in
 //! [`floodwall_core::guide`].
 
-#[doc = include_str!("../docs/live-changes.md")]
+#[cfg_attr(feature = "live", doc = include_str!("../docs/live-changes.md"))]
+#[cfg_attr(
+    not(feature = "live"),
+    doc = "Live changes and modes: this page, with the `live` feature."
+)]
 pub mod live_changes {}
 
 #[doc = include_str!("../docs/metrics.md")]
@@ -12,5 +16,9 @@ pub mod metrics {}
 #[doc = include_str!("../docs/policy-file.md")]
 pub mod policy_file {}
 
-#[doc = include_str!("../docs/waiting.md")]
+#[cfg_attr(feature = "wait", doc = include_str!("../docs/waiting.md"))]
+#[cfg_attr(
+    not(feature = "wait"),
+    doc = "Waiting instead of refusing: this page, with the `wait` feature."
+)]
 pub mod waiting {}
