@@ -176,3 +176,29 @@ impl Decision {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hash(d: &Decision) -> u64 {
+        use std::hash::{BuildHasher, RandomState};
+        thread_local!(static STATE: RandomState = RandomState::new());
+        STATE.with(|s| s.hash_one(d))
+    }
+
+    #[test]
+    fn a_cache_says_what_the_store_said_a_fallback_does_not() {
+        let store = Decision::new(false, 5, 0, Duration::from_secs(1), Duration::from_secs(2));
+        let cache = store.by_cache();
+        let fallback = store.by_fallback();
+        assert_eq!(store, cache);
+        assert_eq!(hash(&store), hash(&cache));
+        assert_ne!(store, fallback);
+        let mut banned = store;
+        banned.outcome = Outcome::Banned;
+        assert_ne!(store, banned);
+        assert!(banned.is_banned() && !banned.is_allowed());
+        assert!(Decision::new(true, 5, 4, Duration::ZERO, Duration::ZERO).is_allowed());
+    }
+}
