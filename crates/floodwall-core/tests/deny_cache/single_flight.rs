@@ -112,6 +112,12 @@ async fn finish(
     joined.expect("a check was left waiting").expect("task")
 }
 
+/// Whether `store` admits `cost` of key `k` in a check answered at once.
+fn admits_now(store: &impl StoreExt, policy: &Policy, cost: u64) -> bool {
+    let d = store.check_now(b"k", policy, cost);
+    d.expect("answered at once").unwrap().is_allowed()
+}
+
 fn allowed(results: &[Result<Decision, floodwall_core::Error>]) -> Vec<bool> {
     results
         .iter()
@@ -126,14 +132,7 @@ async fn after_a_lapse_one_refusal_answers_every_check_in_flight() {
     assert_eq!(remote.calls(), 1);
     // The admission's fact ("refused until the next slot") lapsed; meanwhile another node
     // took that slot, so the store still refuses.
-    assert!(
-        remote
-            .inner
-            .check_now(b"k", &policy, 1)
-            .unwrap()
-            .unwrap()
-            .is_allowed()
-    );
+    assert!(admits_now(&remote.inner, &policy, 1));
     let results = together(&cache, &policy, &[1; 8]).await;
     assert_eq!(allowed(&results), [false; 8]);
     // One call for the eight (each went to the store before).
@@ -248,13 +247,7 @@ async fn check_now_does_not_wait_for_a_check_in_flight() {
     let (clock, remote, cache) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
     let policy = Policy::gcra("lapse", "10/s burst 2".parse().unwrap()).unwrap();
     assert!(cache.check(b"k", &policy, 2).await.unwrap().is_allowed());
-    assert!(
-        !cache
-            .check_now(b"k", &policy, 1)
-            .unwrap()
-            .unwrap()
-            .is_allowed()
-    );
+    assert!(!admits_now(&*cache, &policy, 1));
     clock.advance(Duration::from_millis(200));
     let tasks = spawn_checks(&cache, &policy, &[2]);
     tokio::time::sleep(RTT / 2).await;
@@ -262,13 +255,7 @@ async fn check_now_does_not_wait_for_a_check_in_flight() {
     // A check the answer in flight would cover: `check_now` would have to wait.
     assert!(cache.check_now(b"k", &policy, 2).is_none());
     // A cheaper one is the store's to answer, at once.
-    assert!(
-        cache
-            .check_now(b"k", &policy, 1)
-            .unwrap()
-            .unwrap()
-            .is_allowed()
-    );
+    assert!(admits_now(&*cache, &policy, 1));
     assert_eq!(remote.calls(), 3);
     for task in tasks {
         assert!(!task.await.unwrap().unwrap().is_allowed());
@@ -393,13 +380,7 @@ async fn a_refusal_back_after_its_hold_still_answers_the_checks_that_waited() {
     );
     let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
     // Answered at once: "refused until the next slot" (100 ms), held 5 ms.
-    assert!(
-        cache
-            .check_now(b"k", &policy, 1)
-            .unwrap()
-            .unwrap()
-            .is_allowed()
-    );
+    assert!(admits_now(&*cache, &policy, 1));
     clock.advance(hold);
     let tasks = spawn_checks(&cache, &policy, &[1; 8]);
     tokio::time::sleep(RTT / 2).await;
