@@ -53,6 +53,7 @@ pub use floodwall_core::{ConfigError, Error};
 pub use floodwall_core::{DenyCache, DenyCacheBuilder, DenyCacheStats};
 pub use floodwall_core::{DynStore, MemoryStore, MemoryStoreBuilder, Store, StoreExt};
 pub use floodwall_core::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};
+pub use floodwall_core::{Outcome, Source};
 pub use floodwall_core::{Penalty, parse_duration};
 
 /// Everything of `floodwall-core`, for what the root leaves out: writing a store of your

@@ -92,7 +92,7 @@ impl Store for Timed {
         let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.times.lock().expect("times").push(us);
         if let Ok(d) = &result
-            && d.allowed
+            && d.is_allowed()
         {
             self.recorded.fetch_add(cost, Ordering::Relaxed);
         }
@@ -136,7 +136,11 @@ async fn flood(nodes: &[Arc<dyn DynStore>], policy: &Arc<Policy>) -> Flood {
                         let at = u64::try_from(base.elapsed().as_micros()).unwrap_or(u64::MAX);
                         first.fetch_min(at, Ordering::Relaxed);
                         last.fetch_max(at, Ordering::Relaxed);
-                        let allowed = node.check(HOT, &policy, 1).await.expect("check").allowed;
+                        let allowed = node
+                            .check(HOT, &policy, 1)
+                            .await
+                            .expect("check")
+                            .is_allowed();
                         allowed.then(|| base.elapsed().as_micros() as u64)
                     }));
                 }

@@ -3,15 +3,19 @@
 use std::time::Duration;
 
 /// The outcome of one check: the same five facts as redis-cell's `CL.THROTTLE` reply,
-/// which are enough for every rate-limit header format.
+/// which are enough for every rate-limit header format, with what the request gets and who
+/// answered.
 ///
-/// A denial is a decision, not an error: `allowed` is false and `retry_after` says when the
-/// same request would pass (never zero).
+/// A denial is a decision, not an error: the [`outcome`](Self::outcome) is not
+/// [`Allowed`](Outcome::Allowed) and `retry_after` says when the same request would pass
+/// (never zero).
 #[derive(Clone, Copy)]
 #[non_exhaustive]
 pub struct Decision {
-    /// Whether the request may go ahead. A denied request consumed nothing.
-    pub allowed: bool,
+    /// What the request gets: admitted, refused by its quota, or refused by a ban.
+    pub outcome: Outcome,
+    /// Who answered: the store, a cache in front of it, or a fallback in its stead.
+    pub source: Source,
     /// The most that can pass at once (the burst, or the window's count).
     pub limit: u64,
     /// How much more could pass right now, after this decision.
@@ -20,29 +24,47 @@ pub struct Decision {
     pub retry_after: Option<Duration>,
     /// How long until the limit is back to full (`remaining == limit`) if nothing else comes.
     pub reset_after: Duration,
-    /// Whether a [`Fallback`](crate::resilience::Fallback) decided this in the store's
-    /// stead, because the store failed: fail-open, or this node's share of the quota. Such
-    /// an answer says nothing of the shared state and holds only while the store fails, so
-    /// a cache in front ([`DenyCache`](crate::DenyCache)) must not remember it. `false` for
-    /// every store's own answers.
-    pub fallback: bool,
-    /// Whether the key is banned ([`Penalty`](crate::Penalty)): refused whatever its quota
-    /// says, with `retry_after` the ban's remainder. `false` in every other decision.
-    pub banned: bool,
-    /// Whether a [`DenyCache`](crate::DenyCache) answered this itself, from a refusal the
-    /// store gave before, without asking the store (for metrics telling the two apart); in
-    /// a refused [`check_all`](crate::StoreExt::check_all), the other policies' figures it
-    /// repeated from the store's last answer too. A ban the cache answers says
-    /// [`banned`](Self::banned) as well. It says what the store would have said
-    /// ([deny cache guide](crate::guide::deny_cache)), so equality and hashing ignore it. `false` in every other
-    /// decision.
-    pub cached: bool,
     /// The exact figures in µs (`retry`, `reset`) behind durations a policy rounded
     /// ([`Rounding::WholeSeconds`](crate::Rounding::WholeSeconds)), for a
     /// [`DenyCache`](crate::DenyCache) to read; `None` when the durations are exact or
     /// nothing better is known. Not part of what a decision says: equality, hashing and
     /// `Debug` ignore it.
     pub(crate) exact: Option<(u64, u64)>,
+}
+
+/// What a request gets from a [`Decision`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// It may go ahead: its cost was consumed.
+    Allowed,
+    /// Its quota has no room for it: refused, nothing consumed, `retry_after` says when it
+    /// would pass.
+    Refused,
+    /// Its key is banned ([`Penalty`](crate::Penalty)): refused whatever its quota says,
+    /// with `retry_after` the ban's remainder.
+    Banned,
+}
+
+/// Who answered a check, for metrics and for caches that must not remember what the
+/// store never said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Source {
+    /// The store (or a [`LocalVerdicts`](crate::LocalVerdicts) on its behalf): every
+    /// store's own answers.
+    Store,
+    /// A [`DenyCache`](crate::DenyCache), from a refusal the store gave before, without
+    /// asking the store; in a refused [`check_all`](crate::StoreExt::check_all), the other
+    /// policies' figures it repeated from the store's last answer too. It says what the
+    /// store would have said ([deny cache guide](crate::guide::deny_cache)), so a
+    /// decision's equality and hashing take it for [`Store`](Self::Store).
+    Cache,
+    /// A [`Fallback`](crate::resilience::Fallback) in the store's stead, because the store
+    /// failed: fail-open, or this node's share of the quota. Such an answer says nothing of
+    /// the shared state and holds only while the store fails, so a cache in front
+    /// ([`DenyCache`](crate::DenyCache)) must not remember it.
+    Fallback,
 }
 
 impl PartialEq for Decision {
@@ -62,14 +84,12 @@ impl std::hash::Hash for Decision {
 impl std::fmt::Debug for Decision {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Decision")
-            .field("allowed", &self.allowed)
+            .field("outcome", &self.outcome)
+            .field("source", &self.source)
             .field("limit", &self.limit)
             .field("remaining", &self.remaining)
             .field("retry_after", &self.retry_after)
             .field("reset_after", &self.reset_after)
-            .field("fallback", &self.fallback)
-            .field("banned", &self.banned)
-            .field("cached", &self.cached)
             .finish()
     }
 }
@@ -77,15 +97,14 @@ impl std::fmt::Debug for Decision {
 impl Decision {
     /// What a decision says, for equality and hashing.
     #[allow(clippy::type_complexity)]
-    fn key(&self) -> (bool, u64, u64, Option<Duration>, Duration, bool, bool) {
+    fn key(&self) -> (Outcome, u64, u64, Option<Duration>, Duration, bool) {
         (
-            self.allowed,
+            self.outcome,
             self.limit,
             self.remaining,
             self.retry_after,
             self.reset_after,
-            self.fallback,
-            self.banned,
+            self.source == Source::Fallback,
         )
     }
 
@@ -101,9 +120,16 @@ impl Decision {
         }
     }
 
-    /// Whether the request may go ahead.
-    pub fn is_allowed(&self) -> bool {
-        self.allowed
+    /// Whether the request may go ahead ([`Outcome::Allowed`]).
+    #[inline]
+    pub const fn is_allowed(&self) -> bool {
+        matches!(self.outcome, Outcome::Allowed)
+    }
+
+    /// Whether the request was refused because its key is banned ([`Outcome::Banned`]).
+    #[inline]
+    pub const fn is_banned(&self) -> bool {
+        matches!(self.outcome, Outcome::Banned)
     }
 
     /// Builds a decision by hand, e.g. for a store that computes one elsewhere (a Redis
@@ -122,23 +148,57 @@ impl Decision {
             Some(retry_after.max(Duration::from_micros(1)))
         };
         Self {
-            allowed,
+            outcome: if allowed {
+                Outcome::Allowed
+            } else {
+                Outcome::Refused
+            },
+            source: Source::Store,
             limit,
             remaining,
             retry_after,
             reset_after,
-            fallback: false,
-            banned: false,
-            cached: false,
             exact: None,
         }
     }
 
-    /// This decision, marked as made by a fallback in the store's stead (see
-    /// [`fallback`](Self::fallback)): for a store combinator that answers when its store
-    /// cannot.
+    /// This decision, marked as made by a fallback in the store's stead
+    /// ([`Source::Fallback`]): for a store combinator that answers when its store cannot.
     pub fn by_fallback(mut self) -> Self {
-        self.fallback = true;
+        self.source = Source::Fallback;
         self
+    }
+
+    /// This decision, marked as answered by a cache in front of the store
+    /// ([`Source::Cache`]).
+    pub(crate) fn by_cache(mut self) -> Self {
+        self.source = Source::Cache;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hash(d: &Decision) -> u64 {
+        use std::hash::{BuildHasher, RandomState};
+        thread_local!(static STATE: RandomState = RandomState::new());
+        STATE.with(|s| s.hash_one(d))
+    }
+
+    #[test]
+    fn a_cache_says_what_the_store_said_a_fallback_does_not() {
+        let store = Decision::new(false, 5, 0, Duration::from_secs(1), Duration::from_secs(2));
+        let cache = store.by_cache();
+        let fallback = store.by_fallback();
+        assert_eq!(store, cache);
+        assert_eq!(hash(&store), hash(&cache));
+        assert_ne!(store, fallback);
+        let mut banned = store;
+        banned.outcome = Outcome::Banned;
+        assert_ne!(store, banned);
+        assert!(banned.is_banned() && !banned.is_allowed());
+        assert!(Decision::new(true, 5, 4, Duration::ZERO, Duration::ZERO).is_allowed());
     }
 }

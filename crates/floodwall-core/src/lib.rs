@@ -10,7 +10,7 @@
 //! // The memory store answers at once (`check_now` is always `Some`); any store has the
 //! // async `check`.
 //! let decision = store.check_now(b"203.0.113.7", &per_ip, 1).expect("answers now")?;
-//! assert!(decision.allowed);
+//! assert!(decision.is_allowed());
 //! assert_eq!((decision.limit, decision.remaining), (20, 19));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -55,7 +55,7 @@ pub mod store;
 pub use algorithm::{Adjustment, Algorithm, Parameters, State};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use concurrency::{Acquired, ConcurrencyLimit, Full, Permit};
-pub use decision::Decision;
+pub use decision::{Decision, Outcome, Source};
 pub use error::{BoxError, ConfigError, Error};
 pub use penalty::Penalty;
 pub use policy::{Policy, Rounding};

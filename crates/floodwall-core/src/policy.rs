@@ -38,10 +38,10 @@ pub enum Rounding {
 /// let policy = Policy::new("api", Algorithm::Gcra, "2/s".parse()?)?;
 /// let mut state = State::new();
 /// let now = 1_700_000_000_000_000; // µs since the epoch
-/// assert!(policy.decide(&mut state, now, 1)?.allowed);
-/// assert!(policy.decide(&mut state, now, 1)?.allowed);
+/// assert!(policy.decide(&mut state, now, 1)?.is_allowed());
+/// assert!(policy.decide(&mut state, now, 1)?.is_allowed());
 /// let denied = policy.decide(&mut state, now, 1)?;
-/// assert!(!denied.allowed);
+/// assert!(!denied.is_allowed());
 /// assert_eq!(denied.retry_after, Some(std::time::Duration::from_millis(500)));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -148,7 +148,7 @@ impl Policy {
     /// // CL.THROTTLE user123 15 30 60
     /// let cell = Policy::redis_cell("cell", 15, 30, Duration::from_secs(60))?;
     /// let d = cell.decide(&mut State::new(), 0, 1)?;
-    /// assert_eq!((d.allowed, d.limit, d.remaining), (true, 16, 15));
+    /// assert_eq!((d.is_allowed(), d.limit, d.remaining), (true, 16, 15));
     /// assert_eq!(d.reset_after, Duration::from_secs(2));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -329,11 +329,11 @@ impl Policy {
     /// The refusal of a key this policy's [`Penalty`] has banned for `remaining_micros`
     /// more: nothing may pass until then, reported with the policy's [`Rounding`] (and
     /// the exact figure kept for a [`DenyCache`](crate::DenyCache)), and
-    /// [`banned`](Decision::banned) set. Every store that holds bans answers with this, so
-    /// they agree.
+    /// [`Outcome::Banned`](crate::Outcome::Banned). Every store that holds bans answers
+    /// with this, so they agree.
     pub fn ban_decision(&self, remaining_micros: u64) -> Decision {
         let mut decision = self.decision_from_micros(false, 0, remaining_micros, remaining_micros);
-        decision.banned = true;
+        decision.outcome = crate::Outcome::Banned;
         decision
     }
 
@@ -386,14 +386,16 @@ impl Policy {
             }
         };
         Decision {
-            allowed: raw.allowed,
+            outcome: if raw.allowed {
+                crate::Outcome::Allowed
+            } else {
+                crate::Outcome::Refused
+            },
+            source: crate::Source::Store,
             limit,
             remaining: raw.remaining,
             retry_after: (!raw.allowed).then_some(retry),
             reset_after: reset,
-            fallback: false,
-            banned: false,
-            cached: false,
             exact,
         }
     }

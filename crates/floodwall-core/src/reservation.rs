@@ -134,7 +134,7 @@ impl Policy {
 
 /// What a store answered to [`StoreExt::reserve`](crate::StoreExt::reserve).
 ///
-/// Booked ([`is_booked`](Self::is_booked)): `decision.allowed` is true and the request may
+/// Booked ([`is_booked`](Self::is_booked)): `decision.is_allowed()` is true and the request may
 /// proceed after `wait` (zero: at once), counted from when the store decided; its slot is
 /// taken whether or not it proceeds, until [cancelled](crate::StoreExt::cancel). Refused:
 /// `decision` is a check's refusal, with `retry_after` until the request would pass, and
@@ -160,7 +160,7 @@ impl Reservation {
         Self {
             decision,
             wait,
-            ticket: ticket.filter(|_| decision.allowed),
+            ticket: ticket.filter(|_| decision.is_allowed()),
         }
     }
 
@@ -175,7 +175,7 @@ impl Reservation {
 
     /// Whether a slot was booked (now or after [`wait`](Self::wait)).
     pub fn is_booked(&self) -> bool {
-        self.decision.allowed
+        self.decision.is_allowed()
     }
 }
 

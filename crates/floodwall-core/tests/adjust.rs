@@ -7,6 +7,7 @@ use common::Now;
 use std::sync::Arc;
 use std::time::Duration;
 
+use floodwall_core::Source;
 use floodwall_core::resilience::{Breaker, FailMode, Fallback};
 use floodwall_core::store::{Op, Reply};
 use floodwall_core::{
@@ -70,7 +71,13 @@ fn concurrent_charges_and_refunds_add_up_exactly() {
             for _ in 0..THREADS {
                 s.spawn(|| {
                     for _ in 0..ROUNDS {
-                        assert!(store.check_now(b"k", &policy, 2).unwrap().unwrap().allowed);
+                        assert!(
+                            store
+                                .check_now(b"k", &policy, 2)
+                                .unwrap()
+                                .unwrap()
+                                .is_allowed()
+                        );
                         store
                             .adjust(b"k", &policy, Adjustment::Refund(1))
                             .now()
@@ -112,19 +119,37 @@ fn a_charge_past_the_limit_is_debt_paid_off_over_time() {
     let (store, clock) = memory();
     // 10 tokens a second; an LLM answer used 15.
     let policy = Policy::gcra("tokens", "10/s".parse().unwrap()).unwrap();
-    assert!(store.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    assert!(
+        store
+            .check_now(b"k", &policy, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
     store
         .adjust(b"k", &policy, Adjustment::Charge(15))
         .now()
         .unwrap();
     let refused = store.check_now(b"k", &policy, 1).unwrap().unwrap();
-    assert!(!refused.allowed);
+    assert!(!refused.is_allowed());
     // 16 spent of 10: 7 must come back before one more fits, 700 ms.
     assert_eq!(refused.retry_after, Some(Duration::from_millis(700)));
     clock.advance(Duration::from_millis(699));
-    assert!(!store.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    assert!(
+        !store
+            .check_now(b"k", &policy, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
     clock.advance(Duration::from_millis(1));
-    assert!(store.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    assert!(
+        store
+            .check_now(b"k", &policy, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
 }
 
 #[test]
@@ -147,19 +172,19 @@ async fn a_refund_through_the_deny_cache_forgets_its_cached_refusal() {
         .build(memory.clone());
     let policy = Policy::gcra("login", "2/min".parse().unwrap()).unwrap();
     for _ in 0..2 {
-        assert!(store.check(b"k", &policy, 1).await.unwrap().allowed);
+        assert!(store.check(b"k", &policy, 1).await.unwrap().is_allowed());
     }
-    assert!(!store.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(!store.check(b"k", &policy, 1).await.unwrap().is_allowed());
     // Cached: the next refusal comes from the cache, without the store.
-    assert!(!store.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(!store.check(b"k", &policy, 1).await.unwrap().is_allowed());
     assert!(store.stats().denied_locally >= 1);
     store
         .adjust(b"k", &policy, Adjustment::Refund(1))
         .await
         .unwrap();
     // The refusal cached for 30 s no longer holds: the store admits.
-    assert!(store.check(b"k", &policy, 1).await.unwrap().allowed);
-    assert!(!store.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(store.check(b"k", &policy, 1).await.unwrap().is_allowed());
+    assert!(!store.check(b"k", &policy, 1).await.unwrap().is_allowed());
 }
 
 #[tokio::test]
@@ -183,12 +208,18 @@ async fn every_combinator_passes_adjustments_on() {
             .adjust(&key, &policy, Adjustment::Charge(3))
             .await
             .unwrap();
-        assert!(!store.check(&key, &policy, 1).await.unwrap().allowed, "{i}");
+        assert!(
+            !store.check(&key, &policy, 1).await.unwrap().is_allowed(),
+            "{i}"
+        );
         store
             .adjust(&key, &policy, Adjustment::Refund(1))
             .await
             .unwrap();
-        assert!(store.check(&key, &policy, 1).await.unwrap().allowed, "{i}");
+        assert!(
+            store.check(&key, &policy, 1).await.unwrap().is_allowed(),
+            "{i}"
+        );
     }
 }
 
@@ -215,5 +246,5 @@ async fn a_store_that_cannot_adjust_says_so_and_an_outage_falls_back_locally() {
         .await
         .unwrap();
     let d = store.check(b"k", &policy, 1).await.unwrap();
-    assert!(!d.allowed && d.fallback);
+    assert!(!d.is_allowed() && d.source == Source::Fallback);
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use floodwall_core::Source;
 use floodwall_core::Store;
 use floodwall_core::store::{Op, Reply};
 use floodwall_core::{Algorithm, DenyCache, ManualClock, MemoryStore, Policy, Quota, StoreExt};
@@ -47,10 +48,10 @@ fn a_refusal_by_one_policy_charges_none_under_concurrency() {
                             let [Some(r), Some(m)] = d.as_slice() else {
                                 panic!("one decision per policy: {d:?}")
                             };
-                            if r.allowed && m.allowed {
+                            if r.is_allowed() && m.is_allowed() {
                                 admitted.fetch_add(1, Ordering::Relaxed);
                             } else {
-                                assert!(r.allowed && !m.allowed, "{first:?}/{second:?}");
+                                assert!(r.is_allowed() && !m.is_allowed(), "{first:?}/{second:?}");
                                 refused_by_small.fetch_add(1, Ordering::Relaxed);
                             }
                         }
@@ -86,9 +87,13 @@ fn single_checks_and_checks_of_all_share_one_exact_state() {
                 for _ in 0..PER_THREAD {
                     let allowed = if t % 2 == 0 {
                         let d = store.check_all(b"k", both, 1).now().unwrap();
-                        d.iter().flatten().all(|d| d.allowed)
+                        d.iter().flatten().all(|d| d.is_allowed())
                     } else {
-                        store.check_now(b"k", shared, 1).unwrap().unwrap().allowed
+                        store
+                            .check_now(b"k", shared, 1)
+                            .unwrap()
+                            .unwrap()
+                            .is_allowed()
                     };
                     if allowed {
                         admitted.fetch_add(1, Ordering::Relaxed);
@@ -115,13 +120,13 @@ fn one_policy_twice_is_charged_twice() {
         .check_all(b"k", &[p.clone(), p.clone()], 1)
         .now()
         .unwrap();
-    assert!(d.iter().flatten().all(|d| d.allowed));
+    assert!(d.iter().flatten().all(|d| d.is_allowed()));
     assert_eq!(d[1].unwrap().remaining, 1);
     let d = store
         .check_all(b"k", &[p.clone(), p.clone()], 1)
         .now()
         .unwrap();
-    assert!(d[0].unwrap().allowed && !d[1].unwrap().allowed);
+    assert!(d[0].unwrap().is_allowed() && !d[1].unwrap().is_allowed());
     assert_eq!(store.check_now(b"k", &p, 0).unwrap().unwrap().remaining, 1);
 }
 
@@ -156,7 +161,7 @@ fn a_cached_refusal_of_one_policy_refuses_all_without_the_store() {
     let both = [roomy.clone(), small];
     for _ in 0..2 {
         let d = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
-        assert!(d.iter().flatten().all(|d| d.allowed));
+        assert!(d.iter().flatten().all(|d| d.is_allowed()));
     }
     // The second admission spent the window: the cache knows the next is refused.
     let calls = cache.stats().store_calls;
@@ -165,8 +170,8 @@ fn a_cached_refusal_of_one_policy_refuses_all_without_the_store() {
         let d = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
         // The first policy was not asked: its figures are the store's last answer's.
         assert_eq!(d[0].unwrap().remaining, 98);
-        assert!(d[0].unwrap().allowed && d[0].unwrap().cached);
-        assert!(!d[1].unwrap().allowed);
+        assert!(d[0].unwrap().is_allowed() && d[0].unwrap().source == Source::Cache);
+        assert!(!d[1].unwrap().is_allowed());
     }
     assert_eq!(
         cache.stats().store_calls,
@@ -192,7 +197,7 @@ fn a_cached_refusal_of_one_policy_refuses_all_without_the_store() {
         .map(|r| r.and_then(Reply::into_decisions))
         .unwrap()
         .unwrap();
-    assert!(!d[1].unwrap().allowed);
+    assert!(!d[1].unwrap().is_allowed());
 }
 
 /// A refusal the cache answers repeats what the store said of every policy, brought to
@@ -214,15 +219,15 @@ fn a_cached_refusal_answers_for_every_policy_as_the_store_would() {
         assert!(
             now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
                 .unwrap()
-                .allowed
+                .is_allowed()
         );
     }
     let by_store = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
-    assert!(by_store.iter().all(|d| !d.unwrap().cached));
-    assert!(!by_store[1].unwrap().allowed);
+    assert!(by_store.iter().all(|d| d.unwrap().source != Source::Cache));
+    assert!(!by_store[1].unwrap().is_allowed());
     let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
     assert_eq!(cache.stats().store_calls, 1);
-    assert!(by_cache.iter().all(|d| d.unwrap().cached));
+    assert!(by_cache.iter().all(|d| d.unwrap().source == Source::Cache));
     assert_eq!(by_cache, by_store);
     // Later, the durations ran down as the store's did.
     clock.advance(Duration::from_secs(10));
@@ -246,8 +251,8 @@ fn a_cached_refusal_answers_for_every_policy_as_the_store_would() {
         "{cached:?} {stored:?}"
     );
     assert_eq!(
-        (cached.allowed, cached.retry_after, cached.reset_after),
-        (stored.allowed, stored.retry_after, stored.reset_after)
+        (cached.is_allowed(), cached.retry_after, cached.reset_after),
+        (stored.is_allowed(), stored.retry_after, stored.reset_after)
     );
 }
 
@@ -268,11 +273,11 @@ fn a_repeated_refusal_ends_with_its_own_wait() {
     assert!(
         now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
             .unwrap()
-            .allowed
+            .is_allowed()
     );
     // Both refuse: the hourly window for the rest of its hour, the other for 10 s.
     let by_store = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
-    assert!(by_store.iter().all(|d| !d.unwrap().allowed));
+    assert!(by_store.iter().all(|d| !d.unwrap().is_allowed()));
     clock.advance(Duration::from_secs(10) - Duration::from_micros(1));
     let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
     assert_eq!(
@@ -285,7 +290,7 @@ fn a_repeated_refusal_ends_with_its_own_wait() {
     );
     clock.advance(Duration::from_micros(1));
     let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
-    assert!(!by_cache[0].unwrap().allowed);
+    assert!(!by_cache[0].unwrap().is_allowed());
     assert_eq!(by_cache[1], None, "its refusal ended: not known here");
     assert_eq!(cache.stats().store_calls, 1);
 }
@@ -306,7 +311,7 @@ fn a_repeated_refusal_gives_the_stores_remaining() {
     assert!(
         now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
             .unwrap()
-            .allowed
+            .is_allowed()
     );
     // One unit left in each: a cost of two is refused by both.
     let by_store = now_or_never(cache.check_all(b"k", &both, 2)).unwrap();
@@ -316,7 +321,7 @@ fn a_repeated_refusal_gives_the_stores_remaining() {
     assert!(
         by_cache
             .iter()
-            .all(|d| !d.unwrap().allowed && d.unwrap().cached)
+            .all(|d| !d.unwrap().is_allowed() && d.unwrap().source == Source::Cache)
     );
     assert_eq!(by_cache[1], by_store[1]);
     assert_eq!(by_cache[1].unwrap().remaining, 1);
@@ -340,16 +345,16 @@ fn a_repeated_ban_reads_as_the_stores() {
     assert!(
         now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
             .unwrap()
-            .allowed
+            .is_allowed()
     );
     let by_store = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
-    assert!(by_store[1].unwrap().banned);
+    assert!(by_store[1].unwrap().is_banned());
     // Refused from the first policy's cached refusal; the ban repeated, run down.
     clock.advance(Duration::from_secs(10));
     let by_cache = now_or_never(cache.check_all(b"k", &both, 1)).unwrap();
     assert_eq!(cache.stats().store_calls, 1);
     let repeated = by_cache[1].unwrap();
-    assert!(repeated.banned && repeated.cached);
+    assert!(repeated.is_banned() && repeated.source == Source::Cache);
     assert_eq!(
         Some(repeated),
         now_or_never(memory.check_all(b"k", &both, 1)).unwrap()[1]
@@ -375,7 +380,7 @@ fn adjustments_wait_for_a_held_state() {
                 for _ in 0..PER_THREAD {
                     if t % 2 == 0 {
                         let d = store.check_all(b"k", both, 1).now().unwrap();
-                        if d.iter().flatten().all(|d| d.allowed) {
+                        if d.iter().flatten().all(|d| d.is_allowed()) {
                             admitted.fetch_add(1, Ordering::Relaxed);
                         }
                     } else {

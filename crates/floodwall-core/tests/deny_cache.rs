@@ -11,6 +11,7 @@ use proptest::prelude::*;
 
 mod common;
 use common::{Now, now_or_never};
+use floodwall_core::Source;
 use floodwall_core::store::{Op, Reply};
 
 #[path = "deny_cache/single_flight.rs"]
@@ -110,13 +111,13 @@ fn a_refusal_stays_true_whatever_others_admit() {
         let s = now;
         let mut denied = policy.decide(&mut state, s, cost).unwrap();
         for _ in 0..limit {
-            if !denied.allowed {
+            if !denied.is_allowed() {
                 break;
             }
             denied = policy.decide(&mut state, s, cost).unwrap();
         }
         prop_assert!(
-            !denied.allowed,
+            !denied.is_allowed(),
             "{limit} admissions of {cost} at one instant"
         );
         let d = us(denied.retry_after.unwrap());
@@ -129,7 +130,7 @@ fn a_refusal_stays_true_whatever_others_admit() {
             let probe = probe.clamp(cost, limit);
             let again = policy.decide(&mut state.clone(), t, probe).unwrap();
             prop_assert!(
-                !again.allowed,
+                !again.is_allowed(),
                 "cost {probe} admitted at s + {} < s + {d}",
                 t - s
             );
@@ -137,7 +138,7 @@ fn a_refusal_stays_true_whatever_others_admit() {
             probes.set(probes.get() + 1);
         }
         let last = policy.decide(&mut state.clone(), s + d - 1, cost).unwrap();
-        prop_assert!(!last.allowed);
+        prop_assert!(!last.is_allowed());
         Ok(())
     });
     // Every case probed its refusal at least once.
@@ -190,13 +191,13 @@ fn the_cache_decides_as_the_store_does() {
                 }
             };
             prop_assert_eq!(
-                got.allowed,
-                expected.allowed,
+                got.is_allowed(),
+                expected.is_allowed(),
                 "cost {} at +{}",
                 cost,
                 clock_now(&clock) - T0
             );
-            if got.allowed {
+            if got.is_allowed() {
                 prop_assert_eq!(got, expected);
             } else {
                 prop_assert!(got.retry_after.unwrap() <= expected.retry_after.unwrap());
@@ -263,13 +264,13 @@ fn a_flood_costs_one_store_call_per_admission() {
     // 100 requests per 100 ms for one second: 100× the quota.
     for _ in 0..1_000 {
         let d = now_or_never(cache.check(b"mallory", &policy, 1)).unwrap();
-        admitted += u64::from(d.allowed);
-        cached += u64::from(d.cached);
+        admitted += u64::from(d.is_allowed());
+        cached += u64::from(d.source == Source::Cache);
         assert!(
-            !(d.allowed && d.cached),
+            !(d.is_allowed() && d.source == Source::Cache),
             "only refusals are answered from the cache"
         );
-        if !d.allowed {
+        if !d.is_allowed() {
             assert!(d.retry_after.unwrap() > Duration::ZERO);
             assert_eq!(d.remaining, 0);
         }
@@ -299,15 +300,45 @@ fn peeks_cheaper_requests_and_other_keys_still_reach_the_store() {
     let store = MemoryStore::builder().clock(clock.clone()).build();
     let cache = DenyCache::builder().clock(clock.clone()).build(store);
     let policy = Policy::new("w", Algorithm::FixedWindow, "5/s".parse().unwrap()).unwrap();
-    assert!(cache.check_now(b"a", &policy, 3).unwrap().unwrap().allowed);
-    assert!(!cache.check_now(b"a", &policy, 3).unwrap().unwrap().allowed);
+    assert!(
+        cache
+            .check_now(b"a", &policy, 3)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
+    assert!(
+        !cache
+            .check_now(b"a", &policy, 3)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
     let before = cache.stats();
     // Refused locally: the same cost or more.
-    assert!(!cache.check_now(b"a", &policy, 3).unwrap().unwrap().allowed);
-    assert!(!cache.check_now(b"a", &policy, 5).unwrap().unwrap().allowed);
+    assert!(
+        !cache
+            .check_now(b"a", &policy, 3)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
+    assert!(
+        !cache
+            .check_now(b"a", &policy, 5)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
     assert_eq!(cache.stats().denied_locally, before.denied_locally + 2);
     // Cheaper: to the store, and admitted.
-    assert!(cache.check_now(b"a", &policy, 2).unwrap().unwrap().allowed);
+    assert!(
+        cache
+            .check_now(b"a", &policy, 2)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
     // A peek: to the store.
     assert_eq!(
         cache
@@ -317,7 +348,13 @@ fn peeks_cheaper_requests_and_other_keys_still_reach_the_store() {
             .remaining,
         0
     );
-    assert!(cache.check_now(b"b", &policy, 5).unwrap().unwrap().allowed);
+    assert!(
+        cache
+            .check_now(b"b", &policy, 5)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
     assert_eq!(cache.stats().denied_locally, before.denied_locally + 2);
     // A cost that can never pass is an error, not a cached refusal.
     assert!(
@@ -335,11 +372,23 @@ fn reset_forgets_the_cached_refusal() {
     let store = MemoryStore::builder().clock(clock.clone()).build();
     let cache = DenyCache::builder().clock(clock.clone()).build(store);
     let policy = Policy::gcra("r", "1/hour".parse().unwrap()).unwrap();
-    assert!(now_or_never(cache.check(b"k", &policy, 1)).unwrap().allowed);
-    assert!(!now_or_never(cache.check(b"k", &policy, 1)).unwrap().allowed);
+    assert!(
+        now_or_never(cache.check(b"k", &policy, 1))
+            .unwrap()
+            .is_allowed()
+    );
+    assert!(
+        !now_or_never(cache.check(b"k", &policy, 1))
+            .unwrap()
+            .is_allowed()
+    );
     assert!(!cache.is_empty());
     now_or_never(cache.reset(b"k", &policy)).unwrap();
-    assert!(now_or_never(cache.check(b"k", &policy, 1)).unwrap().allowed);
+    assert!(
+        now_or_never(cache.check(b"k", &policy, 1))
+            .unwrap()
+            .is_allowed()
+    );
 }
 
 #[test]
@@ -354,12 +403,18 @@ fn whole_second_policies_are_cached_from_their_exact_figures() {
     // One request per 10 s, no burst beyond it: reported in whole seconds.
     let cell = Policy::redis_cell("cell", 0, 1, Duration::from_secs(10)).unwrap();
     assert!(DenyCache::caches(&cell));
-    assert!(cache.check_now(b"k", &cell, 1).unwrap().unwrap().allowed);
+    assert!(
+        cache
+            .check_now(b"k", &cell, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
     // 2.5 s later: the store's exact wait is 7.5 s, reported as 8 s.
     clock.advance(Duration::from_millis(2_500));
     for _ in 0..5 {
         let d = cache.check_now(b"k", &cell, 1).unwrap().unwrap();
-        assert!(!d.allowed);
+        assert!(!d.is_allowed());
         assert_eq!(d.retry_after, Some(Duration::from_secs(8)));
         assert_eq!(d.reset_after, Duration::from_secs(8));
     }
@@ -369,9 +424,21 @@ fn whole_second_policies_are_cached_from_their_exact_figures() {
     // The exact window, not the rounded one: at 10 s the store admits, and so does the
     // cache (a window from a rounded-up figure would still refuse).
     clock.advance(Duration::from_millis(7_499));
-    assert!(!cache.check_now(b"k", &cell, 1).unwrap().unwrap().allowed);
+    assert!(
+        !cache
+            .check_now(b"k", &cell, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
     clock.advance(Duration::from_micros(1_000));
-    assert!(cache.check_now(b"k", &cell, 1).unwrap().unwrap().allowed);
+    assert!(
+        cache
+            .check_now(b"k", &cell, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
 }
 
 #[test]
@@ -386,7 +453,13 @@ fn the_cache_stays_under_its_cap() {
     for i in 0..1_000u32 {
         let key = i.to_be_bytes();
         // The admission already caches "the next is refused".
-        assert!(cache.check_now(&key, &policy, 1).unwrap().unwrap().allowed);
+        assert!(
+            cache
+                .check_now(&key, &policy, 1)
+                .unwrap()
+                .unwrap()
+                .is_allowed()
+        );
         assert!(cache.len() <= 50, "{} entries", cache.len());
         clock.advance(Duration::from_micros(10));
     }
@@ -396,6 +469,6 @@ fn the_cache_stays_under_its_cap() {
             .check_now(&999u32.to_be_bytes(), &policy, 1)
             .unwrap()
             .unwrap()
-            .allowed
+            .is_allowed()
     );
 }

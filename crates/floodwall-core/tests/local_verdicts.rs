@@ -111,7 +111,7 @@ async fn futures_either(
         return Err(Error::unavailable("connection refused"));
     }
     let d = this.shared.check_now(&key, &policy, cost).unwrap()?;
-    if d.allowed {
+    if d.is_allowed() {
         this.recorded.fetch_add(cost, Ordering::SeqCst);
     }
     Ok(Reply::Decision(d))
@@ -195,11 +195,16 @@ fn simulate(
         for (k, n) in nodes.iter().enumerate() {
             let elapsed = i * gap + k as u64 * gap / NODES as u64;
             clock.set(T0 + elapsed);
-            let allowed = u64::from(check(n, b"hot", policy, 1).allowed);
+            let allowed = u64::from(check(n, b"hot", policy, 1).is_allowed());
             per_node[k] += allowed;
             admitted += allowed;
-            exact_admitted +=
-                u64::from(exact.check_now(b"hot", policy, 1).unwrap().unwrap().allowed);
+            exact_admitted += u64::from(
+                exact
+                    .check_now(b"hot", policy, 1)
+                    .unwrap()
+                    .unwrap()
+                    .is_allowed(),
+            );
             over = admitted as i64 - allowance(elapsed) as i64;
             worst_over = worst_over.max(over);
             assert!(

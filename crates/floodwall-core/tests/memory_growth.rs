@@ -47,7 +47,13 @@ fn a_million_distinct_keys_stay_under_the_memory_stores_cap() {
             s.spawn(move || {
                 for i in 0..500_000u32 {
                     let key = (half << 31 | i).to_be_bytes();
-                    assert!(store.check_now(&key, policy, 1).unwrap().unwrap().allowed);
+                    assert!(
+                        store
+                            .check_now(&key, policy, 1)
+                            .unwrap()
+                            .unwrap()
+                            .is_allowed()
+                    );
                     most.fetch_max(store.len(), std::sync::atomic::Ordering::Relaxed);
                 }
             });

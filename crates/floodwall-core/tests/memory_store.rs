@@ -39,7 +39,7 @@ fn two_threads_on_one_key_admit_exactly_the_quota_for_every_algorithm() {
                             .check_now(b"one-key", policy, 1)
                             .unwrap()
                             .unwrap()
-                            .allowed
+                            .is_allowed()
                         {
                             admitted.fetch_add(1, Ordering::Relaxed);
                         }
@@ -62,7 +62,13 @@ fn a_million_distinct_keys_stay_under_the_cap() {
         }
         key.clear();
         key.extend_from_slice(&i.to_be_bytes());
-        assert!(store.check_now(&key, &policy, 1).unwrap().unwrap().allowed);
+        assert!(
+            store
+                .check_now(&key, &policy, 1)
+                .unwrap()
+                .unwrap()
+                .is_allowed()
+        );
         assert!(
             store.len() <= store.max_keys(),
             "at key {i}: {}",
@@ -83,7 +89,7 @@ fn eviction_keeps_the_most_penalised_keys() {
         .check_now(b"abuser", &policy, 1)
         .unwrap()
         .unwrap()
-        .allowed
+        .is_allowed()
     {}
     // Then 1,000 one-shot keys, each costing 10 s of state.
     for i in 0..1_000u32 {
@@ -96,7 +102,7 @@ fn eviction_keeps_the_most_penalised_keys() {
     assert!(store.len() <= 100);
     let d = store.check_now(b"abuser", &policy, 1).unwrap().unwrap();
     assert!(
-        !d.allowed,
+        !d.is_allowed(),
         "the abuser's state was evicted before one-shot keys"
     );
 }
@@ -133,7 +139,7 @@ fn peeks_and_unknown_keys_do_not_insert() {
     let (store, _) = store(10);
     let policy = Policy::gcra("p", Quota::per_second(1).unwrap()).unwrap();
     let d = store.check_now(b"nobody", &policy, 0).unwrap().unwrap();
-    assert_eq!((d.allowed, d.remaining), (true, 1));
+    assert_eq!((d.is_allowed(), d.remaining), (true, 1));
     assert!(store.is_empty());
 }
 
@@ -143,22 +149,46 @@ fn policies_and_long_keys_never_share_state() {
     let a = Policy::gcra("a", Quota::per_hour(1).unwrap()).unwrap();
     let b = Policy::gcra("b", Quota::per_hour(1).unwrap()).unwrap();
     let window = Policy::new("a", Algorithm::FixedWindow, Quota::per_hour(1).unwrap()).unwrap();
-    assert!(store.check_now(b"k", &a, 1).unwrap().unwrap().allowed);
-    assert!(store.check_now(b"k", &b, 1).unwrap().unwrap().allowed);
+    assert!(store.check_now(b"k", &a, 1).unwrap().unwrap().is_allowed());
+    assert!(store.check_now(b"k", &b, 1).unwrap().unwrap().is_allowed());
     // Same name, other algorithm: its own state, no mismatch error.
-    assert!(store.check_now(b"k", &window, 1).unwrap().unwrap().allowed);
-    assert!(!store.check_now(b"k", &a, 1).unwrap().unwrap().allowed);
+    assert!(
+        store
+            .check_now(b"k", &window, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
+    assert!(!store.check_now(b"k", &a, 1).unwrap().unwrap().is_allowed());
 
     let long1 = vec![b'x'; 10_000];
     let mut long2 = long1.clone();
     long2[9_999] = b'y';
-    assert!(store.check_now(&long1, &a, 1).unwrap().unwrap().allowed);
-    assert!(store.check_now(&long2, &a, 1).unwrap().unwrap().allowed);
-    assert!(!store.check_now(&long1, &a, 1).unwrap().unwrap().allowed);
+    assert!(
+        store
+            .check_now(&long1, &a, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
+    assert!(
+        store
+            .check_now(&long2, &a, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
+    assert!(
+        !store
+            .check_now(&long1, &a, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
     // Binary keys, CR/LF, braces: just bytes.
     for key in [&b"\r\n"[..], b"{tag}", b"\xff\x00", b""] {
-        assert!(store.check_now(key, &a, 1).unwrap().unwrap().allowed);
-        assert!(!store.check_now(key, &a, 1).unwrap().unwrap().allowed);
+        assert!(store.check_now(key, &a, 1).unwrap().unwrap().is_allowed());
+        assert!(!store.check_now(key, &a, 1).unwrap().unwrap().is_allowed());
     }
 }
 
@@ -168,15 +198,27 @@ fn reset_forgets_one_key_under_one_policy() {
     let policy = Policy::gcra("p", Quota::per_hour(1).unwrap()).unwrap();
     store.check_now(b"k", &policy, 1).unwrap().unwrap();
     store.check_now(b"other", &policy, 1).unwrap().unwrap();
-    assert!(!store.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    assert!(
+        !store
+            .check_now(b"k", &policy, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
     store.reset(b"k", &policy).now().unwrap();
-    assert!(store.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    assert!(
+        store
+            .check_now(b"k", &policy, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
     assert!(
         !store
             .check_now(b"other", &policy, 1)
             .unwrap()
             .unwrap()
-            .allowed
+            .is_allowed()
     );
 }
 
@@ -187,7 +229,7 @@ fn the_store_trait_works_through_dyn_and_arc() {
     let policy = Policy::gcra("p", Quota::per_hour(2).unwrap()).unwrap();
     let shared: Arc<dyn DynStore> = Arc::new(store.clone());
     let fut = async {
-        assert!(shared.check(b"k", &policy, 1).await.unwrap().allowed);
+        assert!(shared.check(b"k", &policy, 1).await.unwrap().is_allowed());
         shared.reset(b"k", &policy).await.unwrap();
         let d = shared.check(b"k", &policy, 1).await.unwrap();
         assert_eq!(d.remaining, 1);
@@ -224,7 +266,12 @@ fn eviction_racing_with_checks_never_admits_more_than_the_quota() {
             let (store, policy, admitted) = (&store, &policy, &admitted);
             s.spawn(move || {
                 for i in 0..20_000u32 {
-                    if store.check_now(b"hot", policy, 1).unwrap().unwrap().allowed {
+                    if store
+                        .check_now(b"hot", policy, 1)
+                        .unwrap()
+                        .unwrap()
+                        .is_allowed()
+                    {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
                     let other = format!("{t}-{i}");
@@ -251,13 +298,13 @@ fn a_sliding_log_is_kept_while_an_entry_later_than_its_last_admission_counts() {
         assert_eq!(got, want, "cost {cost} at +{at} µs");
         got
     };
-    assert!(both(5_000_000, 1).allowed);
+    assert!(both(5_000_000, 1).is_allowed());
     // The clock steps back 2 s: this admission's entry leaves at 4 s, the one at 5 s at 6 s.
-    assert!(both(3_000_000, 1).allowed);
+    assert!(both(3_000_000, 1).is_allowed());
     clock.set(T0 + 4_500_000);
     assert_eq!(store.sweep_expired(), 0, "the entry at 5 s is live");
     // The entry at 5 s still counts: 2 more do not fit.
-    assert!(!both(4_500_000, 2).allowed);
+    assert!(!both(4_500_000, 2).is_allowed());
 }
 
 /// One step of a history: a check of one of a few keys after the clock moved (forwards or

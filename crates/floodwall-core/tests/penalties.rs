@@ -39,7 +39,7 @@ fn refuse(store: &MemoryStore<ManualClock>, policy: &Policy, n: u32) -> Decision
     let mut last = None;
     for _ in 0..n {
         let d = check(store, policy);
-        assert!(!d.allowed);
+        assert!(!d.is_allowed());
         last = Some(d);
     }
     last.unwrap()
@@ -51,20 +51,26 @@ fn the_kth_refusal_bans_for_the_ban_and_not_one_microsecond_less() {
     let policy = Policy::gcra("login", "1/min".parse().unwrap())
         .unwrap()
         .with_penalty(Penalty::new(3, 60 * S, 600 * S).unwrap());
-    assert!(check(&store, &policy).allowed);
+    assert!(check(&store, &policy).is_allowed());
     for _ in 0..2 {
         let d = check(&store, &policy);
-        assert!(!d.allowed && !d.banned, "two strikes are not a ban: {d:?}");
+        assert!(
+            !d.is_allowed() && !d.is_banned(),
+            "two strikes are not a ban: {d:?}"
+        );
         assert!(d.retry_after.unwrap() <= 60 * S);
     }
     let third = check(&store, &policy);
-    assert!(third.banned, "the third strike bans at once: {third:?}");
+    assert!(
+        third.is_banned(),
+        "the third strike bans at once: {third:?}"
+    );
     assert_eq!(third.retry_after, Some(600 * S));
     assert_eq!(third.remaining, 0);
 
     clock.advance(600 * S - US);
     let last = check(&store, &policy);
-    assert!(last.banned);
+    assert!(last.is_banned());
     assert_eq!(last.retry_after, Some(US));
     // A peek of a banned key answers the ban too.
     assert!(
@@ -72,11 +78,14 @@ fn the_kth_refusal_bans_for_the_ban_and_not_one_microsecond_less() {
             .check_now(b"mallory", &policy, 0)
             .unwrap()
             .unwrap()
-            .banned
+            .is_banned()
     );
     clock.advance(US);
     let free = check(&store, &policy);
-    assert!(free.allowed && !free.banned, "the ban is over: {free:?}");
+    assert!(
+        free.is_allowed() && !free.is_banned(),
+        "the ban is over: {free:?}"
+    );
     assert_eq!(store.ban_remaining(b"mallory", &policy), None);
 }
 
@@ -84,13 +93,13 @@ fn the_kth_refusal_bans_for_the_ban_and_not_one_microsecond_less() {
 fn strikes_spread_over_windows_never_ban() {
     let (store, clock) = memory();
     let policy = hourly(Penalty::new(3, 10 * S, 60 * S).unwrap());
-    assert!(check(&store, &policy).allowed);
+    assert!(check(&store, &policy).is_allowed());
     for _ in 0..50 {
         // Two strikes in each window of 10 s (the window opens at its first strike).
         refuse(&store, &policy, 1);
         clock.advance(9 * S);
         let d = refuse(&store, &policy, 1);
-        assert!(!d.banned);
+        assert!(!d.is_banned());
         clock.advance(S);
     }
     // Peeks never strike: a thousand of them, then two strikes, are no ban either.
@@ -100,12 +109,12 @@ fn strikes_spread_over_windows_never_ban() {
                 .check_now(b"mallory", &policy, 0)
                 .unwrap()
                 .unwrap()
-                .banned
+                .is_banned()
         );
     }
-    assert!(!refuse(&store, &policy, 2).banned);
+    assert!(!refuse(&store, &policy, 2).is_banned());
     assert!(
-        refuse(&store, &policy, 1).banned,
+        refuse(&store, &policy, 1).is_banned(),
         "the third in one window bans"
     );
 }
@@ -131,14 +140,14 @@ fn a_strike_window_keeps_its_end_when_within_changes() {
     for scenario in [&SHRUNK[..], &GROWN[..]] {
         let (store, clock) = memory();
         let policy = |within| hourly(Penalty::new(3, Duration::from_secs(within), 60 * S).unwrap());
-        assert!(check(&store, &policy(scenario[0].1)).allowed);
+        assert!(check(&store, &policy(scenario[0].1)).is_allowed());
         let banned: Vec<bool> = scenario
             .iter()
             .map(|&(at, within, _)| {
                 clock.set(T0 + at);
                 let d = check(&store, &policy(within));
-                assert!(!d.allowed);
-                d.banned
+                assert!(!d.is_allowed());
+                d.is_banned()
             })
             .collect();
         let expected: Vec<bool> = scenario.iter().map(|s| s.2).collect();
@@ -154,10 +163,10 @@ fn bans_grow_while_remembered_up_to_the_cap() {
         .growing(3, 60 * S)
         .unwrap();
     let policy = hourly(penalty);
-    assert!(check(&store, &policy).allowed);
+    assert!(check(&store, &policy).is_allowed());
     for expected in [10, 30, 60, 60] {
         let d = check(&store, &policy);
-        assert!(d.banned);
+        assert!(d.is_banned());
         assert_eq!(d.retry_after, Some(expected * S));
         clock.advance(expected * S);
     }
@@ -173,7 +182,7 @@ fn bans_are_forgotten_after_remembered_for() {
         .forget_after(100 * S)
         .unwrap();
     let policy = hourly(penalty);
-    assert!(check(&store, &policy).allowed);
+    assert!(check(&store, &policy).is_allowed());
     assert_eq!(check(&store, &policy).retry_after, Some(10 * S));
     // Still remembered 1 µs before the bans are forgotten: the next one grows.
     clock.advance(10 * S + 100 * S - US);
@@ -191,22 +200,22 @@ fn unban_lifts_at_once_and_keeps_the_quota_state() {
         .growing(2, 3600 * S)
         .unwrap();
     let policy = hourly(penalty);
-    assert!(check(&store, &policy).allowed);
-    assert!(refuse(&store, &policy, 2).banned);
+    assert!(check(&store, &policy).is_allowed());
+    assert!(refuse(&store, &policy, 2).is_banned());
     now_or_never(store.unban(b"mallory", &policy)).unwrap();
     assert_eq!(store.penalized(), 0);
     // Unbanned, but the quota still remembers the admission: refused by it, not banned.
     let d = check(&store, &policy);
-    assert!(!d.allowed && !d.banned, "{d:?}");
+    assert!(!d.is_allowed() && !d.is_banned(), "{d:?}");
     assert!(d.retry_after.unwrap() > 3500 * S);
     // Strikes and bans were forgotten: that was a first strike, the next bans, and for a
     // first ban's length.
     let again = check(&store, &policy);
-    assert!(again.banned);
+    assert!(again.is_banned());
     assert_eq!(again.retry_after, Some(600 * S));
     // A reset forgets the quota, not the ban.
     now_or_never(store.reset(b"mallory", &policy)).unwrap();
-    assert!(check(&store, &policy).banned);
+    assert!(check(&store, &policy).is_banned());
 }
 
 #[test]
@@ -214,7 +223,7 @@ fn policies_without_a_penalty_keep_no_records() {
     let (store, _clock) = memory();
     let policy = Policy::gcra("plain", "1/h".parse().unwrap()).unwrap();
     for _ in 0..100 {
-        assert!(!check(&store, &policy).banned);
+        assert!(!check(&store, &policy).is_banned());
     }
     assert_eq!(store.penalized(), 0);
     // A store that does not hold bans says so.
@@ -254,7 +263,7 @@ fn a_key_hammered_by_eight_threads_is_banned_once() {
                             .check_now(b"mallory", &policy, 1)
                             .unwrap()
                             .unwrap()
-                            .allowed
+                            .is_allowed()
                     })
                     .count()
             })
@@ -266,7 +275,7 @@ fn a_key_hammered_by_eight_threads_is_banned_once() {
     // Had two bans started, the next would be the third (400 s), not the second.
     clock.advance(100 * S);
     let d = refuse(&store, &policy, 5);
-    assert!(d.banned);
+    assert!(d.is_banned());
     assert_eq!(d.retry_after, Some(200 * S));
 }
 
@@ -283,7 +292,7 @@ fn a_ban_under_one_policy_refuses_all_and_records_nothing() {
             .unwrap()
             .iter()
             .flatten()
-            .all(|d| d.allowed)
+            .all(|d| d.is_allowed())
     );
     let roomy_before = store
         .check_now(b"mallory", &roomy, 0)
@@ -292,13 +301,13 @@ fn a_ban_under_one_policy_refuses_all_and_records_nothing() {
         .remaining;
     // Refused by `banning`'s quota: its strike bans, and the answer says so.
     let refused = store.check_all(b"mallory", &both, 1).now().unwrap();
-    assert!(refused[0].unwrap().banned);
-    assert!(refused[1].unwrap().allowed, "the other answers a peek");
+    assert!(refused[0].unwrap().is_banned());
+    assert!(refused[1].unwrap().is_allowed(), "the other answers a peek");
     // Banned: every check of the pair is refused, and `roomy` is charged nothing.
     for _ in 0..10 {
         let d = store.check_all(b"mallory", &both, 1).now().unwrap();
         assert_eq!(d[0].unwrap().retry_after, Some(60 * S));
-        assert!(d[0].unwrap().banned);
+        assert!(d[0].unwrap().is_banned());
     }
     assert_eq!(
         store
@@ -316,15 +325,15 @@ fn a_banned_key_books_nothing() {
     let policy = Policy::gcra("paced", "1/s".parse().unwrap())
         .unwrap()
         .with_penalty(Penalty::new(1, S, 3600 * S).unwrap());
-    assert!(check(&store, &policy).allowed);
-    assert!(check(&store, &policy).banned);
+    assert!(check(&store, &policy).is_allowed());
+    assert!(check(&store, &policy).is_banned());
     let reservable = Reservable::new(policy.clone()).unwrap();
     let r = store
         .reserve(b"mallory", &reservable, 1, 7200 * S)
         .now()
         .unwrap();
     assert!(!r.is_booked());
-    assert!(r.decision.banned);
+    assert!(r.decision.is_banned());
     assert_eq!(r.decision.retry_after, Some(3600 * S));
 }
 
@@ -353,13 +362,13 @@ fn cached_check(
 fn the_deny_cache_answers_a_ban_without_the_store_for_its_hold() {
     let (cache, clock) = cached();
     let policy = hourly(Penalty::new(1, S, 600 * S).unwrap());
-    assert!(cached_check(&cache, &policy).allowed);
-    assert!(cached_check(&cache, &policy).banned);
+    assert!(cached_check(&cache, &policy).is_allowed());
+    assert!(cached_check(&cache, &policy).is_banned());
     let calls = cache.stats().store_calls;
     for i in 0..100 {
         clock.advance(Duration::from_millis(10));
         let d = cached_check(&cache, &policy);
-        assert!(d.banned);
+        assert!(d.is_banned());
         // The ban's remainder, not the hold's.
         assert_eq!(
             d.retry_after,
@@ -370,7 +379,7 @@ fn the_deny_cache_answers_a_ban_without_the_store_for_its_hold() {
     assert_eq!(cache.stats().denied_locally, 100);
     // Past the hold, one check asks the store, which answers the ban again.
     clock.advance(S);
-    assert!(cached_check(&cache, &policy).banned);
+    assert!(cached_check(&cache, &policy).is_banned());
     assert_eq!(cache.stats().store_calls, calls + 1);
     // A ban in a reservation through the cache is answered locally too.
     let r = now_or_never(cache.reserve(
@@ -380,7 +389,7 @@ fn the_deny_cache_answers_a_ban_without_the_store_for_its_hold() {
         3600 * S,
     ))
     .unwrap();
-    assert!(r.decision.banned && !r.is_booked());
+    assert!(r.decision.is_banned() && !r.is_booked());
     assert_eq!(cache.stats().store_calls, calls + 1);
 }
 
@@ -388,18 +397,18 @@ fn the_deny_cache_answers_a_ban_without_the_store_for_its_hold() {
 fn an_unban_elsewhere_reaches_the_deny_cache_within_its_hold() {
     let (cache, clock) = cached();
     let policy = hourly(Penalty::new(2, 60 * S, 600 * S).unwrap());
-    assert!(cached_check(&cache, &policy).allowed);
-    assert!(!cached_check(&cache, &policy).banned);
-    assert!(cached_check(&cache, &policy).banned);
+    assert!(cached_check(&cache, &policy).is_allowed());
+    assert!(!cached_check(&cache, &policy).is_banned());
+    assert!(cached_check(&cache, &policy).is_banned());
     // Lifted in the shared store by another node: this cache does not know yet.
     cache.get_ref().unban(b"mallory", &policy).now().unwrap();
     clock.advance(2 * S - US);
-    assert!(cached_check(&cache, &policy).banned);
+    assert!(cached_check(&cache, &policy).is_banned());
     // At the hold's end the store is asked, and says the quota's refusal (a first
     // strike, no ban).
     clock.advance(US);
     let d = cached_check(&cache, &policy);
-    assert!(!d.allowed && !d.banned, "{d:?}");
+    assert!(!d.is_allowed() && !d.is_banned(), "{d:?}");
 }
 
 #[test]
@@ -408,12 +417,12 @@ fn an_unban_through_the_deny_cache_is_seen_at_once() {
     let policy = Policy::gcra("login", "1/h".parse().unwrap())
         .unwrap()
         .with_penalty(Penalty::new(2, 60 * S, 600 * S).unwrap());
-    assert!(cached_check(&cache, &policy).allowed);
+    assert!(cached_check(&cache, &policy).is_allowed());
     cached_check(&cache, &policy);
-    assert!(cached_check(&cache, &policy).banned);
+    assert!(cached_check(&cache, &policy).is_banned());
     now_or_never(cache.unban(b"mallory", &policy)).unwrap();
     let d = cached_check(&cache, &policy);
-    assert!(!d.banned, "{d:?}");
+    assert!(!d.is_banned(), "{d:?}");
     assert_eq!(cache.get_ref().ban_remaining(b"mallory", &policy), None);
 }
 
@@ -425,7 +434,7 @@ fn every_combinator_passes_unban_on() {
     let policy = hourly(Penalty::new(1, S, 600 * S).unwrap());
     let ban = |store: &MemoryStore<ManualClock>| {
         store.check_now(b"mallory", &policy, 1).unwrap().unwrap();
-        assert!(check(store, &policy).banned);
+        assert!(check(store, &policy).is_banned());
     };
     let (memory, _clock) = memory();
     let stores: Vec<(&str, Arc<dyn DynStore>)> = vec![
@@ -453,7 +462,7 @@ fn every_combinator_passes_unban_on() {
             .check_now(b"mallory", &share, 1)
             .unwrap()
             .unwrap()
-            .banned
+            .is_banned()
     );
     let fallback = Fallback::with_local_store(memory.clone(), FailMode::local(2), local.clone());
     ban(&memory);
@@ -473,8 +482,8 @@ fn records_are_dropped_once_they_say_nothing() {
     let other = Policy::gcra("other", "1/h".parse().unwrap())
         .unwrap()
         .with_penalty(Penalty::new(5, 10 * S, 60 * S).unwrap());
-    assert!(check(&store, &policy).allowed);
-    assert!(refuse(&store, &policy, 2).banned);
+    assert!(check(&store, &policy).is_allowed());
+    assert!(refuse(&store, &policy, 2).is_banned());
     // One strike elsewhere: its record lasts its window.
     store.check_now(b"eve", &other, 1).unwrap().unwrap();
     store.check_now(b"eve", &other, 1).unwrap().unwrap();
@@ -501,21 +510,21 @@ fn a_ban_earned_on_one_node_holds_on_every_node_sharing_the_store() {
     };
     let (a, b) = (node(&shared), node(&shared));
     let policy = hourly(Penalty::new(3, 60 * S, 600 * S).unwrap());
-    assert!(cached_check(&a, &policy).allowed);
+    assert!(cached_check(&a, &policy).is_allowed());
     // The brute force alternates between the nodes: the strikes add up in the store.
-    assert!(!cached_check(&b, &policy).banned);
-    assert!(!cached_check(&a, &policy).banned);
-    assert!(cached_check(&b, &policy).banned);
+    assert!(!cached_check(&b, &policy).is_banned());
+    assert!(!cached_check(&a, &policy).is_banned());
+    assert!(cached_check(&b, &policy).is_banned());
     clock.advance(S / 2);
     let on_a = cached_check(&a, &policy);
-    assert!(on_a.banned);
+    assert!(on_a.is_banned());
     assert_eq!(on_a.retry_after, Some(600 * S - S / 2));
     // An unban through node b: b sees it at once, a within its hold (1 s by default).
     now_or_never(b.unban(b"mallory", &policy)).unwrap();
-    assert!(!cached_check(&b, &policy).banned);
-    assert!(cached_check(&a, &policy).banned);
+    assert!(!cached_check(&b, &policy).is_banned());
+    assert!(cached_check(&a, &policy).is_banned());
     clock.advance(S);
-    assert!(!cached_check(&a, &policy).banned);
+    assert!(!cached_check(&a, &policy).is_banned());
 }
 
 #[test]
@@ -523,17 +532,17 @@ fn a_ban_outlives_a_change_of_the_policys_quota() {
     let (store, _clock) = memory();
     let penalty = Penalty::new(2, 60 * S, 600 * S).unwrap();
     let policy = hourly(penalty);
-    assert!(check(&store, &policy).allowed);
-    assert!(refuse(&store, &policy, 2).banned);
+    assert!(check(&store, &policy).is_allowed());
+    assert!(refuse(&store, &policy, 2).is_banned());
     // The operator raises the quota live: the ban is the key's, not the quota's.
     let raised = Policy::fixed_window("login", "100/min".parse().unwrap())
         .unwrap()
         .with_penalty(penalty);
     let d = check(&store, &raised);
-    assert!(d.banned, "{d:?}");
+    assert!(d.is_banned(), "{d:?}");
     assert_eq!(d.retry_after, Some(600 * S));
     now_or_never(store.unban(b"mallory", &raised)).unwrap();
-    assert!(check(&store, &raised).allowed);
+    assert!(check(&store, &raised).is_allowed());
 }
 
 #[test]
@@ -541,8 +550,8 @@ fn local_verdicts_answer_a_ban_as_a_ban_and_see_an_unban_within_one_interval() {
     let (shared, clock) = memory();
     let policy = hourly(Penalty::new(2, 60 * S, 600 * S).unwrap());
     // Another node gets the key banned in the shared store.
-    assert!(check(&shared, &policy).allowed);
-    assert!(refuse(&shared, &policy, 2).banned);
+    assert!(check(&shared, &policy).is_allowed());
+    assert!(refuse(&shared, &policy, 2).is_banned());
 
     let interval = Duration::from_millis(100);
     let node = floodwall_core::LocalVerdicts::builder()
@@ -551,21 +560,21 @@ fn local_verdicts_answer_a_ban_as_a_ban_and_see_an_unban_within_one_interval() {
         .build(shared.clone())
         .unwrap();
     let first = now_or_never(node.check(b"mallory", &policy, 1)).unwrap();
-    assert!(first.banned, "{first:?}");
+    assert!(first.is_banned(), "{first:?}");
     clock.advance(Duration::from_millis(50));
     let local = node
         .check_now(b"mallory", &policy, 1)
         .expect("a fresh verdict")
         .unwrap();
-    assert!(local.banned && !local.allowed, "{local:?}");
+    assert!(local.is_banned() && !local.is_allowed(), "{local:?}");
     assert_eq!(local.retry_after, Some(600 * S - Duration::from_millis(50)));
 
     // Lifted elsewhere: this node still holds the ban until its interval is over, then
     // asks the store again, which answers the quota alone.
     now_or_never(shared.unban(b"mallory", &policy)).unwrap();
     let held = now_or_never(node.check(b"mallory", &policy, 1)).unwrap();
-    assert!(held.banned, "{held:?}");
+    assert!(held.is_banned(), "{held:?}");
     clock.advance(Duration::from_millis(50));
     let after = now_or_never(node.check(b"mallory", &policy, 1)).unwrap();
-    assert!(!after.banned, "{after:?}");
+    assert!(!after.is_banned(), "{after:?}");
 }

@@ -57,7 +57,7 @@ fn decided(
 fn admitted(trace: &Trace) -> Vec<(u64, u64)> {
     trace
         .iter()
-        .filter(|(_, c, d)| *c > 0 && d.as_ref().is_ok_and(|d| d.allowed))
+        .filter(|(_, c, d)| *c > 0 && d.as_ref().is_ok_and(|d| d.is_allowed()))
         .map(|&(t, c, _)| (t, c))
         .collect()
 }
@@ -113,7 +113,7 @@ proptest! {
             let Some(d) = decided(count, cost, d)? else { continue };
             let used: u64 = log.iter().filter(|(t, _)| t + period > now).map(|(_, c)| c).sum();
             let fits = used + cost <= count;
-            prop_assert_eq!(d.allowed, fits, "at {} cost {}", now, cost);
+            prop_assert_eq!(d.is_allowed(), fits, "at {} cost {}", now, cost);
             prop_assert_eq!(d.remaining, count - used - if fits { cost } else { 0 });
             if fits && cost > 0 { log.push((now, cost)); }
         }
@@ -127,7 +127,7 @@ proptest! {
             let Some(d) = decided(count, cost, d)? else { continue };
             let w = used.entry(now / 1_000_000).or_default();
             let fits = *w + cost <= count;
-            prop_assert_eq!(d.allowed, fits);
+            prop_assert_eq!(d.is_allowed(), fits);
             if fits { *w += cost; }
         }
     }
@@ -149,7 +149,7 @@ proptest! {
             let b = now / width;
             let used: u64 = log.iter().filter(|(t, _)| t / width + n > b).map(|(_, c)| c).sum();
             let fits = used + cost <= count;
-            prop_assert_eq!(d.allowed, fits);
+            prop_assert_eq!(d.is_allowed(), fits);
             if fits && cost > 0 { log.push((now, cost)); }
         }
     }
@@ -172,7 +172,7 @@ proptest! {
                 while t < tick_now { tokens = (tokens + quantum).min(burst); t += 1; }
             }
             let fits = cost <= tokens;
-            prop_assert_eq!(d.allowed, fits);
+            prop_assert_eq!(d.is_allowed(), fits);
             prop_assert_eq!(d.remaining, if fits { tokens - cost } else { tokens });
             if fits && cost > 0 { tokens -= cost; at_tick = Some(tick_now); }
             else if at_tick.is_some() { at_tick = Some(tick_now); }
@@ -194,7 +194,7 @@ proptest! {
             if leaked >= level { (level, since) = (0, now); }
             else { (level, since) = (level - leaked, since + leaked * interval); }
             let fits = level + cost <= burst;
-            prop_assert_eq!(d.allowed, fits);
+            prop_assert_eq!(d.is_allowed(), fits);
             if fits { level += cost; }
             prop_assert_eq!(d.remaining, burst - level);
             let empty_in = if level == 0 { 0 } else { since + level * interval - now };
@@ -232,9 +232,9 @@ proptest! {
             if let Some(retry) = d.retry_after {
                 let r = retry.as_micros() as u64;
                 prop_assert!(r > 0);
-                prop_assert!(!p.decide(&mut before.clone(), now + r - 1, cost).unwrap().allowed,
+                prop_assert!(!p.decide(&mut before.clone(), now + r - 1, cost).unwrap().is_allowed(),
                     "{:?}: passes before retry_after", p);
-                prop_assert!(p.decide(&mut before.clone(), now + r, cost).unwrap().allowed,
+                prop_assert!(p.decide(&mut before.clone(), now + r, cost).unwrap().is_allowed(),
                     "{:?}: still denied at retry_after {}", p, r);
             }
         }
@@ -250,7 +250,7 @@ proptest! {
             let cost = cost.min(p.limit());
             let mut with = state.clone();
             let d = p.decide(&mut with, now, cost).unwrap();
-            if !d.allowed || cost == 0 {
+            if !d.is_allowed() || cost == 0 {
                 // Whatever comes next decides the same with or without that request.
                 let later = now + probe;
                 let a = p.decide(&mut with.clone(), later, p.limit()).unwrap();
@@ -304,7 +304,7 @@ proptest! {
             real += dt.max(0) as u64;
             let cost = cost.min(p.limit());
             let d = p.decide(&mut state, now as u64, cost).unwrap();
-            if d.allowed && cost > 0 {
+            if d.is_allowed() && cost > 0 {
                 // The state's own clock only moves on writes: an admission happens at the
                 // later of now and the last admission.
                 latest = latest.max(now as u64);

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use floodwall_core::Source;
 use floodwall_core::resilience::{Breaker, FailMode, Fallback};
 use floodwall_core::store::{Op, Reply};
 use floodwall_core::{
@@ -143,15 +144,15 @@ fn a_cancelled_latest_booking_goes_to_the_next_request() {
         );
         // A plain check sees the same: refused until the booked slots are past.
         let p = policy.policy();
-        assert!(!store.check_now(b"k", p, 1).unwrap().unwrap().allowed);
+        assert!(!store.check_now(b"k", p, 1).unwrap().unwrap().is_allowed());
         clock.advance(Duration::from_millis(19));
         assert!(
-            !store.check_now(b"k", p, 1).unwrap().unwrap().allowed,
+            !store.check_now(b"k", p, 1).unwrap().unwrap().is_allowed(),
             "{name}: booked"
         );
         clock.advance(Duration::from_millis(10));
         assert!(
-            store.check_now(b"k", p, 1).unwrap().unwrap().allowed,
+            store.check_now(b"k", p, 1).unwrap().unwrap().is_allowed(),
             "{name}"
         );
     }
@@ -204,9 +205,9 @@ async fn the_deny_cache_refuses_a_booking_only_beyond_its_wait() {
     let store = DenyCache::builder().clock(clock.clone()).build(inner);
     let policy = paced(Algorithm::Gcra, "10/s burst 1");
     let p = policy.policy();
-    assert!(store.check(b"k", p, 1).await.unwrap().allowed);
+    assert!(store.check(b"k", p, 1).await.unwrap().is_allowed());
     // Refused, and remembered: refused until 100 ms from now.
-    assert!(!store.check(b"k", p, 1).await.unwrap().allowed);
+    assert!(!store.check(b"k", p, 1).await.unwrap().is_allowed());
     let before = calls.load(Ordering::SeqCst);
     // A reservation that may not wait that long is refused here, without the store.
     let short = store
@@ -245,7 +246,7 @@ async fn the_deny_cache_refuses_a_booking_only_beyond_its_wait() {
     let cancelled = store.cancel(b"k", &policy, &long).await.unwrap();
     assert_eq!(cancelled, Cancelled::Returned);
     clock.advance(Duration::from_millis(100));
-    assert!(store.check(b"k", p, 1).await.unwrap().allowed);
+    assert!(store.check(b"k", p, 1).await.unwrap().is_allowed());
 }
 
 #[tokio::test]
@@ -257,7 +258,9 @@ async fn a_local_fallback_books_in_its_share_and_cancels_there() {
     // The share is 10/s burst 1: the second booking waits 100 ms.
     let first = store.reserve(b"k", &policy, 1, wait).await.unwrap();
     let second = store.reserve(b"k", &policy, 1, wait).await.unwrap();
-    assert!(first.decision.fallback && second.decision.fallback);
+    assert!(
+        first.decision.source == Source::Fallback && second.decision.source == Source::Fallback
+    );
     assert_eq!(
         (first.wait, second.wait),
         (Duration::ZERO, Duration::from_millis(100))
@@ -273,7 +276,12 @@ async fn a_local_fallback_books_in_its_share_and_cancels_there() {
     // Failing open books nothing and lets the request go; failing closed passes the error.
     let open = Fallback::fail_open(Down);
     let r = open.reserve(b"k", &policy, 1, wait).await.unwrap();
-    assert!(r.is_booked() && r.wait.is_zero() && r.decision.fallback && r.ticket.is_none());
+    assert!(
+        r.is_booked()
+            && r.wait.is_zero()
+            && r.decision.source == Source::Fallback
+            && r.ticket.is_none()
+    );
     let closed = Fallback::fail_closed(Down);
     assert!(
         closed

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use floodwall_core::Source;
 use floodwall_core::resilience::{Breaker, BreakerState, FailMode, Fallback};
 use floodwall_core::store::{Op, Reply};
 use floodwall_core::{
@@ -127,7 +128,7 @@ fn setup() -> (ManualClock, Flaky, Breaker<Flaky, ManualClock>) {
 fn a_breaker_opens_after_consecutive_failures_and_then_spares_the_store() {
     let (clock, flaky, breaker) = setup();
     let p = policy("100/s");
-    assert!(check(&breaker, b"k", &p).unwrap().allowed);
+    assert!(check(&breaker, b"k", &p).unwrap().is_allowed());
     flaky.set(Health::Down);
     for _ in 0..3 {
         assert!(check(&breaker, b"k", &p).unwrap_err().is_unavailable());
@@ -163,9 +164,9 @@ fn a_breaker_opens_after_consecutive_failures_and_then_spares_the_store() {
     clock.advance(Duration::from_millis(499));
     assert!(check(&breaker, b"k", &p).unwrap_err().is_circuit_open());
     clock.advance(Duration::from_millis(1));
-    assert!(check(&breaker, b"k", &p).unwrap().allowed);
+    assert!(check(&breaker, b"k", &p).unwrap().is_allowed());
     assert_eq!(breaker.state(), BreakerState::Closed);
-    assert!(check(&breaker, b"k", &p).unwrap().allowed);
+    assert!(check(&breaker, b"k", &p).unwrap().is_allowed());
     assert_eq!(breaker.stats().probes, 2);
 }
 
@@ -230,7 +231,7 @@ fn calls_in_flight_are_bounded() {
     stuck.clear();
     assert_eq!(breaker.in_flight(), 0);
     flaky.set(Health::Up);
-    assert!(check(&breaker, b"k", &p).unwrap().allowed);
+    assert!(check(&breaker, b"k", &p).unwrap().is_allowed());
     assert_eq!(breaker.stats().overloaded, 1);
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
@@ -252,7 +253,7 @@ fn a_hung_or_cancelled_probe_does_not_wedge_the_breaker() {
     // The hung probe still holds its slot, but the next interval lets another through.
     clock.advance(Duration::from_millis(500));
     flaky.set(Health::Up);
-    assert!(check(&breaker, b"k", &p).unwrap().allowed);
+    assert!(check(&breaker, b"k", &p).unwrap().is_allowed());
     assert_eq!(breaker.state(), BreakerState::Closed);
     drop(probe);
 
@@ -267,7 +268,7 @@ fn a_hung_or_cancelled_probe_does_not_wedge_the_breaker() {
     assert!(now(probe.as_mut()).is_none());
     drop(probe);
     flaky.set(Health::Up);
-    assert!(check(&breaker, b"k", &p).unwrap().allowed);
+    assert!(check(&breaker, b"k", &p).unwrap().is_allowed());
 }
 
 #[test]
@@ -280,7 +281,13 @@ fn check_now_forwards_fails_fast_and_leaves_probes_to_check() {
         .clock(clock.clone())
         .build(flaky.clone());
     let p = policy("100/s");
-    assert!(breaker.check_now(b"k", &p, 1).unwrap().unwrap().allowed);
+    assert!(
+        breaker
+            .check_now(b"k", &p, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
     flaky.set(Health::Down);
     for _ in 0..2 {
         assert!(
@@ -304,8 +311,14 @@ fn check_now_forwards_fails_fast_and_leaves_probes_to_check() {
         "a due probe goes through check"
     );
     flaky.set(Health::Up);
-    assert!(check(&breaker, b"k", &p).unwrap().allowed);
-    assert!(breaker.check_now(b"k", &p, 1).unwrap().unwrap().allowed);
+    assert!(check(&breaker, b"k", &p).unwrap().is_allowed());
+    assert!(
+        breaker
+            .check_now(b"k", &p, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
 
     // Over a store that cannot answer synchronously, neither can the breaker while closed.
     let (_, _, deferring) = setup();
@@ -319,7 +332,7 @@ async fn a_timeout_bounds_a_store_that_never_answers() {
     let (_, flaky, _) = setup();
     let store = Timeout::new(flaky.clone(), Duration::from_millis(200));
     let p = policy("1/s");
-    assert!(store.check(b"k", &p, 1).await.unwrap().allowed);
+    assert!(store.check(b"k", &p, 1).await.unwrap().is_allowed());
     flaky.set(Health::Hung);
     let started = tokio::time::Instant::now();
     assert!(store.check(b"k", &p, 1).await.unwrap_err().is_timeout());

@@ -350,7 +350,7 @@ impl RedisStoreBuilder {
     }
 
     /// How long the [deny cache](Self::deny_cache) answers a ban
-    /// ([`Decision::banned`](floodwall_core::Decision::banned), under a policy's
+    /// ([`Outcome::Banned`](floodwall_core::Outcome::Banned), under a policy's
     /// [`Penalty`](floodwall_core::Penalty)) without asking Redis again; default
     /// [`DenyCache::DEFAULT_MAX_BAN_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_BAN_HOLD).
     /// An [`unban`](floodwall_core::StoreExt::unban) through another process reaches this one

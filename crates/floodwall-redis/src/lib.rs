@@ -11,7 +11,7 @@
 //! let per_ip = Policy::gcra("per-ip", "10/s burst 20".parse()?)?;
 //!
 //! let decision = store.check(b"203.0.113.7", &per_ip, 1).await?;
-//! if !decision.allowed {
+//! if !decision.is_allowed() {
 //!     println!("retry after {:?}", decision.retry_after);
 //! }
 //! # Ok(()) }

@@ -114,7 +114,7 @@ impl RedisStore {
             return Err(bad());
         };
         let d = decision(p, [allowed, remaining, retry, reset])?;
-        if !d.allowed {
+        if !d.is_allowed() {
             return Ok(Reservation::refused(d));
         }
         let ticket = match items.get(5) {

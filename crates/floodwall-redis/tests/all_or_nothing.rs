@@ -8,7 +8,9 @@ mod common;
 
 use std::time::Duration;
 
-use floodwall_core::{Algorithm, Decision, ManualClock, MemoryStore, Penalty, Policy, StoreExt};
+use floodwall_core::{
+    Algorithm, Decision, ManualClock, MemoryStore, Penalty, Policy, Source, StoreExt,
+};
 use floodwall_redis::RedisStore;
 use proptest::prelude::*;
 use redis_harness::{RedisCluster, RedisServer, key_slot};
@@ -65,8 +67,8 @@ async fn hammer(store: &RedisStore) {
                         let [Some(roomy), Some(small)] = d.as_slice() else {
                             panic!("one decision per policy: {d:?}")
                         };
-                        assert!(roomy.allowed, "the roomy policy never refuses here");
-                        admitted += u64::from(small.allowed);
+                        assert!(roomy.is_allowed(), "the roomy policy never refuses here");
+                        admitted += u64::from(small.is_allowed());
                     }
                     admitted
                 })
@@ -117,7 +119,7 @@ async fn redis_decides_as_the_memory_store_does() {
                 .unwrap();
             let figures = |d: &[Option<Decision>]| {
                 d.iter()
-                    .map(|d| d.map(|d| (d.allowed, d.remaining, d.retry_after, d.reset_after)))
+                    .map(|d| d.map(|d| (d.is_allowed(), d.remaining, d.retry_after, d.reset_after)))
                     .collect::<Vec<_>>()
             };
             assert_eq!(figures(&redis), figures(&mem), "{pair:?} cost {cost}");
@@ -141,7 +143,7 @@ async fn the_deny_cache_refuses_all_on_one_cached_refusal() {
     let pair = &pairs()[0];
     for _ in 0..50 {
         let d = store.check_all(b"cached", pair, 1).await.unwrap();
-        assert!(d.iter().flatten().all(|d| d.allowed));
+        assert!(d.iter().flatten().all(|d| d.is_allowed()));
     }
     let calls = || {
         command_calls(&server)
@@ -155,9 +157,9 @@ async fn the_deny_cache_refuses_all_on_one_cached_refusal() {
         let d = store.check_all(b"cached", pair, 1).await.unwrap();
         // The roomy policy was not asked: its figures are Redis's last answer's.
         let roomy = d[0].expect("the roomy policy's figures");
-        assert!(roomy.allowed && roomy.cached);
+        assert!(roomy.is_allowed() && roomy.source == Source::Cache);
         assert_eq!(roomy.remaining, 10_000 - 50);
-        assert!(!d[1].unwrap().allowed);
+        assert!(!d[1].unwrap().is_allowed());
     }
     assert_eq!(calls(), before, "refused without a script call");
     let roomy = store.check(b"cached", &pair[0], 0).await.unwrap();
@@ -265,7 +267,7 @@ async fn past_the_bound_several_policies_leave_a_handful_of_scripts() {
         let [Some(global), Some(quota)] = d[..] else {
             panic!("{tenant}: {d:?}")
         };
-        assert!(global.allowed && quota.allowed, "{tenant}: {d:?}");
+        assert!(global.is_allowed() && quota.is_allowed(), "{tenant}: {d:?}");
         assert_eq!(
             (global.remaining, quota.remaining),
             (1_000_000 - 3, limit - 3)
@@ -287,7 +289,7 @@ async fn past_the_bound_several_policies_leave_a_handful_of_scripts() {
         .await
         .unwrap();
     assert!(
-        d.iter().all(|d| d.as_ref().is_some_and(|d| d.allowed)),
+        d.iter().all(|d| d.as_ref().is_some_and(|d| d.is_allowed())),
         "{d:?}"
     );
     let latest = server_now(&server);
@@ -364,8 +366,8 @@ fn written_and_argument_scripts_of_several_policies_decide_as_the_memory_store()
                 clock.set(now);
                 let want = memory.check_all(b"k", &policies, cost).await.unwrap();
                 for d in want.iter().flatten() {
-                    refused.fetch_add(u64::from(!d.allowed), std::sync::atomic::Ordering::Relaxed);
-                    banned.fetch_add(u64::from(d.banned), std::sync::atomic::Ordering::Relaxed);
+                    refused.fetch_add(u64::from(!d.is_allowed()), std::sync::atomic::Ordering::Relaxed);
+                    banned.fetch_add(u64::from(d.is_banned()), std::sync::atomic::Ordering::Relaxed);
                 }
                 for (name, s) in [("written", &written), ("generic", &generic)] {
                     let got = s.check_all_at(b"k", &policies, cost, now).await.unwrap();

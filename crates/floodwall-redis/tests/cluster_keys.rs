@@ -52,21 +52,30 @@ async fn every_user_key_the_empty_one_included_is_limited_and_banned_on_a_cluste
         // Two admitted by both policies at once, then `login` refuses: a strike.
         for _ in 0..2 {
             let d = store.check_all_at(&user, &both, 1, NOW).await.unwrap();
-            assert!(d.iter().flatten().all(|d| d.allowed), "{user:?}: {d:?}");
+            assert!(
+                d.iter().flatten().all(|d| d.is_allowed()),
+                "{user:?}: {d:?}"
+            );
         }
         let d = store.check_all_at(&user, &both, 1, NOW).await.unwrap();
         let refused = d[1].unwrap();
-        assert!(!refused.allowed && !refused.banned, "{user:?}: {d:?}");
+        assert!(
+            !refused.is_allowed() && !refused.is_banned(),
+            "{user:?}: {d:?}"
+        );
         // The second refusal, alone: the ban.
         let d = store.check_at(&user, &login, 1, NOW).await.unwrap();
-        assert!(d.banned, "{user:?}: {d:?}");
+        assert!(d.is_banned(), "{user:?}: {d:?}");
         let d = store.check_all_at(&user, &both, 1, NOW + 1).await.unwrap();
-        assert!(d[1].unwrap().banned, "{user:?}: {d:?}");
+        assert!(d[1].unwrap().is_banned(), "{user:?}: {d:?}");
         let r = store
             .reserve_at(&user, &booking, 1, 60 * SEC, NOW + 1)
             .await
             .unwrap();
-        assert!(r.decision.banned && r.ticket.is_none(), "{user:?}: {r:?}");
+        assert!(
+            r.decision.is_banned() && r.ticket.is_none(),
+            "{user:?}: {r:?}"
+        );
         // `daily` was charged the two admissions only.
         let d = store.check_at(&user, &daily, 0, NOW + 1).await.unwrap();
         assert_eq!(d.remaining, 98, "{user:?}");

@@ -147,9 +147,13 @@ async fn concurrent_checks_of_one_key_share_a_batch_with_sequential_answers() {
         server.cmd(&["CONFIG", "RESETSTAT"]);
         let got = concurrently(&store, b"hot-live", &policy, &[1; 20], None).await;
         assert_eq!(evalsha_calls(&server), calls, "{algorithm}");
-        assert_eq!(got.iter().filter(|d| d.allowed).count(), 5, "{algorithm}");
+        assert_eq!(
+            got.iter().filter(|d| d.is_allowed()).count(),
+            5,
+            "{algorithm}"
+        );
         assert!(
-            got[..5].iter().all(|d| d.allowed),
+            got[..5].iter().all(|d| d.is_allowed()),
             "{algorithm}: arrival order"
         );
     }
@@ -171,7 +175,11 @@ async fn windows_of_buckets_and_logs_are_never_coalesced() {
         let after = store.stats();
         assert_eq!(after.script_calls - before.script_calls, 8, "{algorithm}");
         assert_eq!(after.coalesced, before.coalesced, "{algorithm}");
-        assert_eq!(got.iter().filter(|d| d.allowed).count(), 5, "{algorithm}");
+        assert_eq!(
+            got.iter().filter(|d| d.is_allowed()).count(),
+            5,
+            "{algorithm}"
+        );
     }
 }
 
@@ -231,7 +239,7 @@ async fn concurrent_checks_of_many_keys_share_one_batch_with_sequential_answers(
                 .iter()
                 .skip(k)
                 .step_by(4)
-                .map(|d| d.as_ref().unwrap().allowed)
+                .map(|d| d.as_ref().unwrap().is_allowed())
                 .collect();
             assert_eq!(
                 admitted,
@@ -261,7 +269,7 @@ async fn many_tasks_on_many_threads_admit_exactly_the_quota_of_each_key() {
                     let d = floodwall_core::StoreExt::check(&store, key.as_bytes(), &policy, 1)
                         .await
                         .unwrap();
-                    admitted[k] += u64::from(d.allowed);
+                    admitted[k] += u64::from(d.is_allowed());
                 }
                 admitted
             })

@@ -55,7 +55,7 @@ fn spawn_hammer(
                         .check_at(key.as_bytes(), &policy, 1, NOW)
                         .await
                         .unwrap();
-                    admitted[k] += u64::from(d.allowed);
+                    admitted[k] += u64::from(d.is_allowed());
                 }
                 admitted
             })

@@ -37,9 +37,9 @@ async fn script_flush_in_the_middle_of_a_run_is_transparent() {
             assert_eq!(check(2).await.unwrap().remaining, 1);
             server.cmd(&["SCRIPT", "FLUSH"]);
             // The script is reloaded and the state kept: one left, then none.
-            assert!(check(1).await.unwrap().allowed, "{policy:?}");
+            assert!(check(1).await.unwrap().is_allowed(), "{policy:?}");
             server.cmd(&["SCRIPT", "FLUSH"]);
-            assert!(!check(1).await.unwrap().allowed, "{policy:?}");
+            assert!(!check(1).await.unwrap().is_allowed(), "{policy:?}");
         }
     }
 }
@@ -90,7 +90,7 @@ async fn a_server_that_is_down_is_unavailable_until_it_is_back() {
         .unwrap();
     let policy = Policy::gcra("down", "100/s".parse().unwrap()).unwrap();
     for store in [&manager, &pool] {
-        assert!(store.check(b"k", &policy, 1).await.unwrap().allowed);
+        assert!(store.check(b"k", &policy, 1).await.unwrap().is_allowed());
     }
 
     server.kill();
@@ -130,7 +130,7 @@ async fn a_server_that_is_down_is_unavailable_until_it_is_back() {
             tokio::time::sleep(Duration::from_millis(20)).await;
             answer = store.check(b"k", &policy, 1).await;
         }
-        assert!(answer.unwrap().allowed, "{store:?} did not recover");
+        assert!(answer.unwrap().is_allowed(), "{store:?} did not recover");
     }
 }
 
@@ -188,6 +188,6 @@ async fn a_unix_socket_url_works() {
     let url = format!("redis+unix://{}", server.dir().join("redis.sock").display());
     let store = common::uncached_store(&url).await;
     let policy = Policy::gcra("unix", "1/s".parse().unwrap()).unwrap();
-    assert!(store.check(b"k", &policy, 1).await.unwrap().allowed);
-    assert!(!store.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(store.check(b"k", &policy, 1).await.unwrap().is_allowed());
+    assert!(!store.check(b"k", &policy, 1).await.unwrap().is_allowed());
 }

@@ -52,7 +52,7 @@ async fn recorded_counters_are_the_stores_figures() {
         })
         .collect();
     for c in checks {
-        assert!(c.await.unwrap().unwrap().allowed);
+        assert!(c.await.unwrap().unwrap().is_allowed());
     }
 
     let recorder = DebuggingRecorder::new();

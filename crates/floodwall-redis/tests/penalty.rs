@@ -49,11 +49,11 @@ async fn until_banned(store: &RedisStore, key: &[u8], policy: &Policy, now: u64)
     let mut refused = 0;
     for _ in 0..100 {
         let d = store.check_at(key, policy, 1, now).await.unwrap();
-        if d.banned {
-            assert!(!d.allowed && d.remaining == 0);
+        if d.is_banned() {
+            assert!(!d.is_allowed() && d.remaining == 0);
             return refused;
         }
-        refused += usize::from(!d.allowed);
+        refused += usize::from(!d.is_allowed());
     }
     panic!("never banned");
 }
@@ -68,17 +68,17 @@ async fn refusals_ban_the_key_and_each_ban_grows_to_the_cap() {
             .check_at(b"eve", &policy, 1, NOW)
             .await
             .unwrap()
-            .allowed
+            .is_allowed()
     );
     let rate_key = store.redis_key(b"eve", &policy);
     let quota_state = get(&server, &rate_key);
     // Two plain refusals; the third is answered as the ban already.
     for _ in 0..2 {
         let d = store.check_at(b"eve", &policy, 1, NOW).await.unwrap();
-        assert!(!d.allowed && !d.banned);
+        assert!(!d.is_allowed() && !d.is_banned());
     }
     let d = store.check_at(b"eve", &policy, 1, NOW).await.unwrap();
-    assert!(d.banned && !d.allowed);
+    assert!(d.is_banned() && !d.is_allowed());
     assert_eq!(d.retry_after, Some(10 * SEC));
     assert_eq!(d.limit, 1);
     // While banned, every check (a peek too) is the ban's remainder, and the quota's
@@ -87,7 +87,7 @@ async fn refusals_ban_the_key_and_each_ban_grows_to_the_cap() {
         .check_at(b"eve", &policy, 0, NOW + 4 * S)
         .await
         .unwrap();
-    assert!(d.banned);
+    assert!(d.is_banned());
     assert_eq!(d.retry_after, Some(6 * SEC));
     assert_eq!(get(&server, &rate_key), quota_state);
     let [ban, strikes, bans] = store.penalty_keys(b"eve", &policy);
@@ -116,7 +116,7 @@ async fn refusals_ban_the_key_and_each_ban_grows_to_the_cap() {
     }
     // Another key is not banned.
     let d = store.check_at(b"bob", &policy, 1, NOW).await.unwrap();
-    assert!(d.allowed && !d.banned);
+    assert!(d.is_allowed() && !d.is_banned());
 }
 
 #[tokio::test]
@@ -133,21 +133,27 @@ async fn a_ban_ends_on_time_and_bans_are_forgotten_after_remembered_for() {
                 .forget_after(30 * SEC)
                 .unwrap(),
         );
-    assert!(store.check_at(b"k", &policy, 1, NOW).await.unwrap().allowed);
+    assert!(
+        store
+            .check_at(b"k", &policy, 1, NOW)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
     assert_eq!(until_banned(&store, b"k", &policy, NOW).await, 1);
     // A microsecond before its end the ban still holds, for that microsecond.
     let d = store
         .check_at(b"k", &policy, 1, NOW + 10 * S - 1)
         .await
         .unwrap();
-    assert!(d.banned);
+    assert!(d.is_banned());
     assert_eq!(d.retry_after, Some(Duration::from_micros(1)));
     // At its end the quota decides again: 1/s has long refilled.
     let d = store
         .check_at(b"k", &policy, 1, NOW + 10 * S)
         .await
         .unwrap();
-    assert!(d.allowed && !d.banned);
+    assert!(d.is_allowed() && !d.is_banned());
     // Banned again within 30 s of the end: the second ban, 20 s.
     let then = NOW + 39 * S;
     assert_eq!(until_banned(&store, b"k", &policy, then).await, 1);
@@ -160,7 +166,7 @@ async fn a_ban_ends_on_time_and_bans_are_forgotten_after_remembered_for() {
             .check_at(b"k", &policy, 1, later)
             .await
             .unwrap()
-            .allowed
+            .is_allowed()
     );
     assert_eq!(until_banned(&store, b"k", &policy, later).await, 1);
     let d = store.check_at(b"k", &policy, 1, later).await.unwrap();
@@ -172,10 +178,22 @@ async fn strikes_are_counted_within_their_window_only() {
     let server = RedisServer::start();
     let store = uncached_store(&server.url()).await;
     let policy = login("window");
-    assert!(store.check_at(b"k", &policy, 1, NOW).await.unwrap().allowed);
+    assert!(
+        store
+            .check_at(b"k", &policy, 1, NOW)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
     // Two refusals, then the window of 60 s from the first lapses: they are forgotten.
     for at in [NOW + S, NOW + 2 * S] {
-        assert!(!store.check_at(b"k", &policy, 1, at).await.unwrap().banned);
+        assert!(
+            !store
+                .check_at(b"k", &policy, 1, at)
+                .await
+                .unwrap()
+                .is_banned()
+        );
     }
     let after = NOW + 61 * S;
     assert!(
@@ -183,7 +201,7 @@ async fn strikes_are_counted_within_their_window_only() {
             .check_at(b"k", &policy, 1, after)
             .await
             .unwrap()
-            .allowed
+            .is_allowed()
     );
     for _ in 0..2 {
         assert!(
@@ -191,7 +209,7 @@ async fn strikes_are_counted_within_their_window_only() {
                 .check_at(b"k", &policy, 1, after)
                 .await
                 .unwrap()
-                .banned
+                .is_banned()
         );
     }
     assert!(
@@ -199,7 +217,7 @@ async fn strikes_are_counted_within_their_window_only() {
             .check_at(b"k", &policy, 1, after)
             .await
             .unwrap()
-            .banned
+            .is_banned()
     );
     // A cost the quota can never take fails before Redis, and is no strike.
     let fresh = login("fresh");
@@ -220,7 +238,7 @@ async fn every_algorithm_bans_with_written_and_generic_scripts() {
         for policy in every_algorithm(name, "1/min") {
             let policy = policy.with_penalty(penalty());
             let d = store.check_at(b"k", &policy, 1, NOW).await.unwrap();
-            assert!(d.allowed, "{policy:?}");
+            assert!(d.is_allowed(), "{policy:?}");
             assert_eq!(
                 until_banned(store, b"k", &policy, NOW).await,
                 2,
@@ -238,7 +256,13 @@ async fn a_policy_without_a_penalty_is_never_banned_and_writes_no_penalty_key() 
     let store = uncached_store(&server.url()).await;
     let plain = Policy::gcra("login", "1/min".parse().unwrap()).unwrap();
     for _ in 0..10 {
-        assert!(!store.check_at(b"k", &plain, 1, NOW).await.unwrap().banned);
+        assert!(
+            !store
+                .check_at(b"k", &plain, 1, NOW)
+                .await
+                .unwrap()
+                .is_banned()
+        );
     }
     assert_eq!(server.cmd(&["DBSIZE"]), "1");
 }
@@ -248,7 +272,13 @@ async fn unban_forgets_earlier_bans_so_the_next_is_a_first_one() {
     let server = RedisServer::start();
     let store = uncached_store(&server.url()).await;
     let policy = login("forget");
-    assert!(store.check_at(b"k", &policy, 1, NOW).await.unwrap().allowed);
+    assert!(
+        store
+            .check_at(b"k", &policy, 1, NOW)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
     until_banned(&store, b"k", &policy, NOW).await;
     until_banned(&store, b"k", &policy, NOW + 10 * S).await;
     let d = store
@@ -274,13 +304,19 @@ async fn a_reset_forgets_the_quota_only_and_the_ban_holds() {
     let server = RedisServer::start();
     let store = uncached_store(&server.url()).await;
     let policy = login("reset");
-    assert!(store.check_at(b"k", &policy, 1, NOW).await.unwrap().allowed);
+    assert!(
+        store
+            .check_at(b"k", &policy, 1, NOW)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
     until_banned(&store, b"k", &policy, NOW).await;
     store.reset(b"k", &policy).await.unwrap();
     let rate_key = text(&store.redis_key(b"k", &policy));
     assert_eq!(server.cmd(&["EXISTS", &rate_key]), "0");
     let d = store.check_at(b"k", &policy, 1, NOW + S).await.unwrap();
-    assert!(d.banned && d.retry_after == Some(9 * SEC));
+    assert!(d.is_banned() && d.retry_after == Some(9 * SEC));
     // Once lifted, the fresh quota admits.
     store.unban(b"k", &policy).await.unwrap();
     assert!(
@@ -288,7 +324,7 @@ async fn a_reset_forgets_the_quota_only_and_the_ban_holds() {
             .check_at(b"k", &policy, 1, NOW + S)
             .await
             .unwrap()
-            .allowed
+            .is_allowed()
     );
 }
 
@@ -306,12 +342,12 @@ async fn a_banned_key_books_no_slot() {
         .reserve_at(b"k", &reservable, 1, wait, NOW)
         .await
         .unwrap();
-    assert!(r.decision.allowed);
+    assert!(r.decision.is_allowed());
     let r = store
         .reserve_at(b"k", &reservable, 1, wait, NOW)
         .await
         .unwrap();
-    assert!(r.decision.allowed && r.wait == SEC, "{r:?}");
+    assert!(r.decision.is_allowed() && r.wait == SEC, "{r:?}");
     let [ban, strikes, _] = store.penalty_keys(b"k", &policy);
     assert_eq!(get(&server, &strikes), Reply::Nil);
     assert_eq!(until_banned(&store, b"k", &policy, NOW).await, 2);
@@ -321,7 +357,7 @@ async fn a_banned_key_books_no_slot() {
         .reserve_at(b"k", &reservable, 1, wait, NOW + S)
         .await
         .unwrap();
-    assert!(r.decision.banned && !r.decision.allowed && r.ticket.is_none());
+    assert!(r.decision.is_banned() && !r.decision.is_allowed() && r.ticket.is_none());
     assert_eq!(r.decision.retry_after, Some(9 * SEC));
     assert_eq!(get(&server, &rate_key), before, "nothing booked");
     // Once the ban is lifted the key books again.
@@ -331,7 +367,7 @@ async fn a_banned_key_books_no_slot() {
         .reserve_at(b"k", &reservable, 1, wait, NOW + S)
         .await
         .unwrap();
-    assert!(r.decision.allowed && !r.decision.banned);
+    assert!(r.decision.is_allowed() && !r.decision.is_banned());
 }
 
 #[tokio::test]
@@ -342,23 +378,23 @@ async fn several_policies_at_once_strike_and_ban_only_the_policy_that_refused() 
     let both = [plain.clone(), login("b")];
     let all = |now| store.check_all_at(b"k", &both, 1, now);
     let first = all(NOW).await.unwrap();
-    assert!(first.iter().all(|d| d.unwrap().allowed));
+    assert!(first.iter().all(|d| d.unwrap().is_allowed()));
     // b refuses on its own: a strike of b; a answers as a peek, charged nothing.
     for _ in 0..2 {
         let [a, b] = <[_; 2]>::try_from(all(NOW).await.unwrap()).unwrap();
         let (a, b) = (a.unwrap(), b.unwrap());
-        assert!(a.allowed && a.remaining == 4 && !b.allowed && !b.banned);
+        assert!(a.is_allowed() && a.remaining == 4 && !b.is_allowed() && !b.is_banned());
     }
     let [a, b] = <[_; 2]>::try_from(all(NOW).await.unwrap()).unwrap();
     let (a, b) = (a.unwrap(), b.unwrap());
-    assert!(b.banned && b.retry_after == Some(10 * SEC));
-    assert!(a.allowed && a.remaining == 4 && !a.banned);
+    assert!(b.is_banned() && b.retry_after == Some(10 * SEC));
+    assert!(a.is_allowed() && a.remaining == 4 && !a.is_banned());
     // While b bans the key, nothing is recorded in a either: a peeks, full again later.
     let rate_a = get(&server, &store.redis_key(b"k", &plain));
     let [a, b] = <[_; 2]>::try_from(all(NOW + 2 * S).await.unwrap()).unwrap();
     let (a, b) = (a.unwrap(), b.unwrap());
-    assert!(b.banned && b.retry_after == Some(8 * SEC));
-    assert!(a.allowed && a.remaining == 5);
+    assert!(b.is_banned() && b.retry_after == Some(8 * SEC));
+    assert!(a.is_allowed() && a.remaining == 5);
     assert_eq!(get(&server, &store.redis_key(b"k", &plain)), rate_a);
     // A penalized policy refused only because another refused counts no strike.
     let tight = Policy::gcra("tight", "1/min".parse().unwrap()).unwrap();
@@ -368,8 +404,8 @@ async fn several_policies_at_once_strike_and_ban_only_the_policy_that_refused() 
     let pair = [tight, loose.clone()];
     for i in 0..5 {
         let got = store.check_all_at(b"k", &pair, 1, NOW).await.unwrap();
-        assert_eq!(got[0].unwrap().allowed, i == 0);
-        assert!(!got[1].unwrap().banned);
+        assert_eq!(got[0].unwrap().is_allowed(), i == 0);
+        assert!(!got[1].unwrap().is_banned());
     }
     let [_, strikes, _] = store.penalty_keys(b"k", &loose);
     assert_eq!(get(&server, &strikes), Reply::Nil);
@@ -403,7 +439,13 @@ async fn broken_penalty_keys_fail_cleanly_and_change_nothing() {
     );
     server.cmd(&["DEL", &text(&ban)]);
     // Unreadable strikes: the refusal that reads them fails, writing nothing.
-    assert!(store.check_at(b"k", &policy, 1, NOW).await.unwrap().allowed);
+    assert!(
+        store
+            .check_at(b"k", &policy, 1, NOW)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
     server.cmd(&["SET", &text(&strikes), "junk"]);
     let got = store.check_at(b"k", &policy, 1, NOW).await;
     assert!(matches!(got, Err(Error::Backend { .. })), "{got:?}");
@@ -412,7 +454,13 @@ async fn broken_penalty_keys_fail_cleanly_and_change_nothing() {
     server.cmd(&["DEL", &text(&strikes)]);
     server.cmd(&["SADD", &text(&bans), "x"]);
     for _ in 0..2 {
-        assert!(!store.check_at(b"k", &policy, 1, NOW).await.unwrap().banned);
+        assert!(
+            !store
+                .check_at(b"k", &policy, 1, NOW)
+                .await
+                .unwrap()
+                .is_banned()
+        );
     }
     let got = store.check_at(b"k", &policy, 1, NOW).await;
     assert!(matches!(got, Err(Error::Backend { .. })), "{got:?}");
@@ -440,7 +488,7 @@ async fn concurrent_refusals_ban_once_and_are_never_coalesced() {
     // Coalescing on (the default), the deny cache off: every check is a call.
     let store = uncached_store(&server.url()).await;
     let policy = login("crowd");
-    assert!(store.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(store.check(b"k", &policy, 1).await.unwrap().is_allowed());
     let mut checks = tokio::task::JoinSet::new();
     for _ in 0..64 {
         let (store, policy) = (store.clone(), policy.clone());
@@ -448,9 +496,9 @@ async fn concurrent_refusals_ban_once_and_are_never_coalesced() {
     }
     let decisions = checks.join_all().await;
     // Exactly `after` strikes: two plain refusals, then the ban for everyone else.
-    let plain = decisions.iter().filter(|d| !d.banned).count();
+    let plain = decisions.iter().filter(|d| !d.is_banned()).count();
     assert_eq!(plain, 2);
-    assert!(decisions.iter().all(|d| !d.allowed));
+    assert!(decisions.iter().all(|d| !d.is_allowed()));
     let [_, _, bans] = store.penalty_keys(b"k", &policy);
     let remembered = server.cmd(&["GET", &text(&bans)]);
     assert!(remembered.ends_with(" 1"), "one ban: {remembered}");
@@ -463,10 +511,16 @@ async fn after_script_flush_a_ban_still_holds() {
     let server = RedisServer::start();
     let store = uncached_store(&server.url()).await;
     let policy = login("flush");
-    assert!(store.check_at(b"k", &policy, 1, NOW).await.unwrap().allowed);
+    assert!(
+        store
+            .check_at(b"k", &policy, 1, NOW)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
     assert_eq!(until_banned(&store, b"k", &policy, NOW).await, 2);
     server.cmd(&["SCRIPT", "FLUSH"]);
     let d = store.check_at(b"k", &policy, 1, NOW + S).await.unwrap();
-    assert!(d.banned);
+    assert!(d.is_banned());
     assert_eq!(d.retry_after, Some(9 * SEC));
 }

@@ -91,7 +91,7 @@ fn penalties_decide_as_the_memory_store() {
                     Op::Check(cost) => {
                         let cost = cost.min(policy.limit());
                         let want = memory.check(b"k", &policy, cost).await.unwrap();
-                        bans.fetch_add(u64::from(want.banned), std::sync::atomic::Ordering::Relaxed);
+                        bans.fetch_add(u64::from(want.is_banned()), std::sync::atomic::Ordering::Relaxed);
                         for (name, s) in [("written", &store), ("generic", &generic)] {
                             let got = s.check_at(b"k", &policy, cost, now).await.unwrap();
                             prop_assert_eq!(got, want, "{} step {}: {:?} cost {}", name, i, policy, cost);
@@ -126,7 +126,7 @@ fn penalties_decide_as_the_memory_store() {
                         }
                         for p in &both {
                             let want = memory.check(b"k", p, cost).await.unwrap();
-                            bans.fetch_add(u64::from(want.banned), std::sync::atomic::Ordering::Relaxed);
+                            bans.fetch_add(u64::from(want.is_banned()), std::sync::atomic::Ordering::Relaxed);
                             for (name, s) in [("written", &store), ("generic", &generic)] {
                                 let got = s.check_at(b"k", p, cost, now).await.unwrap();
                                 prop_assert_eq!(got, want, "{} one by one, step {}: {:?}", name, i, p);

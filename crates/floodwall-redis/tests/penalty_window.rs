@@ -43,8 +43,14 @@ async fn a_strike_window_keeps_its_end_when_within_changes() {
         let clock = ManualClock::new(NOW);
         let memory = MemoryStore::builder().clock(clock.clone()).build();
         let first = policy(scenario[0].1);
-        assert!(store.check_at(key, &first, 1, NOW).await.unwrap().allowed);
-        assert!(memory.check(key, &first, 1).await.unwrap().allowed);
+        assert!(
+            store
+                .check_at(key, &first, 1, NOW)
+                .await
+                .unwrap()
+                .is_allowed()
+        );
+        assert!(memory.check(key, &first, 1).await.unwrap().is_allowed());
         let mut banned = Vec::new();
         for &(at, within, _) in scenario {
             clock.set(NOW + at);
@@ -53,10 +59,10 @@ async fn a_strike_window_keeps_its_end_when_within_changes() {
                 .check_at(key, &policy(within), 1, NOW + at)
                 .await
                 .unwrap();
-            assert!(!d.allowed);
+            assert!(!d.is_allowed());
             // The whole decision, `banned` included, as the memory store's.
             assert_eq!(d, want, "{scenario:?} at {at}");
-            banned.push(d.banned);
+            banned.push(d.is_banned());
         }
         let expected: Vec<bool> = scenario.iter().map(|s| s.2).collect();
         assert_eq!(banned, expected, "{scenario:?}");

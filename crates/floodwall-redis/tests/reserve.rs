@@ -47,7 +47,7 @@ fn reservables() -> Vec<Reservable> {
 fn said(r: &Reservation) -> (bool, u64, u64, Option<Duration>, Duration, Duration) {
     let d = r.decision;
     (
-        d.allowed,
+        d.is_allowed(),
         d.limit,
         d.remaining,
         d.retry_after,
@@ -194,7 +194,13 @@ async fn on_the_server_clock_a_booking_is_one_script_call_and_gives_back() {
             .find(|(c, _)| c == "evalsha")
             .map_or(0, |(_, n)| n)
     };
-    assert!(store.check(b"k", policy.policy(), 1).await.unwrap().allowed);
+    assert!(
+        store
+            .check(b"k", policy.policy(), 1)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
     // The first call of a script loads it (NOSCRIPT, SCRIPT LOAD, EVALSHA again).
     store.reserve(b"warm", &policy, 1, wait).await.unwrap();
     let before = evalsha(&server);

@@ -56,7 +56,7 @@ async fn decisions_reach_the_new_primary_within_the_documented_bound() {
     // Decisions go to the primary (node 0), and reach the replica by replication.
     for used in 1..=7 {
         let d = store.check(b"before", &policy, 1).await.unwrap();
-        assert!(d.allowed);
+        assert!(d.is_allowed());
         assert_eq!(d.remaining, 10 - used);
     }
     let before = store.redis_key(b"before", &policy);
@@ -103,7 +103,7 @@ async fn decisions_reach_the_new_primary_within_the_documented_bound() {
             .check(b"gap", &gap, 1)
             .await
             .unwrap_or_else(|e| panic!("the fallback let a check fail during the failover: {e:?}"));
-        assert!(d.allowed);
+        assert!(d.is_allowed());
         covered += 1;
         match store.check(b"probe", &policy, 1).await {
             Ok(_) => break killed.elapsed(),
@@ -154,7 +154,7 @@ async fn decisions_reach_the_new_primary_within_the_documented_bound() {
     // The state written before the kill had been replicated (wait_replicated above), so
     // the new primary continues from it: 7 used, this check the 8th, 2 left.
     let d = store.check(b"before", &policy, 1).await.unwrap();
-    assert!(d.allowed);
+    assert!(d.is_allowed());
     assert_eq!(d.remaining, 2);
     // The fallback hands back to the store once it answers.
     fallback.check(b"gap", &gap, 1).await.unwrap();

@@ -19,7 +19,7 @@ async fn decisions_follow_the_server_clock_not_the_client_clock() {
     let hour = 3_600_000_000u64;
 
     let before = server_now(&server);
-    assert!(store.check(b"u", &policy, 1).await.unwrap().allowed);
+    assert!(store.check(b"u", &policy, 1).await.unwrap().is_allowed());
     let after = server_now(&server);
     // The stored TAT is the server's time plus one interval: the script read TIME.
     let key = store.redis_key(b"u", &policy);
@@ -39,7 +39,7 @@ async fn decisions_follow_the_server_clock_not_the_client_clock() {
     assert_eq!(skewed.remaining, 1);
     // ...but the store's own path asks the server, whatever the client's clock says.
     let denied = store.check(b"u", &policy, 1).await.unwrap();
-    assert!(!denied.allowed);
+    assert!(!denied.is_allowed());
     let retry = denied.retry_after.unwrap();
     assert!(retry > Duration::from_secs(3500) && retry <= Duration::from_secs(3600));
     // The key expires when its state is worthless, one hour after the admission, rounded
@@ -59,7 +59,7 @@ async fn keys_are_named_as_documented_and_expire_with_their_state() {
     for policy in every_algorithm("ttl", "10/s") {
         let started = std::time::Instant::now();
         let d = store.check(b"203.0.113.7", &policy, 3).await.unwrap();
-        assert!(d.allowed);
+        assert!(d.is_allowed());
         let key = String::from_utf8(store.redis_key(b"203.0.113.7", &policy)).unwrap();
         assert!(key.starts_with(&format!("app:{}:", policy.name())), "{key}");
         assert!(key.ends_with(":{203.0.113.7}"), "{key}");
@@ -105,16 +105,34 @@ async fn a_ttl_is_renewed_only_when_the_state_outlives_its_grid_cell() {
     let pttl = || -> i64 { server.cmd(&["PTTL", &key]).parse().unwrap() };
     // TAT now + 100 ms: a new key, PX to the cell's end (250 ms, + 1 ms, + the minute an
     // explicit time adds).
-    assert!(store.check_at(b"k", &policy, 1, now).await.unwrap().allowed);
+    assert!(
+        store
+            .check_at(b"k", &policy, 1, now)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
     let first = pttl();
     assert!(first > 60_000 && first <= 60_251, "{first}");
     // A marker TTL shows which writes set one.
     server.cmd(&["PEXPIRE", &key, "999999"]);
     // TAT + 200 ms: the same cell, KEEPTTL.
-    assert!(store.check_at(b"k", &policy, 1, now).await.unwrap().allowed);
+    assert!(
+        store
+            .check_at(b"k", &policy, 1, now)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
     assert!(pttl() > 990_000, "renewed within its cell: {}", pttl());
     // TAT + 300 ms: the next cell, renewed to its end (500 ms).
-    assert!(store.check_at(b"k", &policy, 1, now).await.unwrap().allowed);
+    assert!(
+        store
+            .check_at(b"k", &policy, 1, now)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
     let third = pttl();
     assert!(third > 60_251 && third <= 60_501, "not renewed: {third}");
 }
@@ -154,13 +172,13 @@ async fn one_decision_runs_the_documented_commands_and_a_denial_writes_nothing()
         // Warm the script cache so SCRIPT LOAD does not show up.
         store.check_at(b"warm", policy, 0, now).await.unwrap();
         let (d, calls) = run(&server, &store, policy, 2, now).await;
-        assert!(d.allowed);
+        assert!(d.is_allowed());
         assert_eq!(calls, expected_allowed[i], "{policy:?}");
         let (d, calls) = run(&server, &store, policy, 1, now).await;
-        assert!(!d.allowed);
+        assert!(!d.is_allowed());
         assert_eq!(calls, denial_reads[i], "{policy:?}: a denial only reads");
         let (d, calls) = run(&server, &store, policy, 0, now).await;
-        assert!(d.allowed);
+        assert!(d.is_allowed());
         assert_eq!(calls, reads[i], "{policy:?}: a peek only reads");
     }
     // With server time, TIME is the only extra command.
@@ -282,7 +300,7 @@ async fn a_fixed_window_counts_with_incrby_and_fast_windows_keep_a_pair() {
         let limit = policy.limit();
         let (got, calls) = run(&server, &store, &policy, limit, t0 + 9).await;
         assert_eq!(got, policy.decide(&mut state, t0 + 9, limit).unwrap());
-        assert!(!got.allowed);
+        assert!(!got.is_allowed());
         assert_eq!(calls, ["get"], "{quota}");
     }
 }
@@ -339,7 +357,7 @@ async fn memory_one_key_costs() {
                 .check_at(b"203.0.113.7", &policy, 1, start + i * step)
                 .await
                 .unwrap();
-            assert!(d.allowed);
+            assert!(d.is_allowed());
         }
         let full = memory_usage(&server, &key);
         report.push(format!(

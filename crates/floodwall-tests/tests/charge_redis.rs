@@ -70,11 +70,11 @@ async fn the_scripts_charge_and_refund_as_the_pure_algorithm_does() {
                     let want = policy.decide(&mut state, at, cost).unwrap();
                     let got = store.check_at(b"k", &policy, cost, at).await.unwrap();
                     assert_eq!(
-                        (got.allowed, got.remaining),
-                        (want.allowed, want.remaining),
+                        (got.is_allowed(), got.remaining),
+                        (want.is_allowed(), want.remaining),
                         "{alg} step {i} {step:?}"
                     );
-                    seen[usize::from(got.allowed)] += 1;
+                    seen[usize::from(got.is_allowed())] += 1;
                 }
                 Step::Adjust(a) => {
                     policy.adjust(&mut state, at, a).unwrap();
@@ -108,18 +108,18 @@ async fn a_refund_clears_the_deny_caches_refusal() {
     let store = RedisStore::connect(&redis.url()).await.unwrap();
     let policy = Policy::gcra("login", "2/min".parse().unwrap()).unwrap();
     for _ in 0..2 {
-        assert!(store.check(b"k", &policy, 1).await.unwrap().allowed);
+        assert!(store.check(b"k", &policy, 1).await.unwrap().is_allowed());
     }
-    assert!(!store.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(!store.check(b"k", &policy, 1).await.unwrap().is_allowed());
     // Cached: refused again without a script call.
     let calls = store.stats().script_calls;
-    assert!(!store.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(!store.check(b"k", &policy, 1).await.unwrap().is_allowed());
     assert_eq!(store.stats().script_calls, calls);
     store
         .adjust(b"k", &policy, Adjustment::Refund(1))
         .await
         .unwrap();
-    assert!(store.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(store.check(b"k", &policy, 1).await.unwrap().is_allowed());
 }
 
 /// What a login endpoint charges: its failures; a success is refunded.

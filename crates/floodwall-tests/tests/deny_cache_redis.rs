@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use floodwall::redis::RedisStore;
 use floodwall::tower::RateLimitLayer;
-use floodwall::{Policy, StoreExt};
+use floodwall::{Policy, Source, StoreExt};
 use floodwall_test_support::{from, hello};
 use http::{HeaderMap, StatusCode};
 use redis_harness::RedisServer;
@@ -29,12 +29,12 @@ async fn node(redis: &RedisServer, hold: Duration) -> RedisStore {
 /// answers a refusal itself (each check Redis answers is held again), 100 checks at most.
 async fn exhaust_until_cached(node: &RedisStore, key: &[u8], policy: &Policy) {
     for _ in 0..3 {
-        assert!(node.check(key, policy, 1).await.unwrap().allowed);
+        assert!(node.check(key, policy, 1).await.unwrap().is_allowed());
     }
     for _ in 0..100 {
         let d = node.check(key, policy, 1).await.unwrap();
-        assert!(!d.allowed, "{d:?}");
-        if d.cached {
+        assert!(!d.is_allowed(), "{d:?}");
+        if d.source == Source::Cache {
             return;
         }
     }
@@ -51,13 +51,13 @@ async fn a_reset_elsewhere_reaches_a_cached_refusal_within_the_hold() {
     exhaust_until_cached(&a, b"customer", &policy).await;
     b.reset(b"customer", &policy).await.unwrap();
     tokio::time::sleep(HOLD).await;
-    assert!(a.check(b"customer", &policy, 1).await.unwrap().allowed);
+    assert!(a.check(b"customer", &policy, 1).await.unwrap().is_allowed());
 
     // Or empties Redis.
     exhaust_until_cached(&a, b"other", &policy).await;
     redis.cmd(&["FLUSHALL"]);
     tokio::time::sleep(HOLD).await;
-    assert!(a.check(b"other", &policy, 1).await.unwrap().allowed);
+    assert!(a.check(b"other", &policy, 1).await.unwrap().is_allowed());
 }
 
 /// Each member of a `RateLimit` value: its policy's name, `r` and `t`.

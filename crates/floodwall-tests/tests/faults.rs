@@ -246,7 +246,7 @@ async fn a_stalled_redis_times_out_into_the_fail_mode_and_in_flight_calls_stay_b
         .build(builder().multiplexed(&redis.url()).await.unwrap());
     let store = Fallback::local(breaker.clone(), 2);
     let p = policy("stall");
-    assert!(store.check(b"warm", &p, 1).await.unwrap().allowed);
+    assert!(store.check(b"warm", &p, 1).await.unwrap().is_allowed());
 
     // DEBUG SLEEP blocks the server's event loop: connections stay open, nothing answers.
     let port = redis.port();
@@ -269,7 +269,7 @@ async fn a_stalled_redis_times_out_into_the_fail_mode_and_in_flight_calls_stay_b
                         .check(&i.to_be_bytes(), &p, 1)
                         .await
                         .expect("the fallback answers");
-                    assert!(d.allowed);
+                    assert!(d.is_allowed());
                     slowest.fetch_max(started.elapsed().as_micros() as u64, Ordering::Relaxed);
                     most.fetch_max(breaker.in_flight(), Ordering::Relaxed);
                     answers += 1;
@@ -316,7 +316,7 @@ async fn a_stalled_redis_times_out_into_the_fail_mode_and_in_flight_calls_stay_b
             .failure_threshold(2)
             .build(builder().pool(&redis.url()).await.unwrap()),
     );
-    assert!(closed.check(b"k", &p, 1).await.unwrap().allowed);
+    assert!(closed.check(b"k", &p, 1).await.unwrap().is_allowed());
     redis.pause(2_000);
     let started = Instant::now();
     let mut errors = Vec::new();
@@ -422,7 +422,7 @@ async fn a_dead_cluster_master_fails_its_slots_only_and_the_cluster_connection_r
     }
     let keys: Vec<Vec<u8>> = keys.into_iter().map(Option::unwrap).collect();
     for k in &keys {
-        assert!(store.check(k, &p, 1).await.unwrap().allowed);
+        assert!(store.check(k, &p, 1).await.unwrap().is_allowed());
     }
 
     cluster.kill_master(1);
@@ -436,7 +436,7 @@ async fn a_dead_cluster_master_fails_its_slots_only_and_the_cluster_connection_r
                 assert!(err.is_store_failure(), "round {round}: {err}");
             } else {
                 assert!(
-                    answer.unwrap().allowed,
+                    answer.unwrap().is_allowed(),
                     "round {round}: node {node}'s slots keep working"
                 );
             }
@@ -458,5 +458,9 @@ async fn a_dead_cluster_master_fails_its_slots_only_and_the_cluster_connection_r
          after {healthy:?}, the dead slots decided again {:?} later",
         recovered.elapsed()
     );
-    assert!(answer.expect("the cluster connection recovered").allowed);
+    assert!(
+        answer
+            .expect("the cluster connection recovered")
+            .is_allowed()
+    );
 }

@@ -77,7 +77,7 @@ async fn a_flood_of_distinct_keys_in_redis_leaves_every_key_with_a_ttl() {
                     // The third check of a fresh key (cost 5 after 1) is a denial, which writes
                     // nothing: the key must still carry the TTL of its first write.
                     let d = store.check(key, &policy, cost).await.unwrap();
-                    assert_eq!(d.allowed, cost != 5, "{algorithm} {key:?}");
+                    assert_eq!(d.is_allowed(), cost != 5, "{algorithm} {key:?}");
                 }
             }
             keys.len()
@@ -140,23 +140,32 @@ fn hostile_keys_never_escape_their_namespace_or_collide_in_redis_keys() {
     // And on the server: exhausting one hostile key leaves every other one untouched.
     rt.block_on(async {
         for key in hostile_keys() {
-            assert!(store.check(&key, &a, 1).await.unwrap().allowed);
-            assert!(!store.check(&key, &a, 1).await.unwrap().allowed, "{key:?}");
+            assert!(store.check(&key, &a, 1).await.unwrap().is_allowed());
+            assert!(
+                !store.check(&key, &a, 1).await.unwrap().is_allowed(),
+                "{key:?}"
+            );
         }
         for key in hostile_keys() {
-            assert!(store.check(&key, &ab, 1).await.unwrap().allowed);
+            assert!(store.check(&key, &ab, 1).await.unwrap().is_allowed());
         }
     });
     let memory = MemoryStore::new();
     for key in hostile_keys() {
         assert!(
-            memory.check_now(&key, &a, 1).unwrap().unwrap().allowed,
+            memory.check_now(&key, &a, 1).unwrap().unwrap().is_allowed(),
             "{key:?}"
         );
     }
     for key in hostile_keys() {
-        assert!(!memory.check_now(&key, &a, 1).unwrap().unwrap().allowed);
-        assert!(memory.check_now(&key, &ab, 1).unwrap().unwrap().allowed);
+        assert!(!memory.check_now(&key, &a, 1).unwrap().unwrap().is_allowed());
+        assert!(
+            memory
+                .check_now(&key, &ab, 1)
+                .unwrap()
+                .unwrap()
+                .is_allowed()
+        );
     }
 }
 
@@ -503,7 +512,7 @@ async fn costs_and_times_at_the_edges_never_overflow() {
         .await
         .unwrap();
     assert_eq!(m, r);
-    assert_eq!((r.allowed, r.remaining), (true, 1));
+    assert_eq!((r.is_allowed(), r.remaining), (true, 1));
 
     // A share of an edge policy is an edge policy too.
     let p = Policy::gcra("edge", "1/36500d".parse().unwrap()).unwrap();

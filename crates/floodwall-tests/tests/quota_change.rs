@@ -72,23 +72,31 @@ fn policy(algorithm: &str, quota: &str) -> Policy {
 /// GCRA and the funnel keep the time owed: 8 of a burst of 10 at 10/s is 800 ms owed.
 async fn gcra_keeps_the_time_owed(s: &Under, algorithm: &str) {
     let old = policy(algorithm, "10/s burst 10");
-    assert!(s.check("up", &old, 8, T0).await.allowed);
+    assert!(s.check("up", &old, 8, T0).await.is_allowed());
     // A larger burst: the 8 spent stay spent, 12 of 20 remain (not 20).
     let bigger = policy(algorithm, "10/s burst 20");
     assert_eq!(s.remaining("up", &bigger, T0).await, 12, "{algorithm}");
 
     // A smaller burst than what is owed: refused until the owed time drains below it.
-    assert!(s.check("down", &old, 8, T0).await.allowed);
+    assert!(s.check("down", &old, 8, T0).await.is_allowed());
     let smaller = policy(algorithm, "10/s burst 5");
     let d = s.check("down", &smaller, 1, T0).await;
     // 800 ms owed + 100 for this unit, against 500 tolerated.
-    assert_eq!((d.allowed, d.remaining), (false, 0), "{algorithm}");
+    assert_eq!((d.is_allowed(), d.remaining), (false, 0), "{algorithm}");
     assert_eq!(d.retry_after.unwrap().as_micros(), 400 * u128::from(MS));
-    assert!(!s.check("down", &smaller, 1, T0 + 399 * MS).await.allowed);
-    assert!(s.check("down", &smaller, 1, T0 + 400 * MS).await.allowed);
+    assert!(
+        !s.check("down", &smaller, 1, T0 + 399 * MS)
+            .await
+            .is_allowed()
+    );
+    assert!(
+        s.check("down", &smaller, 1, T0 + 400 * MS)
+            .await
+            .is_allowed()
+    );
 
     // A faster rate reads the same time owed as more units: 800 ms is 16 at 20/s.
-    assert!(s.check("rate", &old, 8, T0).await.allowed);
+    assert!(s.check("rate", &old, 8, T0).await.is_allowed());
     let faster = policy(algorithm, "20/s burst 20");
     assert_eq!(s.remaining("rate", &faster, T0).await, 4, "{algorithm}");
 }
@@ -128,7 +136,7 @@ async fn every_scenario(s: &Under) {
 /// The token bucket keeps the tokens it is short of full; a new tick starts afresh.
 async fn token_bucket_keeps_the_tokens_owed(s: &Under) {
     let old = policy("tokens", "10/s burst 10");
-    assert!(s.check("up", &old, 8, T0).await.allowed);
+    assert!(s.check("up", &old, 8, T0).await.is_allowed());
     assert_eq!(
         s.remaining("up", &policy("tokens", "10/s burst 20"), T0)
             .await,
@@ -136,16 +144,20 @@ async fn token_bucket_keeps_the_tokens_owed(s: &Under) {
     );
 
     // Short of more than the new capacity: empty until refilled past the debt.
-    assert!(s.check("down", &old, 8, T0).await.allowed);
+    assert!(s.check("down", &old, 8, T0).await.is_allowed());
     let smaller = policy("tokens", "10/s burst 5");
     let d = s.check("down", &smaller, 1, T0).await;
     // 8 owed + 1 wanted against 5: 4 tokens to come, one every 100 ms.
-    assert_eq!((d.allowed, d.remaining), (false, 0));
+    assert_eq!((d.is_allowed(), d.remaining), (false, 0));
     assert_eq!(d.retry_after.unwrap().as_micros(), 400 * u128::from(MS));
-    assert!(s.check("down", &smaller, 1, T0 + 400 * MS).await.allowed);
+    assert!(
+        s.check("down", &smaller, 1, T0 + 400 * MS)
+            .await
+            .is_allowed()
+    );
 
     // 20/s ticks every 50 ms: what the old state counted means nothing there.
-    assert!(s.check("rate", &old, 8, T0).await.allowed);
+    assert!(s.check("rate", &old, 8, T0).await.is_allowed());
     assert_eq!(
         s.remaining("rate", &policy("tokens", "20/s burst 10"), T0)
             .await,
@@ -156,26 +168,30 @@ async fn token_bucket_keeps_the_tokens_owed(s: &Under) {
 /// Windows keep what they counted within the window; a new period starts afresh.
 async fn windows_keep_the_count(s: &Under, algorithm: &str) {
     let old = policy(algorithm, "10/s");
-    assert!(s.check("up", &old, 8, T0).await.allowed);
+    assert!(s.check("up", &old, 8, T0).await.is_allowed());
     let more = policy(algorithm, "20/s");
     assert_eq!(
         s.remaining("up", &more, T0 + 10 * MS).await,
         12,
         "{algorithm}"
     );
-    assert!(s.check("up", &more, 12, T0 + 10 * MS).await.allowed);
-    assert!(!s.check("up", &more, 1, T0 + 10 * MS).await.allowed);
+    assert!(s.check("up", &more, 12, T0 + 10 * MS).await.is_allowed());
+    assert!(!s.check("up", &more, 1, T0 + 10 * MS).await.is_allowed());
 
     // More counted than the new limit: refused, nothing remains, until the units leave.
-    assert!(s.check("down", &old, 8, T0).await.allowed);
+    assert!(s.check("down", &old, 8, T0).await.is_allowed());
     let fewer = policy(algorithm, "5/s");
     let d = s.check("down", &fewer, 1, T0 + 10 * MS).await;
-    assert_eq!((d.allowed, d.remaining), (false, 0), "{algorithm}");
+    assert_eq!((d.is_allowed(), d.remaining), (false, 0), "{algorithm}");
     assert_eq!(d.retry_after.unwrap().as_micros(), 990 * u128::from(MS));
-    assert!(s.check("down", &fewer, 5, T0 + 1_000 * MS).await.allowed);
+    assert!(
+        s.check("down", &fewer, 5, T0 + 1_000 * MS)
+            .await
+            .is_allowed()
+    );
 
     // Another period is another window (or log): afresh.
-    assert!(s.check("period", &old, 8, T0).await.allowed);
+    assert!(s.check("period", &old, 8, T0).await.is_allowed());
     let longer = policy(algorithm, "10/min");
     assert_eq!(s.remaining("period", &longer, T0).await, 10, "{algorithm}");
 }
@@ -185,15 +201,19 @@ async fn windows_keep_the_count(s: &Under, algorithm: &str) {
 /// period packs it again.
 async fn fixed_window_keeps_counts_past_what_packs(s: &Under) {
     let bytes = policy("fixed", "2000000/s");
-    assert!(s.check("bytes", &bytes, 5, T0).await.allowed);
-    assert!(s.check("bytes", &bytes, 1_500_000, T0 + MS).await.allowed);
+    assert!(s.check("bytes", &bytes, 5, T0).await.is_allowed());
+    assert!(
+        s.check("bytes", &bytes, 1_500_000, T0 + MS)
+            .await
+            .is_allowed()
+    );
     let less = policy("fixed", "1000/s");
     let d = s.check("bytes", &less, 1, T0 + 2 * MS).await;
-    assert_eq!((d.allowed, d.remaining), (false, 0));
+    assert_eq!((d.is_allowed(), d.remaining), (false, 0));
     s.adjust("bytes", &less, Adjustment::Refund(1_500_000), T0 + 3 * MS)
         .await;
     assert_eq!(s.remaining("bytes", &less, T0 + 4 * MS).await, 995);
-    assert!(s.check("bytes", &less, 10, T0 + 5 * MS).await.allowed);
+    assert!(s.check("bytes", &less, 10, T0 + 5 * MS).await.is_allowed());
     assert_eq!(s.remaining("bytes", &bytes, T0 + 6 * MS).await, 1_999_985);
 }
 
@@ -201,6 +221,6 @@ async fn fixed_window_keeps_counts_past_what_packs(s: &Under) {
 async fn the_policy_name_still_separates(s: &Under) {
     let a = Policy::gcra("a", "10/s".parse().unwrap()).unwrap();
     let b = Policy::gcra("b", "10/s".parse().unwrap()).unwrap();
-    assert!(s.check("k", &a, 10, T0).await.allowed);
+    assert!(s.check("k", &a, 10, T0).await.is_allowed());
     assert_eq!(s.remaining("k", &b, T0).await, 10);
 }

@@ -66,7 +66,7 @@ async fn every_vector_file_on_a_three_master_cluster_and_keys_spread() {
             floodwall::StoreExt::check(&store, user.as_bytes(), &policy, 1)
                 .await
                 .unwrap()
-                .allowed
+                .is_allowed()
         );
         if i % 50 == 0 {
             let key = store.redis_key(user.as_bytes(), &policy);

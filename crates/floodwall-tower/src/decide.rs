@@ -76,7 +76,7 @@ pub(crate) fn now<M: Refuse, St: Store, K>(
     // One policy, the usual case: an admitted request needs no tally.
     if let [policy] = policies {
         return match config.store.check_now(key.as_bytes(), policy, cost) {
-            Some(Ok(decision)) if decision.allowed => {
+            Some(Ok(decision)) if decision.is_allowed() => {
                 store_answered(&config.store_down);
                 observe::decided(config.meter(), policies, 0, &decision);
                 let pairs = std::iter::once((policy, &decision));

@@ -102,8 +102,8 @@ pub enum Outcome {
     Refused,
     /// The policy refused the request, answered by a [`DenyCache`](floodwall_core::DenyCache)
     /// from a refusal the store gave before, without asking the store
-    /// ([`Decision::cached`]). `refused` + `cache_refused` (+ `banned`) is every refusal;
-    /// this part is what the cache saved the store.
+    /// ([`Source::Cache`](floodwall_core::Source::Cache)). `refused` + `cache_refused`
+    /// (+ `banned`) is every refusal; this part is what the cache saved the store.
     CacheRefused,
     /// The policy would have refused it, but it is in shadow mode (envoy's
     /// `shadow_mode`: [`Enforcement::Shadow`](crate::Enforcement::Shadow), or the
@@ -149,21 +149,24 @@ impl Outcome {
 
     /// What a policy's decision counts as.
     pub(crate) fn of(decision: &Decision, shadow: bool) -> Self {
-        match (decision.fallback, decision.allowed, shadow) {
-            (true, _, _) => Self::Fallback,
-            (false, true, _) => Self::Allowed,
-            (false, false, true) => Self::ShadowRefused,
+        use floodwall_core::{Outcome as Verdict, Source};
+        match (decision.source, decision.outcome, shadow) {
+            (Source::Fallback, _, _) => Self::Fallback,
+            (_, Verdict::Allowed, _) => Self::Allowed,
+            (_, _, true) => Self::ShadowRefused,
             // A ban answered by a deny cache is still a ban.
-            (false, false, false) if decision.banned => Self::Banned,
-            (false, false, false) if decision.cached => Self::CacheRefused,
-            (false, false, false) => Self::Refused,
+            (_, Verdict::Banned, false) => Self::Banned,
+            (Source::Cache, _, false) => Self::CacheRefused,
+            (_, _, false) => Self::Refused,
         }
     }
 }
 
 /// Whether an admitted request left its policy at least 80 % used.
 pub(crate) fn near_limit(decision: &Decision) -> bool {
-    decision.allowed && !decision.fallback && decision.remaining.saturating_mul(5) <= decision.limit
+    decision.is_allowed()
+        && decision.source != floodwall_core::Source::Fallback
+        && decision.remaining.saturating_mul(5) <= decision.limit
 }
 
 /// One policy's registered handles.

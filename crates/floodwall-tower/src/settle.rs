@@ -1,6 +1,7 @@
 //! Charging by the response: after the inner service answered, a rule says what the
 //! request really cost ([`Settle`]), and the difference from what its check charged is
-//! charged or refunded in the store ([`StoreExt::adjust`](floodwall_core::StoreExt::adjust)). See
+//! charged or refunded in the store
+//! ([`StoreExt::adjust`](floodwall_core::StoreExt::adjust)). See
 //! [`RateLimitLayer::charge_by`](crate::RateLimitLayer::charge_by) and
 //! [`floodwall_core::guide::charging`].
 //!

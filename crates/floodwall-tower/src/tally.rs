@@ -76,7 +76,7 @@ impl Tally {
     }
 
     pub(crate) fn allowed(&self) -> bool {
-        self.too_costly.is_none() && self.decisions.iter().all(|(_, d)| d.allowed)
+        self.too_costly.is_none() && self.decisions.iter().all(|(_, d)| d.is_allowed())
     }
 
     /// Whether every refusal says when the request would pass, within `max` (a cost that
@@ -87,7 +87,9 @@ impl Tally {
                 .decisions
                 .iter()
                 // A banned key does not wait out its ban: it is refused.
-                .all(|(_, d)| d.allowed || (!d.banned && d.retry_after.is_some_and(|r| r <= max)))
+                .all(|(_, d)| {
+                    d.is_allowed() || (!d.is_banned() && d.retry_after.is_some_and(|r| r <= max))
+                })
     }
 
     /// The indexes of the policies that refused.
@@ -95,7 +97,7 @@ impl Tally {
     pub(crate) fn refused(&self) -> impl Iterator<Item = usize> + '_ {
         self.decisions
             .iter()
-            .filter(|(_, d)| !d.allowed)
+            .filter(|(_, d)| !d.is_allowed())
             .map(|(i, _)| *i)
     }
 

@@ -51,7 +51,7 @@ pub(crate) fn answered(span: &Span, result: &Result<Decision, floodwall_core::Er
     }
     match result {
         Ok(d) => {
-            span.record("allowed", d.allowed);
+            span.record("allowed", d.is_allowed());
             span.record("remaining", d.remaining);
             if let Some(r) = d.retry_after {
                 span.record(

@@ -203,7 +203,7 @@ impl Target {
                     .unwrap_or_else(|e| panic!("check failed: {e}"));
                 let secs = |d: Duration| d.as_secs() as i64;
                 [
-                    i64::from(!d.allowed),
+                    i64::from(!d.is_allowed()),
                     d.limit as i64,
                     d.remaining as i64,
                     d.retry_after.map_or(-1, secs),

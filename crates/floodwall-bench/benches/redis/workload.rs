@@ -118,7 +118,7 @@ pub(crate) fn drive_tasks(
                 if let Some(call) = call {
                     times.push(u32::try_from(call.elapsed().as_nanos()).unwrap_or(u32::MAX));
                 }
-                allowed += u64::from(d.allowed);
+                allowed += u64::from(d.is_allowed());
             }
             (allowed, times)
         }

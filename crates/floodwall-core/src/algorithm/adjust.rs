@@ -375,18 +375,18 @@ mod tests {
                 let mut with = State::new();
                 p.decide(&mut with, 10_000, first).unwrap();
                 let mut without = with.clone();
-                assert!(p.decide(&mut with, at, cost).unwrap().allowed, "{alg}");
+                assert!(p.decide(&mut with, at, cost).unwrap().is_allowed(), "{alg}");
                 p.adjust(&mut with, at, Adjustment::Refund(cost)).unwrap();
                 for later in [at, at + 1, at + 250, at + 999, at + 5_000] {
                     let a = p.decide(&mut with.clone(), later, 1).unwrap();
                     let b = p.decide(&mut without.clone(), later, 1).unwrap();
                     let at_later = format!("{alg} {first} {cost} {at} {later}");
                     if exact(alg) {
-                        assert_eq!(a.allowed, b.allowed, "{at_later}");
+                        assert_eq!(a.is_allowed(), b.is_allowed(), "{at_later}");
                         assert_eq!(a.remaining, b.remaining, "{at_later}");
                     } else {
                         // Oldest first: stricter than the exact refund, never looser.
-                        assert!(!a.allowed || b.allowed, "{at_later}");
+                        assert!(!a.is_allowed() || b.is_allowed(), "{at_later}");
                         assert!(a.remaining <= b.remaining, "{at_later}");
                     }
                 }

@@ -161,7 +161,7 @@ fn cost_above_the_limit_is_an_error_not_a_denial() {
     assert!(err.is_cost_too_high());
     assert!(!err.is_store_failure());
     assert!(s.is_empty());
-    assert!(p.decide(&mut s, 0, 5).unwrap().allowed);
+    assert!(p.decide(&mut s, 0, 5).unwrap().is_allowed());
 }
 
 #[test]
@@ -173,7 +173,7 @@ fn cell_rounding_counts_a_millisecond_but_not_less() {
     let mut s = State::new();
     p.decide(&mut s, 0, 1).unwrap();
     let d = p.decide(&mut s, 0, 1).unwrap();
-    assert!(!d.allowed);
+    assert!(!d.is_allowed());
     assert_eq!(d.retry_after, Some(Duration::from_secs(1)));
 }
 

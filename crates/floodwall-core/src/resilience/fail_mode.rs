@@ -9,17 +9,17 @@
 #[non_exhaustive]
 pub enum FailMode {
     /// Allow every request: availability over protection. Each answer is a
-    /// [`Decision`](crate::Decision) with `allowed`, `limit` the policy's limit,
-    /// `remaining == limit` (nothing was counted), `reset_after` zero, and
-    /// [`fallback`](crate::Decision::fallback) set.
+    /// [`Decision`](crate::Decision) [`Allowed`](crate::Outcome::Allowed), `limit` the
+    /// policy's limit, `remaining == limit` (nothing was counted), `reset_after` zero, and
+    /// its source [`Fallback`](crate::Source::Fallback).
     Open,
     /// Pass the store's error on: the tower layer answers `503 Service Unavailable` with
     /// `Retry-After`. Protection over availability.
     Closed,
     /// Decide in this process's memory with each policy's
     /// [`share`](crate::Policy::share) for `nodes` servers: the fleet stays limited,
-    /// roughly, with no coordination ("degrade to local limiting"). Its answers have
-    /// [`fallback`](crate::Decision::fallback) set.
+    /// roughly, with no coordination ("degrade to local limiting"). Its answers' source is
+    /// [`Fallback`](crate::Source::Fallback).
     Local {
         /// How many servers share the quota (at least 1); each enforces `1 / nodes` of it.
         nodes: u32,

@@ -8,7 +8,8 @@ use std::time::Duration;
 use super::FailMode;
 use crate::store::{Op, Reply, Store};
 use crate::{
-    Cancelled, Clock, Decision, Error, MemoryStore, Policy, Reservable, Reservation, SystemClock,
+    Cancelled, Clock, Decision, Error, MemoryStore, Policy, Reservable, Reservation, Source,
+    SystemClock,
 };
 
 mod in_flight;
@@ -32,7 +33,7 @@ const MAX_CACHED_SHARES: usize = 1024;
 ///   `remaining == limit` and `reset_after` zero (nothing was counted).
 /// - [`FailMode::Closed`]: the error is returned, and the tower layer answers 503.
 ///
-/// Every answer given in the store's stead is marked [`Decision::fallback`]: it holds only
+/// Every answer given in the store's stead is marked [`Source::Fallback`]: it holds only
 /// on this node while the store fails (a share's refusal is not the fleet's), so a
 /// [`DenyCache`](crate::DenyCache) in front passes it on without remembering it, and the
 /// next check after the store is back is the store's to decide.
@@ -355,7 +356,7 @@ impl<S, C: Clock> Backstop<S, C> {
 impl<S, C: Clock> Backstop<S, C> {
     /// What is done before the store is asked: a local mode resets or unbans in the local
     /// store too (a ban it gave while the store failed is lifted as well), and a fallback's
-    /// booking ([`Decision::fallback`]) is cancelled where it was booked, without the
+    /// booking ([`Source::Fallback`]) is cancelled where it was booked, without the
     /// store: in the local store, or nowhere when failing open booked nothing.
     fn before(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
         match (op, self.mode) {
@@ -374,20 +375,22 @@ impl<S, C: Clock> Backstop<S, C> {
                     reservation,
                 },
                 mode,
-            ) if reservation.decision.fallback => Some(Ok(Reply::Cancelled(match mode {
-                FailMode::Local { nodes } => {
-                    match self.with_share(policy.policy(), nodes, |share| {
-                        match share.reservable() {
-                            Ok(share) => self.local.cancel_sync(key, &share, &reservation),
-                            Err(_) => Ok(Cancelled::Spent),
+            ) if reservation.decision.source == Source::Fallback => {
+                Some(Ok(Reply::Cancelled(match mode {
+                    FailMode::Local { nodes } => {
+                        match self.with_share(policy.policy(), nodes, |share| {
+                            match share.reservable() {
+                                Ok(share) => self.local.cancel_sync(key, &share, &reservation),
+                                Err(_) => Ok(Cancelled::Spent),
+                            }
+                        }) {
+                            Ok(cancelled) => cancelled,
+                            Err(e) => return Some(Err(e)),
                         }
-                    }) {
-                        Ok(cancelled) => cancelled,
-                        Err(e) => return Some(Err(e)),
                     }
-                }
-                _ => Cancelled::Spent,
-            }))),
+                    _ => Cancelled::Spent,
+                })))
+            }
             _ => None,
         }
     }

@@ -48,7 +48,7 @@
 //! let store = Fallback::local(Breaker::new(shared), 3);
 //! let policy = Policy::gcra("per-ip", "30/s".parse()?)?;
 //! let decision = store.check_now(b"203.0.113.7", &policy, 1).unwrap()?;
-//! assert!(decision.allowed);
+//! assert!(decision.is_allowed());
 //! assert_eq!(store.stats().decided_locally, 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -66,10 +66,10 @@ type Map = papaya::HashMap<MapKey, KeyState, ahash::RandomState>;
 /// // The memory store answers without waiting: `check_now` is always `Some`.
 /// let mut check = || store.check_now(b"10.0.0.1", &policy, 1).expect("answers now");
 ///
-/// assert!(check()?.allowed);
-/// assert!(!check()?.allowed);
+/// assert!(check()?.is_allowed());
+/// assert!(!check()?.is_allowed());
 /// clock.advance(Duration::from_secs(1));
-/// assert!(check()?.allowed);
+/// assert!(check()?.is_allowed());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct MemoryStore<C = SystemClock> {
@@ -218,7 +218,9 @@ impl<C: Clock> MemoryStore<C> {
             _ => self.check_other(key, policy, cost)?,
         };
         let mut decision = policy.to_decision_with_limit(raw, limit);
-        decision.banned = banned;
+        if banned {
+            decision.outcome = crate::Outcome::Banned;
+        }
         Ok(decision)
     }
 

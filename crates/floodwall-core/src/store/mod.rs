@@ -54,11 +54,11 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// let store = MemoryStore::new();
 /// let policy = Policy::gcra("login", "3/min".parse()?)?;
 /// for _ in 0..3 {
-///     assert!(store.check(b"alice", &policy, 1).await?.allowed);
+///     assert!(store.check(b"alice", &policy, 1).await?.is_allowed());
 /// }
 /// let denied = store.check(b"alice", &policy, 1).await?;
-/// assert!(!denied.allowed);
-/// assert!(store.check(b"bob", &policy, 1).await?.allowed);
+/// assert!(!denied.is_allowed());
+/// assert!(store.check(b"bob", &policy, 1).await?.is_allowed());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -145,7 +145,7 @@ pub trait StoreExt: Store {
     /// only if all allowed. In a refusal, a policy that would have allowed the request
     /// answers as a peek (cost 0) would: its figures as its state stays. A [`DenyCache`]
     /// that refuses without asking the store answers the other policies with what the
-    /// store last said of them (marked [`cached`](Decision::cached)); `None` only there,
+    /// store last said of them (marked [`Source::Cache`](crate::Source::Cache)); `None` only there,
     /// for a policy it knows nothing of. A cost one policy can never admit is
     /// [`Error::CostTooHigh`], and nothing is recorded.
     ///

@@ -70,7 +70,7 @@ fn remote_cache(max_wait: Duration) -> (ManualClock, Remote, Remoted) {
 async fn lapsed(max_wait: Duration) -> (ManualClock, Remote, Remoted, Policy) {
     let (clock, remote, cache) = remote_cache(max_wait);
     let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().is_allowed());
     clock.advance(Duration::from_millis(100));
     (clock, remote, cache, policy)
 }
@@ -112,10 +112,16 @@ async fn finish(
     joined.expect("a check was left waiting").expect("task")
 }
 
+/// Whether `store` admits `cost` of key `k` in a check answered at once.
+fn admits_now(store: &impl StoreExt, policy: &Policy, cost: u64) -> bool {
+    let d = store.check_now(b"k", policy, cost);
+    d.expect("answered at once").unwrap().is_allowed()
+}
+
 fn allowed(results: &[Result<Decision, floodwall_core::Error>]) -> Vec<bool> {
     results
         .iter()
-        .map(|r| r.as_ref().unwrap().allowed)
+        .map(|r| r.as_ref().unwrap().is_allowed())
         .collect()
 }
 
@@ -126,14 +132,7 @@ async fn after_a_lapse_one_refusal_answers_every_check_in_flight() {
     assert_eq!(remote.calls(), 1);
     // The admission's fact ("refused until the next slot") lapsed; meanwhile another node
     // took that slot, so the store still refuses.
-    assert!(
-        remote
-            .inner
-            .check_now(b"k", &policy, 1)
-            .unwrap()
-            .unwrap()
-            .allowed
-    );
+    assert!(admits_now(&remote.inner, &policy, 1));
     let results = together(&cache, &policy, &[1; 8]).await;
     assert_eq!(allowed(&results), [false; 8]);
     // One call for the eight (each went to the store before).
@@ -146,11 +145,11 @@ async fn after_a_lapse_one_refusal_answers_every_check_in_flight() {
     let stats = cache.stats();
     assert_eq!((stats.waited, stats.denied_locally), (7, 7));
     // The leader's refusal is cached as usual.
-    assert!(!cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(!cache.check(b"k", &policy, 1).await.unwrap().is_allowed());
     assert_eq!(remote.calls(), 2);
     // Past it, the store is asked again and admits.
     clock.advance(Duration::from_millis(100));
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().is_allowed());
     assert_eq!(remote.calls(), 3);
 }
 
@@ -173,8 +172,8 @@ async fn after_a_lapse_checks_an_admission_does_not_cover_go_to_the_store() {
     let (clock, remote, cache) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
     let policy = Policy::gcra("lapse", "10/s burst 5".parse().unwrap()).unwrap();
     // The burst at once: cost 1 is refused for the next 100 ms.
-    assert!(cache.check(b"k", &policy, 5).await.unwrap().allowed);
-    assert!(!cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(cache.check(b"k", &policy, 5).await.unwrap().is_allowed());
+    assert!(!cache.check(b"k", &policy, 1).await.unwrap().is_allowed());
     assert_eq!(remote.calls(), 1);
     // Full again: the leader (cost 2) is admitted with 3 left, which refuses only costs
     // of 4 or more, so the check of cost 2 that waited goes to the store, and is admitted.
@@ -232,7 +231,7 @@ async fn a_dropped_leader_strands_no_one() {
     assert!(leader.await.unwrap_err().is_cancelled());
     let mut admitted = 0;
     for task in tasks {
-        admitted += u64::from(finish(task).await.unwrap().allowed);
+        admitted += u64::from(finish(task).await.unwrap().is_allowed());
     }
     // Each goes to the store, as without the cache: one is admitted.
     assert_eq!(admitted, 1);
@@ -247,8 +246,8 @@ async fn a_dropped_leader_strands_no_one() {
 async fn check_now_does_not_wait_for_a_check_in_flight() {
     let (clock, remote, cache) = remote_cache(DenyCache::DEFAULT_MAX_WAIT);
     let policy = Policy::gcra("lapse", "10/s burst 2".parse().unwrap()).unwrap();
-    assert!(cache.check(b"k", &policy, 2).await.unwrap().allowed);
-    assert!(!cache.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    assert!(cache.check(b"k", &policy, 2).await.unwrap().is_allowed());
+    assert!(!admits_now(&*cache, &policy, 1));
     clock.advance(Duration::from_millis(200));
     let tasks = spawn_checks(&cache, &policy, &[2]);
     tokio::time::sleep(RTT / 2).await;
@@ -256,10 +255,10 @@ async fn check_now_does_not_wait_for_a_check_in_flight() {
     // A check the answer in flight would cover: `check_now` would have to wait.
     assert!(cache.check_now(b"k", &policy, 2).is_none());
     // A cheaper one is the store's to answer, at once.
-    assert!(cache.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    assert!(admits_now(&*cache, &policy, 1));
     assert_eq!(remote.calls(), 3);
     for task in tasks {
-        assert!(!task.await.unwrap().unwrap().allowed);
+        assert!(!task.await.unwrap().unwrap().is_allowed());
     }
     assert_eq!(cache.stats().waited, 0);
 }
@@ -285,7 +284,7 @@ async fn a_leader_dropped_mid_flight_releases_its_followers_at_once() {
     // store itself, at once rather than at any bound.
     let started = tokio::time::Instant::now();
     drop(leader);
-    assert!(finish(follower).await.unwrap().allowed);
+    assert!(finish(follower).await.unwrap().is_allowed());
     assert_eq!(started.elapsed(), RTT, "one round trip of its own");
     assert_eq!(remote.calls(), 3);
 }
@@ -302,7 +301,7 @@ async fn a_leader_never_polled_again_holds_its_followers_no_longer_than_the_boun
     let followers = spawn_checks(&cache, &policy, &[1, 1]);
     let mut admitted = 0;
     for follower in followers {
-        admitted += u64::from(finish(follower).await.unwrap().allowed);
+        admitted += u64::from(finish(follower).await.unwrap().is_allowed());
     }
     // Each goes to the store, as without the cache: the leader never decided there, so
     // exactly one of the two is admitted. With tokio's timer each waited until the bound;
@@ -322,7 +321,7 @@ async fn a_leader_never_polled_again_holds_its_followers_no_longer_than_the_boun
     );
     // The leader, dropped at last, lands nothing anyone still waits for.
     drop(leader);
-    assert!(!cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(!cache.check(b"k", &policy, 1).await.unwrap().is_allowed());
 }
 
 #[tokio::test(start_paused = true)]
@@ -337,7 +336,7 @@ async fn a_check_arriving_after_the_bound_does_not_wait_for_a_stuck_leader() {
     let d = tokio::time::timeout(Duration::from_secs(60), cache.check(b"k", &policy, 1))
         .await
         .expect("the check waited for a leader past the bound");
-    assert!(d.unwrap().allowed);
+    assert!(d.unwrap().is_allowed());
     assert_eq!(started.elapsed(), RTT);
     assert_eq!(remote.calls(), 3);
     assert_eq!(cache.stats().waited, 0);
@@ -360,7 +359,7 @@ async fn a_waiting_check_polled_past_the_bound_goes_to_the_store() {
     let d = tokio::time::timeout(Duration::from_secs(60), follower)
         .await
         .expect("the check kept waiting past the bound");
-    assert!(d.unwrap().allowed);
+    assert!(d.unwrap().is_allowed());
     assert_eq!(started.elapsed(), RTT);
     assert_eq!((remote.calls(), cache.stats().gave_up), (3, 1));
     drop(leader);
@@ -381,7 +380,7 @@ async fn a_refusal_back_after_its_hold_still_answers_the_checks_that_waited() {
     );
     let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
     // Answered at once: "refused until the next slot" (100 ms), held 5 ms.
-    assert!(cache.check_now(b"k", &policy, 1).unwrap().unwrap().allowed);
+    assert!(admits_now(&*cache, &policy, 1));
     clock.advance(hold);
     let tasks = spawn_checks(&cache, &policy, &[1; 8]);
     tokio::time::sleep(RTT / 2).await;
@@ -463,7 +462,11 @@ fn held_lapsed() -> (Held, DenyCache<Held, ManualClock>, Policy) {
         .build(store.clone());
     let policy = Policy::gcra("lapse", "10/s burst 1".parse().unwrap()).unwrap();
     // An admission records "refused until the next slot", which lapses 100 ms later.
-    assert!(now_or_never(cache.check(b"k", &policy, 1)).unwrap().allowed);
+    assert!(
+        now_or_never(cache.check(b"k", &policy, 1))
+            .unwrap()
+            .is_allowed()
+    );
     clock.advance(Duration::from_millis(100));
     store.held.store(true, std::sync::atomic::Ordering::SeqCst);
     (store, cache, policy)
@@ -486,7 +489,10 @@ fn a_wait_needs_a_timer_outside_a_runtime_a_check_goes_to_the_store() {
     let std::task::Poll::Ready(d) = poll_once(next.as_mut()) else {
         panic!("a check waited where nothing could end its wait at the bound");
     };
-    assert!(d.unwrap().allowed, "the leader never decided in the store");
+    assert!(
+        d.unwrap().is_allowed(),
+        "the leader never decided in the store"
+    );
     assert_eq!(calls(), 3);
     assert_eq!((cache.stats().waited, cache.stats().gave_up), (0, 0));
     drop(leader);
@@ -505,7 +511,7 @@ fn without_a_timer_check_now_during_a_check_after_a_lapse_is_answered_at_once() 
     let d = cache.check_now(b"k", &policy, 1);
     let d = d.expect("check_now deferred to a flight no check could wait for");
     assert!(
-        d.unwrap().allowed,
+        d.unwrap().is_allowed(),
         "the first check never decided in the store"
     );
     assert_eq!(calls(), 3);
@@ -539,9 +545,9 @@ async fn under_a_penalty_checks_waiting_behind_a_refused_leader_still_count_as_s
     let policy = Policy::gcra("strikes", "1/h".parse().unwrap())
         .unwrap()
         .with_penalty(penalty);
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().is_allowed());
     let answers = together(&cache, &policy, &[1; 3]).await;
-    assert!(answers[2].as_ref().unwrap().banned);
+    assert!(answers[2].as_ref().unwrap().is_banned());
     // The ban is lifted through another node; once this cache's hold of it lapses, the
     // next checks form a flight behind one leader, which the store refuses (a strike).
     remote.inner.unban(b"k", &policy).now().unwrap();
@@ -558,7 +564,7 @@ async fn under_a_penalty_checks_waiting_behind_a_refused_leader_still_count_as_s
     // Each of the eight is a strike: the third bans, and the five after it meet the ban.
     let banned = results
         .iter()
-        .filter(|r| r.as_ref().unwrap().banned)
+        .filter(|r| r.as_ref().unwrap().is_banned())
         .count();
     assert_eq!(banned, 6, "{results:?}");
     assert!(remote.inner.ban_remaining(b"k", &policy).is_some());
@@ -576,13 +582,13 @@ async fn checks_waiting_behind_a_leader_the_store_bans_answer_the_ban() {
     let policy = Policy::gcra("strikes", "1/h".parse().unwrap())
         .unwrap()
         .with_penalty(penalty);
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().allowed);
-    assert!(cache.check(b"k", &policy, 1).await.unwrap().banned);
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().is_allowed());
+    assert!(cache.check(b"k", &policy, 1).await.unwrap().is_banned());
     // This cache's hold of the ban lapses; the store's ban does not.
     clock.advance(DenyCache::DEFAULT_MAX_BAN_HOLD);
     let results = together(&cache, &policy, &[1; 8]).await;
     assert!(
-        results.iter().all(|r| r.as_ref().unwrap().banned),
+        results.iter().all(|r| r.as_ref().unwrap().is_banned()),
         "{results:?}"
     );
     assert_eq!(remote.calls(), 3, "store calls");

@@ -9,20 +9,20 @@ fn a_new_key_costs_one_peek_then_admits_locally() {
     let policy = Policy::gcra("new", "100/s burst 10".parse().unwrap()).unwrap();
     assert!(node.check_now(b"k", &policy, 1).is_none(), "no verdict yet");
     let first = check(&node, b"k", &policy, 1);
-    assert!(first.allowed);
+    assert!(first.is_allowed());
     assert_eq!((first.limit, first.remaining), (10, 9));
     for remaining in (0..9).rev() {
         assert_eq!(local(&node, b"k", &policy, 1).remaining, remaining);
     }
     let denied = local(&node, b"k", &policy, 1);
-    assert!(!denied.allowed);
+    assert!(!denied.is_allowed());
     assert_eq!(denied.retry_after, Some(T), "until the next refresh");
     // The peek recorded nothing; the 10 admissions are pending.
     assert_eq!(peek(&shared, b"k", &policy), 10);
     assert_eq!(node.get_ref().calls(), 1);
     assert_eq!(stats(node.stats()), (1, 1, 9, 1));
     // A local peek spends nothing.
-    assert!(local(&node, b"k", &policy, 0).allowed);
+    assert!(local(&node, b"k", &policy, 0).is_allowed());
 }
 
 #[test]
@@ -30,15 +30,15 @@ fn a_whole_seconds_policy_answers_in_whole_seconds_locally_too() {
     let (clock, _, node) = setup();
     // redis-cell's shape: 10 per second, burst 10, every duration rounded up to seconds.
     let policy = Policy::redis_cell("cell", 9, 10, Duration::from_secs(1)).unwrap();
-    assert!(check(&node, b"k", &policy, 1).allowed);
+    assert!(check(&node, b"k", &policy, 1).is_allowed());
     for _ in 0..9 {
-        assert!(local(&node, b"k", &policy, 1).allowed);
+        assert!(local(&node, b"k", &policy, 1).is_allowed());
     }
     clock.advance(Duration::from_millis(10));
     // Refused locally until the next refresh, 90 ms away: one second, as the policy
     // rounds every answer, the store's included.
     let refused = local(&node, b"k", &policy, 1);
-    assert!(!refused.allowed);
+    assert!(!refused.is_allowed());
     assert_eq!(refused.retry_after, Some(Duration::from_secs(1)));
     assert_eq!(refused.reset_after.subsec_nanos(), 0, "{refused:?}");
 }
@@ -49,7 +49,7 @@ fn a_refused_debt_is_answered_locally_until_the_store_would_take_it() {
     // One unit per 100 ms, burst 10.
     let policy = Policy::gcra("debt", "10/s burst 10".parse().unwrap()).unwrap();
     for _ in 0..10 {
-        assert!(check(&node, b"k", &policy, 1).allowed);
+        assert!(check(&node, b"k", &policy, 1).is_allowed());
     }
     // Another node spends the whole burst meanwhile.
     assert!(
@@ -57,13 +57,13 @@ fn a_refused_debt_is_answered_locally_until_the_store_would_take_it() {
             .check_now(b"k", &policy, 10)
             .unwrap()
             .unwrap()
-            .allowed
+            .is_allowed()
     );
     clock.advance(T);
     // The refresh offers 10: refused, 1 fits and is recorded (a second call), 9 are a
     // debt, and the store says the rest fits in 900 ms.
     let d = check(&node, b"k", &policy, 1);
-    assert!(!d.allowed);
+    assert!(!d.is_allowed());
     assert_eq!(d.retry_after, Some(Duration::from_millis(900)));
     assert_eq!(node.get_ref().calls(), 3);
     assert_eq!(node.get_ref().recorded(), 1);
@@ -71,12 +71,12 @@ fn a_refused_debt_is_answered_locally_until_the_store_would_take_it() {
     for step in 1..18 {
         clock.set(T0 + 100_000 + step * 50_000);
         let d = local(&node, b"k", &policy, 1);
-        assert!(!d.allowed);
+        assert!(!d.is_allowed());
         assert_eq!(
             d.retry_after,
             Some(Duration::from_micros(900_000 - step * 50_000))
         );
-        assert!(!check(&node, b"k", &policy, 1).allowed);
+        assert!(!check(&node, b"k", &policy, 1).is_allowed());
     }
     assert_eq!(node.get_ref().calls(), 3);
     clock.set(T0 + 1_000_000);
@@ -85,7 +85,7 @@ fn a_refused_debt_is_answered_locally_until_the_store_would_take_it() {
         "a refresh is due"
     );
     // The debt fits now: recorded in one call; the burst is spent, so still refused.
-    assert!(!check(&node, b"k", &policy, 1).allowed);
+    assert!(!check(&node, b"k", &policy, 1).is_allowed());
     assert_eq!(node.get_ref().calls(), 4);
     assert_eq!(node.get_ref().recorded(), 10, "every admitted unit, once");
 }
@@ -95,7 +95,7 @@ fn a_peek_while_the_store_refuses_is_answered_as_a_peek() {
     let (clock, shared, node) = setup();
     // One unit per 100 ms, burst 10.
     let policy = Policy::gcra("peek", "10/s burst 10".parse().unwrap()).unwrap();
-    assert!(check(&node, b"k", &policy, 1).allowed);
+    assert!(check(&node, b"k", &policy, 1).is_allowed());
     clock.advance(T);
     // Another node spends the whole burst; the refresh then offers 1: refused for 100 ms.
     assert!(
@@ -103,7 +103,7 @@ fn a_peek_while_the_store_refuses_is_answered_as_a_peek() {
             .check_now(b"k", &policy, 10)
             .unwrap()
             .unwrap()
-            .allowed
+            .is_allowed()
     );
     let refused = check(&node, b"k", &policy, 1);
     assert_eq!(refused.retry_after, Some(T));
@@ -111,13 +111,13 @@ fn a_peek_while_the_store_refuses_is_answered_as_a_peek() {
     clock.advance(T / 2);
     // A cost-0 check admits, as the store and the policy answer one: it asks for nothing.
     let store_peek = shared.check_now(b"k", &policy, 0).unwrap().unwrap();
-    assert!(store_peek.allowed && store_peek.retry_after.is_none());
+    assert!(store_peek.is_allowed() && store_peek.retry_after.is_none());
     assert_eq!(local(&node, b"k", &policy, 0), store_peek);
     assert_eq!(check(&node, b"k", &policy, 0), store_peek);
     // Answered here, spending nothing: the refusal still holds, for what is left of it.
     assert_eq!(node.get_ref().calls(), calls);
     let d = local(&node, b"k", &policy, 1);
-    assert_eq!((d.allowed, d.retry_after), (false, Some(T / 2)));
+    assert_eq!((d.is_allowed(), d.retry_after), (false, Some(T / 2)));
 }
 
 #[test]
@@ -125,7 +125,7 @@ fn a_failed_refresh_returns_the_error_and_keeps_the_counts() {
     let (clock, shared, node) = setup();
     let policy = Policy::gcra("fail", "100/s burst 10".parse().unwrap()).unwrap();
     for _ in 0..5 {
-        assert!(check(&node, b"k", &policy, 1).allowed);
+        assert!(check(&node, b"k", &policy, 1).is_allowed());
     }
     clock.advance(T);
     node.get_ref().fail.store(true, Ordering::SeqCst);
@@ -137,7 +137,7 @@ fn a_failed_refresh_returns_the_error_and_keeps_the_counts() {
     assert_eq!(peek(&shared, b"k", &policy), 10, "nothing recorded");
     node.get_ref().fail.store(false, Ordering::SeqCst);
     let d = check(&node, b"k", &policy, 1);
-    assert!(d.allowed);
+    assert!(d.is_allowed());
     // The 5 are recorded (the store has 5 left), and this admission spent one of them.
     assert_eq!(peek(&shared, b"k", &policy), 5);
     assert_eq!(d.remaining, 4);
@@ -153,7 +153,7 @@ fn flush_reports_a_failure_and_keeps_the_counts() {
     let policy = Policy::gcra("flush", "100/s burst 10".parse().unwrap()).unwrap();
     for key in [&b"a"[..], b"b"] {
         for _ in 0..3 {
-            assert!(check(&node, key, &policy, 1).allowed);
+            assert!(check(&node, key, &policy, 1).is_allowed());
         }
     }
     node.get_ref().fail.store(true, Ordering::SeqCst);
@@ -172,7 +172,7 @@ fn checks_during_a_refresh_spend_the_old_budget_and_the_new_one_counts_them() {
     let (clock, shared, node) = setup();
     let policy = Policy::gcra("flight", "100/s burst 10".parse().unwrap()).unwrap();
     for _ in 0..4 {
-        assert!(check(&node, b"k", &policy, 1).allowed);
+        assert!(check(&node, b"k", &policy, 1).is_allowed());
     }
     clock.advance(T);
     node.get_ref().hold.store(true, Ordering::SeqCst);
@@ -191,10 +191,10 @@ fn checks_during_a_refresh_spend_the_old_budget_and_the_new_one_counts_them() {
     let d = poll_once(&mut refreshing).unwrap().unwrap();
     // The store recorded 4 and has 6 left; 4 of those went while it answered.
     assert_eq!(peek(&shared, b"k", &policy), 6);
-    assert!(d.allowed);
+    assert!(d.is_allowed());
     assert_eq!(d.remaining, 1);
-    assert!(local(&node, b"k", &policy, 1).allowed);
-    assert!(!local(&node, b"k", &policy, 1).allowed);
+    assert!(local(&node, b"k", &policy, 1).is_allowed());
+    assert!(!local(&node, b"k", &policy, 1).is_allowed());
     // Ten admitted in all since the refresh was sent, as the store allows.
     now_or_never(node.flush()).unwrap();
     assert_eq!(node.get_ref().recorded(), 10);
@@ -205,7 +205,7 @@ fn a_cancelled_refresh_puts_its_counts_back() {
     let (clock, _, node) = setup();
     let policy = Policy::gcra("cancel", "100/s burst 10".parse().unwrap()).unwrap();
     for _ in 0..3 {
-        assert!(check(&node, b"k", &policy, 1).allowed);
+        assert!(check(&node, b"k", &policy, 1).is_allowed());
     }
     clock.advance(T);
     node.get_ref().hold.store(true, Ordering::SeqCst);
@@ -215,7 +215,7 @@ fn a_cancelled_refresh_puts_its_counts_back() {
     } // dropped: a timeout around the store, or a client gone
     node.get_ref().hold.store(false, Ordering::SeqCst);
     assert!(node.check_now(b"k", &policy, 1).is_none(), "still due");
-    assert!(check(&node, b"k", &policy, 1).allowed);
+    assert!(check(&node, b"k", &policy, 1).is_allowed());
     assert_eq!(node.get_ref().recorded(), 3);
 }
 
@@ -234,10 +234,10 @@ fn checks_during_a_first_refresh_go_to_the_store() {
     assert!(poll_once(&mut second).is_none());
     node.get_ref().hold.store(false, Ordering::SeqCst);
     // Passed through: decided and counted by the store at once.
-    assert!(poll_once(&mut second).unwrap().unwrap().allowed);
+    assert!(poll_once(&mut second).unwrap().unwrap().is_allowed());
     assert_eq!(node.get_ref().recorded(), 2);
     let d = poll_once(&mut first).unwrap().unwrap();
-    assert!(d.allowed);
+    assert!(d.is_allowed());
     assert_eq!(d.remaining, 7);
     assert_eq!(peek(&shared, b"k", &policy), 8);
     assert_eq!(node.stats().store_calls, 2);
@@ -293,14 +293,14 @@ fn reset_forgets_the_verdict_and_resets_the_store() {
     for _ in 0..10 {
         check(&node, b"k", &policy, 1);
     }
-    assert!(!local(&node, b"k", &policy, 1).allowed);
+    assert!(!local(&node, b"k", &policy, 1).is_allowed());
     shared.check_now(b"k", &policy, 5).unwrap().unwrap();
     now_or_never(node.reset(b"k", &policy)).unwrap();
     assert!(node.is_empty());
     assert_eq!(peek(&shared, b"k", &policy), 10);
     assert!(node.check_now(b"k", &policy, 1).is_none());
     let d = check(&node, b"k", &policy, 1);
-    assert_eq!((d.allowed, d.remaining), (true, 9));
+    assert_eq!((d.is_allowed(), d.remaining), (true, 9));
     assert_eq!(node.get_ref().calls(), 2);
     // The forgotten admissions are never sent.
     now_or_never(node.flush()).unwrap();
@@ -335,7 +335,7 @@ fn long_keys_go_straight_to_the_store() {
     let key = vec![b'x'; 200];
     for _ in 0..3 {
         assert!(node.check_now(&key, &policy, 1).is_none());
-        assert!(check(&node, &key, &policy, 1).allowed);
+        assert!(check(&node, &key, &policy, 1).is_allowed());
     }
     assert_eq!(node.get_ref().recorded(), 3);
     assert!(node.is_empty());
@@ -355,11 +355,11 @@ fn the_map_stays_under_its_cap() {
     let policy = Policy::gcra("cap", "100/s burst 10".parse().unwrap()).unwrap();
     // Ten keys flushed: nothing pending, still fresh.
     for i in 0..10u32 {
-        assert!(check(&node, &i.to_be_bytes(), &policy, 1).allowed);
+        assert!(check(&node, &i.to_be_bytes(), &policy, 1).is_allowed());
     }
     now_or_never(node.flush()).unwrap();
     for i in 10..1_000u32 {
-        assert!(check(&node, &i.to_be_bytes(), &policy, 1).allowed);
+        assert!(check(&node, &i.to_be_bytes(), &policy, 1).is_allowed());
         assert!(node.len() <= 50, "{} keys", node.len());
         clock.advance(Duration::from_micros(10));
     }
@@ -397,7 +397,7 @@ fn threads_sharing_one_node_lose_no_count() {
                             Some(d) => d.unwrap(),
                             None => now_or_never(node.check(keys[k], policy, 1)).unwrap(),
                         };
-                        admitted[k] += u64::from(d.allowed);
+                        admitted[k] += u64::from(d.is_allowed());
                     }
                     admitted
                 })

@@ -10,10 +10,10 @@ fn fail_open_allows_with_the_policy_limit_and_counts() {
     flaky.set(Health::Down);
     for _ in 0..5 {
         let d = check(&fallback, b"k", &p).unwrap();
-        assert!(d.allowed);
+        assert!(d.is_allowed());
         assert_eq!((d.limit, d.remaining, d.retry_after), (2, 2, None));
         assert_eq!(d.reset_after, Duration::ZERO);
-        assert!(d.fallback);
+        assert!(d.source == Source::Fallback);
     }
     assert!(fallback.is_engaged());
     assert_eq!(fallback.stats().failed_open, 5);
@@ -26,7 +26,7 @@ fn fail_open_allows_with_the_policy_limit_and_counts() {
     );
     flaky.set(Health::Up);
     let d = check(&fallback, b"k", &p).unwrap();
-    assert!(d.allowed && !d.fallback);
+    assert!(d.is_allowed() && d.source != Source::Fallback);
     assert!(!fallback.is_engaged());
 }
 
@@ -39,7 +39,7 @@ fn fail_closed_passes_the_error_on_and_counts() {
     assert!(check(&fallback, b"k", &p).unwrap_err().is_timeout());
     assert_eq!(fallback.stats().failed_closed, 1);
     flaky.set(Health::Up);
-    assert!(check(&fallback, b"k", &p).unwrap().allowed);
+    assert!(check(&fallback, b"k", &p).unwrap().is_allowed());
     assert_eq!(fallback.stats().failed_closed, 1);
 }
 
@@ -51,17 +51,17 @@ fn local_fallback_enforces_a_per_node_share() {
     let p = policy("30/min");
     flaky.set(Health::Down);
     let admitted = (0..30)
-        .filter(|_| check(&fallback, b"k", &p).unwrap().allowed)
+        .filter(|_| check(&fallback, b"k", &p).unwrap().is_allowed())
         .count();
     assert_eq!(admitted, 10, "a third of the quota on this node");
     let denied = check(&fallback, b"k", &p).unwrap();
     assert_eq!(denied.limit, 10);
     assert_eq!(denied.retry_after, Some(Duration::from_secs(6)));
     // Another key has its own share.
-    assert!(check(&fallback, b"other", &p).unwrap().allowed);
+    assert!(check(&fallback, b"other", &p).unwrap().is_allowed());
     // A cost that fits the fleet's quota but not the share is charged as the whole share.
     let big = now(fallback.check(b"big", &p, 25)).unwrap().unwrap();
-    assert!(big.allowed);
+    assert!(big.is_allowed());
     assert_eq!(big.remaining, 0);
     assert!(
         now(fallback.check(b"big", &p, 31))
@@ -75,7 +75,7 @@ fn local_fallback_enforces_a_per_node_share() {
     // Back to the shared store, whose state knows nothing of the local decisions.
     flaky.set(Health::Up);
     let d = check(&fallback, b"k", &p).unwrap();
-    assert_eq!((d.allowed, d.limit, d.remaining), (true, 30, 29));
+    assert_eq!((d.is_allowed(), d.limit, d.remaining), (true, 30, 29));
 }
 
 #[test]
@@ -85,10 +85,16 @@ fn check_now_of_a_fallback_answers_whenever_its_store_does() {
     flaky.sync = true;
     let fallback = Fallback::local(flaky.clone(), 2);
     let p = policy("10/s");
-    assert!(fallback.check_now(b"k", &p, 1).unwrap().unwrap().allowed);
+    assert!(
+        fallback
+            .check_now(b"k", &p, 1)
+            .unwrap()
+            .unwrap()
+            .is_allowed()
+    );
     flaky.set(Health::Down);
     let d = fallback.check_now(b"k", &p, 1).unwrap().unwrap();
-    assert_eq!((d.allowed, d.limit), (true, 5));
+    assert_eq!((d.is_allowed(), d.limit), (true, 5));
     let (_, _, deferring) = setup();
     assert!(
         Fallback::fail_open(deferring)
@@ -109,7 +115,7 @@ fn local_fallback_over_a_breaker_recovers_within_a_probe_interval() {
     flaky.set(Health::Down);
     for i in 0..1_000u32 {
         let d = check(&store, &i.to_be_bytes(), &p).unwrap();
-        assert_eq!((d.allowed, d.limit), (true, 10));
+        assert_eq!((d.is_allowed(), d.limit), (true, 10));
     }
     assert_eq!(
         flaky.calls(),
@@ -138,12 +144,15 @@ fn a_deny_cache_in_front_of_a_local_fallback_does_not_outlive_the_outage() {
     // The store is down: the fallback decides with this node's share, 10 of the 30.
     flaky.set(Health::Down);
     let admitted = (0..10)
-        .filter(|_| check(&cache, b"k", &p).unwrap().allowed)
+        .filter(|_| check(&cache, b"k", &p).unwrap().is_allowed())
         .count();
     assert_eq!(admitted, 10);
     let refused = check(&cache, b"k", &p).unwrap();
-    assert_eq!((refused.allowed, refused.limit), (false, 10));
-    assert!(refused.fallback, "an answer in the store's stead says so");
+    assert_eq!((refused.is_allowed(), refused.limit), (false, 10));
+    assert!(
+        refused.source == Source::Fallback,
+        "an answer in the store's stead says so"
+    );
     assert_eq!(fallback.stats().decided_locally, 11);
     // The store is back a second later, knowing nothing of the share's decisions: the next
     // check is the store's to decide, and it admits (the share's refusal said 6 s).
@@ -152,7 +161,7 @@ fn a_deny_cache_in_front_of_a_local_fallback_does_not_outlive_the_outage() {
     let calls = flaky.calls();
     let d = check(&cache, b"k", &p).unwrap();
     assert_eq!(flaky.calls(), calls + 1, "the store was asked");
-    assert_eq!((d.allowed, d.limit, d.remaining), (true, 30, 29));
-    assert!(!d.fallback);
+    assert_eq!((d.is_allowed(), d.limit, d.remaining), (true, 30, 29));
+    assert!(d.source != Source::Fallback);
     assert_eq!(cache.stats().denied_locally, 0);
 }

@@ -163,7 +163,7 @@ pub fn observed(result: &Result<Decision, Error>) -> Expect {
         Err(e) if e.is_cost_too_high() => Expect::CostTooHigh,
         Err(e) => panic!("store failed: {e}"),
         Ok(d) => Expect::Decision {
-            allowed: d.allowed,
+            allowed: d.is_allowed(),
             limit: d.limit,
             remaining: d.remaining,
             retry_us: d.retry_after.map(|r| r.as_micros() as u64),
@@ -259,7 +259,7 @@ fn cell_reply(result: &Result<Decision, Error>, peek: impl FnOnce() -> Decision)
     let secs = |d: Duration| d.as_secs() as i64;
     match result {
         Ok(d) => [
-            i64::from(!d.allowed),
+            i64::from(!d.is_allowed()),
             d.limit as i64,
             d.remaining as i64,
             d.retry_after.map_or(-1, secs),

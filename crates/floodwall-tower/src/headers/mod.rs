@@ -150,7 +150,11 @@ impl Fields {
             }
             HeaderStyle::GitHub => {
                 let (_, d) = decisions.min_by_key(|(_, d)| {
-                    (d.allowed, d.remaining, std::cmp::Reverse(d.reset_after))
+                    (
+                        d.is_allowed(),
+                        d.remaining,
+                        std::cmp::Reverse(d.reset_after),
+                    )
                 })?;
                 Some(Self::GitHub {
                     limit: d.limit,

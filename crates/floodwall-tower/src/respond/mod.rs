@@ -140,7 +140,7 @@ impl Denial {
     pub fn violated(&self) -> impl Iterator<Item = &str> {
         self.decisions
             .iter()
-            .filter(|(_, d)| !d.allowed)
+            .filter(|(_, d)| !d.is_allowed())
             .map(|(p, _)| p.name())
             .chain(self.too_costly.iter().map(|(p, _, _)| p.name()))
             .chain(self.in_flight.iter().map(|(l, _)| l.name()))
@@ -150,7 +150,7 @@ impl Denial {
     /// ([`Penalty`](floodwall_core::Penalty)): [`retry_after`](Self::retry_after) is then
     /// (at least) the ban's remainder. For a body that tells the client so.
     pub fn banned(&self) -> bool {
-        self.decisions.iter().any(|(_, d)| d.banned)
+        self.decisions.iter().any(|(_, d)| d.is_banned())
     }
 
     /// When the request's cost can never pass: `(cost, the policy's limit)`.

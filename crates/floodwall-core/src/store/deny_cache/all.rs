@@ -51,7 +51,7 @@ impl Answer {
                 remaining: d.remaining,
                 retry,
                 reset,
-                banned: d.banned,
+                banned: d.is_banned(),
             });
         }
         Some(Self {
@@ -62,13 +62,14 @@ impl Answer {
 
     /// What the answer said of `policy`, its durations brought to `now` (its `remaining`
     /// as the store gave it: time may have given units back since, never taken any), marked
-    /// [`cached`](Decision::cached); `None` when it said nothing of it, or refused it for
-    /// less time than has passed since (what the store would say now is not known here).
+    /// [`Source::Cache`](crate::Source::Cache); `None` when it said nothing of it, or
+    /// refused it for less time than has passed since (what the store would say now is not
+    /// known here).
     fn repeat(&self, policy: &Policy, now: u64) -> Option<Decision> {
         let namespace = policy.namespace();
         let f = self.figures.iter().find(|f| f.namespace == namespace)?;
         let reset_at = self.sent.saturating_add(f.reset);
-        let mut d = match f.retry {
+        let d = match f.retry {
             None => policy.decision_from_micros(true, f.remaining, 0, reset_at.saturating_sub(now)),
             Some(retry) => {
                 let until = self.sent.saturating_add(retry);
@@ -83,8 +84,7 @@ impl Answer {
                 policy.ban_decision(until - now)
             }
         };
-        d.cached = true;
-        Some(d)
+        Some(d.by_cache())
     }
 }
 
@@ -133,14 +133,14 @@ impl<S, C: Clock> DenyCache<S, C> {
         result: &Result<Vec<Option<Decision>>, Error>,
     ) {
         let Ok(decisions) = result else { return };
-        let all = decisions.iter().flatten().all(|d| d.allowed);
+        let all = decisions.iter().flatten().all(|d| d.is_allowed());
         // Built once, at the first fact learnt; from the earliest send.
         let mut answer: Option<Option<Arc<Answer>>> = None;
         for ((policy, at), d) in policies.iter().zip(sent).zip(decisions) {
             let (Some((at, epoch)), Some(d)) = (at, d) else {
                 continue;
             };
-            if d.allowed && !all {
+            if d.is_allowed() && !all {
                 continue;
             }
             let Some(figures) = self.teaches(policy, *epoch, d) else {

@@ -59,7 +59,7 @@ impl<C: Clock> DenyCacheBuilder<C> {
         self
     }
 
-    /// The longest a ban ([`Decision::banned`](crate::Decision::banned)) is answered
+    /// The longest a ban ([`Outcome::Banned`](crate::Outcome::Banned)) is answered
     /// locally before one check goes to the store again; default
     /// [`DenyCache::DEFAULT_MAX_BAN_HOLD`]. An unban on another node reaches this cache
     /// at most this long after it ([penalties](crate::guide::penalties)); a banned key costs the store one

@@ -9,7 +9,7 @@ use super::all::Answer;
 use super::flight::{Flight, FlightEnd};
 use crate::store::evict::evict_soonest;
 use crate::store::key::{KeyBuf, MapKey};
-use crate::{Clock, Decision, Parameters, Policy, Rounding};
+use crate::{Clock, Decision, Parameters, Policy, Rounding, Source};
 
 pub(super) type Map = papaya::HashMap<MapKey, Entry, ahash::RandomState>;
 
@@ -96,7 +96,7 @@ impl<S, C: Clock> DenyCache<S, C> {
         d: &Decision,
     ) -> Option<(Option<u64>, u64)> {
         let figures = exact(policy, d)?;
-        if policy.penalty().is_some() && !d.banned {
+        if policy.penalty().is_some() && !d.is_banned() {
             return None;
         }
         (self.cache.resets.load(Ordering::SeqCst) == epoch).then_some(figures)
@@ -114,9 +114,9 @@ impl<S, C: Clock> DenyCache<S, C> {
         (retry, reset): (Option<u64>, u64),
     ) -> Option<(Entry, u64)> {
         let cache = &self.cache;
-        let (cost, wait) = if d.allowed {
+        let (cost, wait) = if d.is_allowed() {
             exhausted(policy, d.remaining, reset)?
-        } else if d.banned {
+        } else if d.is_banned() {
             // Every cost is refused while banned.
             (1, retry?)
         } else {
@@ -124,7 +124,7 @@ impl<S, C: Clock> DenyCache<S, C> {
         };
         // Held for a bound, not for the fact's length: a reset elsewhere (an unban, for a
         // ban) reaches this cache no later than that.
-        let hold = if d.banned {
+        let hold = if d.is_banned() {
             cache.max_ban_hold
         } else {
             cache.max_refusal_hold
@@ -139,7 +139,7 @@ impl<S, C: Clock> DenyCache<S, C> {
             end: sent.saturating_add(wait),
             cost,
             reset_at: sent.saturating_add(reset),
-            banned: d.banned,
+            banned: d.is_banned(),
             others: None,
             flight: None,
         };
@@ -189,14 +189,15 @@ impl<S, C: Clock> DenyCache<S, C> {
 /// the shared state), or rounded durations without the exact figures behind them (a
 /// decision built by hand), from which a window could outlast the store's.
 pub(super) fn exact(policy: &Policy, d: &Decision) -> Option<(Option<u64>, u64)> {
-    if d.fallback || (policy.rounding() != Rounding::Micros && d.exact.is_none()) {
+    if d.source == Source::Fallback || (policy.rounding() != Rounding::Micros && d.exact.is_none())
+    {
         return None;
     }
     Some(d.exact_micros())
 }
 
 /// A refusal answered locally at `now` (before `until`) from a fact lasting until `until`,
-/// rounded as the policy reports its durations, and marked [`cached`](Decision::cached).
+/// rounded as the policy reports its durations, and marked [`Source::Cache`].
 /// `remaining` is 0 for the refused policy (the store may hold fewer units than asked
 /// for); a repeat of another policy's refusal gives the store's.
 pub(super) fn refusal(
@@ -208,9 +209,9 @@ pub(super) fn refusal(
 ) -> Decision {
     let retry = until - now;
     let reset = reset_at.saturating_sub(now).max(retry);
-    let mut decision = policy.decision_from_micros(false, remaining, retry, reset);
-    decision.cached = true;
-    decision
+    policy
+        .decision_from_micros(false, remaining, retry, reset)
+        .by_cache()
 }
 
 /// After an admission: the smallest cost now refused, and for how long after the check

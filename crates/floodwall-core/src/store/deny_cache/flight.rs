@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::Cache;
 use crate::store::key::MapKey;
 use crate::store::lock;
-use crate::{Clock, Decision};
+use crate::{Clock, Decision, Outcome};
 
 /// A check of a key whose cached refusal lapsed, in flight to the inner store: the
 /// checks of that key arriving meanwhile with a cost `>= cost` wait for how it ends, until
@@ -50,7 +50,7 @@ impl FlightEnd {
     /// its bound, answered with its remainder).
     pub(super) fn after(sent: u64, d: &Decision, figures: (Option<u64>, u64)) -> Self {
         match figures {
-            (Some(retry), reset) if !d.allowed && !d.banned => Self::Refused {
+            (Some(retry), reset) if d.outcome == Outcome::Refused => Self::Refused {
                 until: sent.saturating_add(retry),
                 reset_at: sent.saturating_add(reset),
             },

@@ -49,15 +49,15 @@ use route::{Mode, Route};
 /// let store = DenyCache::builder().clock(clock.clone()).build(shared);
 /// let policy = Policy::gcra("login", "2/s burst 1".parse()?)?;
 ///
-/// assert!(store.check_now(b"mallory", &policy, 1).unwrap()?.allowed);
+/// assert!(store.check_now(b"mallory", &policy, 1).unwrap()?.is_allowed());
 /// // That admission used the burst up: until the next slot (500 ms later) mallory's
 /// // checks are refused without reaching the inner store.
 /// for _ in 0..100 {
 ///     let denied = store.check_now(b"mallory", &policy, 1).unwrap()?;
-///     assert!(!denied.allowed);
+///     assert!(!denied.is_allowed());
 /// }
 /// clock.advance(Duration::from_millis(500));
-/// assert!(store.check_now(b"mallory", &policy, 1).unwrap()?.allowed);
+/// assert!(store.check_now(b"mallory", &policy, 1).unwrap()?.is_allowed());
 /// let stats = store.stats();
 /// assert_eq!((stats.store_calls, stats.denied_locally), (2, 100));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -77,7 +77,8 @@ use route::{Mode, Route};
 ///   rounded to whole seconds ([`Policy::redis_cell`]) is cached from the exact figures
 ///   its decisions keep behind the rounded ones, and its local refusals are rounded as it
 ///   reports them. Answers a [`Fallback`](crate::resilience::Fallback) gave in the
-///   store's stead ([`Decision::fallback`]) are passed on and never remembered.
+///   store's stead ([`Source::Fallback`](crate::Source::Fallback)) are passed on and
+///   never remembered.
 /// - A local refusal reports `remaining` 0, `retry_after` until the local window ends (the
 ///   store's own could be later, never earlier) and the `reset_after` the store gave.
 /// - At most [`max_keys`](DenyCacheBuilder::max_keys) keys are remembered.

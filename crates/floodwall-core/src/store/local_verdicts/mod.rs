@@ -60,19 +60,19 @@ type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 /// let policy = Policy::gcra("api", "100/s burst 10".parse()?)?;
 /// # block_on(async {
 /// // No verdict yet: `check` asks the shared store (a peek), then decides here.
-/// assert!(store.check(b"alice", &policy, 1).await?.allowed);
+/// assert!(store.check(b"alice", &policy, 1).await?.is_allowed());
 /// // For the next 100 ms alice is answered locally, without waiting...
 /// for _ in 0..9 {
-///     assert!(store.check_now(b"alice", &policy, 1).unwrap()?.allowed);
+///     assert!(store.check_now(b"alice", &policy, 1).unwrap()?.is_allowed());
 /// }
-/// assert!(!store.check_now(b"alice", &policy, 1).unwrap()?.allowed);
+/// assert!(!store.check_now(b"alice", &policy, 1).unwrap()?.is_allowed());
 /// // ...and the shared store has not heard of those 10 admissions yet.
 /// assert_eq!(shared.check_now(b"alice", &policy, 0).unwrap()?.remaining, 10);
 ///
 /// clock.advance(Duration::from_millis(100));
 /// // A refresh is due: `check_now` cannot answer; `check` records the 10 in one call.
 /// assert!(store.check_now(b"alice", &policy, 1).is_none());
-/// assert!(!store.check(b"alice", &policy, 1).await?.allowed);
+/// assert!(!store.check(b"alice", &policy, 1).await?.is_allowed());
 /// assert_eq!(shared.check_now(b"alice", &policy, 0).unwrap()?.remaining, 0);
 ///
 /// let stats = store.stats();
@@ -88,12 +88,14 @@ type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 /// - Knobs: [`interval`](LocalVerdictsBuilder::interval) (default 100 ms) and
 ///   [`max_keys`](LocalVerdictsBuilder::max_keys).
 /// - A key's first check waits for its first refresh; checks of that key arriving
-///   meanwhile go to the inner store as plain checks. [`check_now`](crate::StoreExt::check_now)
-///   returns `None` when a refresh is due, so the caller's `check` does it.
+///   meanwhile go to the inner store as plain checks.
+///   [`check_now`](crate::StoreExt::check_now) returns `None` when a refresh is due, so
+///   the caller's `check` does it.
 /// - A local refusal reports `retry_after` until the store's refusal lapses, or until the
 ///   next refresh when the local budget is spent.
-/// - [`reset`](crate::StoreExt::reset) forgets the local verdict, and the counts not yet sent with it;
-///   [`flush`](Self::flush) sends every key's pending counts now: call it at shutdown.
+/// - [`reset`](crate::StoreExt::reset) forgets the local verdict, and the counts not yet
+///   sent with it; [`flush`](Self::flush) sends every key's pending counts now: call it at
+///   shutdown.
 /// - Keys longer than 128 bytes go straight to the inner store.
 /// - Clones share the verdicts (and clone the inner store).
 pub struct LocalVerdicts<S, C: Clock = SystemClock> {
@@ -252,7 +254,7 @@ impl<S, C: Clock> LocalVerdicts<S, C> {
             }
             if v.in_flight || v.fresh(now, vs.interval) {
                 let d = v.decide(now, cost, policy, vs.interval);
-                let counter = if d.allowed {
+                let counter = if d.is_allowed() {
                     &vs.allowed_locally
                 } else {
                     &vs.denied_locally

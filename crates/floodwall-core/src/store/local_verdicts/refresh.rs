@@ -96,7 +96,7 @@ impl<S: Store, C: Clock> LocalVerdicts<S, C> {
         let send = taken.min(policy.limit());
         let d = self.check_through(key, policy, send).await?;
         let reset = micros(d.reset_after);
-        if d.allowed {
+        if d.is_allowed() {
             let left = taken - send;
             let budget = if left == 0 { d.remaining } else { 0 };
             return Ok(Refreshed {
@@ -110,14 +110,14 @@ impl<S: Store, C: Clock> LocalVerdicts<S, C> {
         let retry = d.retry_after.map_or(1, micros).max(1);
         let mut left = taken;
         let fits = d.remaining.min(send);
-        if fits > 0 && self.check_through(key, policy, fits).await?.allowed {
+        if fits > 0 && self.check_through(key, policy, fits).await?.is_allowed() {
             left -= fits;
         }
         Ok(Refreshed {
             left,
             budget: 0,
             retry,
-            banned: d.banned,
+            banned: d.is_banned(),
             reset,
         })
     }

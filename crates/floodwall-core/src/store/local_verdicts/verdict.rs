@@ -52,7 +52,7 @@ pub(super) struct Refreshed {
     pub(super) budget: u64,
     /// How long the store refused for, µs; 0 if it did not.
     pub(super) retry: u64,
-    /// Whether that refusal was a ban ([`Decision::banned`]).
+    /// Whether that refusal was a ban ([`Outcome::Banned`](crate::Outcome::Banned)).
     pub(super) banned: bool,
     pub(super) reset: u64,
 }

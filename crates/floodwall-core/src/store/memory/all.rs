@@ -71,7 +71,7 @@ impl<C: Clock> MemoryStore<C> {
         let mut decisions = self.check_all_quotas(key, policies, cost)?;
         for (p, d) in policies.iter().zip(&mut decisions) {
             if let (Some(penalty), Some(d)) = (p.penalty(), d.as_mut())
-                && !d.allowed
+                && !d.is_allowed()
                 && let Some(ban) = self.strike(key, p, penalty, now)
             {
                 *d = ban;
@@ -296,14 +296,14 @@ fn decide_all(
             }
         }
     }
-    if decisions.iter().flatten().all(|d| d.allowed) {
+    if decisions.iter().flatten().all(|d| d.is_allowed()) {
         held.iter_mut().for_each(Held::commit);
         return Some(Ok(decisions));
     }
     // Refused: nothing is recorded, and the policies that would have allowed the request
     // say what they hold as it stays.
     for ((policy, entry), d) in policies.iter().zip(entries).zip(&mut decisions) {
-        if d.is_some_and(|d| d.allowed) {
+        if d.is_some_and(|d| d.is_allowed()) {
             let h = held.iter().find(|h| std::ptr::eq(h.entry(), *entry))?;
             match h.peek(policy, now) {
                 Ok(peek) => *d = Some(peek),
