@@ -36,71 +36,12 @@ use crate::unpack::ScriptAnswer;
 /// [`sentinel`](RedisStoreBuilder::sentinel) (the primary Redis Sentinel names, followed
 /// through failovers).
 ///
-/// # Failures
-///
-/// A check never panics and never allows silently. It answers:
-/// - [`Error::CostTooHigh`] before any Redis call when the cost can never pass;
-/// - [`Error::Timeout`] when no reply came within the [timeout](RedisStoreBuilder::timeout);
-/// - [`Error::Unavailable`] when Redis refuses or drops connections (server down or
-///   restarting, cluster down, a Sentinel failover under way); the connection recovers by
-///   itself once Redis is back;
-/// - [`Error::Backend`] when Redis answered with an error: a key of the wrong type written
-///   by someone else (`WRONGTYPE`), a value the script cannot read, any other script error;
-/// - [`Error::Overloaded`] when, with coalescing, too many checks already wait behind calls
-///   in flight ([`MAX_QUEUED_PER_GROUP`](Self::MAX_QUEUED_PER_GROUP) of checks that can
-///   share a call, [`MAX_QUEUED`](Self::MAX_QUEUED) in all).
-///
-/// Scripts are sent by SHA1 (EVALSHA); after `SCRIPT FLUSH`, a restart or a failover the
-/// server answers `NOSCRIPT` and the script is loaded and run again, transparently.
-///
-/// # Coalescing
-///
-/// With [`RedisStoreBuilder::coalesce`], a check goes out at once, alone, when no call of
-/// checks that could share one with it (the same algorithm and parameters, the same node;
-/// any keys) is in flight; those arriving meanwhile share the next call, a batch of up to
-/// 256 checks that decides them all, the checks of each key in arrival order exactly as
-/// sequential calls at one instant would (GCRA, buckets, fixed window; the sliding window
-/// and log are never coalesced). Behind a batch in flight, 32 waiting checks go as a
-/// second call rather than wait. [`stats`](Self::stats)
-/// counts the calls made and saved; the builder method says what becomes of checks whose
-/// callers give up, and of those queued during a stall.
-///
-/// ```no_run
-/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
-/// use floodwall_core::{Policy, StoreExt};
-/// use floodwall_redis::RedisStore;
-///
-/// // Coalescing is on by default.
-/// let store = RedisStore::connect("redis://127.0.0.1/").await?;
-/// let policy = Policy::gcra("api", "100/s".parse()?)?;
-/// // Ten concurrent checks of ten users: the first goes out alone, the nine that arrive
-/// // while it is in flight share one EVALSHA.
-/// let mut checks = tokio::task::JoinSet::new();
-/// for user in 0..10 {
-///     let (store, policy) = (store.clone(), policy.clone());
-///     checks.spawn(async move { store.check(format!("user-{user}").as_bytes(), &policy, 1).await });
-/// }
-/// let _decisions = checks.join_all().await;
-/// println!("{:?}", store.stats());
-/// # Ok(()) }
-/// ```
-///
-/// # Deny cache
-///
-/// With [`RedisStoreBuilder::deny_cache`] (on by default), what Redis refused is refused
-/// again locally, with no script call, until the refusal lapses: a client flooding a key
-/// past its quota costs about one call per request admitted (and one per hold). It is
-/// exact (it refuses only what Redis would), provided Redis's clock runs at the local rate;
-/// a reset elsewhere (another process, a `DEL`, `FLUSHALL`) is seen within
-/// [`deny_cache_max_refusal_hold`](RedisStoreBuilder::deny_cache_max_refusal_hold)
-/// (default
-/// [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_REFUSAL_HOLD)),
-/// an unban elsewhere within
-/// [`deny_cache_max_ban_hold`](RedisStoreBuilder::deny_cache_max_ban_hold) (default
-/// [`DenyCache::DEFAULT_MAX_BAN_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_BAN_HOLD)).
-/// The builder method says more.
-/// [`stats`](Self::stats) counts the calls it saved
-/// ([`RedisStats::denied_locally`]), [`deny_cache_stats`](Self::deny_cache_stats) the rest.
+/// A check never panics and never allows silently: [`Error::CostTooHigh`] before any call,
+/// else [`Error::Timeout`], [`Error::Unavailable`], [`Error::Backend`] or
+/// [`Error::Overloaded`], as the [Redis store guide](crate::guide::redis#failures) tells.
+/// [Coalescing](RedisStoreBuilder::coalesce) and the [deny cache](RedisStoreBuilder::deny_cache)
+/// are on by default; [`stats`](Self::stats) and [`deny_cache_stats`](Self::deny_cache_stats)
+/// count the calls they save.
 #[derive(Clone)]
 pub struct RedisStore {
     pub(crate) inner: Arc<Inner>,
