@@ -58,10 +58,6 @@ impl RedisStoreBuilder {
 
     /// Every key starts with this (default `floodwall:`), so several applications can
     /// share one Redis. At most 64 printable characters, without `{`, `}` or whitespace.
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder().prefix("shop:limits:");
-    /// ```
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
@@ -70,20 +66,12 @@ impl RedisStoreBuilder {
     /// The most one check may take, connecting and waiting for a pooled connection
     /// included (default 1 s); past it the check answers
     /// [`Error::Timeout`](floodwall_core::Error::Timeout).
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder().timeout(std::time::Duration::from_millis(50));
-    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout.max(Duration::from_millis(1));
         self
     }
 
     /// The most connections a [`pool`](Self::pool) opens (default 8, at least 1).
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder().pool_size(4);
-    /// ```
     pub fn pool_size(mut self, size: u32) -> Self {
         self.pool_size = size.max(1);
         self
@@ -95,12 +83,6 @@ impl RedisStoreBuilder {
     ///
     /// `url` is `redis://[user:password@]host[:port][/db]`, `redis+unix:///path/to.sock`,
     /// or `rediss://` (which needs redis-rs's TLS support, not enabled by this crate).
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), floodwall_redis::BuildError> {
-    /// let store = floodwall_redis::RedisStore::builder().multiplexed("redis://127.0.0.1/").await?;
-    /// # Ok(()) }
-    /// ```
     pub async fn multiplexed(self, url: &str) -> Result<RedisStore, BuildError> {
         self.check_prefix()?;
         let conn = Connection::manager(url, self.timeout).await?;
@@ -250,10 +232,6 @@ impl RedisStoreBuilder {
     /// costs, and what becomes of stalls and callers that give up: the
     /// [Redis store guide](crate::guide::redis#coalescing). `coalesce(false)` sends every
     /// check alone.
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder().coalesce(true);
-    /// ```
     pub fn coalesce(mut self, on: bool) -> Self {
         self.coalesce = on;
         self
@@ -269,66 +247,33 @@ impl RedisStoreBuilder {
     /// runs at the local rate, and sees resets made elsewhere within the refusal hold
     /// ([`floodwall_core::guide::deny_cache`]); the `_at` methods bypass it.
     /// `deny_cache(false)` sends every check to Redis.
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder().deny_cache(false);
-    /// ```
     pub fn deny_cache(mut self, on: bool) -> Self {
         self.deny_cache = on;
         self
     }
 
     /// How long the [deny cache](Self::deny_cache) answers a refusal without asking Redis
-    /// again; default
-    /// [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_REFUSAL_HOLD).
-    /// A [`reset`](floodwall_core::StoreExt::reset) through another process, a `DEL`,
-    /// a `FLUSHALL` or a key Redis evicted reaches this process at most this long after
-    /// it; a refused key costs Redis one script call per this span per process (the
-    /// checks arriving meanwhile wait for its answer). Local refusals still report Redis's
-    /// whole `retry_after`. Zero holds no refusal: every refused check is a script call.
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder()
-    ///     .deny_cache_max_refusal_hold(std::time::Duration::from_millis(200));
-    /// ```
+    /// again, and so how late a reset made elsewhere is seen here; as
+    /// [`DenyCacheBuilder::max_refusal_hold`](floodwall_core::DenyCacheBuilder::max_refusal_hold).
     pub fn deny_cache_max_refusal_hold(mut self, hold: Duration) -> Self {
         self.max_refusal_hold = hold;
         self
     }
 
-    /// How long the [deny cache](Self::deny_cache) answers a ban
-    /// ([`Decision::banned`](floodwall_core::Decision::banned), under a policy's
-    /// [`Penalty`](floodwall_core::Penalty)) without asking Redis again; default
-    /// [`DenyCache::DEFAULT_MAX_BAN_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_BAN_HOLD).
-    /// An [`unban`](floodwall_core::StoreExt::unban) through another process reaches this one
-    /// at most this long after it; a banned key costs Redis one call per this span per
-    /// process. Zero holds no ban: every check of a banned key is a script call (a `GET`
-    /// of its ban).
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder()
-    ///     .deny_cache_max_ban_hold(std::time::Duration::from_millis(200));
-    /// ```
+    /// How long the [deny cache](Self::deny_cache) answers a ban without asking Redis again,
+    /// and so how late an unban made elsewhere is seen here; as
+    /// [`DenyCacheBuilder::max_ban_hold`](floodwall_core::DenyCacheBuilder::max_ban_hold).
     pub fn deny_cache_max_ban_hold(mut self, hold: Duration) -> Self {
         self.max_ban_hold = hold;
         self
     }
 
-    /// For how many parameter sets (distinct quotas per algorithm; default
+    /// For how many parameter sets (default
     /// [`DEFAULT_WRITTEN_SCRIPTS`](RedisStore::DEFAULT_WRITTEN_SCRIPTS)) the store loads a
-    /// script of their own, with the parameters written in: a check of cost 1 then sends
-    /// no argument, which saves Redis the work of reading them (BENCHMARKS.md §2 measures
-    /// it). Checks under further parameter sets send them
-    /// as arguments to one generic script per algorithm (checks of several policies at
-    /// once: per combination of algorithms and penalties). Each script stays in Redis's
-    /// script cache (a few KB) until `SCRIPT FLUSH` or a restart, so policies made on the
-    /// fly, a quota per tenant say, are what this bound is for; 0 always sends arguments.
-    ///
-    /// ```
-    /// // At most 16 parameter sets get a script of their own; checks under more send
-    /// // their parameters to the algorithm's generic script.
-    /// let b = floodwall_redis::RedisStore::builder().written_scripts(16);
-    /// ```
+    /// script with the parameters written in, so that a check of cost 1 sends no argument;
+    /// checks under more send them to a generic script. The bound is for policies made on
+    /// the fly (a quota per tenant): each script stays in Redis's script cache. 0 always
+    /// sends arguments ([`crate::guide::redis`], "What a check costs Redis").
     pub fn written_scripts(mut self, n: usize) -> Self {
         self.written_scripts = n;
         self

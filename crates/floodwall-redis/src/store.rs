@@ -328,17 +328,8 @@ pub(crate) fn decision(
 }
 
 impl RedisStore {
-    /// An operation without the deny cache: one script call or command, or (an
-    /// in-flight slot) a lease (`src/lease/`).
-    ///
-    /// - A check is one script call on the server's clock (alone or coalesced); several
-    ///   policies are one script call over their keys (`src/all.rs`), which share one slot.
-    /// - A booking is one script call (`src/reserve.rs`), never coalesced; a cancel gives
-    ///   the slot back while it is the latest on its key, one script call.
-    /// - A charge or refund is one script call (`src/adjust.rs`).
-    /// - An unban is one `DEL` of the key's ban, strikes and remembered bans (its quota
-    ///   state is kept), seen at once by every store on this Redis without a deny cache;
-    ///   a reset one `DEL` of the quota state.
+    /// An operation without the deny cache: one script call or command (an unban one `DEL`
+    /// of the penalty keys, a reset one of the quota state), or a lease (`src/lease/`).
     async fn direct(&self, op: StoreOp<'_>) -> Result<Reply, Error> {
         Ok(match op {
             StoreOp::Check { key, policy, cost } => {
@@ -382,12 +373,8 @@ impl RedisStore {
     }
 }
 
-/// Every operation through the deny cache when it is on (see [`RedisStore::builder`]):
-/// a check it knows is refused is answered without a call, and a reset, an unban or a
-/// refund forgets what it knew of the key; other processes' deny caches see an unban
-/// within their [`max_ban_hold`](RedisStoreBuilder::deny_cache_max_ban_hold)
-/// ([penalties](floodwall_core::guide::penalties)). Then one script call or command per operation, on the server's
-/// clock.
+/// Every operation through the deny cache when it is on (see [`RedisStore::builder`]),
+/// then one script call or command per operation, on the server's clock.
 impl Store for RedisStore {
     async fn call(&self, op: StoreOp<'_>) -> Result<Reply, Error> {
         match &self.deny {
