@@ -21,24 +21,14 @@
 //! `RateLimitLayer::new(store, policy)` as you would a `MemoryStore`. The connection kinds
 //! are on [`RedisStore::builder`] (`.pool(url)`, `.cluster(urls)`, `.sentinel(..)`).
 //!
-//! - **Every algorithm** of [`floodwall_core`] (GCRA, token bucket, leaky bucket, fixed
-//!   window, sliding window, sliding log) runs as a script built from `src/lua/` (the leaky
-//!   bucket, GCRA underneath, runs GCRA's), doing the same integer arithmetic in
-//!   microseconds as the Rust code: the same decision vectors run against both.
-//!   `Policy::redis_cell` answers as redis-cell's `CL.THROTTLE` does.
-//! - **Server time**: scripts read `TIME`, so clients' clocks never matter. Redis 7
-//!   replicates a script's effects, not the script, so replicas agree.
-//! - **One key per decision**, whose hash tag is the user key: every script runs on Redis
-//!   Cluster, and users spread over its slots; a batch of checks of several keys runs on
-//!   the node serving them all. Every key expires when its state is
-//!   worthless; nothing calls `KEYS` or `SCAN`.
-//! - **Four connection kinds** behind one [`RedisStore`]: redis-rs's multiplexed
-//!   `ConnectionManager`, a `bb8-redis` pool, the async cluster connection, and the
-//!   primary Redis Sentinel names, looked up again after a failover.
-//! - **Failures** map onto [`floodwall_core::Error`]: timeouts, an unreachable server and
-//!   errors Redis answered (a key of the wrong type) are told apart, never a panic, never a
-//!   silent allow. The tower layer answers a store failure with 503 by default, or lets
-//!   requests through with `fail_open()`.
+//! - **Every algorithm** of [`floodwall_core`] runs as a script built from `src/lua/`, doing
+//!   the same integer arithmetic as the Rust code (the same decision vectors run against
+//!   both), on the server's clock (`TIME`), so clients' clocks never matter.
+//! - **One key per decision**, whose hash tag is the user key, so every script runs on Redis
+//!   Cluster; every key expires when its state is worthless (no `KEYS`, no `SCAN`).
+//! - **Four connection kinds**: a multiplexed `ConnectionManager`, a `bb8-redis` pool, a
+//!   cluster, and the primary Redis Sentinel names, followed through failovers.
+//! - **Failures** map onto [`floodwall_core::Error`]: never a panic, never a silent allow.
 //!
 //! # Keys, costs, and the guides
 //!
