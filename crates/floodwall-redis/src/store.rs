@@ -162,8 +162,7 @@ impl RedisStore {
         cost: u64,
         now_us: u64,
     ) -> Result<Decision, Error> {
-        self.decide(key, policy, cost, Some(now_us.min(MAX_EXPLICIT_NOW)))
-            .await
+        self.decide(key, policy, cost, explicit(now_us)).await
     }
 
     /// The Redis key holding `key`'s state under `policy` (see the crate docs for the
@@ -200,10 +199,10 @@ impl RedisStore {
         self.deny.as_deref().map(DenyCache::stats)
     }
 
-    /// Deletes the key (one `DEL`), bypassing the deny cache.
-    async fn delete(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+    /// Deletes `keys` (one `DEL`; they share a slot), bypassing the deny cache.
+    async fn delete(&self, keys: &[Vec<u8>]) -> Result<(), Error> {
         let mut del = redis::cmd("DEL");
-        del.arg(self.redis_key(key, policy));
+        del.arg(keys);
         self.bounded::<i64>(Op::Cmd(&del)).await.map(drop)
     }
 
@@ -278,16 +277,6 @@ impl RedisStore {
         decision(policy, reply::single(layout, cost, &reply)?)
     }
 
-    /// Deletes `key`'s ban, strikes and remembered bans under `policy` (one `DEL` of the
-    /// three keys, which share a slot), bypassing the deny cache.
-    async fn lift(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        let mut del = redis::cmd("DEL");
-        for k in self.penalty_keys(key, policy) {
-            del.arg(k);
-        }
-        self.bounded::<i64>(Op::Cmd(&del)).await.map(drop)
-    }
-
     /// The script's answer to one check under `layout`, from one script call.
     pub(crate) async fn answer(
         &self,
@@ -308,9 +297,11 @@ impl RedisStore {
     }
 }
 
-/// Explicit times are clamped here: a time plus any span stays below 2^53, where every
+/// An explicit time, clamped so that it plus any span stays below 2^53, where every
 /// script's arithmetic is exact.
-pub(crate) const MAX_EXPLICIT_NOW: u64 = (1 << 53) - floodwall_core::MAX_SPAN.as_micros() as u64;
+pub(crate) fn explicit(now_us: u64) -> Option<u64> {
+    Some(now_us.min((1 << 53) - floodwall_core::MAX_SPAN.as_micros() as u64))
+}
 
 /// The decision a script's answer stands for under `policy`. An answer that cannot be one
 /// is the server's fault, never a panic.
@@ -360,11 +351,11 @@ impl RedisStore {
                 Reply::Done
             }
             StoreOp::Unban { key, policy } => {
-                self.lift(key, policy).await?;
+                self.delete(&self.penalty_keys(key, policy)).await?;
                 Reply::Done
             }
             StoreOp::Reset { key, policy } => {
-                self.delete(key, policy).await?;
+                self.delete(&[self.redis_key(key, policy)]).await?;
                 Reply::Done
             }
             StoreOp::Acquire { key, limit } => Reply::Acquired(self.lease(key, limit).await?),
