@@ -14,7 +14,7 @@ use redis::Script;
 
 use crate::kind::{Layout, ScriptKind};
 use crate::op::Op;
-use crate::store::{MAX_EXPLICIT_NOW, RedisStore};
+use crate::store::{RedisStore, explicit};
 
 static ADJUST: LazyLock<[Option<Script>; ScriptKind::ALL.len()]> =
     LazyLock::new(|| ScriptKind::ALL.map(|kind| text(kind).map(|t| Script::new(&t))));
@@ -45,8 +45,7 @@ impl RedisStore {
         adjustment: Adjustment,
         now_us: u64,
     ) -> Result<(), Error> {
-        self.settle(key, policy, adjustment, Some(now_us.min(MAX_EXPLICIT_NOW)))
-            .await
+        self.settle(key, policy, adjustment, explicit(now_us)).await
     }
 
     /// One script call, without the deny cache.
@@ -72,13 +71,7 @@ impl RedisStore {
         };
         let mut inv = script.prepare_invoke();
         inv.key(self.redis_key(key, policy)).arg(amount);
-        for a in layout.params() {
-            inv.arg(a);
-        }
-        match now {
-            Some(now) => inv.arg(now),
-            None => inv.arg(""),
-        };
+        layout.push_args(&mut inv, now);
         self.inner.counters.single();
         let _changed: i64 = self.bounded(Op::Script(&inv)).await?;
         Ok(())

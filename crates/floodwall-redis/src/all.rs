@@ -14,17 +14,11 @@ use crate::store::{RedisStore, decision};
 
 impl RedisStore {
     /// Decides `key` under every one of `policies` at `now` (µs; `None` reads the
-    /// server's clock) in one script call, never coalesced: every key is read, each
-    /// policy decides, and the keys are written only if all allowed.
-    ///
-    /// [`Error::Unsupported`] for a sliding window or log among several policies (their
-    /// scripts are whole, with no sections to combine), and for a policy listed twice
-    /// (one key, which a script reads once): the tower layer then checks the policies
-    /// one by one.
-    ///
-    /// Policies with a penalty take part ([penalties](floodwall_core::guide::penalties), rule 8): their ban, strike and
-    /// remembered-bans keys follow the rate keys, in the policies' order, all in the user
-    /// key's slot; a ban under any policy records nothing in any.
+    /// server's clock) in one script call, never coalesced, writing only if all allowed.
+    /// [`Error::Unsupported`] for a sliding window or log among several policies, or a
+    /// policy listed twice: the tower layer then checks them one by one. Penalized policies'
+    /// keys follow the rate keys ([`floodwall_core::guide::all_or_nothing`],
+    /// [`crate::guide::redis`]).
     pub(crate) async fn decide_all(
         &self,
         key: &[u8],
@@ -89,7 +83,7 @@ impl RedisStore {
         cost: u64,
         now_us: u64,
     ) -> Result<Vec<Option<Decision>>, Error> {
-        let now = now_us.min(crate::store::MAX_EXPLICIT_NOW);
-        self.decide_all(key, policies, cost, Some(now)).await
+        let now = crate::store::explicit(now_us);
+        self.decide_all(key, policies, cost, now).await
     }
 }

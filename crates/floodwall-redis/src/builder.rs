@@ -58,10 +58,6 @@ impl RedisStoreBuilder {
 
     /// Every key starts with this (default `floodwall:`), so several applications can
     /// share one Redis. At most 64 printable characters, without `{`, `}` or whitespace.
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder().prefix("shop:limits:");
-    /// ```
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
@@ -70,20 +66,12 @@ impl RedisStoreBuilder {
     /// The most one check may take, connecting and waiting for a pooled connection
     /// included (default 1 s); past it the check answers
     /// [`Error::Timeout`](floodwall_core::Error::Timeout).
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder().timeout(std::time::Duration::from_millis(50));
-    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout.max(Duration::from_millis(1));
         self
     }
 
     /// The most connections a [`pool`](Self::pool) opens (default 8, at least 1).
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder().pool_size(4);
-    /// ```
     pub fn pool_size(mut self, size: u32) -> Self {
         self.pool_size = size.max(1);
         self
@@ -95,12 +83,6 @@ impl RedisStoreBuilder {
     ///
     /// `url` is `redis://[user:password@]host[:port][/db]`, `redis+unix:///path/to.sock`,
     /// or `rediss://` (which needs redis-rs's TLS support, not enabled by this crate).
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), floodwall_redis::BuildError> {
-    /// let store = floodwall_redis::RedisStore::builder().multiplexed("redis://127.0.0.1/").await?;
-    /// # Ok(()) }
-    /// ```
     pub async fn multiplexed(self, url: &str) -> Result<RedisStore, BuildError> {
         self.check_prefix()?;
         let conn = Connection::manager(url, self.timeout).await?;
@@ -149,28 +131,10 @@ impl RedisStoreBuilder {
     /// multiplexed connection, as [`multiplexed`](Self::multiplexed). The sentinels' answer
     /// is checked with `ROLE` on the node itself.
     ///
-    /// # Failover
-    ///
-    /// When the primary dies its connection fails: the check in flight answers
-    /// [`Error::Unavailable`](floodwall_core::Error::Unavailable) or
-    /// [`Error::Timeout`](floodwall_core::Error::Timeout) (it may have been applied, so it
-    /// is not retried), and the next check asks the sentinels for the primary again. Until
-    /// they have promoted a replica, checks answer `Unavailable` at once (the sentinels
-    /// still name the dead primary, which refuses connections, or report it down), which
-    /// a fail mode (`Fallback`, or the tower layer's) answers instead; one lookup runs at a
-    /// time, and the checks that waited for a failed one share its answer. A check
-    /// that times out or meets `READONLY` (a demoted primary) also makes the next one ask.
-    ///
-    /// While the connection works, the sentinels are still asked every
-    /// [`SENTINEL_REFRESH`](RedisStore::SENTINEL_REFRESH) (1 s), in the background (a
-    /// `SENTINEL MASTERS` and a new connection for the primary's `ROLE`): a primary replaced
-    /// while it still answers (`SENTINEL FAILOVER`, a healed partition) discards what it
-    /// accepts until sentinel demotes it, so checks move to the new primary within
-    /// `SENTINEL_REFRESH + timeout` of the sentinels naming it.
-    ///
-    /// How long a failover leaves checks undecided (sentinel's `down-after-milliseconds`
-    /// plus its `failover-timeout` plus this store's [`timeout`](Self::timeout)), and what
-    /// asynchronous replication loses: the [Redis store guide](crate::guide::redis#sentinel-failover).
+    /// After a failure the next check asks the sentinels again, and they are asked every
+    /// [`SENTINEL_REFRESH`](RedisStore::SENTINEL_REFRESH) in the background besides: how a
+    /// failover is followed and how long it leaves checks undecided, the
+    /// [Redis store guide](crate::guide::redis#sentinel-failover).
     ///
     /// For credentials or a database other than 0 on the data nodes (or TLS, with
     /// redis-rs's TLS support enabled), build a `SentinelClient` and use
@@ -259,129 +223,57 @@ impl RedisStoreBuilder {
     }
 
     /// Merges checks that arrive while a call of theirs is in flight into one script call
-    /// (default on), whatever their keys: checks under the same algorithm and parameters,
-    /// on the same node (a cluster's: several slots). A busy policy then costs Redis one
-    /// call per round trip instead of one per check, which is what makes it cheaper for
-    /// Redis than a native module's command per check (BENCHMARKS.md §2). Exact for GCRA,
-    /// the buckets and the fixed window, which it applies to: each key's checks are decided
-    /// in arrival order as single calls would be; the sliding window and log are never
-    /// coalesced. A check with nothing in flight is sent at once, alone, as without
-    /// coalescing, so an idle store pays next to nothing for it; under load a check waits
-    /// for the call in flight before its batch is sent (up to two round trips).
-    /// `coalesce(false)` sends every check alone.
-    ///
-    /// A queued check whose caller is gone (request dropped, or [timeout](Self::timeout)
-    /// passed) is never sent, and the checks queued behind a call that timed out fail with
-    /// [`Error::Timeout`](floodwall_core::Error::Timeout) unsent, so a stalled Redis does
-    /// not later charge requests it refused; a check already in a batch in flight when its
-    /// caller gives up may still be charged, as any command already sent. A batch that
-    /// Redis refuses (a key of another type among its keys, say) wrote nothing: its checks
-    /// are sent again alone, each answered on its own. At most
-    /// [`MAX_QUEUED_PER_GROUP`](RedisStore::MAX_QUEUED_PER_GROUP) checks wait behind one
-    /// call and [`MAX_QUEUED`](RedisStore::MAX_QUEUED) in all; past them a check fails with
-    /// [`Error::Overloaded`](floodwall_core::Error::Overloaded).
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder().coalesce(true);
-    /// ```
+    /// (default on), whatever their keys, so a busy policy costs Redis one call per round
+    /// trip instead of one per check; exact for GCRA, the buckets and the fixed window (the
+    /// sliding window and log are never coalesced). A queued check whose caller is gone is
+    /// never sent; past [`MAX_QUEUED_PER_GROUP`](RedisStore::MAX_QUEUED_PER_GROUP) or
+    /// [`MAX_QUEUED`](RedisStore::MAX_QUEUED) queued checks a check fails with
+    /// [`Error::Overloaded`](floodwall_core::Error::Overloaded). Why it is exact, what it
+    /// costs, and what becomes of stalls and callers that give up: the
+    /// [Redis store guide](crate::guide::redis#coalescing). `coalesce(false)` sends every
+    /// check alone.
     pub fn coalesce(mut self, on: bool) -> Self {
         self.coalesce = on;
         self
     }
 
-    /// Refuses locally, without a script call, what Redis is known to refuse (default on):
-    /// once Redis refuses a cost for a key, the same or a larger cost is refused here until
-    /// the refusal's `retry_after` has passed, counted from when the check was sent, but
+    /// Refuses locally, without a script call, what Redis is known to refuse (default on),
     /// for at most [`deny_cache_max_refusal_hold`](Self::deny_cache_max_refusal_hold)
-    /// (default
-    /// [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_REFUSAL_HOLD))
-    /// before one check asks Redis again; an admission that leaves no room for the next
-    /// request is remembered the same way, and a ban
-    /// ([`deny_cache_max_ban_hold`](Self::deny_cache_max_ban_hold), default
-    /// [`DenyCache::DEFAULT_MAX_BAN_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_BAN_HOLD))
-    /// too. A client flooding one key past its quota then costs about one script call per
-    /// admitted request and one per hold, instead of one per request. It is a
-    /// [`DenyCache`](floodwall_core::DenyCache) over this store's direct path, with its
-    /// default cap ([`DenyCache::DEFAULT_MAX_KEYS`](floodwall_core::DenyCache::DEFAULT_MAX_KEYS)
-    /// keys) and a wait bound of at least the [timeout](Self::timeout);
-    /// [`RedisStore::deny_cache_stats`] reads its counters, and
-    /// [`RedisStats::denied_locally`](crate::RedisStats::denied_locally) the calls it saved.
-    ///
-    /// It is exact: it never answers "yes", and refuses only what Redis would refuse too
-    /// ([`floodwall_core::guide::deny_cache`] says why), given one assumption and within
-    /// one bound:
-    ///
-    /// - **Redis's clock runs at the local rate.** Windows are measured on this process's
-    ///   monotonic clock; a Redis clock that runs fast or is stepped forward can make the
-    ///   cache refuse longer than Redis would, by as much as that clock gained meanwhile.
-    /// - **Resets elsewhere are seen within the hold.**
-    ///   [`reset`](floodwall_core::StoreExt::reset) through this store (or a clone) forgets
-    ///   the key's entry at once; a reset through another process or node, a `DEL`, a
-    ///   `FLUSHALL` or a key evicted by Redis is seen at most
-    ///   [`deny_cache_max_refusal_hold`](Self::deny_cache_max_refusal_hold) after it.
-    ///
-    /// [`RedisStore::check_at`] (an explicit time) always bypasses it. `deny_cache(false)`
-    /// sends every check to Redis.
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder().deny_cache(false);
-    /// ```
+    /// before one check asks Redis again (bans:
+    /// [`deny_cache_max_ban_hold`](Self::deny_cache_max_ban_hold)): a client flooding a key
+    /// past its quota then costs about one call per admitted request and one per hold. It
+    /// is a [`DenyCache`](floodwall_core::DenyCache) over this store's direct path, with a
+    /// wait bound of at least the [timeout](Self::timeout). It is exact given Redis's clock
+    /// runs at the local rate, and sees resets made elsewhere within the refusal hold
+    /// ([`floodwall_core::guide::deny_cache`]); the `_at` methods bypass it.
+    /// `deny_cache(false)` sends every check to Redis.
     pub fn deny_cache(mut self, on: bool) -> Self {
         self.deny_cache = on;
         self
     }
 
     /// How long the [deny cache](Self::deny_cache) answers a refusal without asking Redis
-    /// again; default
-    /// [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_REFUSAL_HOLD).
-    /// A [`reset`](floodwall_core::StoreExt::reset) through another process, a `DEL`,
-    /// a `FLUSHALL` or a key Redis evicted reaches this process at most this long after
-    /// it; a refused key costs Redis one script call per this span per process (the
-    /// checks arriving meanwhile wait for its answer). Local refusals still report Redis's
-    /// whole `retry_after`. Zero holds no refusal: every refused check is a script call.
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder()
-    ///     .deny_cache_max_refusal_hold(std::time::Duration::from_millis(200));
-    /// ```
+    /// again, and so how late a reset made elsewhere is seen here; as
+    /// [`DenyCacheBuilder::max_refusal_hold`](floodwall_core::DenyCacheBuilder::max_refusal_hold).
     pub fn deny_cache_max_refusal_hold(mut self, hold: Duration) -> Self {
         self.max_refusal_hold = hold;
         self
     }
 
-    /// How long the [deny cache](Self::deny_cache) answers a ban
-    /// ([`Outcome::Banned`](floodwall_core::Outcome::Banned), under a policy's
-    /// [`Penalty`](floodwall_core::Penalty)) without asking Redis again; default
-    /// [`DenyCache::DEFAULT_MAX_BAN_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_BAN_HOLD).
-    /// An [`unban`](floodwall_core::StoreExt::unban) through another process reaches this one
-    /// at most this long after it; a banned key costs Redis one call per this span per
-    /// process. Zero holds no ban: every check of a banned key is a script call (a `GET`
-    /// of its ban).
-    ///
-    /// ```
-    /// let b = floodwall_redis::RedisStore::builder()
-    ///     .deny_cache_max_ban_hold(std::time::Duration::from_millis(200));
-    /// ```
+    /// How long the [deny cache](Self::deny_cache) answers a ban without asking Redis again,
+    /// and so how late an unban made elsewhere is seen here; as
+    /// [`DenyCacheBuilder::max_ban_hold`](floodwall_core::DenyCacheBuilder::max_ban_hold).
     pub fn deny_cache_max_ban_hold(mut self, hold: Duration) -> Self {
         self.max_ban_hold = hold;
         self
     }
 
-    /// For how many parameter sets (distinct quotas per algorithm; default
+    /// For how many parameter sets (default
     /// [`DEFAULT_WRITTEN_SCRIPTS`](RedisStore::DEFAULT_WRITTEN_SCRIPTS)) the store loads a
-    /// script of their own, with the parameters written in: a check of cost 1 then sends
-    /// no argument, which saves Redis the work of reading them (BENCHMARKS.md §2 measures
-    /// it). Checks under further parameter sets send them
-    /// as arguments to one generic script per algorithm (checks of several policies at
-    /// once: per combination of algorithms and penalties). Each script stays in Redis's
-    /// script cache (a few KB) until `SCRIPT FLUSH` or a restart, so policies made on the
-    /// fly, a quota per tenant say, are what this bound is for; 0 always sends arguments.
-    ///
-    /// ```
-    /// // At most 16 parameter sets get a script of their own; checks under more send
-    /// // their parameters to the algorithm's generic script.
-    /// let b = floodwall_redis::RedisStore::builder().written_scripts(16);
-    /// ```
+    /// script with the parameters written in, so that a check of cost 1 sends no argument;
+    /// checks under more send them to a generic script. The bound is for policies made on
+    /// the fly (a quota per tenant): each script stays in Redis's script cache. 0 always
+    /// sends arguments ([`crate::guide::redis`], "What a check costs Redis").
     pub fn written_scripts(mut self, n: usize) -> Self {
         self.written_scripts = n;
         self

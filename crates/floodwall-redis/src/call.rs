@@ -1,22 +1,11 @@
 //! The script call a check or a batch makes, and the scripts a store holds for them.
 //!
-//! Every call is an EVALSHA, with a `SCRIPT LOAD` and one retry when the server answers
-//! `NOSCRIPT` (after `SCRIPT FLUSH`, a restart or a failover), on every connection kind. A
-//! single check's script touches exactly one key, declared, so it runs on Redis Cluster
-//! wherever its key's slot is; a batch declares its keys, except on a cluster (see
-//! [`Batch::call`]).
-//!
-//! A single check's script has its policy's parameters written into its text
-//! ([`Scripts`]): each argument costs Redis a string and the script a `tonumber`, so a
-//! check of cost 1 on the server's clock sends no argument (BENCHMARKS.md §2 measures it).
-//! A store writes scripts so for a bounded number of parameter sets
-//! (`RedisStoreBuilder::written_scripts`); checks under any more run the kind's generic
-//! script, which reads the parameters from `ARGV`, as batches always do. A policy with a
-//! penalty has scripts of its own ([`Scripts::penalized`]), its penalty's numbers written
-//! in (or read after the parameters) and its three penalty keys declared after the rate
-//! key; they are never batched. A check of several policies at once ([`Scripts::all`])
-//! follows the same bound: past it, it runs a script that reads every policy's parameters
-//! from `ARGV`, one per combination of algorithms and penalties.
+//! Every call is an EVALSHA (a `SCRIPT LOAD` and one retry on `NOSCRIPT`). A single
+//! check's script declares its one key (and a penalty's three after it); a batch declares
+//! its keys except on a cluster ([`Batch::call`]). [`Scripts`] holds the scripts with a
+//! policy's parameters written in, for a bounded number of parameter sets; others run the
+//! kind's generic script, reading them from `ARGV` ([`crate::guide::redis`], "What a check
+//! costs Redis").
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};

@@ -1,29 +1,13 @@
 //! Coalescing: concurrent checks from this process share script calls, whether they are
 //! checks of one key or of many.
 //!
-//! With [`RedisStoreBuilder::coalesce`](crate::RedisStoreBuilder::coalesce) (on by
-//! default), checks that could share a call form a [`Group`]: the same script and
-//! parameters, the same explicit time (or all on the server's clock), the same Redis node.
-//! A check of a group with no call in flight is sent at once, alone, by its own caller;
-//! the checks that arrive while a call is in flight queue up here and go together as the
-//! next *batch*, sent by a driver task (`flight.rs`) as soon as that call ends. Behind a
-//! batch in flight, the [`OVERLAP_AT`]-th waiting check starts a second call rather than
-//! wait ([`CALLS_IN_FLIGHT`]). A batch is one EVALSHA of the kind's batch script
-//! (`src/lua/batch.lua`), which reads every key's state, then decides each key's checks in
-//! arrival order at one instant, exactly as single calls at that instant would, and
-//! writes each key changed once; the answers are shared out to their callers. The sliding
-//! window and log are never coalesced.
-//!
-//! A check whose caller is gone (its answer dropped, or its deadline passed) is never
-//! sent, and the checks queued behind a call that timed out fail unsent, so a Redis stall
-//! does not charge requests it refused. The queues are bounded ([`MAX_QUEUED_PER_GROUP`],
-//! [`MAX_QUEUED`]); past a bound a check fails with [`Error::Overloaded`]. A batch that
-//! Redis answers with an error wrote nothing (the script reads every key before it writes
-//! any), so its checks are sent again one by one, each answered on its own.
-//!
-//! Why batches are exact, how many calls go in flight and why, how a cluster's batches are
-//! routed, and how callers that give up are handled during a stall: see
-//! [`crate::guide::redis`].
+//! Checks that could share a call form a [`Group`]; one with no call in flight is sent at
+//! once by its own caller, the others queue here (bounded: [`MAX_QUEUED_PER_GROUP`],
+//! [`MAX_QUEUED`], past which [`Error::Overloaded`]) and go as the next batch, sent by a
+//! driver task (`flight.rs`); behind a batch in flight the [`OVERLAP_AT`]-th waiting check
+//! starts a second call ([`CALLS_IN_FLIGHT`]). Why batches are exact, what a failed batch
+//! wrote, how a cluster's batches are routed, and what becomes of callers that give up:
+//! [`crate::guide::redis`] ("Coalescing").
 
 mod flight;
 

@@ -1,50 +1,9 @@
-//! The Redis key of a (policy, user key) pair.
-//!
-//! ```text
-//! <prefix><policy name>:<algorithm tag>.<parameters fingerprint>:{<user key>}
-//! <prefix><policy name>:<algorithm tag>.<parameters fingerprint>:x{<hex of the user key>}
-//! <prefix><policy name>:<algorithm tag>.<parameters fingerprint>:#{<hex SHA-256 of the user key>}
-//! floodwall:api:gcra.a48ce859:{alice}
-//! floodwall:per-ip:gcra.a48ce859:x{04cb007107}
-//! ```
-//!
-//! - The user key is the hash tag (`{...}`), so different users spread over cluster slots
-//!   while each decision's one key has one slot.
-//! - A user key is used as is when it is valid UTF-8, not empty, at most [`MAX_RAW_KEY_LEN`]
-//!   bytes, and has no `{`, `}`, whitespace or control characters. Any other key of 1 to
-//!   [`MAX_HEX_KEY_LEN`] bytes (binary: the IP extractors' addresses, the API-key
-//!   extractor's digests) is stored as `x{` + its hex + `}`: no longer than a digest, and
-//!   cheaper than one on every check. Anything longer, and the empty key, is stored as
-//!   `#{` + 64 hex digits of its SHA-256 + `}`. Raw keys always follow `:{`, hex ones `:x{`,
-//!   hashed ones `:#{`, so no two forms can meet.
-//! - Every user key's tag is not empty: Redis takes `{}` for no hash tag and hashes the
-//!   whole key, which would put a user key's rate, penalty and other policies' keys in
-//!   different slots, and every script touching several of them would fail with
-//!   `CROSSSLOT`. The empty key (a closure extractor reading a header sent empty) is thus
-//!   hashed, like a long one: no other key can take its form.
-//! - The fingerprint (FNV-1a of the algorithm's stored format version and the parameters
-//!   that shape its state, 8 hex digits) keeps states of different shapes apart: a quota
-//!   change that leaves the shape alone (GCRA's rate or burst, a window's count) keeps
-//!   each key's state, as the memory store does; one that changes it (a window's period,
-//!   a token bucket's tick), or a release changing what a script stores, starts its keys
-//!   afresh instead of misreading old state ([`crate::guide::redis`] lists the formats,
-//!   [`floodwall_core::guide::quota_changes`] what a change does to a key).
-//!
-//! A policy with a [`Penalty`](floodwall_core::Penalty) keeps three more keys per user key,
-//! written only once the key is refused ([`penalty_keys`]):
-//!
-//! ```text
-//! <prefix><policy name>:ban:{<user key>}       the ban: '<end, µs>'
-//! <prefix><policy name>:strikes:{<user key>}   refusals counted: '<window end, µs> <count>'
-//! <prefix><policy name>:bans:{<user key>}      bans remembered: '<forget at, µs> <count>'
-//! floodwall:login:ban:{203.0.113.7}
-//! ```
-//!
-//! The user key is written as in the rate key, so all four share the hash tag and one
-//! cluster slot, and one script reads and writes them. They have no fingerprint: a ban
-//! outlives a change of the policy's quota (or of its penalty) and a release changing what
-//! the quota's script stores. Like lease keys they have no `.` where rate keys have their
-//! algorithm's tag and fingerprint, so no rate key is one of them.
+//! The Redis key of a (policy, user key) pair: `<prefix><policy name>:<tag>.<fingerprint>:{<user key>}`,
+//! the user key as is, as `x{<hex>}` (up to [`MAX_HEX_KEY_LEN`] bytes) or as
+//! `#{<sha-256 hex>}`; and of a penalty's ban, strikes and remembered bans
+//! ([`penalty_keys`]), in the same hash tag and without fingerprint. Why each form, and
+//! the formats' history: [`crate::guide::redis`] ("Keys and their formats", "Penalties in
+//! Redis").
 
 use std::fmt::Write as _;
 

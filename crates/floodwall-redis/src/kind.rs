@@ -130,6 +130,18 @@ impl Layout {
         &self.args[..self.kind.spec().params]
     }
 
+    /// Appends the parameters, then the time (`''` reads the server's clock), to a script
+    /// call that reads them from `ARGV`.
+    pub(crate) fn push_args(&self, inv: &mut redis::ScriptInvocation<'_>, now: Option<u64>) {
+        for a in self.params() {
+            inv.arg(a);
+        }
+        match now {
+            Some(now) => inv.arg(now),
+            None => inv.arg(""),
+        };
+    }
+
     /// The layout of checks under `params`; `None` for an algorithm this crate has no
     /// script for (`Parameters` is non-exhaustive).
     pub(crate) fn of(params: Parameters) -> Option<Self> {

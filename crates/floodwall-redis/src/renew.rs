@@ -1,16 +1,11 @@
 //! The leases a store holds, and the one task that renews them.
 //!
-//! One renewer per store, not a task per permit: most requests end long before their
-//! first renewal is due, and a task per permit would be spawned (and a timer armed) for
-//! each of them all the same; one task sleeps until the earliest renewal is due, and sends
-//! every renewal due within a quarter interval of it at once, one `EVALSHA` per key (all
-//! of a key's leases in one call). It runs only while the store holds leases: it ends when
-//! the last permit drops, and the next acquisition starts it again.
-//!
-//! It runs on the runtime of the acquisition that started it. If that runtime shuts down
-//! first, the task is dropped without ending: its [`Running`] guard then says no renewer
-//! runs, and puts back the leases it had taken out for renewal, so the next acquisition,
-//! from any runtime, starts a renewer that renews every lease still held.
+//! One renewer per store, not a task per permit: it sleeps until the earliest renewal is
+//! due, sends every renewal due within a quarter interval at once (one `EVALSHA` per key),
+//! and runs only while the store holds leases. If the runtime that started it shuts down
+//! first, its [`Running`] guard puts back the leases it had taken out for renewal, so the
+//! next acquisition, from any runtime, starts a renewer that renews them all
+//! ([`crate::guide::in_flight`], "One renewer per store").
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};

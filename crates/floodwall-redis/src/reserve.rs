@@ -19,7 +19,7 @@ use redis::{Script, Value};
 use crate::kind::{Layout, ScriptKind};
 use crate::op::Op;
 use crate::reply;
-use crate::store::{MAX_EXPLICIT_NOW, RedisStore, decision};
+use crate::store::{RedisStore, decision, explicit};
 
 /// The booking scripts, by [`ScriptKind`]; `None` for a kind that cannot book.
 static RESERVE: LazyLock<[Option<Script>; ScriptKind::ALL.len()]> = LazyLock::new(|| {
@@ -49,14 +49,8 @@ impl RedisStore {
         max_wait: Duration,
         now_us: u64,
     ) -> Result<Reservation, Error> {
-        self.book(
-            key,
-            policy,
-            cost,
-            max_wait,
-            Some(now_us.min(MAX_EXPLICIT_NOW)),
-        )
-        .await
+        self.book(key, policy, cost, max_wait, explicit(now_us))
+            .await
     }
 
     /// One booking, one script call, at `now` (µs; `None` reads the server's clock).
@@ -87,13 +81,7 @@ impl RedisStore {
             inv.key(ban);
         }
         inv.arg(cost);
-        for a in layout.params() {
-            inv.arg(a);
-        }
-        match now {
-            Some(now) => inv.arg(now),
-            None => inv.arg(""),
-        };
+        layout.push_args(&mut inv, now);
         inv.arg(max_wait);
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;

@@ -1,23 +1,11 @@
 //! The Sentinel connection kind: one multiplexed connection to the primary that Redis
 //! Sentinel names, replaced by a connection to the new primary after a failover.
 //!
-//! redis-rs's `ConnectionManager` reconnects to the address it was given, which after a
-//! failover is the old primary (dead, or back as a read-only replica), and its
-//! `SentinelClient` finds the primary only when asked for a new connection. So this kind
-//! keeps the connection it got from the sentinels and asks them again:
-//!
-//! - when that connection fails: an I/O error, a dropped or refused connection, a timeout
-//!   (a call dropped by the store's timeout counts too), or `READONLY` (the node was
-//!   demoted). The call that failed answers its error (it may have been applied, so it is
-//!   not retried); the next call looks the primary up. Calls that waited for a lookup that
-//!   failed share its error rather than ask again.
-//! - every [`REFRESH`], in a background task started by a call, while the connection
-//!   works: a primary that still answers may have been replaced (`SENTINEL FAILOVER`, or a
-//!   partition that healed), and sentinel turns it into a replica only seconds later,
-//!   discarding what it accepted meanwhile. When the sentinels name another primary, calls
-//!   move to it.
-//!
-//! Lookups run one at a time.
+//! redis-rs's `ConnectionManager` reconnects to the address it was given (after a failover,
+//! the old primary), so this kind keeps the connection it got from the sentinels and asks
+//! them again when that connection fails (an I/O error, a timeout, `READONLY`) and every
+//! [`REFRESH`] in the background; lookups run one at a time, and calls that waited for a
+//! failed one share its error. [`crate::guide::redis`] ("Sentinel failover") says why.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};

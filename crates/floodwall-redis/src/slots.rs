@@ -1,14 +1,11 @@
 //! Which node of a Redis Cluster serves a key, as far as this store knows: its own copy of
 //! the cluster's slot map, so that checks of keys served by one node can share a batch.
 //!
-//! The copy is a hint, never a promise: a batch is sent to the node serving its first
-//! key's slot (as redis-rs's own map says) and declares no key, so Redis checks each key the
-//! script touches and refuses, before anything is written, a key that node does not serve
-//! at that moment ([`crate::guide::redis`]). A stale copy thus costs batches that fail and are sent
-//! again check by check, never a wrong decision. It is read from `CLUSTER SLOTS` when the
-//! store is built (or, on a connection made elsewhere, when the first check needs it) and
-//! again after a batch fails, at most once per [`REFRESH_EVERY`]; until it is known, checks
-//! share batches only within a slot.
+//! The copy is a hint, never a promise: a batch declares no key, so Redis refuses one its
+//! node does not serve before anything is written, and a stale copy costs retries, never a
+//! wrong decision ([`crate::guide::redis`], "On a cluster"). It is read from
+//! `CLUSTER SLOTS` when the store is built (or when the first check needs it) and again
+//! after a batch fails, at most once per [`REFRESH_EVERY`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};

@@ -36,71 +36,12 @@ use crate::unpack::ScriptAnswer;
 /// [`sentinel`](RedisStoreBuilder::sentinel) (the primary Redis Sentinel names, followed
 /// through failovers).
 ///
-/// # Failures
-///
-/// A check never panics and never allows silently. It answers:
-/// - [`Error::CostTooHigh`] before any Redis call when the cost can never pass;
-/// - [`Error::Timeout`] when no reply came within the [timeout](RedisStoreBuilder::timeout);
-/// - [`Error::Unavailable`] when Redis refuses or drops connections (server down or
-///   restarting, cluster down, a Sentinel failover under way); the connection recovers by
-///   itself once Redis is back;
-/// - [`Error::Backend`] when Redis answered with an error: a key of the wrong type written
-///   by someone else (`WRONGTYPE`), a value the script cannot read, any other script error;
-/// - [`Error::Overloaded`] when, with coalescing, too many checks already wait behind calls
-///   in flight ([`MAX_QUEUED_PER_GROUP`](Self::MAX_QUEUED_PER_GROUP) of checks that can
-///   share a call, [`MAX_QUEUED`](Self::MAX_QUEUED) in all).
-///
-/// Scripts are sent by SHA1 (EVALSHA); after `SCRIPT FLUSH`, a restart or a failover the
-/// server answers `NOSCRIPT` and the script is loaded and run again, transparently.
-///
-/// # Coalescing
-///
-/// With [`RedisStoreBuilder::coalesce`], a check goes out at once, alone, when no call of
-/// checks that could share one with it (the same algorithm and parameters, the same node;
-/// any keys) is in flight; those arriving meanwhile share the next call, a batch of up to
-/// 256 checks that decides them all, the checks of each key in arrival order exactly as
-/// sequential calls at one instant would (GCRA, buckets, fixed window; the sliding window
-/// and log are never coalesced). Behind a batch in flight, 32 waiting checks go as a
-/// second call rather than wait. [`stats`](Self::stats)
-/// counts the calls made and saved; the builder method says what becomes of checks whose
-/// callers give up, and of those queued during a stall.
-///
-/// ```no_run
-/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
-/// use floodwall_core::{Policy, StoreExt};
-/// use floodwall_redis::RedisStore;
-///
-/// // Coalescing is on by default.
-/// let store = RedisStore::connect("redis://127.0.0.1/").await?;
-/// let policy = Policy::gcra("api", "100/s".parse()?)?;
-/// // Ten concurrent checks of ten users: the first goes out alone, the nine that arrive
-/// // while it is in flight share one EVALSHA.
-/// let mut checks = tokio::task::JoinSet::new();
-/// for user in 0..10 {
-///     let (store, policy) = (store.clone(), policy.clone());
-///     checks.spawn(async move { store.check(format!("user-{user}").as_bytes(), &policy, 1).await });
-/// }
-/// let _decisions = checks.join_all().await;
-/// println!("{:?}", store.stats());
-/// # Ok(()) }
-/// ```
-///
-/// # Deny cache
-///
-/// With [`RedisStoreBuilder::deny_cache`] (on by default), what Redis refused is refused
-/// again locally, with no script call, until the refusal lapses: a client flooding a key
-/// past its quota costs about one call per request admitted (and one per hold). It is
-/// exact (it refuses only what Redis would), provided Redis's clock runs at the local rate;
-/// a reset elsewhere (another process, a `DEL`, `FLUSHALL`) is seen within
-/// [`deny_cache_max_refusal_hold`](RedisStoreBuilder::deny_cache_max_refusal_hold)
-/// (default
-/// [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_REFUSAL_HOLD)),
-/// an unban elsewhere within
-/// [`deny_cache_max_ban_hold`](RedisStoreBuilder::deny_cache_max_ban_hold) (default
-/// [`DenyCache::DEFAULT_MAX_BAN_HOLD`](floodwall_core::DenyCache::DEFAULT_MAX_BAN_HOLD)).
-/// The builder method says more.
-/// [`stats`](Self::stats) counts the calls it saved
-/// ([`RedisStats::denied_locally`]), [`deny_cache_stats`](Self::deny_cache_stats) the rest.
+/// A check never panics and never allows silently: [`Error::CostTooHigh`] before any call,
+/// else [`Error::Timeout`], [`Error::Unavailable`], [`Error::Backend`] or
+/// [`Error::Overloaded`], as the [Redis store guide](crate::guide::redis#failures) tells.
+/// [Coalescing](RedisStoreBuilder::coalesce) and the [deny cache](RedisStoreBuilder::deny_cache)
+/// are on by default; [`stats`](Self::stats) and [`deny_cache_stats`](Self::deny_cache_stats)
+/// count the calls they save.
 #[derive(Clone)]
 pub struct RedisStore {
     pub(crate) inner: Arc<Inner>,
@@ -221,8 +162,7 @@ impl RedisStore {
         cost: u64,
         now_us: u64,
     ) -> Result<Decision, Error> {
-        self.decide(key, policy, cost, Some(now_us.min(MAX_EXPLICIT_NOW)))
-            .await
+        self.decide(key, policy, cost, explicit(now_us)).await
     }
 
     /// The Redis key holding `key`'s state under `policy` (see the crate docs for the
@@ -259,10 +199,10 @@ impl RedisStore {
         self.deny.as_deref().map(DenyCache::stats)
     }
 
-    /// Deletes the key (one `DEL`), bypassing the deny cache.
-    async fn delete(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
+    /// Deletes `keys` (one `DEL`; they share a slot), bypassing the deny cache.
+    async fn delete(&self, keys: &[Vec<u8>]) -> Result<(), Error> {
         let mut del = redis::cmd("DEL");
-        del.arg(self.redis_key(key, policy));
+        del.arg(keys);
         self.bounded::<i64>(Op::Cmd(&del)).await.map(drop)
     }
 
@@ -337,16 +277,6 @@ impl RedisStore {
         decision(policy, reply::single(layout, cost, &reply)?)
     }
 
-    /// Deletes `key`'s ban, strikes and remembered bans under `policy` (one `DEL` of the
-    /// three keys, which share a slot), bypassing the deny cache.
-    async fn lift(&self, key: &[u8], policy: &Policy) -> Result<(), Error> {
-        let mut del = redis::cmd("DEL");
-        for k in self.penalty_keys(key, policy) {
-            del.arg(k);
-        }
-        self.bounded::<i64>(Op::Cmd(&del)).await.map(drop)
-    }
-
     /// The script's answer to one check under `layout`, from one script call.
     pub(crate) async fn answer(
         &self,
@@ -367,9 +297,11 @@ impl RedisStore {
     }
 }
 
-/// Explicit times are clamped here: a time plus any span stays below 2^53, where every
+/// An explicit time, clamped so that it plus any span stays below 2^53, where every
 /// script's arithmetic is exact.
-pub(crate) const MAX_EXPLICIT_NOW: u64 = (1 << 53) - floodwall_core::MAX_SPAN.as_micros() as u64;
+pub(crate) fn explicit(now_us: u64) -> Option<u64> {
+    Some(now_us.min((1 << 53) - floodwall_core::MAX_SPAN.as_micros() as u64))
+}
 
 /// The decision a script's answer stands for under `policy`. An answer that cannot be one
 /// is the server's fault, never a panic.
@@ -387,17 +319,8 @@ pub(crate) fn decision(
 }
 
 impl RedisStore {
-    /// An operation without the deny cache: one script call or command, or (an
-    /// in-flight slot) a lease (`src/lease/`).
-    ///
-    /// - A check is one script call on the server's clock (alone or coalesced); several
-    ///   policies are one script call over their keys (`src/all.rs`), which share one slot.
-    /// - A booking is one script call (`src/reserve.rs`), never coalesced; a cancel gives
-    ///   the slot back while it is the latest on its key, one script call.
-    /// - A charge or refund is one script call (`src/adjust.rs`).
-    /// - An unban is one `DEL` of the key's ban, strikes and remembered bans (its quota
-    ///   state is kept), seen at once by every store on this Redis without a deny cache;
-    ///   a reset one `DEL` of the quota state.
+    /// An operation without the deny cache: one script call or command (an unban one `DEL`
+    /// of the penalty keys, a reset one of the quota state), or a lease (`src/lease/`).
     async fn direct(&self, op: StoreOp<'_>) -> Result<Reply, Error> {
         Ok(match op {
             StoreOp::Check { key, policy, cost } => {
@@ -428,11 +351,11 @@ impl RedisStore {
                 Reply::Done
             }
             StoreOp::Unban { key, policy } => {
-                self.lift(key, policy).await?;
+                self.delete(&self.penalty_keys(key, policy)).await?;
                 Reply::Done
             }
             StoreOp::Reset { key, policy } => {
-                self.delete(key, policy).await?;
+                self.delete(&[self.redis_key(key, policy)]).await?;
                 Reply::Done
             }
             StoreOp::Acquire { key, limit } => Reply::Acquired(self.lease(key, limit).await?),
@@ -441,12 +364,8 @@ impl RedisStore {
     }
 }
 
-/// Every operation through the deny cache when it is on (see [`RedisStore::builder`]):
-/// a check it knows is refused is answered without a call, and a reset, an unban or a
-/// refund forgets what it knew of the key; other processes' deny caches see an unban
-/// within their [`max_ban_hold`](RedisStoreBuilder::deny_cache_max_ban_hold)
-/// ([penalties](floodwall_core::guide::penalties)). Then one script call or command per operation, on the server's
-/// clock.
+/// Every operation through the deny cache when it is on (see [`RedisStore::builder`]),
+/// then one script call or command per operation, on the server's clock.
 impl Store for RedisStore {
     async fn call(&self, op: StoreOp<'_>) -> Result<Reply, Error> {
         match &self.deny {

@@ -1,27 +1,9 @@
 //! Charging and refunding after the fact: a spend forced onto a key ([`Adjustment::Charge`],
 //! for a cost known only once the response is written) and a spend given back
-//! ([`Adjustment::Refund`], for a request that turned out not to count). The
-//! [charging guide](crate::guide::charging) has the reasoning; in short:
-//!
-//! - GCRA and the funnel move the TAT: a charge pushes it forward even past the
-//!   tolerance (debt: the next requests are refused until it is paid off), a refund pulls
-//!   it back, never before now. Exact.
-//! - The token bucket owes tokens: a charge may owe more than the capacity (debt), a
-//!   refund owes fewer, never fewer than none (tokens up to the capacity). Exact.
-//! - Debt is capped at one more full burst (the key owes at most twice its limit), which
-//!   keeps every instant within the span the stores compute in and bounds how long a
-//!   single huge charge can lock a key out: two periods at most.
-//! - The windows and the log count what passed in a window and forget it when the
-//!   window ends, so they cannot carry debt: a charge fills the window up to its limit and
-//!   the rest is dropped. A refund takes back from the key's current window (a fixed
-//!   window whose window ended since holds nothing to refund: nothing happens), from the
-//!   oldest live buckets or log entries first: exact when those are the refunded spend's,
-//!   stricter otherwise (an older spend leaves the window sooner than the one it stands
-//!   for), never looser while the refunded spend is still in the window.
-//!
-//! [`Reservable::cancel`](crate::Reservable::cancel) is a refund of GCRA or the bucket
-//! guarded by "the booking is still the latest thing on the key"; both take the cost's
-//! units off the same position ([`Gcra::give_back`]).
+//! ([`Adjustment::Refund`]). GCRA and the token bucket carry debt (capped at one more
+//! burst) and refund exactly; the windows and the log fill up to their limit and refund
+//! oldest first. The [charging guide](crate::guide::charging) says what each algorithm
+//! does and why; a cancel is a guarded refund ([`Gcra::give_back`]).
 
 use super::fixed_window::{FixedWindow, Window};
 use super::gcra::Gcra;

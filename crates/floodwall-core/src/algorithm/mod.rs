@@ -222,22 +222,9 @@ pub enum Parameters {
 
 impl Parameters {
     /// The parameters that give a stored state its meaning (its shape), padded with 0:
-    /// a state written under parameters of the same algorithm and shape reads correctly
-    /// under these, so stores keep a key's state across a quota change that leaves the
-    /// shape alone and start afresh on one that changes it ([`crate::guide::quota_changes`]).
-    ///
-    /// - GCRA and the funnel store a time (the TAT): no parameter shapes it.
-    /// - The token bucket stores tokens owed as of an epoch-aligned tick: the tick length
-    ///   and the tokens per tick shape it; the capacity (burst) does not.
-    /// - The fixed window stores a window index and a count: the period shapes it.
-    /// - The sliding window stores a count per bucket: the bucket width and the buckets
-    ///   per period shape it.
-    /// - The sliding log stores admission times, dropped on a grid worked out from the
-    ///   period: a log kept for a shorter period cannot answer for a longer one, so the
-    ///   period shapes it.
-    ///
-    /// The count (limit, capacity, burst) never does: every algorithm reads a state
-    /// holding more than its limit as full, refusing until enough has drained.
+    /// stores keep a key's state across a quota change that leaves the shape alone, and
+    /// start afresh on one that changes it. The count never shapes a state; what does, per
+    /// algorithm: [`crate::guide::quota_changes`].
     pub fn shape(&self) -> [u64; 2] {
         match *self {
             Self::Gcra { .. } | Self::LeakyBucket { .. } => [0, 0],

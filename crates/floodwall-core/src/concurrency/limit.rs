@@ -17,18 +17,10 @@ use crate::{ConfigError, MAX_SPAN, Policy, Quota};
 ///
 /// The name namespaces keys as a policy's does. Cloning is cheap (an `Arc`).
 ///
-/// # Leases
-///
-/// A store shared by processes (Redis) cannot see a process die, so each slot is a
-/// *lease*: it expires [`lease`](Self::lease) after it was taken unless its holder renews
-/// it, every [`renew_every`](Self::renew_every), for as long as the request runs. A process
-/// killed mid-request leaks nothing: its slots come free within one lease time. A short
-/// lease frees a crashed node's slots sooner; a long one costs fewer renewals (one per
-/// `renew_every` per request that runs that long; requests shorter than `renew_every` are
-/// never renewed). floodwall-redis's
-/// [in-flight guide](https://docs.rs/floodwall-redis/latest/floodwall_redis/guide/in_flight/index.html)
-/// weighs the choice. The memory store
-/// ignores both: a process's own memory dies with it.
+/// A shared store (Redis) keeps each slot as a *lease*: it expires [`lease`](Self::lease)
+/// after it was taken unless renewed every [`renew_every`](Self::renew_every) while the
+/// request runs, so a process killed mid-request frees its slots within one lease time.
+/// floodwall-redis's in-flight guide weighs the choice; the memory store ignores both.
 ///
 /// ```
 /// use floodwall_core::ConcurrencyLimit;

@@ -25,31 +25,14 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 
 /// Stops calling a store that keeps failing, and bounds the calls waiting on it.
 ///
-/// - **Closed** (normal): calls go through. A timeout or an unreachable store
-///   ([`Error::is_timeout`], [`Error::is_unavailable`]) counts as a failure; any answer,
-///   including a denial or a backend error such as a key of the wrong type, proves the
-///   store alive and resets the count.
-/// - **Open**: after [`failure_threshold`](BreakerBuilder::failure_threshold) consecutive
-///   failures, calls fail at once with [`Error::CircuitOpen`], which costs nothing,
-///   instead of waiting for the store's timeout each.
-/// - **Half-open**: once per [`probe_interval`](BreakerBuilder::probe_interval), one caller
-///   probes: its call goes to the store (and it gets the store's real answer) while the
-///   others keep failing fast. A success closes the breaker; a failure keeps it open until
-///   the next probe time. A probe that hangs does not block the breaker: the next interval
-///   lets another through.
-///
-/// Independently of its state, at most [`max_in_flight`](BreakerBuilder::max_in_flight)
-/// calls wait on the store at once; past that a call fails at once with
-/// [`Error::Overloaded`] (this is not counted as a store failure: it says nothing about
-/// the store's health).
-///
-/// Time comes from the breaker's [`Clock`]: no timer, no task. Clones share one state.
-/// Each transition is logged once (target `floodwall`).
-///
-/// Against Redis Cluster, a breaker sees one store: with one master down, the other
-/// masters' answers keep resetting its count, but bursts of failures can still open it
-/// for everyone for a probe interval. Without a breaker, each call for the dead master's
-/// slots costs a timeout; choose per deployment.
+/// Closed, it counts consecutive timeouts and unreachable-store errors; after
+/// [`failure_threshold`](BreakerBuilder::failure_threshold) of them it opens, and calls
+/// fail at once with [`Error::CircuitOpen`] but for one probe per
+/// [`probe_interval`](BreakerBuilder::probe_interval). At most
+/// [`max_in_flight`](BreakerBuilder::max_in_flight) calls wait on the store at once
+/// ([`Error::Overloaded`] past that). No timer, no task: time comes from its [`Clock`].
+/// Clones share one state. Its states in detail, and Redis Cluster: the
+/// [failures guide](crate::guide::failures#the-breaker-in-detail).
 ///
 /// # Examples
 ///

@@ -2,40 +2,11 @@
 //! [`Fallback`] that decides anyway (fail open, fail closed, or locally with a per-node
 //! share of each quota), and, with the `tokio` feature, a `Timeout` on every call.
 //!
-//! A rate limiter must never be what takes a service down. When the shared store (Redis)
-//! is slow or gone, every request still gets an answer, promptly, in the way you chose:
-//!
-//! | [`FailMode`] | while the store fails | trade-off |
-//! |---|---|---|
-//! | [`Local`](FailMode::Local) | decided by an in-process [`MemoryStore`](crate::MemoryStore) with `quota / nodes` | stays limited, roughly; each node enforces its share alone |
-//! | [`Open`](FailMode::Open) | allowed (a warning when it starts, a counter) | availability over protection |
-//! | [`Closed`](FailMode::Closed) | the error passes through (the tower layer answers 503 + `Retry-After`) | protection over availability |
-//!
-//! These are store combinators: each wraps any [`Store`](crate::Store) and is one again, so
-//! they compose like tower layers, innermost first:
-//!
-//! ```text
-//! Fallback::local(Breaker::new(redis), 3)     // the common case, one line
-//! ```
-//!
-//! - The [`Breaker`] makes a dead store cost one timeout per probe interval, not one per
-//!   request, and bounds the calls in flight so a stalled store cannot pile requests up.
-//! - The [`Fallback`] turns every store failure (timeout, unreachable, backend error, open
-//!   breaker, overload) into its [`FailMode`]'s answer, and counts them.
-//! - Timeouts: a store that does I/O must bound its own calls, as
-//!   `floodwall_redis::RedisStore` does (1 s by default). For any other store, the `tokio`
-//!   feature adds `Timeout` (1 s by default). Without a bound, a hung store holds requests
-//!   until the breaker's in-flight bound sheds the rest.
-//!
-//! Breakers and fallbacks read time from a [`Clock`](crate::Clock) and start no task or
-//! timer: core stays runtime-free, and tests drive them with a
-//! [`ManualClock`](crate::ManualClock).
-//!
-//! # Logging
-//!
-//! Each transition is logged once through `tracing` (target `floodwall`), never per
-//! request: a breaker opening (`warn`), probing (`debug`) and closing (`info`); a fallback
-//! engaging (`warn`) and disengaging (`info`).
+//! Each wraps any [`Store`](crate::Store) and is one again, so they compose like tower
+//! layers, innermost first: `Fallback::local(Breaker::new(redis), 3)`. They read time
+//! from a [`Clock`](crate::Clock) and start no task or timer. What each [`FailMode`]
+//! trades, the breaker's numbers, timeouts and logging: the
+//! [failures guide](crate::guide::failures).
 //!
 //! # Examples
 //!

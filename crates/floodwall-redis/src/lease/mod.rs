@@ -46,25 +46,11 @@ impl RedisStore {
     }
 }
 
-/// Takes a lease per slot on the server's clock.
-///
-/// - **Cost**: acquiring is one `EVALSHA` (`ZCARD TIME ZADD`, then `PEXPIRE` for a new
-///   key or `PTTL` and, if the TTL must grow, `PEXPIRE`; a full key first drops its
-///   expired leases with `ZREMRANGEBYSCORE`); releasing one `ZREM`; a request running
-///   longer than [`renew_every`](ConcurrencyLimit::renew_every) one renewal per interval,
-///   shared with the other leases of its key renewed in the same wake. A refusal is
-///   `ZCARD TIME ZREMRANGEBYSCORE` (which removes only expired leases). Neither the deny
-///   cache nor coalescing applies: a slot comes free at a time no one can predict.
-/// - **Failures** as for rate checks: [`Error::Timeout`] past the store's timeout,
-///   [`Error::Unavailable`], [`Error::Backend`] (a key of another type says so plainly).
-///   An acquisition that timed out may have been applied: its lease is released at once,
-///   in the background, rather than left to expire.
-/// - **A dying process** leaks nothing: its leases expire one lease time after their last
-///   renewal. A permit outliving its store's tokio runtime cannot send its `ZREM`: its
-///   lease expires likewise.
-///
-/// Needs a tokio runtime (to release and renew in the background); without one,
-/// acquiring fails with [`Error::Backend`].
+/// Takes a lease per slot on the server's clock: one `EVALSHA` to acquire, one `ZREM` to
+/// release, a renewal per interval for a request running longer than
+/// [`renew_every`](ConcurrencyLimit::renew_every); a dying process's leases expire by
+/// themselves. Needs a tokio runtime (to release and renew in the background); without one,
+/// acquiring fails with [`Error::Backend`]. Costs and failures: [`crate::guide::in_flight`].
 impl RedisStore {
     pub(crate) async fn lease(
         &self,

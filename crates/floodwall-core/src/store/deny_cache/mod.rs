@@ -63,25 +63,9 @@ use route::{Mode, Route};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// - An admission that leaves no room for the next request is remembered too (GCRA, the
-///   buckets and the fixed window), so a flood costs one store call per admitted request,
-///   and one per hold.
-/// - When a refusal lapses or its hold ends, one check of the key goes to the store and
-///   the checks arriving meanwhile wait for its answer, at most
-///   [`max_wait`](DenyCacheBuilder::max_wait) ([`DenyCacheStats::waited`],
-///   [`DenyCacheStats::gave_up`]). Only where a timer can end a wait at that bound: with
-///   this crate's `tokio` feature, inside a tokio runtime. Elsewhere no check waits: each
-///   goes to the store (exact still, one call each), since a leader that is never polled
-///   again would otherwise hold the others indefinitely.
-/// - Always sent to the store: peeks (cost 0) and costs below the one refused. A policy
-///   rounded to whole seconds ([`Policy::redis_cell`]) is cached from the exact figures
-///   its decisions keep behind the rounded ones, and its local refusals are rounded as it
-///   reports them. Answers a [`Fallback`](crate::resilience::Fallback) gave in the
-///   store's stead ([`Source::Fallback`](crate::Source::Fallback)) are passed on and
-///   never remembered.
-/// - A local refusal reports `remaining` 0, `retry_after` until the local window ends (the
-///   store's own could be later, never earlier) and the `reset_after` the store gave.
-/// - At most [`max_keys`](DenyCacheBuilder::max_keys) keys are remembered.
+/// Knobs: [`max_keys`](DenyCacheBuilder::max_keys), [`max_wait`](DenyCacheBuilder::max_wait)
+/// and the holds. What is remembered, who waits, what always goes to the store and what a
+/// local refusal reports: the [guide](crate::guide::deny_cache#behaviour-in-detail).
 pub struct DenyCache<S, C: Clock = SystemClock> {
     store: S,
     cache: Arc<Cache<C>>,

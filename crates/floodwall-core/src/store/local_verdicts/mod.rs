@@ -28,15 +28,10 @@ type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 /// per key per interval: a hot key behind a shared store (Redis) then costs a round trip
 /// per interval instead of one per request.
 ///
-/// It is approximate, and opt-in. It never loses a count, only delays it (unless its key
-/// is dropped at [`max_keys`](LocalVerdictsBuilder::max_keys)); but it may admit more than
-/// the quota, at most `N × min(⌈λ·T⌉ + ⌈λ·L⌉, limit)` more over any span for `N`
-/// nodes with arrival rate `λ` each, interval `T` and a round trip `L`, and it admits less
-/// than the quota when `T` is long against the burst's refill time. Read
-/// [the local verdicts guide](crate::guide::local_verdicts) before choosing `T`: it derives the
-/// bound and the shortfall. What [`DenyCache`](super::DenyCache) assumes of time applies
-/// here too; unlike it, a refusal is kept for the whole `retry_after` the store gave, so a
-/// reset elsewhere is seen only once that lapses.
+/// It is approximate, and opt-in: it never loses a count, only delays it, but it may admit
+/// more than the quota (at most `N × min(⌈λ·T⌉ + ⌈λ·L⌉, limit)` more for `N` nodes), or
+/// less when `T` is long; read [the local verdicts guide](crate::guide::local_verdicts)
+/// before choosing the interval `T`.
 ///
 /// # Examples
 ///
@@ -83,21 +78,10 @@ type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// # Details
-///
-/// - Knobs: [`interval`](LocalVerdictsBuilder::interval) (default 100 ms) and
-///   [`max_keys`](LocalVerdictsBuilder::max_keys).
-/// - A key's first check waits for its first refresh; checks of that key arriving
-///   meanwhile go to the inner store as plain checks.
-///   [`check_now`](crate::StoreExt::check_now) returns `None` when a refresh is due, so
-///   the caller's `check` does it.
-/// - A local refusal reports `retry_after` until the store's refusal lapses, or until the
-///   next refresh when the local budget is spent.
-/// - [`reset`](crate::StoreExt::reset) forgets the local verdict, and the counts not yet
-///   sent with it; [`flush`](Self::flush) sends every key's pending counts now: call it at
-///   shutdown.
-/// - Keys longer than 128 bytes go straight to the inner store.
-/// - Clones share the verdicts (and clone the inner store).
+/// Knobs: [`interval`](LocalVerdictsBuilder::interval) (default 100 ms) and
+/// [`max_keys`](LocalVerdictsBuilder::max_keys); [`flush`](Self::flush) at shutdown. How a
+/// first check, a refresh due, a refusal, a reset and a long key are answered: the
+/// [guide](crate::guide::local_verdicts#behaviour-in-detail).
 pub struct LocalVerdicts<S, C: Clock = SystemClock> {
     store: S,
     verdicts: Arc<Verdicts<C>>,
