@@ -28,8 +28,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use floodwall::Policy;
+use floodwall::core::resilience::{Breaker, FailMode, Fallback};
 use floodwall::redis::RedisStore;
-use floodwall::resilience::{Breaker, FailMode, Fallback};
 use floodwall::tower::RateLimitLayer;
 
 fn var(name: &str, default: &str) -> String {

@@ -38,23 +38,21 @@
 //! its response (`RateLimitLayer::charge_by`); `file` reads the layer's policies, key and
 //! routes from a TOML file (`floodwall::tower::file`), and turns on `live`.
 //!
-//! # Writing a store of your own
+//! # The root and `core`
 //!
-//! [`Store`] is here; what implementing one takes beyond it (an algorithm's
-//! [`State`](core::State) and [`Parameters`](core::Parameters), [`BoxError`](core::BoxError))
-//! is in [`core`], which is all of `floodwall-core`.
+//! The root holds the names an application writes: policies, the memory store and the
+//! store traits, decisions, errors, [`FailMode`]. Everything else of `floodwall-core` is
+//! under [`core`]: clocks (`core::ManualClock` for tests), reservations, the caches in
+//! front of a store (`core::DenyCache`, `core::LocalVerdicts`), `core::resilience`, and
+//! what writing a store of your own takes ([`core::store::Op`], [`core::store::Reply`],
+//! an algorithm's [`State`](core::State) and [`Parameters`](core::Parameters)).
 
-pub use floodwall_core::resilience;
-pub use floodwall_core::{Acquired, ConcurrencyLimit, Full, Permit};
-pub use floodwall_core::{Adjustment, Algorithm, Decision, MAX_SPAN, Policy, Quota, Rounding};
-pub use floodwall_core::{Cancelled, Reservable, Reservation, Ticket};
-pub use floodwall_core::{Clock, ManualClock, SystemClock};
-pub use floodwall_core::{ConfigError, Error};
-pub use floodwall_core::{DenyCache, DenyCacheBuilder, DenyCacheStats};
-pub use floodwall_core::{DynStore, MemoryStore, MemoryStoreBuilder, Store, StoreExt};
-pub use floodwall_core::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};
-pub use floodwall_core::{Outcome, Source};
-pub use floodwall_core::{Penalty, parse_duration};
+// The names an application writes; the rest (clocks, reservations, the caches' builders
+// and counters, what a store of your own needs) is under `core`.
+pub use floodwall_core::resilience::FailMode;
+pub use floodwall_core::{Adjustment, Algorithm, ConcurrencyLimit, Penalty, Policy, Quota};
+pub use floodwall_core::{ConfigError, Decision, Error, Outcome};
+pub use floodwall_core::{MemoryStore, Store, StoreExt};
 
 /// Everything of `floodwall-core`, for what the root leaves out: writing a store of your
 /// own, or deciding with an algorithm directly ([`Policy::decide`] on a

@@ -16,8 +16,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use floodwall::core::DynStore;
 use floodwall::tower::extract::parse_cidrs;
-use floodwall::{Algorithm, DynStore, MemoryStore, Policy, Quota};
+use floodwall::{Algorithm, MemoryStore, Policy, Quota};
 use ipnet::IpNet;
 
 const DEFAULT_LISTEN: &str = "127.0.0.1:3000";

@@ -24,11 +24,12 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::Path;
 use axum::routing::{get, post};
+use floodwall::Policy;
+use floodwall::core::DynStore;
 use floodwall::tower::RateLimitLayer;
 use floodwall::tower::choose::Choice;
 use floodwall::tower::extract::ClientIp;
 use floodwall::tower::file::{FileLimits, PolicyFile};
-use floodwall::{DynStore, Policy};
 use http::request::Parts;
 use ipnet::IpNet;
 

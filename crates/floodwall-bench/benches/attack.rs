@@ -28,8 +28,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use floodwall::core::{DenyCache, DynStore};
 use floodwall::redis::RedisStore;
-use floodwall::{DenyCache, DynStore, Policy, StoreExt};
+use floodwall::{Policy, StoreExt};
 use redis_harness::RedisServer;
 use tokio::time::{MissedTickBehavior, interval};
 

@@ -29,9 +29,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use floodwall::core::Acquired;
 use floodwall::redis::RedisStore;
 use floodwall::redis::redis::{self, Script};
-use floodwall::{Acquired, ConcurrencyLimit, StoreExt};
+use floodwall::{ConcurrencyLimit, StoreExt};
 use floodwall_bench as support;
 use redis_harness::RedisServer;
 use tokio::runtime::Runtime;

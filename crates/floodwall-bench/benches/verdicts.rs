@@ -32,8 +32,9 @@ use std::time::{Duration, Instant};
 
 use floodwall::core::Parameters;
 use floodwall::core::store::{Op, Reply};
+use floodwall::core::{DynStore, LocalVerdicts};
 use floodwall::redis::RedisStore;
-use floodwall::{Decision, DynStore, Error, LocalVerdicts, Policy, Store, StoreExt};
+use floodwall::{Decision, Error, Policy, Store, StoreExt};
 use redis_harness::RedisServer;
 use tokio::time::{MissedTickBehavior, interval};
 

@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
+use floodwall::core::Source;
 use floodwall::redis::RedisStore;
 use floodwall::tower::RateLimitLayer;
-use floodwall::{Policy, Source, StoreExt};
+use floodwall::{Policy, StoreExt};
 use floodwall_test_support::{from, hello};
 use http::{HeaderMap, StatusCode};
 use redis_harness::RedisServer;

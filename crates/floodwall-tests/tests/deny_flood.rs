@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::get;
+use floodwall::Policy;
+use floodwall::core::DynStore;
 use floodwall::redis::RedisStore;
 use floodwall::tower::RateLimitLayer;
 use floodwall::tower::extract::ClientIp;
-use floodwall::{DynStore, Policy};
 use floodwall_test_support::{http_get, serve};
 use redis_harness::RedisServer;
 

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::routing::get;
+use floodwall::core::resilience::{Breaker, BreakerState, Fallback};
 use floodwall::redis::{RedisStore, RedisStoreBuilder};
-use floodwall::resilience::{Breaker, BreakerState, Fallback};
 use floodwall::tower::RateLimitLayer;
 use floodwall::{Policy, Store, StoreExt};
 use floodwall_test_support::{http_get, serve};

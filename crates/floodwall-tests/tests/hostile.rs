@@ -11,12 +11,11 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
+use floodwall::core::{MAX_SPAN, ManualClock};
 use floodwall::redis::RedisStore;
 use floodwall::tower::extract::{ClientIp, HeaderKey, parse_cidrs};
 use floodwall::tower::{RateLimitLayer, Refusals};
-use floodwall::{
-    Algorithm, ConfigError, Error, MAX_SPAN, ManualClock, MemoryStore, Policy, Quota, StoreExt,
-};
+use floodwall::{Algorithm, ConfigError, Error, MemoryStore, Policy, Quota, StoreExt};
 use floodwall_test_support::serve;
 use http::request::Parts;
 use redis_harness::{RedisServer, key_slot};

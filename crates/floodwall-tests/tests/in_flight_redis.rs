@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
+use floodwall::core::Acquired;
 use floodwall::redis::RedisStore;
 use floodwall::tower::ConcurrencyLimitLayer;
-use floodwall::{Acquired, ConcurrencyLimit, StoreExt};
+use floodwall::{ConcurrencyLimit, StoreExt};
 use floodwall_test_support::{eventually, http_get, serve};
 use redis_harness::{RedisServer, Reply};
 use tokio::io::AsyncWriteExt;

@@ -3,7 +3,8 @@
 //! would not (a window's period, a token bucket's tick): the same scenarios, the same
 //! figures, on the memory store and on a real `redis-server` (`floodwall_core::guide::quota_changes`).
 
-use floodwall::{Adjustment, Decision, ManualClock, MemoryStore, Policy, StoreExt};
+use floodwall::core::ManualClock;
+use floodwall::{Adjustment, Decision, MemoryStore, Policy, StoreExt};
 use floodwall_redis::RedisStore;
 use redis_harness::RedisServer;
 

@@ -3,7 +3,8 @@
 
 mod support;
 
-use floodwall::{ManualClock, MemoryStore, StoreExt};
+use floodwall::core::ManualClock;
+use floodwall::{MemoryStore, StoreExt};
 use support::vectors;
 
 #[tokio::test(flavor = "current_thread")]

@@ -13,10 +13,11 @@ use std::future::Future;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use floodwall::core::Clock;
 use floodwall::core::store::{Op, Reply};
 use floodwall::redis::RedisStore;
 use floodwall::tower::{RateLimitLayer, Wait};
-use floodwall::{Clock, Error, Policy, Store, StoreExt};
+use floodwall::{Error, Policy, Store, StoreExt};
 use floodwall_test_support::{Seen, TokioClock, from, recording};
 use http::StatusCode;
 use redis_harness::RedisServer;
