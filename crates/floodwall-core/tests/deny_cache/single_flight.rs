@@ -113,6 +113,7 @@ async fn finish(
 }
 
 /// Whether `store` admits `cost` of key `k` in a check answered at once.
+#[cfg(feature = "tokio")] // Its callers wait on tokio's timer.
 fn admits_now(store: &impl StoreExt, policy: &Policy, cost: u64) -> bool {
     let d = store.check_now(b"k", policy, cost);
     d.expect("answered at once").unwrap().is_allowed()
