@@ -331,7 +331,7 @@ impl Policy {
     /// the exact figure kept for a [`DenyCache`](crate::DenyCache)), and
     /// [`Outcome::Banned`](crate::Outcome::Banned). Every store that holds bans answers
     /// with this, so they agree.
-    pub fn ban_decision(&self, remaining_micros: u64) -> Decision {
+    pub(crate) fn ban_decision(&self, remaining_micros: u64) -> Decision {
         let mut decision = self.decision_from_micros(false, 0, remaining_micros, remaining_micros);
         decision.outcome = crate::Outcome::Banned;
         decision
@@ -345,7 +345,7 @@ impl Policy {
 
     /// Builds this policy's [`Decision`] from microsecond figures computed elsewhere (a Redis
     /// script), applying the policy's [`Rounding`].
-    pub fn decision_from_micros(
+    pub(crate) fn decision_from_micros(
         &self,
         allowed: bool,
         remaining: u64,

@@ -191,7 +191,7 @@ pub struct Ticket {
 
 impl Ticket {
     /// A ticket for a booking of `cost` that left the key's state as `state` says.
-    pub fn new(cost: u64, state: [u64; 2]) -> Self {
+    pub(crate) fn new(cost: u64, state: [u64; 2]) -> Self {
         Self { cost, state }
     }
 

@@ -68,7 +68,7 @@ impl RedisStore {
             .zip(answers)
             .map(|(p, a)| match a {
                 Answer::Quota(a) => decision(p, a).map(Some),
-                Answer::Banned(left) => Ok(Some(p.ban_decision(left))),
+                Answer::Banned(left) => Ok(Some(floodwall_core::store::ban_decision(p, left))),
             })
             .collect()
     }

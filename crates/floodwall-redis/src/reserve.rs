@@ -86,7 +86,9 @@ impl RedisStore {
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
         if let Some(left) = reply::banned(&reply) {
-            return Ok(Reservation::refused(p.ban_decision(left)));
+            return Ok(Reservation::refused(floodwall_core::store::ban_decision(
+                p, left,
+            )));
         }
         let bad = || reply::unexpected(&reply);
         let Value::Array(items) = &reply else {
@@ -169,7 +171,7 @@ fn ticket(cost: u64, stored: &[u8]) -> Option<Ticket> {
     numbers
         .next()
         .is_none()
-        .then(|| Ticket::new(cost, [first, second]))
+        .then(|| floodwall_core::store::ticket(cost, [first, second]))
 }
 
 #[cfg(test)]
@@ -205,9 +207,12 @@ mod tests {
     fn tickets_read_what_the_scripts_store() {
         assert_eq!(
             ticket(2, b"1700000000123456"),
-            Some(Ticket::new(2, [1_700_000_000_123_456, 0]))
+            Some(floodwall_core::store::ticket(2, [1_700_000_000_123_456, 0]))
         );
-        assert_eq!(ticket(1, b"12 34"), Some(Ticket::new(1, [12, 34])));
+        assert_eq!(
+            ticket(1, b"12 34"),
+            Some(floodwall_core::store::ticket(1, [12, 34]))
+        );
         for bad in [&b""[..], b"x", b"1 2 3", b"-1", b"1  2"] {
             assert_eq!(ticket(1, bad), None, "{bad:?}");
         }

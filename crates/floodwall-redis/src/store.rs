@@ -255,7 +255,7 @@ impl RedisStore {
 
     /// One check under a policy with `penalty`, one script call, never coalesced (its
     /// script is its own, and reads the penalty's keys besides the rate key): a banned key
-    /// is answered [`Policy::ban_decision`] with the ban's remainder.
+    /// is answered [`store::ban_decision`](floodwall_core::store::ban_decision) with the ban's remainder.
     async fn penalized(
         &self,
         key: &[u8],
@@ -272,7 +272,7 @@ impl RedisStore {
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
         if let Some(left) = reply::banned(&reply) {
-            return Ok(policy.ban_decision(left));
+            return Ok(floodwall_core::store::ban_decision(policy, left));
         }
         decision(policy, reply::single(layout, cost, &reply)?)
     }
@@ -315,7 +315,13 @@ pub(crate) fn decision(
             policy.limit()
         ))));
     }
-    Ok(policy.decision_from_micros(allowed == 1, remaining, retry, reset))
+    Ok(floodwall_core::store::decision_from_micros(
+        policy,
+        allowed == 1,
+        remaining,
+        retry,
+        reset,
+    ))
 }
 
 impl RedisStore {

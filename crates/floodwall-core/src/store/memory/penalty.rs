@@ -184,7 +184,7 @@ fn kill(record: &Record, by: u64) -> bool {
     rec.is_none()
 }
 
-/// [`Policy::ban_decision`]'s figures, for `check_sync` to build.
+/// [`store::ban_decision`](crate::store::ban_decision)'s figures, for `check_sync` to build.
 fn ban_raw(policy: &Policy, remainder: u64) -> (Raw, u64, bool) {
     let raw = Raw {
         allowed: false,
