@@ -64,57 +64,41 @@ impl Link {
 }
 
 impl Store for Link {
+    /// A check is counted when it is sent and held until the link lets it go; a reset is
+    /// done at once; nothing else is supported.
     fn call(&self, op: Op<'_>) -> impl Future<Output = Result<Reply, Error>> + Send {
-        let (key, policy, cost) = match op {
-            Op::Check { key, policy, cost } => (key.to_vec(), policy.clone(), cost),
-            Op::Reset { .. } => {
-                let answer = self.shared.call_now(op).unwrap();
-                return futures_either(Some(answer), self.clone(), Vec::new(), None, 0);
+        let check = match op {
+            Op::Check { key, policy, cost } => {
+                self.calls.fetch_add(1, Ordering::SeqCst);
+                Ok((key, policy, cost))
             }
-            other => {
-                return futures_either(
-                    Some(Err(other.unsupported())),
-                    self.clone(),
-                    Vec::new(),
-                    None,
-                    0,
-                );
-            }
+            Op::Reset { .. } => Err(self.shared.call_now(op).unwrap()),
+            other => Err(Err(other.unsupported())),
         };
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        futures_either(None, self.clone(), key, Some(policy), cost)
-    }
-}
-
-/// A [`Link`]'s answer: `ready` at once, or a check held until the link lets it go.
-async fn futures_either(
-    ready: Option<Result<Reply, Error>>,
-    this: Link,
-    key: Vec<u8>,
-    policy: Option<Policy>,
-    cost: u64,
-) -> Result<Reply, Error> {
-    if let Some(answer) = ready {
-        return answer;
-    }
-    let policy = policy.expect("a check's policy");
-    // Held: the round trip is under way; the store decides when it is let go.
-    std::future::poll_fn(|_| {
-        if this.hold.load(Ordering::SeqCst) {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
+        async move {
+            let (key, policy, cost) = match check {
+                Ok(check) => check,
+                Err(answer) => return answer,
+            };
+            // Held: the round trip is under way; the store decides when it is let go.
+            std::future::poll_fn(|_| {
+                if self.hold.load(Ordering::SeqCst) {
+                    Poll::Pending
+                } else {
+                    Poll::Ready(())
+                }
+            })
+            .await;
+            if self.fail.load(Ordering::SeqCst) {
+                return Err(Error::unavailable("connection refused"));
+            }
+            let d = self.shared.check_now(key, policy, cost).unwrap()?;
+            if d.is_allowed() {
+                self.recorded.fetch_add(cost, Ordering::SeqCst);
+            }
+            Ok(Reply::Decision(d))
         }
-    })
-    .await;
-    if this.fail.load(Ordering::SeqCst) {
-        return Err(Error::unavailable("connection refused"));
     }
-    let d = this.shared.check_now(&key, &policy, cost).unwrap()?;
-    if d.is_allowed() {
-        this.recorded.fetch_add(cost, Ordering::SeqCst);
-    }
-    Ok(Reply::Decision(d))
 }
 
 type Node = LocalVerdicts<Link, ManualClock>;

@@ -374,22 +374,19 @@ impl<S, C: Clock> Backstop<S, C> {
                     policy,
                     reservation,
                 },
-                mode,
-            ) if reservation.decision.source == Source::Fallback => {
-                Some(Ok(Reply::Cancelled(match mode {
-                    FailMode::Local { nodes } => {
-                        match self.with_share(policy.policy(), nodes, |share| {
-                            match share.reservable() {
-                                Ok(share) => self.local.cancel_sync(key, &share, &reservation),
-                                Err(_) => Ok(Cancelled::Spent),
-                            }
-                        }) {
-                            Ok(cancelled) => cancelled,
-                            Err(e) => return Some(Err(e)),
-                        }
-                    }
-                    _ => Cancelled::Spent,
-                })))
+                FailMode::Local { nodes },
+            ) if reservation.decision.source == Source::Fallback => Some(
+                self.with_share(policy.policy(), nodes, |share| match share.reservable() {
+                    Ok(share) => self.local.cancel_sync(key, &share, &reservation),
+                    Err(_) => Ok(Cancelled::Spent),
+                })
+                .map(Reply::Cancelled),
+            ),
+            // Failing open booked nothing.
+            (Op::Cancel { reservation, .. }, _)
+                if reservation.decision.source == Source::Fallback =>
+            {
+                Some(Ok(Reply::Cancelled(Cancelled::Spent)))
             }
             _ => None,
         }

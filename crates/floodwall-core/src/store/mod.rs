@@ -130,8 +130,8 @@ pub trait StoreExt: Store {
 
     /// [`check`](Self::check) without waiting, when the store can (see
     /// [`Store::call_now`]): the memory store always answers, `Some`.
-    // Inlined, the memory store's check builds only what the caller reads (the
-    // memory bench's instruction counts: 333 per check as a call, 235 inlined).
+    // Inlined, the memory store's check builds only what the caller reads; as a call it
+    // built the whole decision (BENCHMARKS.md §3 has the counts).
     #[inline(always)]
     fn check_now(&self, key: &[u8], policy: &Policy, cost: u64) -> Option<Result<Decision, Error>> {
         self.call_now(Op::Check { key, policy, cost })

@@ -92,34 +92,6 @@ pub enum Op<'a> {
 }
 
 impl Op<'_> {
-    /// What this operation is called, for errors and logs.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Check { .. } => "check",
-            Self::CheckAll { .. } => "check_all",
-            Self::Reserve { .. } => "reserve",
-            Self::Cancel { .. } => "cancel",
-            Self::Adjust { .. } => "adjust",
-            Self::Unban { .. } => "unban",
-            Self::Reset { .. } => "reset",
-            Self::Acquire { .. } => "acquire",
-        }
-    }
-
-    /// The key it is about.
-    pub fn key(&self) -> &[u8] {
-        match *self {
-            Self::Check { key, .. }
-            | Self::CheckAll { key, .. }
-            | Self::Reserve { key, .. }
-            | Self::Cancel { key, .. }
-            | Self::Adjust { key, .. }
-            | Self::Unban { key, .. }
-            | Self::Reset { key, .. }
-            | Self::Acquire { key, .. } => key,
-        }
-    }
-
     /// The answer of a store that cannot do this operation: [`Error::Unsupported`].
     pub fn unsupported(&self) -> Error {
         Error::Unsupported {
