@@ -14,7 +14,7 @@ use redis::Script;
 
 use crate::kind::{Layout, ScriptKind};
 use crate::op::Op;
-use crate::store::{RedisStore, explicit};
+use crate::store::RedisStore;
 
 static ADJUST: LazyLock<[Option<Script>; ScriptKind::ALL.len()]> =
     LazyLock::new(|| ScriptKind::ALL.map(|kind| text(kind).map(|t| Script::new(&t))));
@@ -36,18 +36,6 @@ fn text(kind: ScriptKind) -> Option<String> {
 }
 
 impl RedisStore {
-    /// [`StoreExt::adjust`](floodwall_core::StoreExt::adjust) at an explicit time (µs since the
-    /// Unix epoch), for tests and simulations, as [`check_at`](Self::check_at) is for checks.
-    pub async fn adjust_at(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: Adjustment,
-        now_us: u64,
-    ) -> Result<(), Error> {
-        self.settle(key, policy, adjustment, explicit(now_us)).await
-    }
-
     /// One script call, without the deny cache.
     pub(crate) async fn settle(
         &self,

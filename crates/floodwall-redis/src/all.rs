@@ -72,18 +72,4 @@ impl RedisStore {
             })
             .collect()
     }
-
-    /// [`check_all`](floodwall_core::StoreExt::check_all) at `now_us` instead of the
-    /// server's clock, never through the deny cache: for tests and simulations, as
-    /// [`check_at`](Self::check_at).
-    pub async fn check_all_at(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-        now_us: u64,
-    ) -> Result<Vec<Option<Decision>>, Error> {
-        let now = crate::store::explicit(now_us);
-        self.decide_all(key, policies, cost, now).await
-    }
 }

@@ -43,6 +43,7 @@
 
 mod adjust;
 mod all;
+mod at;
 mod builder;
 mod call;
 mod coalesce;
@@ -65,6 +66,7 @@ mod stats;
 mod store;
 mod unpack;
 
+pub use at::RedisStoreAt;
 pub use builder::RedisStoreBuilder;
 pub use error::BuildError;
 pub use key::{MAX_HEX_KEY_LEN, MAX_RAW_KEY_LEN};

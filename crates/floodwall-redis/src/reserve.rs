@@ -19,7 +19,7 @@ use redis::{Script, Value};
 use crate::kind::{Layout, ScriptKind};
 use crate::op::Op;
 use crate::reply;
-use crate::store::{RedisStore, decision, explicit};
+use crate::store::{RedisStore, decision};
 
 /// The booking scripts, by [`ScriptKind`]; `None` for a kind that cannot book.
 static RESERVE: LazyLock<[Option<Script>; ScriptKind::ALL.len()]> = LazyLock::new(|| {
@@ -38,21 +38,6 @@ static CANCEL_TOKEN_BUCKET: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/cancel_token_bucket.lua")));
 
 impl RedisStore {
-    /// [`StoreExt::reserve`](floodwall_core::StoreExt::reserve) at `now_us` (µs since the epoch)
-    /// instead of the server's clock, as [`check_at`](Self::check_at) decides: for tests
-    /// and simulations only, with the same caveats. Never through the deny cache.
-    pub async fn reserve_at(
-        &self,
-        key: &[u8],
-        policy: &Reservable,
-        cost: u64,
-        max_wait: Duration,
-        now_us: u64,
-    ) -> Result<Reservation, Error> {
-        self.book(key, policy, cost, max_wait, explicit(now_us))
-            .await
-    }
-
     /// One booking, one script call, at `now` (µs; `None` reads the server's clock).
     pub(crate) async fn book(
         &self,

@@ -56,7 +56,7 @@ pub(crate) struct Direct(pub(crate) RedisStore);
 
 impl Store for Direct {
     fn call(&self, op: StoreOp<'_>) -> impl Future<Output = Result<Reply, Error>> + Send {
-        self.0.direct(op)
+        self.0.direct(op, None)
     }
 }
 
@@ -142,27 +142,6 @@ impl RedisStore {
     /// usual choice (see [`RedisStoreBuilder::multiplexed`]).
     pub async fn connect(url: &str) -> Result<Self, BuildError> {
         Self::builder().multiplexed(url).await
-    }
-
-    /// Decides at `now_us` (microseconds since the Unix epoch) instead of the server's clock.
-    ///
-    /// It never goes through the [deny cache](RedisStoreBuilder::deny_cache): every call is
-    /// a script call, decided at `now_us`.
-    ///
-    /// For tests and simulations only: it makes runs deterministic (the decision vectors
-    /// run through it), but a fleet passing its own clocks loses what server time gives.
-    /// Keys written this way live one minute longer than their state needs, since their
-    /// time is not the clock Redis expires keys by. Times after the year 2155 are clamped
-    /// to it, so that a time plus the longest span floodwall computes with (100 years) stays
-    /// below 2^53 µs, where Lua's numbers are exact.
-    pub async fn check_at(
-        &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-        now_us: u64,
-    ) -> Result<Decision, Error> {
-        self.decide(key, policy, cost, explicit(now_us)).await
     }
 
     /// The Redis key holding `key`'s state under `policy` (see the crate docs for the
@@ -325,24 +304,25 @@ pub(crate) fn decision(
 }
 
 impl RedisStore {
-    /// An operation without the deny cache: one script call or command (an unban one `DEL`
-    /// of the penalty keys, a reset one of the quota state), or a lease (`src/lease/`).
-    async fn direct(&self, op: StoreOp<'_>) -> Result<Reply, Error> {
+    /// An operation without the deny cache, at `now` (µs; `None` reads the server's clock):
+    /// one script call or command (an unban one `DEL` of the penalty keys, a reset one of
+    /// the quota state), or a lease (`src/lease/`).
+    pub(crate) async fn direct(&self, op: StoreOp<'_>, now: Option<u64>) -> Result<Reply, Error> {
         Ok(match op {
             StoreOp::Check { key, policy, cost } => {
-                Reply::Decision(self.decide(key, policy, cost, None).await?)
+                Reply::Decision(self.decide(key, policy, cost, now).await?)
             }
             StoreOp::CheckAll {
                 key,
                 policies,
                 cost,
-            } => Reply::Decisions(self.decide_all(key, policies, cost, None).await?),
+            } => Reply::Decisions(self.decide_all(key, policies, cost, now).await?),
             StoreOp::Reserve {
                 key,
                 policy,
                 cost,
                 max_wait,
-            } => Reply::Reservation(self.book(key, policy, cost, max_wait, None).await?),
+            } => Reply::Reservation(self.book(key, policy, cost, max_wait, now).await?),
             StoreOp::Cancel {
                 key,
                 policy,
@@ -353,7 +333,7 @@ impl RedisStore {
                 policy,
                 adjustment,
             } => {
-                self.settle(key, policy, adjustment, None).await?;
+                self.settle(key, policy, adjustment, now).await?;
                 Reply::Done
             }
             StoreOp::Unban { key, policy } => {
@@ -376,7 +356,7 @@ impl Store for RedisStore {
     async fn call(&self, op: StoreOp<'_>) -> Result<Reply, Error> {
         match &self.deny {
             Some(deny) => deny.call(op).await,
-            None => self.direct(op).await,
+            None => self.direct(op, None).await,
         }
     }
 

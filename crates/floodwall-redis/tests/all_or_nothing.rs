@@ -61,7 +61,8 @@ async fn hammer(store: &RedisStore) {
                     let mut admitted = 0;
                     for _ in 0..4 {
                         let d = store
-                            .check_all_at(user.as_bytes(), &pair, 1, NOW)
+                            .at(NOW)
+                            .check_all(user.as_bytes(), &pair, 1)
                             .await
                             .unwrap();
                         let [Some(roomy), Some(small)] = d.as_slice() else {
@@ -80,7 +81,8 @@ async fn hammer(store: &RedisStore) {
         }
         assert_eq!(admitted, 50, "{pair:?}");
         let roomy = store
-            .check_at(user.as_bytes(), &pair[0], 0, NOW)
+            .at(NOW)
+            .check(user.as_bytes(), &pair[0], 0)
             .await
             .unwrap();
         assert_eq!(roomy.remaining, 10_000 - 50, "{pair:?}");
@@ -110,7 +112,8 @@ async fn redis_decides_as_the_memory_store_does() {
         let user = format!("model-{n}");
         for &cost in costs.iter().cycle().take(40) {
             let redis = store
-                .check_all_at(user.as_bytes(), &pair, cost, NOW)
+                .at(NOW)
+                .check_all(user.as_bytes(), &pair, cost)
                 .await
                 .unwrap();
             let mem = memory
@@ -184,14 +187,15 @@ async fn a_failing_or_unsupported_check_charges_nothing() {
         .await
         .unwrap();
     let err = store
-        .check_all_at(b"typed", pair, 1, NOW)
+        .at(NOW)
+        .check_all(b"typed", pair, 1)
         .await
         .unwrap_err();
     assert!(
         matches!(err, floodwall_core::Error::Backend { .. }),
         "{err:?}"
     );
-    let roomy = store.check_at(b"typed", &pair[0], 0, NOW).await.unwrap();
+    let roomy = store.at(NOW).check(b"typed", &pair[0], 0).await.unwrap();
     assert_eq!(roomy.remaining, 10_000);
 
     let log = policy(Policy::sliding_log, "log", "5/min");
@@ -261,7 +265,8 @@ async fn past_the_bound_several_policies_leave_a_handful_of_scripts() {
         }
         let key = format!("t{tenant}");
         let d = store
-            .check_all_at(key.as_bytes(), &[global.clone(), quota], 3, NOW)
+            .at(NOW)
+            .check_all(key.as_bytes(), &[global.clone(), quota], 3)
             .await
             .unwrap();
         let [Some(global), Some(quota)] = d[..] else {
@@ -370,7 +375,7 @@ fn written_and_argument_scripts_of_several_policies_decide_as_the_memory_store()
                     banned.fetch_add(u64::from(d.is_banned()), std::sync::atomic::Ordering::Relaxed);
                 }
                 for (name, s) in [("written", &written), ("generic", &generic)] {
-                    let got = s.check_all_at(b"k", &policies, cost, now).await.unwrap();
+                    let got = s.at(now).check_all(b"k", &policies, cost).await.unwrap();
                     prop_assert_eq!(&got, &want, "{} step {}: {:?} cost {}", name, i, policies, cost);
                 }
             }

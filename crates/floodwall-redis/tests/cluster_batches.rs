@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use floodwall_core::{Algorithm, Policy, State};
+use floodwall_core::{Algorithm, Policy, State, StoreExt};
 use floodwall_redis::RedisStore;
 use redis_harness::{RedisCluster, key_slot};
 
@@ -83,7 +83,7 @@ async fn spread(
         .iter()
         .map(|(user, cost)| {
             let (store, policy, user, cost) = (store.clone(), policy.clone(), user.clone(), *cost);
-            tokio::spawn(async move { store.check_at(&user, &policy, cost, NOW).await })
+            tokio::spawn(async move { store.at(NOW).check(&user, &policy, cost).await })
         })
         .collect();
     let mut out = Vec::new();
@@ -140,7 +140,7 @@ async fn checks_of_keys_in_different_slots_on_one_node_share_a_call() {
         }
         // Each key is where the cluster says, written once per check admitted.
         for user in &ours {
-            let next = store.check_at(user, &policy, 0, NOW).await.unwrap();
+            let next = store.at(NOW).check(user, &policy, 0).await.unwrap();
             let state = states.get_mut(&user[..]).unwrap();
             assert_eq!(next, policy.decide(state, NOW, 0).unwrap(), "{algorithm}");
             let key = String::from_utf8(store.redis_key(user, &policy)).unwrap();
@@ -221,7 +221,7 @@ async fn a_slot_migrating_while_batches_run_charges_each_check_exactly_once() {
 
     // Before the move: every key exists on its node, so the migration has keys to move.
     for user in users.iter() {
-        store.check_at(user, &policy, 1, NOW).await.unwrap();
+        store.at(NOW).check(user, &policy, 1).await.unwrap();
     }
     let done = Arc::new(AtomicBool::new(false));
     let tasks: Vec<_> = (0..32)
@@ -236,7 +236,7 @@ async fn a_slot_migrating_while_batches_run_charges_each_check_exactly_once() {
                         break;
                     }
                     let k = (t * 7 + i) % users.len();
-                    match store.check_at(&users[k], &policy, 1, NOW).await {
+                    match store.at(NOW).check(&users[k], &policy, 1).await {
                         Ok(d) => {
                             assert!(d.is_allowed());
                             admitted[k] += 1;
@@ -285,7 +285,7 @@ async fn a_slot_migrating_while_batches_run_charges_each_check_exactly_once() {
     // Each key has spent exactly what was admitted on it: no check answered was lost, none
     // was decided twice, and none that failed was charged.
     for (user, n) in users.iter().zip(&admitted) {
-        let next = store.check_at(user, &policy, 0, NOW).await.unwrap();
+        let next = store.at(NOW).check(user, &policy, 0).await.unwrap();
         assert_eq!(
             next.remaining,
             LIMIT - n,

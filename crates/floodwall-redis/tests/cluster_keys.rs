@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use floodwall_core::{ConcurrencyLimit, Penalty, Policy, Reservable};
+use floodwall_core::{ConcurrencyLimit, Penalty, Policy, Reservable, StoreExt};
 use floodwall_redis::RedisStore;
 use redis_harness::{RedisCluster, key_slot};
 
@@ -51,25 +51,26 @@ async fn every_user_key_the_empty_one_included_is_limited_and_banned_on_a_cluste
         }
         // Two admitted by both policies at once, then `login` refuses: a strike.
         for _ in 0..2 {
-            let d = store.check_all_at(&user, &both, 1, NOW).await.unwrap();
+            let d = store.at(NOW).check_all(&user, &both, 1).await.unwrap();
             assert!(
                 d.iter().flatten().all(|d| d.is_allowed()),
                 "{user:?}: {d:?}"
             );
         }
-        let d = store.check_all_at(&user, &both, 1, NOW).await.unwrap();
+        let d = store.at(NOW).check_all(&user, &both, 1).await.unwrap();
         let refused = d[1].unwrap();
         assert!(
             !refused.is_allowed() && !refused.is_banned(),
             "{user:?}: {d:?}"
         );
         // The second refusal, alone: the ban.
-        let d = store.check_at(&user, &login, 1, NOW).await.unwrap();
+        let d = store.at(NOW).check(&user, &login, 1).await.unwrap();
         assert!(d.is_banned(), "{user:?}: {d:?}");
-        let d = store.check_all_at(&user, &both, 1, NOW + 1).await.unwrap();
+        let d = store.at(NOW + 1).check_all(&user, &both, 1).await.unwrap();
         assert!(d[1].unwrap().is_banned(), "{user:?}: {d:?}");
         let r = store
-            .reserve_at(&user, &booking, 1, 60 * SEC, NOW + 1)
+            .at(NOW + 1)
+            .reserve(&user, &booking, 1, 60 * SEC)
             .await
             .unwrap();
         assert!(
@@ -77,7 +78,7 @@ async fn every_user_key_the_empty_one_included_is_limited_and_banned_on_a_cluste
             "{user:?}: {r:?}"
         );
         // `daily` was charged the two admissions only.
-        let d = store.check_at(&user, &daily, 0, NOW + 1).await.unwrap();
+        let d = store.at(NOW + 1).check(&user, &daily, 0).await.unwrap();
         assert_eq!(d.remaining, 98, "{user:?}");
     }
 }

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use floodwall_core::{Algorithm, Decision, Policy, State};
+use floodwall_core::{Algorithm, Decision, Policy, State, StoreExt};
 use floodwall_redis::RedisStore;
 use proptest::prelude::*;
 use redis_harness::{RedisServer, Reply};
@@ -77,8 +77,8 @@ async fn spread(
             let (store, policy, key) = (store.clone(), policy.clone(), key.to_vec());
             tokio::spawn(async move {
                 match now {
-                    Some(now) => store.check_at(&key, &policy, cost, now).await,
-                    None => floodwall_core::StoreExt::check(&store, &key, &policy, cost).await,
+                    Some(now) => store.at(now).check(&key, &policy, cost).await,
+                    None => StoreExt::check(&store, &key, &policy, cost).await,
                 }
             })
         })
@@ -266,7 +266,7 @@ async fn many_tasks_on_many_threads_admit_exactly_the_quota_of_each_key() {
                 for i in 0..40 {
                     let k = (t + i) % 4;
                     let key = format!("key-{k}");
-                    let d = floodwall_core::StoreExt::check(&store, key.as_bytes(), &policy, 1)
+                    let d = StoreExt::check(&store, key.as_bytes(), &policy, 1)
                         .await
                         .unwrap();
                     admitted[k] += u64::from(d.is_allowed());
@@ -335,7 +335,7 @@ async fn a_batch_with_a_key_of_another_type_answers_every_other_check_once() {
             );
         }
         for (user, state) in [&b"x"[..], b"y"].into_iter().zip(&mut states) {
-            let next = store.check_at(user, &policy, 1, NOW).await.unwrap();
+            let next = store.at(NOW).check(user, &policy, 1).await.unwrap();
             assert_eq!(
                 next,
                 policy.decide(state, NOW, 1).unwrap(),
@@ -397,9 +397,9 @@ fn batches_decide_and_write_as_sequential_calls_of_the_core_model() {
                 now += dt;
                 let cost = cost.min(limit);
                 let expected = policy.decide(&mut states[k], now, cost).unwrap();
-                let got = store.check_at(users[k], &policy, cost, now).await.unwrap();
+                let got = store.at(now).check(users[k], &policy, cost).await.unwrap();
                 prop_assert_eq!(got, expected);
-                let got = sequential.check_at(users[k], &twin, cost, now).await.unwrap();
+                let got = sequential.at(now).check(users[k], &twin, cost).await.unwrap();
                 prop_assert_eq!(got, expected);
             }
             now += gap;
@@ -415,7 +415,7 @@ fn batches_decide_and_write_as_sequential_calls_of_the_core_model() {
             for (i, (&(k, _), &(user, cost))) in batch.iter().zip(&checks).enumerate() {
                 let expected = policy.decide(&mut states[k], now, cost).unwrap();
                 prop_assert_eq!(got[i].as_ref().unwrap(), &expected, "check {} (cost {})", i, cost);
-                let alone = sequential.check_at(user, &twin, cost, now).await.unwrap();
+                let alone = sequential.at(now).check(user, &twin, cost).await.unwrap();
                 prop_assert_eq!(alone, expected, "check {} sent alone", i);
             }
             // What the batch wrote is what the calls one after another wrote, and what the
@@ -427,7 +427,7 @@ fn batches_decide_and_write_as_sequential_calls_of_the_core_model() {
                     "key {}", k
                 );
                 let cost = after.min(limit);
-                let got = store.check_at(user, &policy, cost, now + 1).await.unwrap();
+                let got = store.at(now + 1).check(user, &policy, cost).await.unwrap();
                 prop_assert_eq!(got, policy.decide(&mut states[k], now + 1, cost).unwrap());
             }
             Ok(())
@@ -449,7 +449,7 @@ async fn a_leader_dropped_mid_call_hands_its_queue_on() {
         tokio::spawn(async move {
             tokio::time::timeout(
                 Duration::from_millis(50),
-                store.check_at(b"k", &policy, 1, NOW),
+                store.at(NOW).check(b"k", &policy, 1),
             )
             .await
         })
@@ -480,14 +480,14 @@ async fn checks_whose_callers_left_the_queue_are_never_sent() {
     let leaders: Vec<_> = (0..ALONE)
         .map(|_| {
             let (store, policy) = (store.clone(), policy.clone());
-            tokio::spawn(async move { store.check_at(b"k", &policy, 1, NOW).await })
+            tokio::spawn(async move { store.at(NOW).check(b"k", &policy, 1).await })
         })
         .collect();
     tokio::task::yield_now().await;
     let followers: Vec<_> = (0..3)
         .map(|_| {
             let (store, policy) = (store.clone(), policy.clone());
-            tokio::spawn(async move { store.check_at(b"k", &policy, 1, NOW).await })
+            tokio::spawn(async move { store.at(NOW).check(b"k", &policy, 1).await })
         })
         .collect();
     tokio::task::yield_now().await;
@@ -512,7 +512,7 @@ async fn checks_whose_callers_left_the_queue_are_never_sent() {
     );
     assert_eq!(after.coalesced, before.coalesced, "no batch was sent");
     // Only the leaders' units are spent.
-    let next = store.check_at(b"k", &policy, 1, NOW).await.unwrap();
+    let next = store.at(NOW).check(b"k", &policy, 1).await.unwrap();
     assert_eq!(next.remaining, 9 - ALONE as u64);
 }
 
@@ -536,7 +536,7 @@ async fn a_full_queue_refuses_as_overloaded_and_its_timed_out_checks_are_not_sen
     let checks: Vec<_> = (0..RedisStore::MAX_QUEUED_PER_GROUP + ALONE + 1)
         .map(|_| {
             let (store, policy) = (store.clone(), policy.clone());
-            tokio::spawn(async move { store.check_at(b"k", &policy, 1, NOW).await })
+            tokio::spawn(async move { store.at(NOW).check(b"k", &policy, 1).await })
         })
         .collect();
     let mut timeouts = 0;
@@ -565,6 +565,6 @@ async fn a_full_queue_refuses_as_overloaded_and_its_timed_out_checks_are_not_sen
     let after = store.stats();
     assert_eq!(after.script_calls - before.script_calls, ALONE as u64);
     assert_eq!(after.coalesced, before.coalesced);
-    let next = store.check_at(b"k", &policy, 1, NOW).await.unwrap();
+    let next = store.at(NOW).check(b"k", &policy, 1).await.unwrap();
     assert_eq!(next.remaining, limit - ALONE as u64 - 1);
 }

@@ -16,7 +16,7 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-use floodwall_core::Policy;
+use floodwall_core::{Policy, StoreExt};
 use floodwall_redis::RedisStore;
 use redis_harness::RedisServer;
 
@@ -52,7 +52,8 @@ fn spawn_hammer(
                     let k = (t + i) % KEYS;
                     let key = format!("hot-{k}");
                     let d = store
-                        .check_at(key.as_bytes(), &policy, 1, NOW)
+                        .at(NOW)
+                        .check(key.as_bytes(), &policy, 1)
                         .await
                         .unwrap();
                     admitted[k] += u64::from(d.is_allowed());

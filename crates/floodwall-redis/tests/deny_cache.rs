@@ -1,6 +1,6 @@
 //! The deny cache a `RedisStore` has by default, against a real redis-server: a flood of
 //! refusals costs a few script calls, a reset through the store forgets what it knew,
-//! `check_at` and `deny_cache(false)` send every check to Redis.
+//! A store `at` an explicit time and `deny_cache(false)` send every check to Redis.
 
 mod common;
 
@@ -72,12 +72,12 @@ async fn a_reset_through_the_store_forgets_the_cached_refusal() {
 }
 
 #[tokio::test]
-async fn check_at_and_a_store_without_the_cache_send_every_check() {
+async fn an_explicit_time_and_a_store_without_the_cache_send_every_check() {
     let server = RedisServer::start();
     let store = RedisStore::connect(&server.url()).await.unwrap();
     let policy = Policy::gcra("explicit", "1/min".parse().unwrap()).unwrap();
     for i in 0..10 {
-        let d = store.check_at(b"k", &policy, 1, NOW).await.unwrap();
+        let d = store.at(NOW).check(b"k", &policy, 1).await.unwrap();
         assert_eq!(d.is_allowed(), i == 0);
     }
     assert_eq!(store.stats().script_calls, 10);

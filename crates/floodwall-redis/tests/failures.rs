@@ -33,7 +33,8 @@ async fn script_flush_in_the_middle_of_a_run_is_transparent() {
     ];
     for (s, store) in stores.iter().enumerate() {
         for policy in every_algorithm(&format!("flush{s}"), "3/s") {
-            let check = |cost| store.check_at(b"k", &policy, cost, NOW);
+            let at = store.at(NOW);
+            let check = |cost| at.check(b"k", &policy, cost);
             assert_eq!(check(2).await.unwrap().remaining, 1);
             server.cmd(&["SCRIPT", "FLUSH"]);
             // The script is reloaded and the state kept: one left, then none.

@@ -6,7 +6,7 @@
 
 mod common;
 
-use floodwall_core::{Algorithm, State};
+use floodwall_core::{Algorithm, State, StoreExt};
 use floodwall_redis::RedisStore;
 use proptest::prelude::*;
 use redis_harness::RedisServer;
@@ -58,8 +58,8 @@ fn single_checks_decide_as_the_core_model() {
                     now += dt;
                 }
                 let cost = cost.min(limit);
-                let got = store.check_at(b"k", &policy, cost, now).await.unwrap();
-                let generic = generic.check_at(b"g", &policy, cost, now).await.unwrap();
+                let got = store.at(now).check(b"k", &policy, cost).await.unwrap();
+                let generic = generic.at(now).check(b"g", &policy, cost).await.unwrap();
                 let want = policy.decide(&mut state, now, cost).unwrap();
                 prop_assert_eq!(got, want, "step {} of {:?}: cost {} at {}", i, policy, cost, now);
                 prop_assert_eq!(generic, want, "generic, step {} of {:?}", i, policy);

@@ -48,7 +48,7 @@ fn get(server: &RedisServer, key: &[u8]) -> Reply {
 async fn until_banned(store: &RedisStore, key: &[u8], policy: &Policy, now: u64) -> usize {
     let mut refused = 0;
     for _ in 0..100 {
-        let d = store.check_at(key, policy, 1, now).await.unwrap();
+        let d = store.at(now).check(key, policy, 1).await.unwrap();
         if d.is_banned() {
             assert!(!d.is_allowed() && d.remaining == 0);
             return refused;
@@ -65,7 +65,8 @@ async fn refusals_ban_the_key_and_each_ban_grows_to_the_cap() {
     let policy = login("login");
     assert!(
         store
-            .check_at(b"eve", &policy, 1, NOW)
+            .at(NOW)
+            .check(b"eve", &policy, 1)
             .await
             .unwrap()
             .is_allowed()
@@ -74,17 +75,18 @@ async fn refusals_ban_the_key_and_each_ban_grows_to_the_cap() {
     let quota_state = get(&server, &rate_key);
     // Two plain refusals; the third is answered as the ban already.
     for _ in 0..2 {
-        let d = store.check_at(b"eve", &policy, 1, NOW).await.unwrap();
+        let d = store.at(NOW).check(b"eve", &policy, 1).await.unwrap();
         assert!(!d.is_allowed() && !d.is_banned());
     }
-    let d = store.check_at(b"eve", &policy, 1, NOW).await.unwrap();
+    let d = store.at(NOW).check(b"eve", &policy, 1).await.unwrap();
     assert!(d.is_banned() && !d.is_allowed());
     assert_eq!(d.retry_after, Some(10 * SEC));
     assert_eq!(d.limit, 1);
     // While banned, every check (a peek too) is the ban's remainder, and the quota's
     // state is not touched.
     let d = store
-        .check_at(b"eve", &policy, 0, NOW + 4 * S)
+        .at(NOW + 4 * S)
+        .check(b"eve", &policy, 0)
         .await
         .unwrap();
     assert!(d.is_banned());
@@ -106,7 +108,7 @@ async fn refusals_ban_the_key_and_each_ban_grows_to_the_cap() {
     let mut now = NOW + 10 * S;
     for expected in [30u64, 60, 60] {
         assert_eq!(until_banned(&store, b"eve", &policy, now).await, 2);
-        let d = store.check_at(b"eve", &policy, 1, now).await.unwrap();
+        let d = store.at(now).check(b"eve", &policy, 1).await.unwrap();
         assert_eq!(
             d.retry_after,
             Some(Duration::from_secs(expected)),
@@ -115,7 +117,7 @@ async fn refusals_ban_the_key_and_each_ban_grows_to_the_cap() {
         now += expected * S;
     }
     // Another key is not banned.
-    let d = store.check_at(b"bob", &policy, 1, NOW).await.unwrap();
+    let d = store.at(NOW).check(b"bob", &policy, 1).await.unwrap();
     assert!(d.is_allowed() && !d.is_banned());
 }
 
@@ -135,7 +137,8 @@ async fn a_ban_ends_on_time_and_bans_are_forgotten_after_remembered_for() {
         );
     assert!(
         store
-            .check_at(b"k", &policy, 1, NOW)
+            .at(NOW)
+            .check(b"k", &policy, 1)
             .await
             .unwrap()
             .is_allowed()
@@ -143,33 +146,36 @@ async fn a_ban_ends_on_time_and_bans_are_forgotten_after_remembered_for() {
     assert_eq!(until_banned(&store, b"k", &policy, NOW).await, 1);
     // A microsecond before its end the ban still holds, for that microsecond.
     let d = store
-        .check_at(b"k", &policy, 1, NOW + 10 * S - 1)
+        .at(NOW + 10 * S - 1)
+        .check(b"k", &policy, 1)
         .await
         .unwrap();
     assert!(d.is_banned());
     assert_eq!(d.retry_after, Some(Duration::from_micros(1)));
     // At its end the quota decides again: 1/s has long refilled.
     let d = store
-        .check_at(b"k", &policy, 1, NOW + 10 * S)
+        .at(NOW + 10 * S)
+        .check(b"k", &policy, 1)
         .await
         .unwrap();
     assert!(d.is_allowed() && !d.is_banned());
     // Banned again within 30 s of the end: the second ban, 20 s.
     let then = NOW + 39 * S;
     assert_eq!(until_banned(&store, b"k", &policy, then).await, 1);
-    let d = store.check_at(b"k", &policy, 1, then).await.unwrap();
+    let d = store.at(then).check(b"k", &policy, 1).await.unwrap();
     assert_eq!(d.retry_after, Some(20 * SEC));
     // After more than 30 s past that ban's end, the next is a first ban again.
     let later = then + 20 * S + 30 * S;
     assert!(
         store
-            .check_at(b"k", &policy, 1, later)
+            .at(later)
+            .check(b"k", &policy, 1)
             .await
             .unwrap()
             .is_allowed()
     );
     assert_eq!(until_banned(&store, b"k", &policy, later).await, 1);
-    let d = store.check_at(b"k", &policy, 1, later).await.unwrap();
+    let d = store.at(later).check(b"k", &policy, 1).await.unwrap();
     assert_eq!(d.retry_after, Some(10 * SEC));
 }
 
@@ -180,7 +186,8 @@ async fn strikes_are_counted_within_their_window_only() {
     let policy = login("window");
     assert!(
         store
-            .check_at(b"k", &policy, 1, NOW)
+            .at(NOW)
+            .check(b"k", &policy, 1)
             .await
             .unwrap()
             .is_allowed()
@@ -189,7 +196,8 @@ async fn strikes_are_counted_within_their_window_only() {
     for at in [NOW + S, NOW + 2 * S] {
         assert!(
             !store
-                .check_at(b"k", &policy, 1, at)
+                .at(at)
+                .check(b"k", &policy, 1)
                 .await
                 .unwrap()
                 .is_banned()
@@ -198,7 +206,8 @@ async fn strikes_are_counted_within_their_window_only() {
     let after = NOW + 61 * S;
     assert!(
         store
-            .check_at(b"k", &policy, 1, after)
+            .at(after)
+            .check(b"k", &policy, 1)
             .await
             .unwrap()
             .is_allowed()
@@ -206,7 +215,8 @@ async fn strikes_are_counted_within_their_window_only() {
     for _ in 0..2 {
         assert!(
             !store
-                .check_at(b"k", &policy, 1, after)
+                .at(after)
+                .check(b"k", &policy, 1)
                 .await
                 .unwrap()
                 .is_banned()
@@ -214,7 +224,8 @@ async fn strikes_are_counted_within_their_window_only() {
     }
     assert!(
         store
-            .check_at(b"k", &policy, 1, after)
+            .at(after)
+            .check(b"k", &policy, 1)
             .await
             .unwrap()
             .is_banned()
@@ -222,7 +233,7 @@ async fn strikes_are_counted_within_their_window_only() {
     // A cost the quota can never take fails before Redis, and is no strike.
     let fresh = login("fresh");
     assert!(matches!(
-        store.check_at(b"k", &fresh, 5, NOW).await,
+        store.at(NOW).check(b"k", &fresh, 5).await,
         Err(Error::CostTooHigh { .. })
     ));
     let [_, strikes, _] = store.penalty_keys(b"k", &fresh);
@@ -237,14 +248,14 @@ async fn every_algorithm_bans_with_written_and_generic_scripts() {
     for (store, name) in [(&written, "w"), (&generic, "g")] {
         for policy in every_algorithm(name, "1/min") {
             let policy = policy.with_penalty(penalty());
-            let d = store.check_at(b"k", &policy, 1, NOW).await.unwrap();
+            let d = store.at(NOW).check(b"k", &policy, 1).await.unwrap();
             assert!(d.is_allowed(), "{policy:?}");
             assert_eq!(
                 until_banned(store, b"k", &policy, NOW).await,
                 2,
                 "{policy:?}"
             );
-            let d = store.check_at(b"k", &policy, 1, NOW + S).await.unwrap();
+            let d = store.at(NOW + S).check(b"k", &policy, 1).await.unwrap();
             assert_eq!(d.retry_after, Some(9 * SEC), "{policy:?}");
         }
     }
@@ -258,7 +269,8 @@ async fn a_policy_without_a_penalty_is_never_banned_and_writes_no_penalty_key() 
     for _ in 0..10 {
         assert!(
             !store
-                .check_at(b"k", &plain, 1, NOW)
+                .at(NOW)
+                .check(b"k", &plain, 1)
                 .await
                 .unwrap()
                 .is_banned()
@@ -274,7 +286,8 @@ async fn unban_forgets_earlier_bans_so_the_next_is_a_first_one() {
     let policy = login("forget");
     assert!(
         store
-            .check_at(b"k", &policy, 1, NOW)
+            .at(NOW)
+            .check(b"k", &policy, 1)
             .await
             .unwrap()
             .is_allowed()
@@ -282,7 +295,8 @@ async fn unban_forgets_earlier_bans_so_the_next_is_a_first_one() {
     until_banned(&store, b"k", &policy, NOW).await;
     until_banned(&store, b"k", &policy, NOW + 10 * S).await;
     let d = store
-        .check_at(b"k", &policy, 1, NOW + 10 * S)
+        .at(NOW + 10 * S)
+        .check(b"k", &policy, 1)
         .await
         .unwrap();
     assert_eq!(d.retry_after, Some(30 * SEC));
@@ -295,7 +309,7 @@ async fn unban_forgets_earlier_bans_so_the_next_is_a_first_one() {
     );
     let at = NOW + 11 * S;
     assert_eq!(until_banned(&store, b"k", &policy, at).await, 2);
-    let d = store.check_at(b"k", &policy, 1, at).await.unwrap();
+    let d = store.at(at).check(b"k", &policy, 1).await.unwrap();
     assert_eq!(d.retry_after, Some(10 * SEC));
 }
 
@@ -306,7 +320,8 @@ async fn a_reset_forgets_the_quota_only_and_the_ban_holds() {
     let policy = login("reset");
     assert!(
         store
-            .check_at(b"k", &policy, 1, NOW)
+            .at(NOW)
+            .check(b"k", &policy, 1)
             .await
             .unwrap()
             .is_allowed()
@@ -315,13 +330,14 @@ async fn a_reset_forgets_the_quota_only_and_the_ban_holds() {
     store.reset(b"k", &policy).await.unwrap();
     let rate_key = text(&store.redis_key(b"k", &policy));
     assert_eq!(server.cmd(&["EXISTS", &rate_key]), "0");
-    let d = store.check_at(b"k", &policy, 1, NOW + S).await.unwrap();
+    let d = store.at(NOW + S).check(b"k", &policy, 1).await.unwrap();
     assert!(d.is_banned() && d.retry_after == Some(9 * SEC));
     // Once lifted, the fresh quota admits.
     store.unban(b"k", &policy).await.unwrap();
     assert!(
         store
-            .check_at(b"k", &policy, 1, NOW + S)
+            .at(NOW + S)
+            .check(b"k", &policy, 1)
             .await
             .unwrap()
             .is_allowed()
@@ -339,12 +355,14 @@ async fn a_banned_key_books_no_slot() {
     let wait = Duration::from_secs(5);
     // A booking is no strike: refused ones neither.
     let r = store
-        .reserve_at(b"k", &reservable, 1, wait, NOW)
+        .at(NOW)
+        .reserve(b"k", &reservable, 1, wait)
         .await
         .unwrap();
     assert!(r.decision.is_allowed());
     let r = store
-        .reserve_at(b"k", &reservable, 1, wait, NOW)
+        .at(NOW)
+        .reserve(b"k", &reservable, 1, wait)
         .await
         .unwrap();
     assert!(r.decision.is_allowed() && r.wait == SEC, "{r:?}");
@@ -354,7 +372,8 @@ async fn a_banned_key_books_no_slot() {
     let rate_key = store.redis_key(b"k", &policy);
     let before = get(&server, &rate_key);
     let r = store
-        .reserve_at(b"k", &reservable, 1, wait, NOW + S)
+        .at(NOW + S)
+        .reserve(b"k", &reservable, 1, wait)
         .await
         .unwrap();
     assert!(r.decision.is_banned() && !r.decision.is_allowed() && r.ticket.is_none());
@@ -364,7 +383,8 @@ async fn a_banned_key_books_no_slot() {
     assert_ne!(get(&server, &ban), Reply::Nil);
     store.unban(b"k", &policy).await.unwrap();
     let r = store
-        .reserve_at(b"k", &reservable, 1, wait, NOW + S)
+        .at(NOW + S)
+        .reserve(b"k", &reservable, 1, wait)
         .await
         .unwrap();
     assert!(r.decision.is_allowed() && !r.decision.is_banned());
@@ -376,7 +396,8 @@ async fn several_policies_at_once_strike_and_ban_only_the_policy_that_refused() 
     let store = uncached_store(&server.url()).await;
     let plain = Policy::gcra("a", "5/s".parse().unwrap()).unwrap();
     let both = [plain.clone(), login("b")];
-    let all = |now| store.check_all_at(b"k", &both, 1, now);
+    let (store, both) = (&store, &both);
+    let all = |now| async move { store.at(now).check_all(b"k", both, 1).await };
     let first = all(NOW).await.unwrap();
     assert!(first.iter().all(|d| d.unwrap().is_allowed()));
     // b refuses on its own: a strike of b; a answers as a peek, charged nothing.
@@ -403,7 +424,7 @@ async fn several_policies_at_once_strike_and_ban_only_the_policy_that_refused() 
         .with_penalty(Penalty::new(1, 60 * SEC, 10 * SEC).unwrap());
     let pair = [tight, loose.clone()];
     for i in 0..5 {
-        let got = store.check_all_at(b"k", &pair, 1, NOW).await.unwrap();
+        let got = store.at(NOW).check_all(b"k", &pair, 1).await.unwrap();
         assert_eq!(got[0].unwrap().is_allowed(), i == 0);
         assert!(!got[1].unwrap().is_banned());
     }
@@ -416,7 +437,7 @@ async fn several_policies_at_once_strike_and_ban_only_the_policy_that_refused() 
             .unwrap()
             .with_penalty(penalty()),
     ];
-    let got = store.check_all_at(b"k", &twice, 1, NOW).await;
+    let got = store.at(NOW).check_all(b"k", &twice, 1).await;
     assert!(matches!(got, Err(Error::Unsupported { .. })), "{got:?}");
 }
 
@@ -428,7 +449,7 @@ async fn broken_penalty_keys_fail_cleanly_and_change_nothing() {
     let [ban, strikes, bans] = store.penalty_keys(b"k", &policy);
     // A ban key of another type: every check fails, as the server's error.
     server.cmd(&["LPUSH", &text(&ban), "x"]);
-    let got = store.check_at(b"k", &policy, 1, NOW).await;
+    let got = store.at(NOW).check(b"k", &policy, 1).await;
     let Err(Error::Backend { source }) = &got else {
         panic!("{got:?}")
     };
@@ -441,13 +462,14 @@ async fn broken_penalty_keys_fail_cleanly_and_change_nothing() {
     // Unreadable strikes: the refusal that reads them fails, writing nothing.
     assert!(
         store
-            .check_at(b"k", &policy, 1, NOW)
+            .at(NOW)
+            .check(b"k", &policy, 1)
             .await
             .unwrap()
             .is_allowed()
     );
     server.cmd(&["SET", &text(&strikes), "junk"]);
-    let got = store.check_at(b"k", &policy, 1, NOW).await;
+    let got = store.at(NOW).check(b"k", &policy, 1).await;
     assert!(matches!(got, Err(Error::Backend { .. })), "{got:?}");
     assert_eq!(server.cmd(&["GET", &text(&strikes)]), "junk");
     // Remembered bans of another type: the banning strike fails, nothing written.
@@ -456,13 +478,14 @@ async fn broken_penalty_keys_fail_cleanly_and_change_nothing() {
     for _ in 0..2 {
         assert!(
             !store
-                .check_at(b"k", &policy, 1, NOW)
+                .at(NOW)
+                .check(b"k", &policy, 1)
                 .await
                 .unwrap()
                 .is_banned()
         );
     }
-    let got = store.check_at(b"k", &policy, 1, NOW).await;
+    let got = store.at(NOW).check(b"k", &policy, 1).await;
     assert!(matches!(got, Err(Error::Backend { .. })), "{got:?}");
     assert_eq!(server.cmd(&["EXISTS", &text(&ban)]), "0");
     // Unban deletes whatever is there, and the key is penalized afresh.
@@ -475,7 +498,7 @@ async fn broken_penalty_keys_fail_cleanly_and_change_nothing() {
         .with_penalty(penalty());
     let rate_key = text(&store.redis_key(b"k", &log));
     server.cmd(&["ZADD", &rate_key, "1", "x"]);
-    let got = store.check_at(b"k", &log, 1, NOW).await;
+    let got = store.at(NOW).check(b"k", &log, 1).await;
     let Err(Error::Backend { source }) = &got else {
         panic!("{got:?}")
     };
@@ -513,14 +536,15 @@ async fn after_script_flush_a_ban_still_holds() {
     let policy = login("flush");
     assert!(
         store
-            .check_at(b"k", &policy, 1, NOW)
+            .at(NOW)
+            .check(b"k", &policy, 1)
             .await
             .unwrap()
             .is_allowed()
     );
     assert_eq!(until_banned(&store, b"k", &policy, NOW).await, 2);
     server.cmd(&["SCRIPT", "FLUSH"]);
-    let d = store.check_at(b"k", &policy, 1, NOW + S).await.unwrap();
+    let d = store.at(NOW + S).check(b"k", &policy, 1).await.unwrap();
     assert!(d.is_banned());
     assert_eq!(d.retry_after, Some(9 * SEC));
 }

@@ -93,7 +93,7 @@ fn penalties_decide_as_the_memory_store() {
                         let want = memory.check(b"k", &policy, cost).await.unwrap();
                         bans.fetch_add(u64::from(want.is_banned()), std::sync::atomic::Ordering::Relaxed);
                         for (name, s) in [("written", &store), ("generic", &generic)] {
-                            let got = s.check_at(b"k", &policy, cost, now).await.unwrap();
+                            let got = s.at(now).check(b"k", &policy, cost).await.unwrap();
                             prop_assert_eq!(got, want, "{} step {}: {:?} cost {}", name, i, policy, cost);
                         }
                     }
@@ -109,7 +109,7 @@ fn penalties_decide_as_the_memory_store() {
                         if !sliding {
                             let want = memory.check_all(b"k", &both, cost).await.unwrap();
                             for (name, s) in [("written", &store), ("generic", &generic)] {
-                                let got = s.check_all_at(b"k", &both, cost, now).await.unwrap();
+                                let got = s.at(now).check_all(b"k", &both, cost).await.unwrap();
                                 prop_assert_eq!(got, want.clone(), "{} all, step {}", name, i);
                             }
                             continue;
@@ -120,7 +120,7 @@ fn penalties_decide_as_the_memory_store() {
                         // then checks the policies one by one. So does the model, on both
                         // stores: what follows compares the states Redis kept.
                         for (name, s) in [("written", &store), ("generic", &generic)] {
-                            let got = s.check_all_at(b"k", &both, cost, now).await;
+                            let got = s.at(now).check_all(b"k", &both, cost).await;
                             let unsupported = matches!(got, Err(floodwall_core::Error::Unsupported { .. }));
                             prop_assert!(unsupported, "{} all, step {}: {:?}", name, i, got);
                         }
@@ -128,7 +128,7 @@ fn penalties_decide_as_the_memory_store() {
                             let want = memory.check(b"k", p, cost).await.unwrap();
                             bans.fetch_add(u64::from(want.is_banned()), std::sync::atomic::Ordering::Relaxed);
                             for (name, s) in [("written", &store), ("generic", &generic)] {
-                                let got = s.check_at(b"k", p, cost, now).await.unwrap();
+                                let got = s.at(now).check(b"k", p, cost).await.unwrap();
                                 prop_assert_eq!(got, want, "{} one by one, step {}: {:?}", name, i, p);
                             }
                         }

@@ -45,7 +45,8 @@ async fn a_strike_window_keeps_its_end_when_within_changes() {
         let first = policy(scenario[0].1);
         assert!(
             store
-                .check_at(key, &first, 1, NOW)
+                .at(NOW)
+                .check(key, &first, 1)
                 .await
                 .unwrap()
                 .is_allowed()
@@ -56,7 +57,8 @@ async fn a_strike_window_keeps_its_end_when_within_changes() {
             clock.set(NOW + at);
             let want = memory.check(key, &policy(within), 1).await.unwrap();
             let d = store
-                .check_at(key, &policy(within), 1, NOW + at)
+                .at(NOW + at)
+                .check(key, &policy(within), 1)
                 .await
                 .unwrap();
             assert!(!d.is_allowed());

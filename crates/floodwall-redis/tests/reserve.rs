@@ -103,7 +103,7 @@ proptest! {
                             let cost = cost.min(limit);
                             let wait = Duration::from_millis(max_wait_ms);
                             let m = memory.reserve(b"k", &policy, cost, wait).now().unwrap();
-                            let r = redis.reserve_at(b"k", &policy, cost, wait, now).await.unwrap();
+                            let r = redis.at(now).reserve(b"k", &policy, cost, wait).await.unwrap();
                             assert_eq!(said(&r), said(&m), "{at}");
                             assert_eq!(r.ticket.is_some(), m.ticket.is_some(), "{at}");
                             if m.ticket.is_some() {
@@ -124,7 +124,7 @@ proptest! {
                             clock.set(now);
                             let cost = cost.min(limit);
                             let m = memory.check_now(b"k", policy.policy(), cost).unwrap().unwrap();
-                            let r = redis.check_at(b"k", policy.policy(), cost, now).await.unwrap();
+                            let r = redis.at(now).check(b"k", policy.policy(), cost).await.unwrap();
                             assert_eq!(r, m, "{at}");
                         }
                     }
@@ -152,7 +152,8 @@ async fn two_stores_booking_one_key_take_each_slot_once() {
                 for _ in 0..4 {
                     out.push(
                         store
-                            .reserve_at(b"hot", &policy, 1, max_wait, NOW)
+                            .at(NOW)
+                            .reserve(b"hot", &policy, 1, max_wait)
                             .await
                             .unwrap(),
                     );

@@ -33,7 +33,8 @@ async fn decisions_follow_the_server_clock_not_the_client_clock() {
     // A client whose clock is an hour ahead, deciding on its own clock, would see the
     // quota refilled already...
     let skewed = store
-        .check_at(b"u", &policy, 0, after + hour)
+        .at(after + hour)
+        .check(b"u", &policy, 0)
         .await
         .unwrap();
     assert_eq!(skewed.remaining, 1);
@@ -107,7 +108,8 @@ async fn a_ttl_is_renewed_only_when_the_state_outlives_its_grid_cell() {
     // explicit time adds).
     assert!(
         store
-            .check_at(b"k", &policy, 1, now)
+            .at(now)
+            .check(b"k", &policy, 1)
             .await
             .unwrap()
             .is_allowed()
@@ -119,7 +121,8 @@ async fn a_ttl_is_renewed_only_when_the_state_outlives_its_grid_cell() {
     // TAT + 200 ms: the same cell, KEEPTTL.
     assert!(
         store
-            .check_at(b"k", &policy, 1, now)
+            .at(now)
+            .check(b"k", &policy, 1)
             .await
             .unwrap()
             .is_allowed()
@@ -128,7 +131,8 @@ async fn a_ttl_is_renewed_only_when_the_state_outlives_its_grid_cell() {
     // TAT + 300 ms: the next cell, renewed to its end (500 ms).
     assert!(
         store
-            .check_at(b"k", &policy, 1, now)
+            .at(now)
+            .check(b"k", &policy, 1)
             .await
             .unwrap()
             .is_allowed()
@@ -170,7 +174,7 @@ async fn one_decision_runs_the_documented_commands_and_a_denial_writes_nothing()
     ];
     for (i, policy) in every_algorithm("cmds", "2/s").iter().enumerate() {
         // Warm the script cache so SCRIPT LOAD does not show up.
-        store.check_at(b"warm", policy, 0, now).await.unwrap();
+        store.at(now).check(b"warm", policy, 0).await.unwrap();
         let (d, calls) = run(&server, &store, policy, 2, now).await;
         assert!(d.is_allowed());
         assert_eq!(calls, expected_allowed[i], "{policy:?}");
@@ -219,7 +223,7 @@ async fn a_sliding_log_takes_costs_of_thousands_of_units_as_the_model_does() {
         (2_000_001, 3_000),
     ];
     for (i, (dt, cost)) in steps.into_iter().enumerate() {
-        let got = store.check_at(b"k", &policy, cost, t0 + dt).await.unwrap();
+        let got = store.at(t0 + dt).check(b"k", &policy, cost).await.unwrap();
         let want = policy.decide(&mut state, t0 + dt, cost).unwrap();
         assert_eq!(got, want, "step {i}: cost {cost} at +{dt} µs");
         if i == 0 {
@@ -254,7 +258,7 @@ async fn a_sliding_log_keeps_every_unit_when_the_clock_steps_back_onto_a_taken_p
         (t, 1),         // full
     ];
     for (i, (now, cost)) in steps.into_iter().enumerate() {
-        let got = store.check_at(b"k", &policy, cost, now).await.unwrap();
+        let got = store.at(now).check(b"k", &policy, cost).await.unwrap();
         let want = policy.decide(&mut state, now, cost).unwrap();
         assert_eq!(got, want, "step {i}: cost {cost} at {now}");
         if i == 3 {
@@ -282,7 +286,7 @@ async fn a_fixed_window_counts_with_incrby_and_fast_windows_keep_a_pair() {
         let policy = Policy::new(name, fixed, quota.parse().unwrap()).unwrap();
         let key = String::from_utf8(store.redis_key(b"k", &policy)).unwrap();
         let mut state = floodwall_core::State::new();
-        store.check_at(b"warm", &policy, 0, t0).await.unwrap();
+        store.at(t0).check(b"warm", &policy, 0).await.unwrap();
         let steps = [
             (0, 3, "set"),
             (5, second, if packed { "incrby" } else { "set" }),
@@ -314,7 +318,7 @@ async fn run(
     now: u64,
 ) -> (floodwall_core::Decision, Vec<String>) {
     server.cmd(&["CONFIG", "RESETSTAT"]);
-    let d = store.check_at(b"k", policy, cost, now).await.unwrap();
+    let d = store.at(now).check(b"k", policy, cost).await.unwrap();
     let calls = command_calls(server)
         .into_iter()
         .filter(|(c, _)| !(c.starts_with("config") || c == "evalsha" || c == "info"))
@@ -343,7 +347,8 @@ async fn memory_one_key_costs() {
         let policy = Policy::new("per-ip", algorithm, "100/min".parse().unwrap()).unwrap();
         let key = store.redis_key(b"203.0.113.7", &policy);
         store
-            .check_at(b"203.0.113.7", &policy, 1, start)
+            .at(start)
+            .check(b"203.0.113.7", &policy, 1)
             .await
             .unwrap();
         let one = memory_usage(&server, &key);
@@ -354,7 +359,8 @@ async fn memory_one_key_costs() {
         };
         for i in 1..=requests {
             let d = store
-                .check_at(b"203.0.113.7", &policy, 1, start + i * step)
+                .at(start + i * step)
+                .check(b"203.0.113.7", &policy, 1)
                 .await
                 .unwrap();
             assert!(d.is_allowed());

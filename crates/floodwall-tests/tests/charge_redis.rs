@@ -68,7 +68,7 @@ async fn the_scripts_charge_and_refund_as_the_pure_algorithm_does() {
             match step {
                 Step::Check(cost) => {
                     let want = policy.decide(&mut state, at, cost).unwrap();
-                    let got = store.check_at(b"k", &policy, cost, at).await.unwrap();
+                    let got = store.at(at).check(b"k", &policy, cost).await.unwrap();
                     assert_eq!(
                         (got.is_allowed(), got.remaining),
                         (want.is_allowed(), want.remaining),
@@ -78,7 +78,7 @@ async fn the_scripts_charge_and_refund_as_the_pure_algorithm_does() {
                 }
                 Step::Adjust(a) => {
                     policy.adjust(&mut state, at, a).unwrap();
-                    store.adjust_at(b"k", &policy, a, at).await.unwrap();
+                    store.at(at).adjust(b"k", &policy, a).await.unwrap();
                 }
             }
         }

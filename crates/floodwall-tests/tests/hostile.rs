@@ -454,13 +454,13 @@ async fn costs_and_times_at_the_edges_never_overflow() {
                 let key = now.to_be_bytes();
                 for cost in [0, 1, limit, limit.saturating_add(1), u64::MAX] {
                     let m = memory.check_now(&key, &policy, cost).unwrap();
-                    let r = store.check_at(&key, &policy, cost, now).await;
+                    let r = store.at(now).check(&key, &policy, cost).await;
                     match (&m, &r) {
                         (Err(Error::CostTooHigh { .. }), Err(Error::CostTooHigh { .. })) => {
                             assert!(cost > limit)
                         }
                         (Ok(m), Ok(r)) => {
-                            // Both stores decide alike; `check_at` clamps times past the
+                            // Both stores decide alike; `at` clamps times past the
                             // year 2155 (where Lua's numbers stop being exact), so the
                             // memory store's answers there are not Redis's.
                             if now <= T0 {
@@ -507,7 +507,8 @@ async fn costs_and_times_at_the_edges_never_overflow() {
         .unwrap()
         .unwrap();
     let r = store
-        .check_at(b"k", &huge, Quota::MAX_COUNT - 1, T0)
+        .at(T0)
+        .check(b"k", &huge, Quota::MAX_COUNT - 1)
         .await
         .unwrap();
     assert_eq!(m, r);

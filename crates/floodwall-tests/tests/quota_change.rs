@@ -29,7 +29,8 @@ impl Under {
                     .unwrap()
             }
             Under::Redis(store) => store
-                .check_at(key.as_bytes(), policy, cost, at)
+                .at(at)
+                .check(key.as_bytes(), policy, cost)
                 .await
                 .unwrap(),
         }
@@ -43,7 +44,8 @@ impl Under {
             }
             Under::Redis(store) => {
                 store
-                    .adjust_at(key.as_bytes(), policy, adjustment, at)
+                    .at(at)
+                    .adjust(key.as_bytes(), policy, adjustment)
                     .await
             }
         }

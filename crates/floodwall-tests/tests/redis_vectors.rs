@@ -5,7 +5,7 @@
 
 mod support;
 
-use floodwall::Policy;
+use floodwall::{Policy, StoreExt};
 use floodwall_redis::RedisStore;
 use redis_harness::{RedisCluster, RedisServer};
 use support::vectors;
@@ -14,7 +14,8 @@ use support::vectors;
 async fn run_vector_files(store: &RedisStore) -> usize {
     vectors::run_all(|policy, step| async move {
         store
-            .check_at(step.key.as_bytes(), &policy, step.cost, step.at)
+            .at(step.at)
+            .check(step.key.as_bytes(), &policy, step.cost)
             .await
     })
     .await
@@ -47,7 +48,7 @@ async fn redis_cell_replies_are_reproduced() {
     let now = 1_700_000_000_000_000;
     vectors::run_cell(|policy, key, cost| {
         let store = &store;
-        async move { store.check_at(key.as_bytes(), &policy, cost, now).await }
+        async move { store.at(now).check(key.as_bytes(), &policy, cost).await }
     })
     .await;
 }

@@ -46,7 +46,7 @@ async fn on_io<T: Send + 'static>(call: impl Future<Output = T> + Send + 'static
         .unwrap()
 }
 
-/// A Redis store deciding at a clock's time (its `check_at` and `reserve_at`), with every
+/// A Redis store deciding at a clock's time (its `at` view), with every
 /// call run on [`io`]: the small way, kept to this test, for a Redis store under a
 /// paused tokio clock.
 #[derive(Clone)]
@@ -67,14 +67,14 @@ impl Paced {
 }
 
 impl Store for Paced {
-    /// Checks and bookings at the tokio clock's time (`check_at`, `reserve_at`); resets
+    /// Checks and bookings at the tokio clock's time (`store.at(..)`); resets
     /// and cancels as they are.
     async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
         let now = self.clock.now_micros();
         match op {
             Op::Check { key, policy, cost } => {
                 let (redis, key, policy) = (self.redis.clone(), key.to_vec(), policy.clone());
-                on_io(async move { redis.check_at(&key, &policy, cost, now).await })
+                on_io(async move { redis.at(now).check(&key, &policy, cost).await })
                     .await
                     .map(Reply::Decision)
             }
@@ -85,7 +85,7 @@ impl Store for Paced {
                 max_wait,
             } => {
                 let (redis, key, policy) = (self.redis.clone(), key.to_vec(), policy.clone());
-                on_io(async move { redis.reserve_at(&key, &policy, cost, max_wait, now).await })
+                on_io(async move { redis.at(now).reserve(&key, &policy, cost, max_wait).await })
                     .await
                     .map(Reply::Reservation)
             }

@@ -53,7 +53,8 @@ async fn on_a_cluster_the_penalty_keys_share_the_rate_keys_slot_and_bans_hold() 
     for user in [&b"mallory"[..], b"eve", &[4, 203, 0, 113, 7]] {
         assert!(
             store
-                .check_at(user, &policy, 1, NOW)
+                .at(NOW)
+                .check(user, &policy, 1)
                 .await
                 .unwrap()
                 .is_allowed()
@@ -66,12 +67,13 @@ async fn on_a_cluster_the_penalty_keys_share_the_rate_keys_slot_and_bans_hold() 
             let exists = cluster.node(node).try_cmd(&[&b"EXISTS"[..], key]).unwrap();
             assert_eq!(exists, Reply::Integer(1));
         }
-        let d = store.check_at(user, &policy, 1, NOW + S).await.unwrap();
+        let d = store.at(NOW + S).check(user, &policy, 1).await.unwrap();
         assert!(d.is_banned() && d.retry_after == Some(9 * SEC));
         store.unban(user, &policy).await.unwrap();
         assert!(
             !store
-                .check_at(user, &policy, 1, NOW + S)
+                .at(NOW + S)
+                .check(user, &policy, 1)
                 .await
                 .unwrap()
                 .is_banned()
@@ -179,7 +181,7 @@ async fn a_ban_is_reported_with_the_policys_rounding_and_held_by_a_deny_cache() 
         .unwrap()
         .with_penalty(Penalty::new(1, 60 * SEC, Duration::from_millis(10_500)).unwrap());
     assert_eq!(until_banned(&store, b"eve", &policy, NOW).await, 0);
-    let banned = store.check_at(b"eve", &policy, 1, NOW).await.unwrap();
+    let banned = store.at(NOW).check(b"eve", &policy, 1).await.unwrap();
     // 10.5 s reported as redis-cell reports it: 11 whole seconds.
     assert!(banned.is_banned());
     assert_eq!(banned.retry_after, Some(11 * SEC));
