@@ -98,51 +98,50 @@ impl Scripts {
         }
     }
 
-    /// The script for a check under `layout`.
-    pub(crate) fn single(&self, layout: Layout) -> Single {
-        let map = self.written.pin();
-        let text_of = (layout.kind, layout.args);
-        let script = match map.get(&text_of) {
-            Some(script) => Chosen::Written(Arc::clone(script)),
-            // Checked, then inserted, without a lock: first checks of new parameter sets
-            // racing here can pass the bound by a few, never by more than they are.
-            None if map.len() >= self.bound => Chosen::Generic(&GENERIC[layout.kind as usize]),
-            None => Chosen::Written(Arc::clone(map.get_or_insert_with(text_of, || {
-                Arc::new(Script::new(&script::single(
-                    layout.kind,
-                    Some(&layout.args),
-                )))
-            }))),
+    /// The script for a check under `layout` (and `penalty`): with its numbers written in
+    /// for up to the bound's parameter sets, else the kind's generic script.
+    pub(crate) fn single(&self, layout: Layout, penalty: Option<&Penalty>) -> Single {
+        let penalty = penalty.map(penalty_params);
+        let (kind, args) = (layout.kind, &layout.args);
+        let script = match penalty {
+            None => self.cached(
+                &self.written,
+                (kind, *args),
+                &GENERIC[kind as usize],
+                || script::single(kind, Some(args)),
+            ),
+            Some(numbers) => self.cached(
+                &self.penalized,
+                (kind, *args, numbers),
+                &GENERIC_PENALIZED[kind as usize],
+                || script::penalized(kind, Some((args, &numbers))),
+            ),
         };
         Single {
             script,
             layout,
-            penalty: None,
+            penalty,
         }
     }
 
-    /// The script for a check under `layout` with `penalty`: with its numbers written in
-    /// for up to the bound's parameter sets, as [`single`](Self::single).
-    pub(crate) fn penalized(&self, layout: Layout, penalty: &Penalty) -> Single {
-        let numbers = penalty_params(penalty);
-        let map = self.penalized.pin();
-        let text_of = (layout.kind, layout.args, numbers);
-        let script = match map.get(&text_of) {
+    /// The script of `text_of` in `map`, made from `text` while the map holds fewer than
+    /// the bound; past it, `generic`.
+    fn cached<K: Eq + std::hash::Hash + Send + Sync>(
+        &self,
+        map: &ScriptMap<K>,
+        text_of: K,
+        generic: &'static Script,
+        text: impl FnOnce() -> String,
+    ) -> Chosen {
+        let map = map.pin();
+        match map.get(&text_of) {
             Some(script) => Chosen::Written(Arc::clone(script)),
-            None if map.len() >= self.bound => {
-                Chosen::Generic(&GENERIC_PENALIZED[layout.kind as usize])
-            }
-            None => Chosen::Written(Arc::clone(map.get_or_insert_with(text_of, || {
-                Arc::new(Script::new(&script::penalized(
-                    layout.kind,
-                    Some((&layout.args, &numbers)),
-                )))
-            }))),
-        };
-        Single {
-            script,
-            layout,
-            penalty: Some(numbers),
+            // Checked, then inserted, without a lock: first checks of new parameter sets
+            // racing here can pass the bound by a few, never by more than they are.
+            None if map.len() >= self.bound => Chosen::Generic(generic),
+            None => Chosen::Written(Arc::clone(
+                map.get_or_insert_with(text_of, || Arc::new(Script::new(&text()))),
+            )),
         }
     }
 
@@ -389,7 +388,7 @@ mod tests {
     fn a_written_script_is_sent_only_the_arguments_it_needs() {
         let scripts = Scripts::new(4);
         let p = &every_policy()[0];
-        let single = scripts.single(Layout::of(p.parameters()).unwrap());
+        let single = scripts.single(Layout::of(p.parameters()).unwrap(), None);
         let args = |now, cost| single.args(now, cost).collect::<Vec<_>>();
         assert_eq!(args(None, 1), []);
         assert_eq!(args(None, 3), [3]);
@@ -404,7 +403,7 @@ mod tests {
         assert_eq!(sent, [1, single.layout.args[0], single.layout.args[1]]);
         assert_eq!(scripts.written(), 1);
         // The same parameters share the script.
-        scripts.single(Layout::of(p.parameters()).unwrap());
+        scripts.single(Layout::of(p.parameters()).unwrap(), None);
         assert_eq!(scripts.written(), 1);
     }
 
@@ -469,7 +468,7 @@ mod tests {
         for n in 1..=BOUND as u64 + 2 {
             let policy =
                 floodwall_core::Policy::gcra("p", format!("{n}/s").parse().unwrap()).unwrap();
-            let single = scripts.single(Layout::of(policy.parameters()).unwrap());
+            let single = scripts.single(Layout::of(policy.parameters()).unwrap(), None);
             let generic = matches!(single.script, Chosen::Generic(_));
             assert_eq!(generic, n as usize > BOUND, "{n}");
         }

@@ -245,7 +245,7 @@ impl RedisStore {
         now: Option<u64>,
     ) -> Result<Decision, Error> {
         let layout = script_layout(policy)?;
-        let single = self.inner.scripts.penalized(layout, penalty);
+        let single = self.inner.scripts.single(layout, Some(penalty));
         let keys = self.penalty_keys(key, policy);
         let inv = single.invocation(redis_key, &keys, now, cost);
         self.inner.counters.single();
@@ -264,7 +264,7 @@ impl RedisStore {
         cost: u64,
         now: Option<u64>,
     ) -> Result<ScriptAnswer, Error> {
-        let single = self.inner.scripts.single(layout);
+        let single = self.inner.scripts.single(layout, None);
         let inv = single.invocation(redis_key, &[], now, cost);
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
