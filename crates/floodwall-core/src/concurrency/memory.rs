@@ -28,9 +28,7 @@ impl Slots {
     /// At most `max_keys` keys (at least 1) with requests in flight at once.
     pub(crate) fn new(max_keys: usize) -> Arc<Self> {
         Arc::new(Self {
-            map: papaya::HashMap::builder()
-                .hasher(ahash::RandomState::new())
-                .build(),
+            map: crate::store::new_map(),
             max_keys: max_keys.max(1),
         })
     }

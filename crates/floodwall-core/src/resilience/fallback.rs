@@ -123,9 +123,7 @@ impl<S, C> Fallback<S, C> {
                 store,
                 mode,
                 local,
-                shares: papaya::HashMap::builder()
-                    .hasher(ahash::RandomState::new())
-                    .build(),
+                shares: crate::store::new_map(),
                 engaged: AtomicBool::new(false),
                 failed_open: AtomicU64::new(0),
                 failed_closed: AtomicU64::new(0),
@@ -166,31 +164,30 @@ impl<S, C> Fallback<S, C> {
 }
 
 impl<S, C: Clock> Backstop<S, C> {
-    /// The store's answer, or the fallback's in its place.
-    fn settle(
+    /// The store's answer, or the fallback's in its place: on a store failure, once
+    /// `cost_ok` passes (a store may fail before it checks the cost, and a cost too high
+    /// stays an error), `open()` when failing open, `local(nodes)` in a local mode.
+    fn settle<T>(
         &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-        result: Result<Decision, Error>,
-    ) -> Result<Decision, Error> {
+        result: Result<T, Error>,
+        cost_ok: impl FnOnce() -> Result<(), Error>,
+        open: impl FnOnce() -> T,
+        local: impl FnOnce(u32) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         let error = match result {
-            Ok(decision) => {
+            Ok(answer) => {
                 self.disengage();
-                return Ok(decision);
+                return Ok(answer);
             }
             Err(e) if !e.is_store_failure() => return Err(e),
             Err(e) => e,
         };
-        // A store may fail before it checks the cost (this crate's check it first; another
-        // store need not): a cost too high stays an error, not a fallback decision.
-        policy.check_cost(cost)?;
+        cost_ok()?;
         self.engage(&error);
         match self.mode {
             FailMode::Open => {
                 self.failed_open.fetch_add(1, Ordering::Relaxed);
-                let limit = policy.limit();
-                Ok(Decision::new(true, limit, limit, Duration::ZERO, Duration::ZERO).by_fallback())
+                Ok(open())
             }
             FailMode::Closed => {
                 self.failed_closed.fetch_add(1, Ordering::Relaxed);
@@ -198,16 +195,30 @@ impl<S, C: Clock> Backstop<S, C> {
             }
             FailMode::Local { nodes } => {
                 self.decided_locally.fetch_add(1, Ordering::Relaxed);
-                self.with_share(policy, nodes, |share| {
-                    self.local.check_sync(key, share, cost.min(share.limit()))
-                })
-                .map(Decision::by_fallback)
+                local(nodes)
             }
         }
     }
 
-    /// A check of several policies' answer, or the fallback's in its place: as
-    /// [`settle`](Self::settle), the local mode deciding all the shares at once.
+    /// A check's answer: the local mode decides in the share (a cost the share cannot
+    /// admit is charged as the whole share).
+    fn settle_check(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+        result: Result<Decision, Error>,
+    ) -> Result<Decision, Error> {
+        let local = |nodes| {
+            self.with_share(policy, nodes, |share| {
+                self.local.check_sync(key, share, cost.min(share.limit()))
+            })
+            .map(Decision::by_fallback)
+        };
+        self.settle(result, || policy.check_cost(cost), || open(policy), local)
+    }
+
+    /// A check of several policies' answer: the local mode decides all the shares at once.
     fn settle_all(
         &self,
         key: &[u8],
@@ -215,55 +226,24 @@ impl<S, C: Clock> Backstop<S, C> {
         cost: u64,
         result: Result<Vec<Option<Decision>>, Error>,
     ) -> Result<Vec<Option<Decision>>, Error> {
-        let error = match result {
-            Ok(decisions) => {
-                self.disengage();
-                return Ok(decisions);
-            }
-            Err(e) if !e.is_store_failure() => return Err(e),
-            Err(e) => e,
+        let cost_ok = || policies.iter().try_for_each(|p| p.check_cost(cost));
+        let local = |nodes| {
+            let shares: Vec<Policy> = (policies.iter())
+                .map(|p| self.with_share(p, nodes, Policy::clone))
+                .collect();
+            let cost = shares.iter().fold(cost, |c, s| c.min(s.limit()));
+            let decisions = self.local.check_all_sync(key, &shares, cost)?;
+            Ok(decisions
+                .into_iter()
+                .map(|d| d.map(Decision::by_fallback))
+                .collect())
         };
-        for policy in policies {
-            policy.check_cost(cost)?;
-        }
-        self.engage(&error);
-        match self.mode {
-            FailMode::Open => {
-                self.failed_open.fetch_add(1, Ordering::Relaxed);
-                Ok(policies
-                    .iter()
-                    .map(|p| {
-                        let limit = p.limit();
-                        Some(
-                            Decision::new(true, limit, limit, Duration::ZERO, Duration::ZERO)
-                                .by_fallback(),
-                        )
-                    })
-                    .collect())
-            }
-            FailMode::Closed => {
-                self.failed_closed.fetch_add(1, Ordering::Relaxed);
-                Err(error)
-            }
-            FailMode::Local { nodes } => {
-                self.decided_locally.fetch_add(1, Ordering::Relaxed);
-                let shares: Vec<Policy> = policies
-                    .iter()
-                    .map(|p| self.with_share(p, nodes, Policy::clone))
-                    .collect();
-                let cost = shares.iter().fold(cost, |c, s| c.min(s.limit()));
-                let decisions = self.local.check_all_sync(key, &shares, cost)?;
-                Ok(decisions
-                    .into_iter()
-                    .map(|d| d.map(Decision::by_fallback))
-                    .collect())
-            }
-        }
+        let open_all = || policies.iter().map(|p| Some(open(p))).collect();
+        self.settle(result, cost_ok, open_all, local)
     }
 
-    /// A reservation's answer, or the fallback's in its place: as [`settle`](Self::settle)
-    /// for a check. Failing open books nothing and lets the request go at once; a local
-    /// mode books in the local store, under the share.
+    /// A reservation's answer: failing open books nothing and lets the request go at
+    /// once; a local mode books in the local store, under the share.
     fn settle_reservation(
         &self,
         key: &[u8],
@@ -272,41 +252,19 @@ impl<S, C: Clock> Backstop<S, C> {
         max_wait: Duration,
         result: Result<Reservation, Error>,
     ) -> Result<Reservation, Error> {
-        let error = match result {
-            Ok(reservation) => {
-                self.disengage();
-                return Ok(reservation);
-            }
-            Err(e) if !e.is_store_failure() => return Err(e),
-            Err(e) => e,
-        };
         let p = policy.policy();
-        p.check_cost(cost)?;
-        self.engage(&error);
-        match self.mode {
-            FailMode::Open => {
-                self.failed_open.fetch_add(1, Ordering::Relaxed);
-                let limit = p.limit();
-                let d = Decision::new(true, limit, limit, Duration::ZERO, Duration::ZERO);
-                Ok(Reservation::booked(d.by_fallback(), Duration::ZERO, None))
-            }
-            FailMode::Closed => {
-                self.failed_closed.fetch_add(1, Ordering::Relaxed);
-                Err(error)
-            }
-            FailMode::Local { nodes } => {
-                self.decided_locally.fetch_add(1, Ordering::Relaxed);
-                let mut r = self.with_share(p, nodes, |share| {
-                    // A share keeps a reservable algorithm (a bucket's tick may go, never
-                    // the bucket): the error is for a policy made some other way.
-                    let share = share.reservable().map_err(|_| Error::StateMismatch)?;
-                    self.local
-                        .reserve_sync(key, &share, cost.min(share.policy().limit()), max_wait)
-                })?;
-                r.decision = r.decision.by_fallback();
-                Ok(r)
-            }
-        }
+        let local = |nodes| {
+            let mut r = self.with_share(p, nodes, |share| {
+                // A share keeps a reservable algorithm (a bucket's tick may go, never
+                // the bucket): the error is for a policy made some other way.
+                let share = share.reservable().map_err(|_| Error::StateMismatch)?;
+                (self.local).reserve_sync(key, &share, cost.min(share.policy().limit()), max_wait)
+            })?;
+            r.decision = r.decision.by_fallback();
+            Ok(r)
+        };
+        let booked = || Reservation::booked(open(p), Duration::ZERO, None);
+        self.settle(result, || p.check_cost(cost), booked, local)
     }
 
     /// Runs `f` on this node's share of `policy`, borrowed from the cache: every request of
@@ -351,6 +309,12 @@ impl<S, C: Clock> Backstop<S, C> {
             );
         }
     }
+}
+
+/// Failing open's answer: allowed, nothing counted.
+fn open(policy: &Policy) -> Decision {
+    let limit = policy.limit();
+    Decision::new(true, limit, limit, Duration::ZERO, Duration::ZERO).by_fallback()
 }
 
 impl<S, C: Clock> Backstop<S, C> {
@@ -399,7 +363,7 @@ impl<S, C: Clock> Backstop<S, C> {
     fn after(&self, op: Op<'_>, result: Result<Reply, Error>) -> Result<Reply, Error> {
         match op {
             Op::Check { key, policy, cost } => self
-                .settle(key, policy, cost, result.and_then(Reply::into_decision))
+                .settle_check(key, policy, cost, result.and_then(Reply::into_decision))
                 .map(Reply::Decision),
             Op::CheckAll {
                 key,

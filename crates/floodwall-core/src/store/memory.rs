@@ -96,12 +96,40 @@ enum KeyState {
     Locked(Box<Locked>),
 }
 
-struct Locked {
+/// A state behind its own lock (a key's algorithm state here, its strikes in `penalty.rs`).
+struct Locked<T = State> {
     /// When the state becomes equal to no state (µs since the epoch): the latest
     /// `now + reset` of the decisions on it, never moved earlier (see `KeyState::decide`).
     expires: AtomicU64,
-    /// `None` once evicted.
-    state: Mutex<Option<State>>,
+    /// `None` once evicted: whoever holds it looks the key up again.
+    state: Mutex<Option<T>>,
+}
+
+impl<T> Locked<T> {
+    fn new(state: T) -> Self {
+        Self {
+            expires: AtomicU64::new(0),
+            state: Mutex::new(Some(state)),
+        }
+    }
+
+    fn expires_at(&self) -> u64 {
+        self.expires.load(Ordering::Acquire)
+    }
+
+    fn is_dead(&self) -> bool {
+        lock(&self.state).is_none()
+    }
+
+    /// Marks it dead if it still expires by `by` (atomic with a decision on it); true if
+    /// it is dead now.
+    fn kill(&self, by: u64) -> bool {
+        let mut guard = lock(&self.state);
+        if guard.is_some() && self.expires_at() <= by {
+            *guard = None;
+        }
+        guard.is_none()
+    }
 }
 
 /// Builds a [`MemoryStore`] with a cap or a clock other than the defaults.
@@ -156,9 +184,7 @@ impl<C> MemoryStoreBuilder<C> {
     pub fn build(self) -> MemoryStore<C> {
         MemoryStore {
             inner: Arc::new(Inner {
-                map: papaya::HashMap::builder()
-                    .hasher(ahash::RandomState::new())
-                    .build(),
+                map: super::new_map(),
                 cap: Cap::new(self.max_keys),
                 clock: self.clock,
                 evicted: AtomicU64::new(0),
@@ -447,10 +473,7 @@ impl KeyState {
     /// A fresh entry for an algorithm that is not GCRA underneath (`check_gcra` makes its
     /// own).
     fn locked() -> Self {
-        Self::Locked(Box::new(Locked {
-            expires: AtomicU64::new(0),
-            state: Mutex::new(Some(State::new())),
-        }))
+        Self::Locked(Box::new(Locked::new(State::new())))
     }
 
     /// Decides for a policy of any algorithm but GCRA. `None` when the entry was evicted and
@@ -481,14 +504,14 @@ impl KeyState {
     fn expires_at(&self) -> u64 {
         match self {
             Self::Gcra(tat) => tat.load(Ordering::Acquire),
-            Self::Locked(l) => l.expires.load(Ordering::Acquire),
+            Self::Locked(l) => l.expires_at(),
         }
     }
 
     fn is_dead(&self) -> bool {
         match self {
             Self::Gcra(tat) => tat.load(Ordering::Acquire) == DEAD,
-            Self::Locked(l) => lock(&l.state).is_none(),
+            Self::Locked(l) => l.is_dead(),
         }
     }
 
@@ -513,13 +536,7 @@ impl KeyState {
                     }
                 }
             }
-            Self::Locked(l) => {
-                let mut guard = lock(&l.state);
-                if guard.is_some() && l.expires.load(Ordering::Acquire) <= by {
-                    *guard = None;
-                }
-                guard.is_none()
-            }
+            Self::Locked(l) => l.kill(by),
         }
     }
 }

@@ -320,6 +320,13 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// An empty concurrent map with the hasher every map of this crate uses.
+pub(crate) fn new_map<K, V>() -> papaya::HashMap<K, V, ahash::RandomState> {
+    papaya::HashMap::builder()
+        .hasher(ahash::RandomState::new())
+        .build()
+}
+
 /// `d` in whole microseconds, saturating.
 pub(crate) fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)

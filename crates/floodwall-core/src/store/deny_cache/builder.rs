@@ -86,9 +86,7 @@ impl<C: Clock> DenyCacheBuilder<C> {
         DenyCache {
             store,
             cache: Arc::new(Cache {
-                map: papaya::HashMap::builder()
-                    .hasher(ahash::RandomState::new())
-                    .build(),
+                map: crate::store::new_map(),
                 cap: Cap::new(self.max_keys),
                 clock: self.clock,
                 max_wait: micros(self.max_wait),

@@ -266,16 +266,16 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
         result
     }
 
-    /// Resets or unbans in the inner store, and forgets what the cache knew of the key
-    /// (a ban among it) here at once: the next check on this node asks the store. Other
-    /// nodes' caches learn of an unban within their
-    /// [`max_ban_hold`](DenyCacheBuilder::max_ban_hold).
+    /// Resets, unbans or refunds in the inner store, and forgets what the cache knew of the
+    /// key (a ban among it) here at once: the next check on this node asks the store (a
+    /// refund may let it admit sooner than a cached refusal says; a charge only makes the
+    /// key stricter, so it goes through untouched). Other nodes' caches learn of an unban
+    /// within their [`max_ban_hold`](DenyCacheBuilder::max_ban_hold).
     async fn reset_through(&self, op: Op<'_>, key: &[u8], policy: &Policy) -> Result<Reply, Error> {
         self.forget(key, policy);
         let result = self.store.call(op).await;
-        // A check sent while the reset or unban was in flight may have been answered from
-        // the old state: forget again, and refuse to record answers to checks sent before
-        // now.
+        // A check sent meanwhile may have been answered from the old state: forget again,
+        // and refuse to record answers to checks sent before now.
         self.forget(key, policy);
         result
     }
@@ -350,32 +350,6 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
         self.record_all(key, policies, cost, &sent, &result);
         Some(result)
     }
-
-    /// Forgets the key's cached refusals (a ban among them) here at once, then unbans in
-    /// the store: the next check on this node asks the store. Other nodes' caches learn
-    /// of it within their [`max_ban_hold`](DenyCacheBuilder::max_ban_hold).
-    /// Charges or refunds in the store; a refund forgets the key's cached refusal (the
-    /// store may admit sooner than it says), as a returned slot does. A charge only makes
-    /// the key stricter: a cached refusal stays true until it lapses.
-    async fn adjust_through(
-        &self,
-        op: Op<'_>,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: crate::Adjustment,
-    ) -> Result<Reply, Error> {
-        let refund = matches!(adjustment, crate::Adjustment::Refund(_));
-        if refund {
-            self.forget(key, policy);
-        }
-        let result = self.store.call(op).await;
-        // A check sent while the refund was in flight may have been answered from the
-        // state before it: forget again, and refuse to record answers sent before now.
-        if refund {
-            self.forget(key, policy);
-        }
-        result
-    }
 }
 
 impl<S: Store, C: Clock> Store for DenyCache<S, C> {
@@ -412,11 +386,10 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
             Op::Adjust {
                 key,
                 policy,
-                adjustment,
-            } => self.adjust_through(op, key, policy, adjustment).await,
-            Op::Reset { key, policy } | Op::Unban { key, policy } => {
-                self.reset_through(op, key, policy).await
+                adjustment: crate::Adjustment::Refund(_),
             }
+            | Op::Reset { key, policy }
+            | Op::Unban { key, policy } => self.reset_through(op, key, policy).await,
             other => self.store.call(other).await,
         }
     }

@@ -66,9 +66,7 @@ impl<C: Clock> LocalVerdictsBuilder<C> {
         Ok(LocalVerdicts {
             store,
             verdicts: Arc::new(Verdicts {
-                map: papaya::HashMap::builder()
-                    .hasher(ahash::RandomState::new())
-                    .build(),
+                map: crate::store::new_map(),
                 cap: Cap::new(self.max_keys),
                 interval,
                 clock: self.clock,
