@@ -22,13 +22,9 @@ pub enum Rounding {
 
 /// A named limit: which [`Algorithm`], which [`Quota`].
 ///
-/// The name namespaces keys: two policies with different names never share state, so one
-/// store can hold a per-IP limit and a per-API-key limit side by side. Two policies with
-/// the same name and algorithm are one limit whose quota changed: they share each key's
-/// state wherever the new quota reads it as it was meant
-/// ([`Parameters::shape`](crate::Parameters::shape); [`crate::guide::quota_changes`] says what a
-/// change does to a half-spent key). Cloning is cheap (an `Arc`), and every check reads
-/// numbers worked out here, once.
+/// The name namespaces keys: policies with different names never share state. Two with
+/// the same name and algorithm are one limit whose quota changed, sharing each key's state
+/// where it still means the same ([`crate::guide::quota_changes`]). Cloning is cheap.
 ///
 /// # Examples
 ///
@@ -79,15 +75,9 @@ impl Policy {
         Self::build(name.into(), algorithm, quota, Rounding::Micros)
     }
 
-    /// A GCRA policy, the default algorithm.
-    ///
-    /// Each algorithm has a constructor of its own, for the limit written once in code;
-    /// [`new`](Self::new) takes the [`Algorithm`] as a value, for one read from configuration.
-    /// The token bucket and the sliding window take their defaults here (one token per
-    /// `period / count`, ten buckets per period), which fit the quotas people write; a
-    /// tick or a precision of its own is the rarer case (a bandwidth limit refilled every
-    /// millisecond, finer buckets), so it passes [`Algorithm::TokenBucket`] or
-    /// [`Algorithm::SlidingWindow`] to [`new`](Self::new) rather than widen every call.
+    /// A GCRA policy, the default algorithm. Each algorithm has a constructor like it,
+    /// with its default parameters; a tick or precision of its own goes through
+    /// [`new`](Self::new), which also takes an [`Algorithm`] read from configuration.
     ///
     /// ```
     /// use floodwall_core::{Algorithm, Policy};
@@ -135,11 +125,8 @@ impl Policy {
     }
 
     /// GCRA with redis-cell's `CL.THROTTLE key max_burst count period` arguments and its
-    /// reply's rounding: `limit = max_burst + 1`, durations in whole seconds.
-    ///
-    /// The request's `quantity` is the cost passed to each check. A quantity that can never
-    /// pass is [`Error::CostTooHigh`] here, where redis-cell replies "limited" with a
-    /// `retry_after` of -1.
+    /// rounding: `limit = max_burst + 1`, durations in whole seconds. A `quantity` that can
+    /// never pass is [`Error::CostTooHigh`] (redis-cell: "limited", `retry_after` -1).
     ///
     /// ```
     /// use floodwall_core::{Policy, State};
@@ -203,19 +190,12 @@ impl Policy {
         })
     }
 
-    /// This policy's share for one of `nodes` servers deciding alone: count and burst
-    /// divided by `nodes` (rounded down, at least 1 each), with the same name, algorithm,
-    /// period and rounding. `share(1)` (or 0) is the policy itself.
+    /// This policy's share for one of `nodes` servers deciding alone while the shared store
+    /// is down ([`Fallback`](crate::resilience::Fallback)): count and burst divided by
+    /// `nodes`, rounded down but at least 1; the rest kept. `share(1)` (or 0) is the policy.
     ///
-    /// This is what a node enforces locally while the shared store is down ("degrade to
-    /// local limiting", see [`Fallback`](crate::resilience::Fallback)): `nodes` servers
-    /// each admitting their share admit about the whole quota together. Rounding down never admits more than the
-    /// quota, except where "at least 1" lifts a share (a quota of 2 split over 3 nodes).
-    ///
-    /// A token bucket whose tick would no longer add a whole token adds one token per
-    /// `period / count` instead. Fails only when the shared quota cannot be enforced by
-    /// this algorithm at all (a burst whose span outgrows
-    /// [`MAX_SPAN`](crate::MAX_SPAN) once the interval lengthens).
+    /// A token bucket whose tick no longer adds a whole token adds one per `period /
+    /// count`. Fails when the share's burst span outgrows [`MAX_SPAN`](crate::MAX_SPAN).
     ///
     /// ```
     /// use floodwall_core::Policy;
@@ -304,19 +284,15 @@ impl Policy {
         self.inner.engine.parameters()
     }
 
-    /// Decides a request of `cost` at `now` (microseconds since the Unix epoch) and updates
-    /// `state`. A denial or a cost of 0 (a peek) leaves the state meaning what it meant.
-    ///
-    /// This is the pure algorithm every store runs: no clock is read here.
+    /// Decides a request of `cost` at `now` (µs since the Unix epoch) and updates `state`:
+    /// the pure algorithm every store runs. A denial or a peek (cost 0) changes nothing.
     pub fn decide(&self, state: &mut State, now: u64, cost: u64) -> Result<Decision, Error> {
         let raw = self.inner.engine.decide(state, now, cost)?;
         Ok(self.to_decision(raw))
     }
 
-    /// Applies a charge or a refund to `state` at `now` (µs since the epoch): the pure
-    /// algorithm behind [`StoreExt::adjust`](crate::StoreExt::adjust), as [`decide`](Self::decide)
-    /// is behind checks. Where each algorithm is exact, and what a charge past the limit
-    /// does, is on [`Adjustment`](crate::Adjustment).
+    /// Applies a charge or a refund to `state` at `now`: the pure algorithm behind
+    /// [`StoreExt::adjust`](crate::StoreExt::adjust) (see [`Adjustment`](crate::Adjustment)).
     pub fn adjust(
         &self,
         state: &mut State,
@@ -326,11 +302,7 @@ impl Policy {
         self.inner.engine.adjust(state, now, adjustment).map(|_| ())
     }
 
-    /// The refusal of a key this policy's [`Penalty`] has banned for `remaining_micros`
-    /// more: nothing may pass until then, reported with the policy's [`Rounding`] (and
-    /// the exact figure kept for a [`DenyCache`](crate::DenyCache)), and
-    /// [`Outcome::Banned`](crate::Outcome::Banned). Every store that holds bans answers
-    /// with this, so they agree.
+    /// The refusal of a key banned for `remaining_micros` more ([`crate::store::ban_decision`]).
     pub(crate) fn ban_decision(&self, remaining_micros: u64) -> Decision {
         let mut decision = self.decision_from_micros(false, 0, remaining_micros, remaining_micros);
         decision.outcome = crate::Outcome::Banned;
@@ -343,8 +315,7 @@ impl Policy {
         self.inner.engine.check_cost(cost)
     }
 
-    /// Builds this policy's [`Decision`] from microsecond figures computed elsewhere (a Redis
-    /// script), applying the policy's [`Rounding`].
+    /// [`crate::store::decision_from_micros`].
     pub(crate) fn decision_from_micros(
         &self,
         allowed: bool,
@@ -404,22 +375,20 @@ impl Policy {
         &self.inner.engine
     }
 
-    /// A digest of the whole policy (name, algorithm, quota, rounding): what caches of
-    /// answers worked out under this quota key by, so that a new quota never reads them.
+    /// A digest of the whole policy: caches of its answers key by it, so a new quota
+    /// never reads them.
     pub(crate) fn namespace(&self) -> u64 {
         self.inner.namespace
     }
 
-    /// A digest of what gives a stored state its meaning: the name, the algorithm and its
-    /// [`Parameters::shape`](crate::Parameters::shape). Stores key states by it, so a
-    /// policy whose quota changed keeps each key's state where the algorithm can read it
-    /// ([`crate::guide::quota_changes`]).
+    /// A digest of the name, algorithm and [`Parameters::shape`](crate::Parameters::shape):
+    /// stores key states by it ([`crate::guide::quota_changes`]).
     pub(crate) fn state_namespace(&self) -> u64 {
         self.inner.state_namespace
     }
 
-    /// A digest of the name alone: the memory store keys a key's strikes and bans by it, so
-    /// they outlive a change of the policy's quota, algorithm or penalty.
+    /// A digest of the name alone: strikes and bans are keyed by it, so they outlive a
+    /// change of the policy.
     pub(crate) fn name_namespace(&self) -> u64 {
         self.inner.name_namespace
     }
