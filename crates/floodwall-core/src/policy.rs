@@ -158,10 +158,7 @@ impl Policy {
         quota: Quota,
         rounding: Rounding,
     ) -> Result<Self, ConfigError> {
-        let valid = |b: u8| b.is_ascii_alphanumeric() || b"_.:-".contains(&b);
-        if name.is_empty() || name.len() > Self::MAX_NAME_LEN || !name.bytes().all(valid) {
-            return Err(ConfigError::InvalidName { name });
-        }
+        let name = valid_name(name)?;
         let engine = Engine::new(algorithm, &quota)?;
         // The whole policy: caches of answers worked out under its quota (a deny cache,
         // local verdicts, a fallback's shares) keep them apart from another quota's.
@@ -394,8 +391,17 @@ impl Policy {
     }
 }
 
+/// `name` if it is a valid policy (or in-flight limit) name.
+pub(crate) fn valid_name(name: String) -> Result<String, ConfigError> {
+    let valid = |b: u8| b.is_ascii_alphanumeric() || b"_.:-".contains(&b);
+    if name.is_empty() || name.len() > Policy::MAX_NAME_LEN || !name.bytes().all(valid) {
+        return Err(ConfigError::InvalidName { name });
+    }
+    Ok(name)
+}
+
 /// The first 8 bytes of `descriptor`'s SHA-256.
-fn digest(descriptor: &str) -> u64 {
+pub(crate) fn digest(descriptor: &str) -> u64 {
     let digest = <sha2::Sha256 as sha2::Digest>::digest(descriptor.as_bytes());
     u64::from_le_bytes(digest[..8].try_into().expect("8 of 32 bytes"))
 }

@@ -9,14 +9,9 @@ use crate::store::micros;
 use crate::{ConfigError, Decision, Error, Policy, State};
 
 /// A [`Policy`] whose algorithm can book a future slot exactly: GCRA, the token bucket and
-/// the leaky bucket. Made once, where waiting is configured, so a window algorithm is
-/// refused there ([`ConfigError::WaitUnsupported`]) and never at run time.
-///
-/// A reservation asks "admit me as soon as you can, if that is within `max_wait`": the
-/// store books the earliest instant the request passes at, as that admission would
-/// (atomically with every other check of the key), and answers how long to wait for it.
-/// Later requests queue behind the booking. A booking beyond `max_wait` changes nothing
-/// and is a refusal with its `retry_after`, as a check's.
+/// the leaky bucket; made where waiting is configured, so a window algorithm is refused
+/// there ([`ConfigError::WaitUnsupported`]), not at run time. See
+/// [`StoreExt::reserve`](crate::StoreExt::reserve).
 ///
 /// ```
 /// use floodwall_core::{ManualClock, MemoryStore, Policy, Reservable, StoreExt};
@@ -50,9 +45,8 @@ pub struct Reservable {
 }
 
 impl Reservable {
-    /// The longest wait a reservation books: longer waits are cut to it. An hour is far
-    /// beyond any request a client keeps open, and keeps every booked time within the
-    /// range the stores compute exactly in.
+    /// The longest wait a reservation books: longer waits are cut to it (an hour keeps
+    /// every booked time where the stores compute exactly).
     pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 
     /// `policy`, if its algorithm can book a future slot.
@@ -180,9 +174,7 @@ impl Reservation {
 }
 
 /// What a cancellation compares the key's state with: the booking's cost and the state it
-/// left, in the words of the store that booked it (floodwall-core's stores: GCRA's TAT, or
-/// the bucket's tokens owed and tick; floodwall-redis: what its script stored). Only the
-/// store that issued a ticket can read it.
+/// left, in the words of the store that booked it (only that store can read it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ticket {
     cost: u64,

@@ -1,22 +1,10 @@
 //! Booking a future slot: the earliest instant a request of `cost` would pass, taken now
 //! if it is at most `max_wait` away, and given back on cancellation where that stays exact.
 //!
-//! GCRA (and the funnel, GCRA underneath) and the token bucket keep a position on a
-//! timeline: the theoretical arrival time, or the tokens owed as of a tick. Booking a
-//! slot moves that position exactly as the admission at that slot would, so every later
-//! request queues behind it, and nothing else is stored. Windows and logs count what
-//! passed within a window: a slot in a window to come would need a counter per future
-//! window, so they cannot book (a [`Reservable`](crate::Reservable) refuses them at
-//! construction).
-//!
-//! A cancellation can give the slot back only while the booking is still the latest
-//! thing that moved the position (the state means what the booking left: later bookings
-//! may have come and been cancelled): the state is then what it was before plus this
-//! booking, and taking it out leaves the state as if the request had never come. Once
-//! anything was admitted or booked after it, that later request's slot was worked out
-//! behind this one; moving the position back would let the next request take a slot
-//! alongside it, more than the rate allows at that instant. The slot then stays spent,
-//! as if the request had run.
+//! GCRA (and the funnel) and the token bucket keep a position on a timeline (the TAT, or
+//! the tokens owed as of a tick): booking moves it as the admission at the slot would, so
+//! later requests queue behind it. Windows cannot book a slot in a window to come. Why a
+//! cancellation gives back only the latest booking: [`Cancelled`](crate::Cancelled).
 
 use super::Raw;
 use super::gcra::Gcra;

@@ -5,22 +5,15 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{ConfigError, MAX_SPAN, Policy, Quota};
+use crate::{ConfigError, MAX_SPAN, Quota};
 
 /// A named limit on requests *in flight*: at most [`max`](Self::max) per key at any
-/// instant, each holding a slot from the moment it is admitted until its
-/// [`Permit`](super::Permit) drops (the tower layer drops it when the response body ends).
+/// instant, each holding a slot until its [`Permit`](super::Permit) drops. The name
+/// namespaces keys as a policy's does.
 ///
-/// A rate ([`Policy`]) says how often requests may start; this says how many may run at
-/// once, which is what bounds the workers an expensive endpoint (a report, an upload, a
-/// model call) ties up, whatever each request lasts.
-///
-/// The name namespaces keys as a policy's does. Cloning is cheap (an `Arc`).
-///
-/// A shared store (Redis) keeps each slot as a *lease*: it expires [`lease`](Self::lease)
-/// after it was taken unless renewed every [`renew_every`](Self::renew_every) while the
-/// request runs, so a process killed mid-request frees its slots within one lease time.
-/// floodwall-redis's in-flight guide weighs the choice; the memory store ignores both.
+/// A shared store (Redis) keeps each slot as a *lease*, expiring [`lease`](Self::lease)
+/// after it was taken unless renewed every [`renew_every`](Self::renew_every), so a
+/// process killed mid-request frees its slots; the memory store ignores both.
 ///
 /// ```
 /// use floodwall_core::ConcurrencyLimit;
@@ -61,20 +54,16 @@ impl ConcurrencyLimit {
     pub const MIN_LEASE: Duration = Duration::from_millis(1);
 
     /// At most `max` requests in flight per key (1 ..= [`MAX`](Self::MAX)), under the
-    /// [default lease](Self::DEFAULT_LEASE). Names follow [`Policy::new`]'s rules.
+    /// [default lease](Self::DEFAULT_LEASE). Names follow
+    /// [`Policy::new`](crate::Policy::new)'s rules.
     pub fn new(name: impl Into<String>, max: u64) -> Result<Self, ConfigError> {
-        let name = name.into();
-        let valid = |b: u8| b.is_ascii_alphanumeric() || b"_.:-".contains(&b);
-        if name.is_empty() || name.len() > Policy::MAX_NAME_LEN || !name.bytes().all(valid) {
-            return Err(ConfigError::InvalidName { name });
-        }
+        let name = crate::policy::valid_name(name.into())?;
         if max == 0 || max > Self::MAX {
             return Err(ConfigError::BadInFlightLimit { max });
         }
         // In-flight counts mean the same whatever `max`, so a limit reshaped on a rolling
         // deploy keeps counting the requests already running: only the name namespaces.
-        let digest = <sha2::Sha256 as sha2::Digest>::digest(format!("in-flight\0{name}"));
-        let namespace = u64::from_le_bytes(digest[..8].try_into().expect("8 of 32 bytes"));
+        let namespace = crate::policy::digest(&format!("in-flight\0{name}"));
         Self::build(Inner {
             name,
             max,

@@ -5,18 +5,9 @@ use std::fmt;
 
 use super::memory::Slot;
 
-/// One request's slot under a [`ConcurrencyLimit`](super::ConcurrencyLimit), held until
-/// this drops (RAII): whatever ends the request (its response body done, an error, a panic
-/// unwinding, a client gone and its future dropped), the slot comes back, so no path can
-/// forget to give it.
-///
-/// Dropping never blocks: the memory store decrements a counter; a store that does I/O
-/// (Redis) hands the release to its runtime and returns. A permit leaked with
-/// [`std::mem::forget`] keeps its slot as long as its process lives (a Redis store keeps
-/// renewing its lease): never forget one.
-///
-/// Built by stores ([`new`](Self::new)); a [`Fallback`](crate::resilience::Fallback) that
-/// lets a request through while the store fails gives an [`unheld`](Self::unheld) one.
+/// One request's slot under a [`ConcurrencyLimit`](super::ConcurrencyLimit), given back
+/// when this drops, whatever ends the request. Dropping never blocks. A permit leaked with
+/// [`std::mem::forget`] keeps its slot as long as its process lives: never forget one.
 #[must_use = "the slot is given back as soon as the permit drops"]
 pub struct Permit {
     in_flight: u64,

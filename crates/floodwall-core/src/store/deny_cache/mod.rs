@@ -28,16 +28,10 @@ use route::{Mode, Route};
 /// hammering a shared store (Redis) past its quota then costs no round trip per request.
 ///
 /// Once the inner store refuses a cost for a key, the same or a larger cost is refused
-/// here until the refusal's `retry_after` has passed, counted from when the check was
-/// sent, but held at most [`max_refusal_hold`](DenyCacheBuilder::max_refusal_hold) (1 s by
-/// default) before one check asks the store again. The cache never answers "yes", and
-/// refuses only what the store would refuse too, for all six algorithms, provided the
-/// store's clock runs at the rate of this one's; a reset elsewhere (through another node,
-/// a `DEL`, an evicted key) reaches it within that hold. Why that holds is in
-/// [the deny cache guide](crate::guide::deny_cache).
-///
-/// Wraps any [`Store`]; the wrapper is a `Store` again. Clones share the cache (and clone
-/// the inner store), so one cache serves every clone of a tower layer.
+/// here until the refusal's `retry_after` has passed, held at most
+/// [`max_refusal_hold`](DenyCacheBuilder::max_refusal_hold) before one check asks the
+/// store again. It never answers "yes", and refuses only what the store would refuse
+/// ([why](crate::guide::deny_cache)). Clones share the cache.
 ///
 /// ```
 /// use floodwall_core::{DenyCache, ManualClock, MemoryStore, Policy, StoreExt};
@@ -63,9 +57,7 @@ use route::{Mode, Route};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// Knobs: [`max_keys`](DenyCacheBuilder::max_keys), [`max_wait`](DenyCacheBuilder::max_wait)
-/// and the holds. What is remembered, who waits, what always goes to the store and what a
-/// local refusal reports: the [guide](crate::guide::deny_cache#behaviour-in-detail).
+/// Its behaviour in detail: the [guide](crate::guide::deny_cache#behaviour-in-detail).
 pub struct DenyCache<S, C: Clock = SystemClock> {
     store: S,
     cache: Arc<Cache<C>>,
@@ -116,17 +108,13 @@ impl DenyCache<(), SystemClock> {
     pub const DEFAULT_MAX_KEYS: usize = 100_000;
 
     /// The default bound on a wait for another check's answer: 1 s, the Redis store's
-    /// default timeout (and `resilience::Timeout`'s), so a leader that is polled answers
-    /// or fails before it.
+    /// default timeout.
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
 
-    /// The default bound on holding a refusal locally without asking the store: 1 s, so a
-    /// reset elsewhere (another node, a `DEL`, an evicted key) is seen here within a
-    /// second, for one store call per second per refused key.
+    /// The default bound on holding a refusal locally without asking the store: 1 s.
     pub const DEFAULT_MAX_REFUSAL_HOLD: Duration = Duration::from_secs(1);
 
-    /// The default bound on holding a ban locally: 1 s, so an unban on another node is
-    /// seen here within a second, for one store call per second per banned key.
+    /// The default bound on holding a ban locally: 1 s.
     pub const DEFAULT_MAX_BAN_HOLD: Duration = Duration::from_secs(1);
 
     /// A builder with the default cap and bound, and the system clock.
@@ -280,10 +268,8 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
         result
     }
 
-    /// Answers cached refusals here; anything else is whatever the inner store's
-    /// `check_now` answers (recorded as `check` would). `None` too while another check of
-    /// the key is in flight after a lapse: `check` waits for it (a flight forms only where
-    /// a check can wait: with a timer).
+    /// `check_now`: as `decide`, but `None` while another check of the key is in flight
+    /// after a lapse (`check` waits for it).
     fn decide_now(
         &self,
         key: &[u8],
@@ -306,11 +292,8 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
         Some(result)
     }
 
-    /// Refused here, without asking the store, when any policy has a cached refusal: the
-    /// others answer what the store's answer that taught it said of them, its durations
-    /// brought to now and `remaining` as it was (`None` when it said nothing of one, or its
-    /// refusal of one has lapsed), so the refusal lists the same policies whoever gave it. Else the store decides all at
-    /// once, and its refusals are cached.
+    /// Refused here when any policy has a cached refusal (`all.rs`); else the store
+    /// decides all at once, and its refusals are cached.
     async fn decide_all(
         &self,
         key: &[u8],
@@ -394,10 +377,8 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
         }
     }
 
-    /// Answers cached refusals here; anything else is whatever the inner store's
-    /// `call_now` answers (recorded as `call` would). `None` too while another check of
-    /// the key is in flight after a lapse: `call` waits for it (a flight forms only where
-    /// a check can wait: with a timer). Operations other than checks go through `call`.
+    /// Checks as `call` would, but `None` while another check of the key is in flight
+    /// after a lapse; operations other than checks go through `call`.
     fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
         match op {
             Op::Check { key, policy, cost } => {

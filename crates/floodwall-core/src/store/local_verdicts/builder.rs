@@ -34,12 +34,8 @@ impl<C: Clock> LocalVerdictsBuilder<C> {
         self
     }
 
-    /// The most keys remembered (at least 1). At the cap, stale keys with nothing pending
-    /// go first, then the keys going stale soonest, those with counts last, down to 90%.
-    /// **A dropped key's pending counts are lost**, which widens the bound on
-    /// over-admission by `limit` per such key: size the cap above the keys active per
-    /// interval. A key whose refresh is in flight is never dropped, so the map can pass
-    /// the cap by the number of refreshes in flight.
+    /// The most keys remembered (at least 1). **A dropped key's pending counts are lost**:
+    /// size it above the keys active per interval ([guide](crate::guide::local_verdicts#bounded)).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
         self
