@@ -7,13 +7,8 @@
 //!
 //! The state is the tokens the bucket is short of full (owed) and the tick it was counted at.
 //! A clock behind the state owes the tokens of the ticks it has not reached yet: the bucket
-//! looks emptier, never fuller, and every wait ends at the same instant it would have on the
-//! state's own clock. On a clock that counts tokens (`tick index × quantum` is how many
-//! tokens the epoch-aligned ticks have added), the pair is one number, the count at which
-//! the bucket is full again; the Redis script stores that single integer whenever it stays
-//! below 2^53, where Lua's doubles are exact: for every bucket adding at most one token per
-//! microsecond, until the year 2255 (parsing a pair costs Redis more than the decision's
-//! arithmetic: BENCHMARKS.md §2 measures it).
+//! looks emptier, never fuller, and every wait ends when it would have on the state's clock.
+//! (The Redis script stores the pair as one number, `tick × quantum + owed`, below 2^53.)
 
 use super::Raw;
 

@@ -31,28 +31,17 @@ type Map = papaya::HashMap<MapKey, KeyState, ahash::RandomState>;
 /// Rate-limit state in this process's memory: the default store, for a single server or as
 /// the local fallback of a shared one.
 ///
-/// - **Concurrent**: lookups take no lock (a [`papaya`] map). GCRA, the default, and the leaky
-///   bucket (GCRA underneath) update their one timestamp with a compare-and-swap, so two
-///   threads on one hot key never block each other; the other algorithms lock only their
-///   own key's state.
-/// - **Exact**: two threads checking one key together are serialised on that key, so the
-///   number admitted equals the quota.
-/// - **Bounded**: at most [`max_keys`](MemoryStoreBuilder::max_keys) keys
-///   ([`DEFAULT_MAX_KEYS`](Self::DEFAULT_MAX_KEYS) by default) are kept, plus at most one
-///   per thread inserting at that instant. User keys longer than 128 bytes are stored as
-///   their SHA-256. No background thread is needed.
+/// Lock-free lookups; GCRA and the leaky bucket update their one timestamp by
+/// compare-and-swap, the other algorithms lock only their own key. Exact however many
+/// threads check a key. Clones share the same state.
 ///
 /// # When the store is full
 ///
-/// A new key arriving at the cap triggers a sweep, run by that caller: first every expired
-/// state is dropped (an expired state decides exactly as no state does, so this changes no
-/// decision). If the store is still above 90% of the cap, the live states that will expire
-/// soonest are evicted until it is at 90%. Those hold the least unspent penalty (a client
-/// that sent one request a moment ago), while a client denied far into the future keeps
-/// its state. An evicted client starts afresh. Sweeps touch every entry once, so they cost
-/// O(cap) once per cap/10 new keys; [`evicted`](Self::evicted) counts live states evicted.
-///
-/// Clones share the same state.
+/// At most [`max_keys`](MemoryStoreBuilder::max_keys) keys are kept (plus one per thread
+/// inserting at that instant). A new key at the cap makes its caller sweep: expired states
+/// go (which changes no decision), then, down to 90% of the cap, the live states expiring
+/// soonest, which hold the least unspent penalty; [`evicted`](Self::evicted) counts those.
+/// User keys longer than 128 bytes are stored as their SHA-256.
 ///
 /// # Examples
 ///
@@ -140,9 +129,7 @@ pub struct MemoryStoreBuilder<C = SystemClock> {
 }
 
 impl MemoryStore {
-    /// The default cap on keys. At roughly 100–200 bytes per key (key bytes included; a
-    /// sliding window or log adds its counters or entries), 100,000 keys stay in the tens
-    /// of megabytes.
+    /// The default cap on keys: at 100–200 bytes a key, tens of megabytes.
     pub const DEFAULT_MAX_KEYS: usize = 100_000;
 
     /// A store with the system clock and the default cap.
@@ -250,8 +237,7 @@ impl<C: Clock> MemoryStore<C> {
         Ok(decision)
     }
 
-    /// Every check but GCRA's without a penalty: a penalty's first, then the quota. The
-    /// figures, the limit, and whether the key is banned.
+    /// Every check but GCRA's without a penalty: the figures, the limit, whether banned.
     #[inline(never)]
     fn check_other(
         &self,
@@ -347,7 +333,7 @@ impl<C: Clock> MemoryStore<C> {
                 Some(entry) => entry,
                 // A peek on an unknown key must not create one.
                 None if cost == 0 => return policy.engine().decide(&mut State::new(), now, 0),
-                None => self.insert(&map, key, KeyState::locked(), now),
+                None => self.insert(&map, key, KeyState::fresh(policy), now),
             };
             match entry.decide(policy, now, cost) {
                 Some(result) => return result,
@@ -359,8 +345,7 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// Inserts `entry` under `key` (making room first), or returns the entry another thread
-    /// inserted meanwhile.
+    /// Inserts `entry` under `key` (making room first), or finds another thread's.
     fn insert<'g>(
         &self,
         map: &'g papaya::HashMapRef<
@@ -393,8 +378,7 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// Drops every expired state (and penalty record) now, instead of waiting for the cap
-    /// to be reached. Returns how many were dropped.
+    /// Drops every expired state (and penalty record) now; returns how many.
     pub fn sweep_expired(&self) -> usize {
         let _sweeping = self.inner.cap.exclusive();
         let now = clamp_now(self.inner.clock.now_micros());
@@ -452,8 +436,8 @@ impl<C> MemoryStore<C> {
         self.inner.cap.max_keys()
     }
 
-    /// How many live (unexpired) states were evicted to respect the cap since the store
-    /// was built. Non-zero means the cap is too small for the traffic, or a flood of keys.
+    /// How many live states were evicted to respect the cap: non-zero means the cap is
+    /// too small for the traffic, or a flood of keys.
     pub fn evicted(&self) -> u64 {
         self.inner.evicted.load(Ordering::Relaxed)
     }
@@ -470,10 +454,12 @@ impl<C> MemoryStore<C> {
 }
 
 impl KeyState {
-    /// A fresh entry for an algorithm that is not GCRA underneath (`check_gcra` makes its
-    /// own).
-    fn locked() -> Self {
-        Self::Locked(Box::new(Locked::new(State::new())))
+    /// A fresh entry for `policy`'s algorithm (`check_gcra` makes its own).
+    fn fresh(policy: &Policy) -> Self {
+        match policy.engine().gcra() {
+            Some(_) => Self::Gcra(AtomicU64::new(0)),
+            None => Self::Locked(Box::new(Locked::new(State::new()))),
+        }
     }
 
     /// Decides for a policy of any algorithm but GCRA. `None` when the entry was evicted and

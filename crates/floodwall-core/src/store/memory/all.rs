@@ -100,13 +100,7 @@ impl<C: Clock> MemoryStore<C> {
                     let k = buf.as_ref(p.state_namespace());
                     match map.get(&k) {
                         Some(entry) => entry,
-                        None => {
-                            let fresh = match p.engine().gcra() {
-                                Some(_) => KeyState::Gcra(AtomicU64::new(0)),
-                                None => KeyState::locked(),
-                            };
-                            self.insert(&map, k, fresh, now)
-                        }
+                        None => self.insert(&map, k, KeyState::fresh(p), now),
                     }
                 })
                 .collect();
