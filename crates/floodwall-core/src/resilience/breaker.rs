@@ -13,25 +13,20 @@ use crate::{Clock, Error, SystemClock};
 pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
 
 /// How often an open breaker lets one call through to see whether the store is back,
-/// unless [`BreakerBuilder::probe_interval`] says otherwise. Decisions return to the store
-/// within this long of it answering again.
+/// unless [`BreakerBuilder::probe_interval`] says otherwise.
 pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(500);
 
 /// The most calls waiting on the store at once, unless
-/// [`BreakerBuilder::max_in_flight`] says otherwise. A healthy Redis answers in well under
-/// a millisecond, so even tens of thousands of checks per second keep a few dozen in
-/// flight; only a stalled store gets near this.
+/// [`BreakerBuilder::max_in_flight`] says otherwise: only a stalled store gets near it.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 
 /// Stops calling a store that keeps failing, and bounds the calls waiting on it.
 ///
-/// Closed, it counts consecutive timeouts and unreachable-store errors; after
-/// [`failure_threshold`](BreakerBuilder::failure_threshold) of them it opens, and calls
-/// fail at once with [`Error::CircuitOpen`] but for one probe per
-/// [`probe_interval`](BreakerBuilder::probe_interval). At most
-/// [`max_in_flight`](BreakerBuilder::max_in_flight) calls wait on the store at once
-/// ([`Error::Overloaded`] past that). No timer, no task: time comes from its [`Clock`].
-/// Clones share one state. Its states in detail, and Redis Cluster: the
+/// After [`failure_threshold`](BreakerBuilder::failure_threshold) consecutive timeouts or
+/// unreachable-store errors it opens: calls fail at once with [`Error::CircuitOpen`] but
+/// for one probe per [`probe_interval`](BreakerBuilder::probe_interval). Past
+/// [`max_in_flight`](BreakerBuilder::max_in_flight) calls waiting: [`Error::Overloaded`].
+/// Clones share one state. In detail: the
 /// [failures guide](crate::guide::failures#the-breaker-in-detail).
 ///
 /// # Examples
@@ -370,10 +365,8 @@ impl<S, C: Clock> Drop for Permit<'_, S, C> {
 }
 
 impl<S: Store, C: Clock> Store for Breaker<S, C> {
-    /// Every operation is a call: failing fast while open (but for a probe), counted in
-    /// the in-flight bound. While open, a cancel, a charge or an unban is refused (a slot
-    /// not given back stays spent, which never admits more than the quota). An
-    /// acquisition is the call; the permit's release is the store's own business.
+    /// Every operation is a call, failing fast while open (but for a probe): a cancel
+    /// refused then leaves its slot spent, never admitting more than the quota.
     async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
         op.check_cost()?;
         let permit = self.circuit.admit()?;

@@ -18,34 +18,15 @@ mod in_flight;
 /// request) shares are computed on each fallback decision instead.
 const MAX_CACHED_SHARES: usize = 1024;
 
-/// Decides when the store cannot: every store failure
-/// ([`Error::is_store_failure`]: timeout, unreachable, backend error, open breaker,
-/// overload) is answered per its [`FailMode`]; decisions and other errors (a cost that can
-/// never pass) pass through untouched.
+/// Decides when the store cannot: every store failure ([`Error::is_store_failure`]) is
+/// answered per its [`FailMode`]; decisions and other errors pass through untouched.
 ///
-/// - [`FailMode::Local`]: an in-process [`MemoryStore`] decides with each policy's
-///   [`share`](Policy::share) for the fleet. The share is computed once per policy and
-///   kept. A cost that fits the policy but not its share is charged as the whole share (a
-///   request the fleet would admit is not refused as "too costly" locally). If a policy
-///   cannot be shared (see [`Policy::share`]), it is enforced whole, with an error logged
-///   once.
-/// - [`FailMode::Open`]: an allowed [`Decision`] with `limit` the policy's limit,
-///   `remaining == limit` and `reset_after` zero (nothing was counted).
-/// - [`FailMode::Closed`]: the error is returned, and the tower layer answers 503.
-///
-/// Every answer given in the store's stead is marked [`Source::Fallback`]: it holds only
-/// on this node while the store fails (a share's refusal is not the fleet's), so a
-/// [`DenyCache`](crate::DenyCache) in front passes it on without remembering it, and the
-/// next check after the store is back is the store's to decide.
-///
-/// The first failure after a success logs a warning ("engaged") and the first success
-/// after failures an info line, once each (target `floodwall`); [`stats`](Self::stats)
-/// counts every answer given in the store's stead. Put a [`Breaker`](super::Breaker)
-/// inside, so a dead store costs a fast failure rather than a timeout per request:
-/// `Fallback::local(Breaker::new(redis), 3)`.
-///
-/// [`call_now`](Store::call_now) answers whenever the inner store does: a fallback
-/// decision needs no waiting. Clones share the same counters and local state.
+/// In the local mode a cost that fits the policy but not its share is charged as the whole
+/// share, and a policy that cannot be shared is enforced whole (with an error logged once).
+/// Every answer given in the store's stead is marked [`Source::Fallback`], so a
+/// [`DenyCache`](crate::DenyCache) in front does not remember it. Put a
+/// [`Breaker`](super::Breaker) inside ([failures guide](crate::guide::failures)). Clones
+/// share the same counters and local state.
 ///
 /// # Examples
 ///
