@@ -171,26 +171,22 @@ impl fmt::Debug for ConcurrencyLimit {
 mod tests {
     use super::*;
 
+    /// The error, for a `matches!` on one line.
+    fn err(r: Result<ConcurrencyLimit, ConfigError>) -> ConfigError {
+        r.expect_err("refused")
+    }
+
     #[test]
     fn zero_overflowing_and_badly_named_limits_are_refused() {
-        assert!(matches!(
-            ConcurrencyLimit::new("x", 0),
-            Err(ConfigError::BadInFlightLimit { max: 0 })
-        ));
-        assert!(matches!(
-            ConcurrencyLimit::new("x", ConcurrencyLimit::MAX + 1),
-            Err(ConfigError::BadInFlightLimit { .. })
-        ));
-        assert!(matches!(
-            ConcurrencyLimit::new("x", u64::MAX),
-            Err(ConfigError::BadInFlightLimit { .. })
-        ));
+        let new = |max| err(ConcurrencyLimit::new("x", max));
+        assert!(matches!(new(0), ConfigError::BadInFlightLimit { max: 0 }));
+        for max in [ConcurrencyLimit::MAX + 1, u64::MAX] {
+            assert!(matches!(new(max), ConfigError::BadInFlightLimit { .. }));
+        }
         assert!(ConcurrencyLimit::new("x", ConcurrencyLimit::MAX).is_ok());
         for bad in ["", "a b", "{x}", &"n".repeat(65)] {
-            assert!(matches!(
-                ConcurrencyLimit::new(bad, 1),
-                Err(ConfigError::InvalidName { .. })
-            ));
+            let e = err(ConcurrencyLimit::new(bad, 1));
+            assert!(matches!(e, ConfigError::InvalidName { .. }));
         }
     }
 
@@ -203,8 +199,8 @@ mod tests {
         assert_eq!(short.renew_every(), Duration::from_nanos(333_333_333));
         for bad in [Duration::ZERO, Duration::from_micros(999), MAX_SPAN * 2] {
             assert!(matches!(
-                l.clone().with_lease(bad),
-                Err(ConfigError::BadLease { .. })
+                err(l.clone().with_lease(bad)),
+                ConfigError::BadLease { .. }
             ));
         }
         // A lease too short to be renewed a third of the way: refused too.
