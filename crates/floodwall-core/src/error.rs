@@ -290,12 +290,10 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::CostTooHigh { cost, max } => {
-                write!(
-                    f,
-                    "cost {cost} can never pass: the policy admits at most {max} at once"
-                )
-            }
+            Self::CostTooHigh { cost, max } => write!(
+                f,
+                "cost {cost} can never pass: the policy admits at most {max} at once"
+            ),
             Self::Timeout => f.write_str("rate-limit store timed out"),
             Self::Unavailable { source } => write!(f, "rate-limit store unavailable: {source}"),
             Self::Backend { source } => write!(f, "rate-limit store error: {source}"),

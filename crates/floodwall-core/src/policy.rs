@@ -14,9 +14,7 @@ pub enum Rounding {
     /// Exact microseconds (the default). Headers round up to whole seconds themselves.
     Micros,
     /// Whole seconds as redis-cell's `CL.THROTTLE` reports them: rounded up when a
-    /// millisecond or more remains. A denial's `retry_after` is never rounded to zero.
-    /// Only what is reported is rounded: a [`DenyCache`](crate::DenyCache) reads the
-    /// exact microseconds the policy kept behind them.
+    /// millisecond or more remains; a denial's `retry_after` never rounds to zero.
     WholeSeconds,
 }
 
@@ -63,10 +61,8 @@ impl Policy {
     /// The longest policy name accepted.
     pub const MAX_NAME_LEN: usize = 64;
 
-    /// A policy, or the reason this algorithm cannot enforce this quota.
-    ///
-    /// Names are 1 to 64 characters from `[A-Za-z0-9_.:-]`: they end up in store keys,
-    /// logs and metrics, where anything else would need escaping.
+    /// A policy, or the reason this algorithm cannot enforce this quota. Names are 1 to 64
+    /// characters from `[A-Za-z0-9_.:-]` (they end up in store keys, logs and metrics).
     pub fn new(
         name: impl Into<String>,
         algorithm: Algorithm,
@@ -160,17 +156,13 @@ impl Policy {
     ) -> Result<Self, ConfigError> {
         let name = valid_name(name)?;
         let engine = Engine::new(algorithm, &quota)?;
-        // The whole policy: caches of answers worked out under its quota (a deny cache,
-        // local verdicts, a fallback's shares) keep them apart from another quota's.
-        // Kept as 8-byte digests: they are hashed and compared on every check.
+        // 8-byte digests, hashed and compared on every check. The whole policy: caches of
+        // its answers keep them apart from another quota's.
         let namespace = whole_namespace(&name, algorithm, &quota, rounding, None);
-        // What a stored state means, and nothing more: a store keeps a key's state across
-        // a change of quota that leaves its shape alone (guide::quota_changes), and never
-        // feeds one algorithm's state to another or to a reshaped window.
+        // What a stored state means, and nothing more (guide::quota_changes).
         let [a, b] = engine.parameters().shape();
         let state_namespace = digest(&format!("{name}\0{}\0{a}\0{b}", algorithm.name()));
-        // The name alone: a key's ban outlives any change of the policy (guide::penalties),
-        // as Redis's ban keys, named without a fingerprint, do.
+        // The name alone: a key's ban outlives any change of the policy (guide::penalties).
         let name_namespace = digest(&format!("{name}\0penalty"));
         Ok(Self {
             inner: Arc::new(Inner {
@@ -225,14 +217,12 @@ impl Policy {
         })
     }
 
-    /// This policy with `penalty`: keys refused too often are banned for a while (see
-    /// [`Penalty`]). The penalty changes nothing of what the algorithm stores, so a key's
-    /// state is the same with or without it.
+    /// This policy with `penalty`: keys refused too often are banned for a while. A key's
+    /// quota state is the same with or without it.
     pub fn with_penalty(&self, penalty: Penalty) -> Policy {
         let mut inner = Inner::clone(&self.inner);
         inner.penalty = Some(penalty);
-        // Caches keyed by the whole policy must not carry answers across a penalty change
-        // (a refusal cached before a penalty came would never count as a strike).
+        // Caches must not carry a refusal across a penalty change (it would not be a strike).
         inner.namespace = whole_namespace(
             &inner.name,
             inner.algorithm,

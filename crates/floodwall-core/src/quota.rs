@@ -8,15 +8,14 @@ use crate::ConfigError;
 
 /// The longest span floodwall computes with: 100 years.
 ///
-/// Every store keeps time as integer microseconds since the Unix epoch, and Redis scripts do
-/// their arithmetic in Lua doubles, which are exact up to 2^53 µs (about 285 years after 1970).
-/// Capping periods and bursts at 100 years keeps `now + span` exact there too.
+/// Redis scripts compute in Lua doubles, exact up to 2^53 µs (about 285 years after 1970):
+/// capping spans at 100 years keeps `now + span` exact there.
 pub const MAX_SPAN: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// `count` units per `period`, of which up to `burst` may pass at once.
 ///
-/// A quota is valid by construction: every constructor refuses a zero count, a zero burst,
-/// a period under one microsecond or over [`MAX_SPAN`].
+/// Valid by construction: a zero count or burst, or a period under 1 µs or over
+/// [`MAX_SPAN`], is refused.
 ///
 /// # Examples
 ///
@@ -173,9 +172,8 @@ fn write_period(f: &mut fmt::Formatter<'_>, us: u64) -> fmt::Result {
 impl FromStr for Quota {
     type Err = ConfigError;
 
-    /// Reads `COUNT/[N]UNIT [burst B]`: `10/s`, `100/min`, `5000/hour`, `1/day`, `10/30s`,
-    /// `10/s burst 20`. Units: `us`, `ms`, `s`/`sec`/`second(s)`, `m`/`min`/`minute(s)`,
-    /// `h`/`hour(s)`, `d`/`day(s)`. Whitespace around the parts is ignored.
+    /// Reads `COUNT/[N]UNIT [burst B]` (`10/30s burst 20`; whitespace around parts ignored),
+    /// units `us`, `ms`, `s`/`sec`/`second(s)`, `m`/`min`/`minute(s)`, `h`/`hour(s)`, `d`/`day(s)`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = |reason: &str| ConfigError::Parse {
             input: s.to_owned(),
@@ -208,10 +206,8 @@ fn parse_number(s: &str) -> Option<u64> {
     s.replace('_', "").parse().ok()
 }
 
-/// Reads a duration as quotas write their periods: `500ms`, `30s`, `10min`, `1h`, `1day`
-/// (units `us`, `ms`, `s`/`sec`/`second(s)`, `m`/`min`/`minute(s)`, `h`/`hour(s)`,
-/// `d`/`day(s)`; no number means one). For configuration that names spans beside quotas
-/// (a [`Penalty`](crate::Penalty)'s ban), so both read alike.
+/// Reads a duration as quotas write their periods (`500ms`, `30s`, `10min`, `1h`, `1day`;
+/// no number means one), for spans configured beside quotas (a ban).
 ///
 /// ```
 /// use std::time::Duration;
@@ -284,18 +280,16 @@ mod tests {
             ConfigError::PeriodTooShort { .. }
         ));
         assert!(q("10/s").is_ok());
-        for bad in ["10", "ten/s", "10/fortnight", "-1/s", "10/s burst x"] {
-            assert!(matches!(err(q(bad)), ConfigError::Parse { .. }), "{bad}");
-        }
-        for overflow in [
+        let overflows = [
             "1/99999999999999999999d",
             "1/18446744073709d",
             "18446744073709551616/s",
-        ] {
-            assert!(
-                matches!(err(q(overflow)), ConfigError::Parse { .. }),
-                "{overflow}"
-            );
+        ];
+        for bad in ["10", "ten/s", "10/fortnight", "-1/s", "10/s burst x"]
+            .iter()
+            .chain(&overflows)
+        {
+            assert!(matches!(err(q(bad)), ConfigError::Parse { .. }), "{bad}");
         }
         assert!(matches!(
             err(q("1/36600d")),

@@ -1,9 +1,6 @@
-//! Charging and refunding after the fact: a spend forced onto a key ([`Adjustment::Charge`],
-//! for a cost known only once the response is written) and a spend given back
-//! ([`Adjustment::Refund`]). GCRA and the token bucket carry debt (capped at one more
-//! burst) and refund exactly; the windows and the log fill up to their limit and refund
-//! oldest first. The [charging guide](crate::guide::charging) says what each algorithm
-//! does and why; a cancel is a guarded refund ([`Gcra::give_back`]).
+//! Charging and refunding after the fact: what each algorithm does and why is in the
+//! [charging guide](crate::guide::charging); a cancel is a guarded refund
+//! ([`Gcra::give_back`]).
 
 use super::fixed_window::{FixedWindow, Window};
 use super::gcra::Gcra;
@@ -15,9 +12,8 @@ use super::token_bucket::{Owed, TokenBucket};
 /// [`StoreExt::adjust`](crate::StoreExt::adjust).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Adjustment {
-    /// Spend `n` units whatever is left, even past the limit where the algorithm can
-    /// carry debt (GCRA, the funnel, the token bucket: up to one more full burst); the
-    /// windows and the log fill up to their limit.
+    /// Spend `n` units whatever is left: into debt (up to one more burst) where the
+    /// algorithm can carry it, else up to the limit.
     Charge(u64),
     /// Give `n` units back: never more than was spent, never before now.
     Refund(u64),

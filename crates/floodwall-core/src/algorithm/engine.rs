@@ -161,9 +161,8 @@ impl Engine {
         )
     }
 
-    /// Runs the closure of this engine's algorithm on `state` as that algorithm keeps it,
-    /// and writes back what it changed: `decide` and `adjust` are this with their
-    /// operation. [`Error::StateMismatch`] for another algorithm's state.
+    /// Runs this engine's algorithm's closure on `state` as it keeps it, writing back what
+    /// changed; [`Error::StateMismatch`] for another algorithm's state.
     fn on_state<R>(
         &self,
         state: &mut State,
@@ -174,38 +173,29 @@ impl Engine {
         log: impl FnOnce(&SlidingLog, &mut Log) -> R,
     ) -> Result<R, Error> {
         let st = &mut state.0;
+        // A state kept by value: read it (`None` when empty), write back what `f` returns.
+        macro_rules! by_value {
+            ($variant:ident, $f:expr) => {{
+                let prev = match st {
+                    Inner::$variant(s) => Some(*s),
+                    _ => None,
+                };
+                let (out, next) = $f(prev);
+                if let Some(next) = next {
+                    *st = Inner::$variant(next);
+                }
+                out
+            }};
+        }
         Ok(match (self, &*st) {
             (Self::Gcra(g) | Self::LeakyBucket(g), Inner::Empty | Inner::Gcra(_)) => {
-                let tat = if let Inner::Gcra(t) = st { *t } else { 0 };
-                let (out, next) = gcra(g, tat);
-                if let Some(next) = next {
-                    *st = Inner::Gcra(next);
-                }
-                out
+                by_value!(Gcra, |tat: Option<u64>| gcra(g, tat.unwrap_or(0)))
             }
             (Self::TokenBucket(b), Inner::Empty | Inner::Tokens(_)) => {
-                let prev = if let Inner::Tokens(s) = st {
-                    Some(*s)
-                } else {
-                    None
-                };
-                let (out, next) = tokens(b, prev);
-                if let Some(next) = next {
-                    *st = Inner::Tokens(next);
-                }
-                out
+                by_value!(Tokens, |s| tokens(b, s))
             }
             (Self::FixedWindow(w), Inner::Empty | Inner::Window(_)) => {
-                let prev = if let Inner::Window(s) = st {
-                    Some(*s)
-                } else {
-                    None
-                };
-                let (out, next) = window(w, prev);
-                if let Some(next) = next {
-                    *st = Inner::Window(next);
-                }
-                out
+                by_value!(Window, |s| window(w, s))
             }
             (Self::SlidingWindow(w), Inner::Empty | Inner::Buckets(_)) => {
                 let mut state = match std::mem::take(st) {
@@ -231,11 +221,9 @@ impl Engine {
         })
     }
 
-    /// Books the earliest slot for `cost` if at most `max_wait` µs away (see `reserve.rs`),
-    /// updating `state` as the admission at that slot would; returns the booking and what
-    /// a cancellation compares the state with (`None` when nothing was booked). Window
-    /// algorithms cannot book: [`Error::Unsupported`] (a
-    /// [`Reservable`](crate::Reservable) never holds one).
+    /// Books the earliest slot for `cost` if at most `max_wait` µs away (`reserve.rs`);
+    /// returns the booking and what a cancellation compares the state with. Window
+    /// algorithms cannot book: [`Error::Unsupported`].
     pub(crate) fn reserve(
         &self,
         state: &mut State,

@@ -1,8 +1,6 @@
 //! Fixed windows: a counter per period, aligned to the Unix epoch.
 //!
-//! Cheapest of all (one counter), but a client can pass `2 × count` across a window boundary
-//! (200 in 0.1 s at 100/s: 100 at the end of one window, 100 at the start of the next). Use
-//! it where that edge burst is acceptable.
+//! Cheapest of all (one counter), but a client can pass `2 × count` across a window edge.
 
 use super::Raw;
 

@@ -1,9 +1,8 @@
 //! GCRA, the generic cell rate algorithm: a leaky bucket kept as one timestamp.
 //!
-//! The state is the theoretical arrival time (TAT): when the bucket would be empty again.
-//! A request of cost `c` is admitted if pushing TAT forward by `c × interval` leaves it no
-//! further than `burst × interval` ahead of now. This is redis-cell's `CL.THROTTLE`, with
-//! `limit = burst` (redis-cell's `max_burst + 1`).
+//! The state is the theoretical arrival time (TAT), when the bucket would be empty again:
+//! cost `c` passes if TAT pushed by `c × interval` is at most `burst × interval` ahead of
+//! now. This is redis-cell's `CL.THROTTLE` (`limit = burst = max_burst + 1`).
 
 use super::Raw;
 use crate::Error;
@@ -29,8 +28,7 @@ impl Gcra {
         })
     }
 
-    /// Fails with [`Error::CostTooHigh`] when `cost` can never pass (the engine's check,
-    /// without going through its `match`).
+    /// The engine's cost check, without its `match`.
     #[inline]
     pub(crate) fn check_cost(&self, cost: u64) -> Result<(), Error> {
         super::check_cost(cost, self.burst)
@@ -43,8 +41,8 @@ impl Gcra {
         (self.raw(judgement), next)
     }
 
-    /// [`decide`](Self::decide) without working out `remaining` (a division): the memory
-    /// store judges while its map is pinned and finishes with [`raw`](Self::raw) after.
+    /// [`decide`](Self::decide) without `remaining` (a division), which [`raw`](Self::raw)
+    /// works out once the memory store's map is unpinned.
     #[inline]
     pub(crate) fn judge(&self, tat: u64, now: u64, cost: u64) -> (Judgement, Option<u64>) {
         let base = tat.max(now);

@@ -27,17 +27,14 @@ pub(crate) struct Log {
 }
 
 impl SlidingLog {
-    /// The grid on which entries that left the window are dropped: a quarter of the period
-    /// in whole milliseconds (at least one), in µs. The Redis script renews its key's TTL
-    /// on the same grid and drops entries then, so both hold the same entries and count
-    /// the same after a clock steps back.
+    /// The grid on which entries that left the window are dropped (a quarter period in
+    /// whole ms), the Redis script's too: both hold the same entries after a clock step.
     fn grid(&self) -> u64 {
         (self.period / 4_000).max(1) * 1_000
     }
 
-    /// The cell of [`grid`](Self::grid) an entry of time `t` reaches: the one holding the
-    /// end of its stay in the window. The newest entry's is the latest any admission
-    /// reached (the Redis script's marker holds the same).
+    /// The cell of [`grid`](Self::grid) holding the end of an entry's stay in the window
+    /// (the newest entry's is the Redis script's marker).
     fn cell(&self, t: u64) -> u64 {
         t.saturating_add(self.period) / self.grid()
     }

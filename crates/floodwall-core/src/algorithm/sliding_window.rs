@@ -1,9 +1,8 @@
 //! A sliding window of sub-buckets (precision buckets): the period is cut into `precision`-wide
 //! buckets, and a request passes if the buckets of the last period, plus its cost, fit.
 //!
-//! Any span of `period - precision` admits at most `count`; the finer the precision, the
-//! closer to an exact sliding window, and the more counters per key (one per bucket).
-//! `precision == period` is a fixed window. The state changes only when a cost is admitted.
+//! Any span of `period - precision` admits at most `count`; finer buckets cost more
+//! counters per key. `precision == period` is a fixed window.
 
 use super::Raw;
 
@@ -23,9 +22,8 @@ pub(crate) struct Buckets {
 }
 
 impl SlidingWindow {
-    /// Decides; `state` changes only when a cost is admitted. A denial or a peek writes
-    /// nothing, not even tidying, so the memory store and the Redis script (which cannot
-    /// afford a write there) hold the same state after any sequence, clock steps included.
+    /// Decides; `state` changes only when a cost is admitted (not even tidying otherwise,
+    /// as the Redis script cannot afford the write).
     pub(crate) fn decide(&self, state: &mut Option<Buckets>, now: u64, cost: u64) -> Raw {
         let n = self.buckets;
         // A clock behind the state counts against the newest bucket.

@@ -45,9 +45,7 @@ impl ConcurrencyLimit {
     /// [`Quota::MAX_COUNT`]).
     pub const MAX: u64 = Quota::MAX_COUNT;
 
-    /// The lease time unless [`with_lease`](Self::with_lease) says otherwise: a crashed
-    /// process's slots are free again within 10 s, and a request is renewed every 3.3 s
-    /// only once it has run that long.
+    /// The lease time unless [`with_lease`](Self::with_lease) says otherwise.
     pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 
     /// The shortest lease accepted: Redis expires keys to the millisecond.
@@ -80,8 +78,7 @@ impl ConcurrencyLimit {
     }
 
     /// The same limit renewing its leases every `every` (at least 1 ms, shorter than the
-    /// lease; a third of it by default). A renewal must reach the store before the lease
-    /// ends: leave room for the store's timeout and a failed attempt or two.
+    /// lease, leaving room for a failed attempt or two; a third of it by default).
     pub fn with_renewal(self, every: Duration) -> Result<Self, ConfigError> {
         let lease = self.inner.lease;
         self.reshaped(lease, every)
@@ -105,9 +102,8 @@ impl ConcurrencyLimit {
         })
     }
 
-    /// This limit's share for one of `nodes` servers deciding alone (a
-    /// [`Fallback`](crate::resilience::Fallback) while the shared store fails): `max /
-    /// nodes`, at least 1, with the same name and lease. `share(1)` (or 0) is the limit.
+    /// This limit's share for one of `nodes` servers deciding alone (as a policy's):
+    /// `max / nodes`, at least 1. `share(1)` (or 0) is the limit.
     pub fn share(&self, nodes: u32) -> Self {
         if nodes <= 1 {
             return self.clone();

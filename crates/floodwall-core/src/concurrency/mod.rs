@@ -55,8 +55,7 @@ impl Acquired {
     }
 }
 
-/// A refusal: the key is at its limit. No retry time, because none can be known: a slot
-/// comes free when a running request ends.
+/// A refusal: the key is at its limit (no retry time: a slot frees when a request ends).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Full {
     /// Requests in flight on the key, as the store counted them (at least `limit`, more

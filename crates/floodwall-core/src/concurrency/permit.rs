@@ -27,9 +27,8 @@ enum Hold {
 }
 
 impl Permit {
-    /// A permit whose slot `release` gives back when it drops, for a store of your own:
-    /// `in_flight` holders of `limit` counting this one, as the store saw them when it
-    /// granted the slot. `release` must not block (spawn the I/O if it needs any).
+    /// A permit for a store of your own: `in_flight` holders of `limit` counting this one;
+    /// `release` gives the slot back on drop and must not block.
     pub fn new(in_flight: u64, limit: u64, release: impl FnOnce() + Send + Sync + 'static) -> Self {
         Self::holding(in_flight, limit, Hold::Store(Box::new(release)))
     }

@@ -48,8 +48,7 @@ pub struct Breaker<S, C = SystemClock> {
     circuit: Arc<Circuit<S, C>>,
 }
 
-/// The guarded store and its circuit: state, thresholds and counters, shared by a
-/// breaker's clones.
+/// The guarded store and its circuit, shared by a breaker's clones.
 struct Circuit<S, C> {
     store: S,
     clock: C,
@@ -123,16 +122,14 @@ impl Breaker<()> {
 }
 
 impl<C> BreakerBuilder<C> {
-    /// Consecutive failures that open the breaker (default 5, at least 1). Lower opens
-    /// sooner on a dead store; higher tolerates a flaky network.
+    /// Consecutive failures that open the breaker (default 5, at least 1).
     pub fn failure_threshold(mut self, failures: u32) -> Self {
         self.threshold = failures.max(1);
         self
     }
 
-    /// How often an open breaker probes the store (default 500 ms, at least 1 µs). This is
-    /// both the cost of a dead store (one timeout per interval) and the delay before
-    /// decisions return to a recovered one.
+    /// How often an open breaker probes the store (default 500 ms, at least 1 µs): the
+    /// cost of a dead store, and the delay before decisions return to a recovered one.
     pub fn probe_interval(mut self, interval: Duration) -> Self {
         self.probe_interval = interval.max(Duration::from_micros(1));
         self

@@ -248,9 +248,8 @@ impl<S, C: Clock> Backstop<S, C> {
         self.settle(result, || p.check_cost(cost), booked, local)
     }
 
-    /// Runs `f` on this node's share of `policy`, borrowed from the cache: every request of
-    /// an outage comes here, and cloning the share would bounce its reference count between
-    /// cores.
+    /// Runs `f` on this node's share of `policy`, borrowed from the cache (a clone would
+    /// bounce its reference count between cores on every request of an outage).
     fn with_share<R>(&self, policy: &Policy, nodes: u32, f: impl FnOnce(&Policy) -> R) -> R {
         let shares = self.shares.pin();
         if let Some(share) = shares.get(&policy.namespace()) {
@@ -299,10 +298,8 @@ fn open(policy: &Policy) -> Decision {
 }
 
 impl<S, C: Clock> Backstop<S, C> {
-    /// What is done before the store is asked: a local mode resets or unbans in the local
-    /// store too (a ban it gave while the store failed is lifted as well), and a fallback's
-    /// booking ([`Source::Fallback`]) is cancelled where it was booked, without the
-    /// store: in the local store, or nowhere when failing open booked nothing.
+    /// What is done before the store is asked: a local mode resets or unbans locally too,
+    /// and a fallback's booking ([`Source::Fallback`]) is cancelled where it was booked.
     fn before(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
         match (op, self.mode) {
             (Op::Reset { key, policy }, FailMode::Local { nodes }) => {
@@ -337,10 +334,8 @@ impl<S, C: Clock> Backstop<S, C> {
         }
     }
 
-    /// The store's answer to `op`, or the fallback's in its place (see [`Fallback`]). A
-    /// charge or refund the store failed to make is made in the local store in a local
-    /// mode (which decides meanwhile), and passed on as the error otherwise: a change lost
-    /// in an outage is not made up. A failed cancel, unban or reset is the store's error.
+    /// The store's answer to `op`, or the fallback's in its place. A charge or refund the
+    /// store failed to make is made locally in a local mode, else the error passes on.
     fn after(&self, op: Op<'_>, result: Result<Reply, Error>) -> Result<Reply, Error> {
         match op {
             Op::Check { key, policy, cost } => self

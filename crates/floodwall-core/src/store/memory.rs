@@ -23,7 +23,7 @@ mod update;
 const DEAD: u64 = u64::MAX;
 
 /// Marks a GCRA key state held by a check of several policies (`all.rs`): whoever meets
-/// it waits until the holder writes the state back. Never a real TAT, as `DEAD` is not.
+/// it waits until the holder writes it back.
 const BUSY: u64 = u64::MAX - 1;
 
 type Map = papaya::HashMap<MapKey, KeyState, ahash::RandomState>;
@@ -201,12 +201,8 @@ impl<C> std::fmt::Debug for MemoryStore<C> {
 
 impl<C: Clock> MemoryStore<C> {
     /// A check without the future: the memory store never waits.
-    // Inlined into callers, GCRA's path keeps its values in registers: as a call it spilled
-    // registers and its result right before the map's unpinning, a full barrier that waits
-    // for those stores (BENCHMARKS.md §1 measures it).
-    ///
-    /// A policy with a [`Penalty`](crate::Penalty) answers a banned key its ban, and
-    /// counts its refusals as strikes ([penalties](crate::guide::penalties)).
+    // Inlined, GCRA's path keeps its values in registers rather than spilling them before
+    // the map's unpinning, a full barrier (BENCHMARKS.md §1).
     #[inline(always)]
     pub(crate) fn check_sync(
         &self,
@@ -215,10 +211,9 @@ impl<C: Clock> MemoryStore<C> {
         cost: u64,
     ) -> Result<Decision, Error> {
         let (raw, limit, banned) = match policy.engine().gcra() {
-            // A penalty takes the path out of line, with the other algorithms: GCRA's
-            // stays as it was without penalties (the `http_instructions` bench). Every path
-            // ends in one `to_decision_with_limit`: a path returning a `Decision` of its
-            // own made the compiler build GCRA's in a temporary (24 instructions more).
+            // A penalty takes the path out of line, with the other algorithms. Every path
+            // ends in one `to_decision_with_limit`: one returning a `Decision` of its own
+            // made the compiler build GCRA's in a temporary.
             Some(gcra) if policy.penalty().is_none() => {
                 // First: reading the counter is the slowest step, and the lookup overlaps it.
                 let now = clamp_now(self.inner.clock.now_micros());
@@ -260,7 +255,6 @@ impl<C: Clock> MemoryStore<C> {
         Ok(policy.to_decision_with_limit(raw, limit))
     }
 
-    /// [`check_quota`](Self::check_quota)'s figures and limit.
     fn quota_raw(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<(Raw, u64), Error> {
         Ok(match policy.engine().gcra() {
             Some(gcra) => {
@@ -414,14 +408,12 @@ impl<C: Clock> MemoryStore<C> {
 }
 
 impl<C> MemoryStore<C> {
-    /// Keys held now (quota states; penalty records are counted by
-    /// [`penalized`](Self::penalized)).
+    /// Quota states held now.
     pub fn len(&self) -> usize {
         self.inner.map.len()
     }
 
-    /// Penalty records held now: keys with strikes, a ban or remembered bans under a
-    /// policy with a [`Penalty`](crate::Penalty).
+    /// Penalty records held now (keys with strikes, a ban or remembered bans).
     pub fn penalized(&self) -> usize {
         self.inner.penalties.len()
     }
@@ -474,11 +466,7 @@ impl KeyState {
                 let state = guard.as_mut()?;
                 let result = policy.engine().decide(state, now, cost);
                 if let Ok(raw) = &result {
-                    // `now + reset` covers what this decision wrote, not always what an
-                    // earlier one at a later `now` wrote: a sliding log takes an admission
-                    // as its newest entry, and `now` can go back (a clock stepped back, or
-                    // two threads that read the clock in one order and lock in the
-                    // other). The latest such instant covers them all.
+                    // The latest `now + reset`: `now` can go back (see `Raw::reset`).
                     l.expires.fetch_max(now + raw.reset, Ordering::AcqRel);
                 }
                 Some(result)
@@ -501,8 +489,8 @@ impl KeyState {
         }
     }
 
-    /// Marks the entry dead if it still expires by `by`; true if it is dead now. Atomic with
-    /// respect to `decide`, so no decision is ever written into an evicted entry.
+    /// Marks the entry dead if it still expires by `by` (atomic with a decision); true if it
+    /// is dead now.
     fn kill(&self, by: u64) -> bool {
         match self {
             Self::Gcra(tat) => {
@@ -548,8 +536,7 @@ fn decide_gcra(tat: &AtomicU64, gcra: &Gcra, now: u64, cost: u64) -> Option<Judg
     }
 }
 
-/// Waits until a check of several policies writes back the state it holds (`all.rs`: a
-/// few comparisons long), and returns what it wrote.
+/// Waits until a check of several policies writes back the state it holds (`all.rs`).
 #[cold]
 #[inline(never)]
 fn wait_while_busy(tat: &AtomicU64) -> u64 {

@@ -1,7 +1,5 @@
-//! Where state lives: the [`Store`] trait and the operations it answers ([`Op`]), its
-//! object-safe twin [`DynStore`], the embedded
-//! [`MemoryStore`], and the combinators that answer some checks in front of any store
-//! ([`DenyCache`], [`LocalVerdicts`]).
+//! Where state lives: the [`Store`] trait and its [`Op`]s, the embedded [`MemoryStore`],
+//! and the combinators in front of any store ([`DenyCache`], [`LocalVerdicts`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -119,8 +117,7 @@ pub trait StoreExt: Store {
         }
     }
 
-    /// [`check`](Self::check) without waiting, when the store can (see
-    /// [`Store::call_now`]): the memory store always answers, `Some`.
+    /// [`check`](Self::check) without waiting, when the store can ([`Store::call_now`]).
     // Inlined, the memory store's check builds only what the caller reads; as a call it
     // built the whole decision (BENCHMARKS.md §3 has the counts).
     #[inline(always)]

@@ -1,6 +1,5 @@
 //! What a store of your own builds its answers from, so every store reports the same
-//! figures the same way: a policy's decision from figures computed elsewhere (a script),
-//! a ban's refusal, a booking's ticket.
+//! figures the same way.
 
 use crate::{Decision, Policy, Ticket};
 

@@ -1,6 +1,5 @@
-//! A [`Fallback`](super::Fallback)'s answer to an acquisition: while the store fails, requests in flight
-//! are let through uncounted (open), refused (closed), or counted in this process against
-//! its share of the limit (local), with the same counters and logs as rate checks.
+//! A [`Fallback`](super::Fallback)'s answer to an acquisition: uncounted (open), refused
+//! (closed), or counted here against this node's share of the limit (local).
 
 use super::Backstop;
 use crate::{Acquired, Clock, ConcurrencyLimit, Error, Permit};

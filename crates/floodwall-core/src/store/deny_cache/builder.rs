@@ -52,9 +52,8 @@ impl<C: Clock> DenyCacheBuilder<C> {
         self
     }
 
-    /// The longest a ban is answered locally before one check goes to the store again
-    /// (so an unban elsewhere reaches this cache within it); default
-    /// [`DenyCache::DEFAULT_MAX_BAN_HOLD`]. Zero holds no ban.
+    /// The longest a ban is answered locally before one check goes to the store again;
+    /// default [`DenyCache::DEFAULT_MAX_BAN_HOLD`]. Zero holds no ban.
     pub fn max_ban_hold(mut self, max_ban_hold: Duration) -> Self {
         self.max_ban_hold = max_ban_hold;
         self

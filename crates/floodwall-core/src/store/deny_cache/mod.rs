@@ -1,8 +1,5 @@
-//! [`DenyCache`]: answers a key's repeated denials locally, without asking the store.
-//!
-//! `entry.rs` holds what is learnt per key, `route.rs` where a check goes, `flight.rs` the
-//! one check in flight after a refusal lapses, `all.rs` checks of several policies at once,
-//! `reserve.rs` bookings; [`crate::guide::deny_cache`] says why it is exact.
+//! [`DenyCache`]: answers a key's repeated denials locally, without asking the store
+//! ([`crate::guide::deny_cache`] says why it is exact).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,8 +79,7 @@ struct Cache<C> {
     gave_up: AtomicU64,
 }
 
-/// How much work the [`DenyCache`] saved: read it to see whether caching pays for a
-/// workload (a flood of one key should be nearly all `denied_locally`).
+/// How much work the [`DenyCache`] saved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DenyCacheStats {
@@ -93,13 +89,10 @@ pub struct DenyCacheStats {
     /// refused by the answer they waited for).
     pub denied_locally: u64,
     /// Checks that waited for another check of their key in flight to the inner store
-    /// after a cached refusal lapsed: those refused by its answer are in `denied_locally`
-    /// too, the others went on as usual.
+    /// after a cached refusal lapsed.
     pub waited: u64,
     /// Of those that `waited`, the checks that stopped at the bound
-    /// ([`max_wait`](DenyCacheBuilder::max_wait)) and went to the store themselves: a
-    /// leader was out that long. Not 0 means a check of the cache was left unpolled
-    /// midway (or the inner store's calls outlast the bound).
+    /// ([`max_wait`](DenyCacheBuilder::max_wait)) and went to the store themselves.
     pub gave_up: u64,
 }
 
@@ -129,7 +122,7 @@ impl DenyCache<(), SystemClock> {
     }
 
     /// Whether a policy's answers may be cached: the algorithms whose refusals are shown
-    /// to stay true (all of this crate's), whatever the policy's [`Rounding`](crate::Rounding).
+    /// to stay true (all of this crate's).
     pub fn caches(policy: &Policy) -> bool {
         // No wildcard: a new algorithm must be shown to keep its refusals true
         // (tests/deny_cache.rs) before it is cached, so adding one stops the build here.
@@ -233,32 +226,27 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
             }
             route = self.route(key, policy, cost, Mode::Retry)?;
         }
-        let (sent, epoch, mut lead) = match route {
+        // Recorded when asked as `Route::Store`; its `lead`, dropped here or with this
+        // future, lands its flight.
+        let mut asked = match route {
             Route::Local(d, _) => return Ok(d),
-            Route::Store { sent, epoch, lead } => (sent, epoch, lead),
-            Route::Wait(_) | Route::Through => {
-                self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
-                return self.store.check(key, policy, cost).await;
-            }
+            Route::Store { sent, epoch, lead } => Some((sent, epoch, lead)),
+            Route::Wait(_) | Route::Through => None,
         };
         self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
-        // Dropping `lead` (here or if this future is dropped) lands its flight.
         let result = self.store.check(key, policy, cost).await;
-        if let Ok(d) = &result {
-            let end = self.record(key, policy, cost, sent, epoch, d);
-            if let Some(lead) = &mut lead {
+        if let (Some((sent, epoch, lead)), Ok(d)) = (&mut asked, &result) {
+            let end = self.record(key, policy, cost, *sent, *epoch, d);
+            if let Some(lead) = lead {
                 lead.end = end;
             }
         }
-        drop(lead);
+        drop(asked);
         result
     }
 
-    /// Resets, unbans or refunds in the inner store, and forgets what the cache knew of the
-    /// key (a ban among it) here at once: the next check on this node asks the store (a
-    /// refund may let it admit sooner than a cached refusal says; a charge only makes the
-    /// key stricter, so it goes through untouched). Other nodes' caches learn of an unban
-    /// within their [`max_ban_hold`](DenyCacheBuilder::max_ban_hold).
+    /// Resets, unbans or refunds in the inner store, forgetting what the cache knew of the
+    /// key (a refund may let the store admit sooner; a charge goes through untouched).
     async fn reset_through(&self, op: Op<'_>, key: &[u8], policy: &Policy) -> Result<Reply, Error> {
         self.forget(key, policy);
         let result = self.store.call(op).await;

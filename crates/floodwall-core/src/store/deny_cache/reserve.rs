@@ -10,12 +10,9 @@ use crate::store::key::KeyBuf;
 use crate::{Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, Store, StoreExt};
 
 impl<S: Store, C: Clock> DenyCache<S, C> {
-    /// [`StoreExt::reserve`] through the cache. A cached refusal says the earliest slot for
-    /// its cost is no sooner than its end: a reservation that may wait past that end goes
-    /// to the store (the slot may well be within reach); one that may not is refused
-    /// here. A refused booking is a check's refusal ("not before `retry_after`"), and is
-    /// remembered as one; a booked one teaches nothing new (a booking only moves slots
-    /// later, so what the cache knew stays true).
+    /// [`StoreExt::reserve`] through the cache: refused here when it may not wait until a
+    /// cached refusal ends, else the store's; a refused booking is learnt as a check's
+    /// refusal (a booked one only moves slots later: what the cache knew stays true).
     pub(super) async fn reserve_through(
         &self,
         key: &[u8],

@@ -26,9 +26,8 @@ impl<S: Store> LocalVerdicts<S, SystemClock> {
 }
 
 impl<C: Clock> LocalVerdictsBuilder<C> {
-    /// How long a verdict is used before the next check refreshes it (default 100 ms).
-    /// Longer saves more round trips and admits more over the quota (see
-    /// [`LocalVerdicts`]); it must be 1 µs to [`LocalVerdicts::MAX_INTERVAL`].
+    /// How long a verdict is used before the next check refreshes it (default 100 ms, at
+    /// most [`LocalVerdicts::MAX_INTERVAL`]): longer saves round trips and admits more.
     pub fn interval(mut self, interval: Duration) -> Self {
         self.interval = interval;
         self

@@ -1,8 +1,5 @@
-//! [`LocalVerdicts`]: the opt-in, approximate "async verdict mode". Each node decides from
-//! a local copy of a key's verdict and sends its counts to the shared store in batches.
-//!
-//! `verdict.rs` holds one key's verdict, `refresh.rs` how its counts reach the store;
-//! [`crate::guide::local_verdicts`] derives how far over the quota it can go.
+//! [`LocalVerdicts`]: each node decides from a local copy of a key's verdict and sends its
+//! counts to the shared store in batches (`verdict.rs`, `refresh.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,8 +21,7 @@ use verdict::KeyVerdict;
 type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 
 /// A store combinator that answers from a local copy of each key's verdict, refreshed at
-/// most once per interval, and sends the counts it admitted to the inner store in one call
-/// per key per interval: a hot key behind a shared store (Redis) then costs a round trip
+/// most once per interval, sending what it admitted to the inner store in one call per key
 /// per interval instead of one per request.
 ///
 /// It is approximate, and opt-in: it delays counts without losing them, so it may admit
@@ -102,8 +98,7 @@ struct Verdicts<C> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LocalVerdictsStats {
-    /// Calls to the inner store (refreshes, a second call when counts overflow, first
-    /// checks passed through).
+    /// Calls to the inner store.
     pub store_calls: u64,
     /// Refreshes started, by checks and by [`flush`](LocalVerdicts::flush).
     pub refreshes: u64,
@@ -330,8 +325,7 @@ impl<S: Store, C: Clock> LocalVerdicts<S, C> {
 }
 
 impl<S: Store, C: Clock> Store for LocalVerdicts<S, C> {
-    /// Checks answer from the verdicts; every other operation goes to the inner store
-    /// (a verdict is per policy, and a booking a promise about the shared state). A
+    /// Checks answer from the verdicts; every other operation goes to the inner store. A
     /// charge or refund forgets the key's verdict after it; a reset or an unban before
     /// and after (a refresh sent meanwhile may have read the old state).
     async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {

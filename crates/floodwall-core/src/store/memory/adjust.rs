@@ -1,6 +1,4 @@
-//! The memory store's charges and refunds, on the same key states (and under the same
-//! compare-and-swap or lock) as its checks, so they are exact however many threads check
-//! the key at once.
+//! The memory store's charges and refunds, exact as its checks are (`update.rs`).
 
 use super::MemoryStore;
 use crate::algorithm::clamp_now;

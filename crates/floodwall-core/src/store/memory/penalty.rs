@@ -1,7 +1,5 @@
-//! The memory store's penalties ([`crate::guide::penalties`]): per (policy, key), the strikes in
-//! their window and the ban, in a map of their own beside the quota states, touched only
-//! by policies with a [`Penalty`]. A record is made by a key's first strike, and dropped
-//! once it says nothing more (its window, ban and remembered bans all over).
+//! The memory store's penalties ([`crate::guide::penalties`]): per (policy name, key), the
+//! strikes and the ban, in a map of their own made by a key's first strike.
 
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
@@ -21,8 +19,7 @@ type Record = Locked<Strikes>;
 
 type Map = papaya::HashMap<MapKey, Record, ahash::RandomState>;
 
-/// Every key's penalty record, bounded like the quota states. The map is made by the
-/// first strike: a store whose policies have no penalty holds no second map at all.
+/// Every key's penalty record, bounded like the quota states; no map until a first strike.
 pub(super) struct Records {
     map: OnceLock<Map>,
     cap: Cap,
@@ -31,9 +28,7 @@ pub(super) struct Records {
 /// What a key's refusals have earned it (all instants in µs on the store's clock).
 #[derive(Debug, Clone, Copy, Default)]
 struct Strikes {
-    /// Strikes counted in the window ending at `window_end`, fixed when the window opened
-    /// (its `within` then: a later change of `within` applies from the next window, as in
-    /// Redis).
+    /// Strikes counted in the window ending at `window_end`, fixed when it opened.
     count: u32,
     window_end: u64,
     /// When the current ban ends (0: none, or over once `now >= ban_end`).
@@ -168,7 +163,6 @@ fn ban_raw(policy: &Policy, remainder: u64) -> (Raw, u64, bool) {
 impl<C: Clock> MemoryStore<C> {
     /// [`check_sync`](Self::check_sync) for a policy with a penalty: a banned key is
     /// answered its ban; a refusal is a strike, and the strike that bans answers the ban.
-    /// The figures, the limit and whether the key is banned, as `check_sync` builds them.
     pub(super) fn check_penalized(
         &self,
         key: &[u8],
@@ -245,16 +239,13 @@ impl<C: Clock> MemoryStore<C> {
         Some(Reservation::refused(p.ban_decision(self.ban_left(key, p)?)))
     }
 
-    /// [`StoreExt::unban`](crate::StoreExt::unban) without the future: lifts `key`'s ban under
-    /// `policy` and forgets its strikes and earlier bans; its quota state is kept
-    /// ([penalties](crate::guide::penalties)).
+    /// [`StoreExt::unban`](crate::StoreExt::unban) without the future.
     pub(crate) fn unban_sync(&self, key: &[u8], policy: &Policy) {
         let buf = KeyBuf::new(key);
         (self.inner.penalties).forget(buf.as_ref(policy.name_namespace()));
     }
 
-    /// How long `key` stays banned under `policy` from now, if it is: for an operator's
-    /// view, and for tests.
+    /// How long `key` stays banned under `policy` from now, if it is.
     pub fn ban_remaining(&self, key: &[u8], policy: &Policy) -> Option<Duration> {
         self.ban_left(key, policy).map(Duration::from_micros)
     }

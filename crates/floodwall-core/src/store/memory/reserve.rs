@@ -12,10 +12,8 @@ use crate::store::lock;
 use crate::{Cancelled, Clock, Error, Reservable, Reservation, State, Ticket};
 
 impl<C: Clock> MemoryStore<C> {
-    /// [`StoreExt::reserve`](crate::StoreExt::reserve) without the future: books the earliest
-    /// slot for `cost` if it is at most `max_wait` away, exactly, however many threads
-    /// book or check the key at once (GCRA by compare-and-swap, the token bucket under its
-    /// key's lock, as their checks).
+    /// [`StoreExt::reserve`](crate::StoreExt::reserve) without the future: exact however
+    /// many threads book or check the key at once.
     pub(crate) fn reserve_sync(
         &self,
         key: &[u8],

@@ -1,6 +1,5 @@
-//! One read-modify-write of a key's state for the operations beside a check (booking,
-//! charging, refunding), as a check does it; the check keeps its own loop in `memory.rs`,
-//! tuned for the hot path.
+//! One read-modify-write of a key's state for bookings, charges and refunds, as a check
+//! does it (the check keeps its own loop in `memory.rs`, tuned for the hot path).
 
 use std::sync::atomic::Ordering;
 
