@@ -30,21 +30,17 @@ pub struct Decision {
 pub enum Outcome {
     /// It may go ahead: its cost was consumed.
     Allowed,
-    /// Its quota has no room for it: refused, nothing consumed, `retry_after` says when it
-    /// would pass.
+    /// Its quota has no room for it: refused, nothing consumed.
     Refused,
-    /// Its key is banned ([`Penalty`](crate::Penalty)): refused whatever its quota says,
-    /// with `retry_after` the ban's remainder.
+    /// Its key is banned ([`Penalty`](crate::Penalty)): refused for the ban's remainder.
     Banned,
 }
 
-/// Who answered a check, for metrics and for caches that must not remember what the
-/// store never said.
+/// Who answered a check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Source {
-    /// The store (or a [`LocalVerdicts`](crate::LocalVerdicts) on its behalf): every
-    /// store's own answers.
+    /// The store (or a [`LocalVerdicts`](crate::LocalVerdicts) on its behalf).
     Store,
     /// A [`DenyCache`](crate::DenyCache), saying what the store would without asking it:
     /// equality and hashing take it for [`Store`](Self::Store).
@@ -95,8 +91,7 @@ impl Decision {
         )
     }
 
-    /// `retry_after` (when denied) and `reset_after` in exact µs: the figures before a
-    /// policy rounded them when it did, else the durations themselves.
+    /// `retry_after` (when denied) and `reset_after` in exact µs, before any rounding.
     pub(crate) fn exact_micros(&self) -> (Option<u64>, u64) {
         match self.exact {
             Some((retry, reset)) => (self.retry_after.map(|_| retry), reset),
@@ -148,15 +143,13 @@ impl Decision {
         }
     }
 
-    /// This decision, marked as made by a fallback in the store's stead
-    /// ([`Source::Fallback`]): for a store combinator that answers when its store cannot.
+    /// This decision, marked as made by a fallback in the store's stead ([`Source::Fallback`]).
     pub fn by_fallback(mut self) -> Self {
         self.source = Source::Fallback;
         self
     }
 
-    /// This decision, marked as answered by a cache in front of the store
-    /// ([`Source::Cache`]).
+    /// This decision, marked as answered by a cache in front of the store.
     pub(crate) fn by_cache(mut self) -> Self {
         self.source = Source::Cache;
         self

@@ -1,5 +1,4 @@
-//! The two error types: one for configuration (caught when a quota or policy is built)
-//! and one for checks (what a store can answer instead of a decision).
+//! The two error types: for configuration, and for checks that got no decision.
 
 use std::fmt;
 use std::time::Duration;
@@ -191,8 +190,7 @@ impl std::error::Error for ConfigError {}
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// The cost can never pass: it is larger than the policy's burst or limit.
-    /// Retrying will not help, unlike a denial.
+    /// The cost can never pass: it is larger than the policy's limit (retrying won't help).
     CostTooHigh {
         /// The cost asked for.
         cost: u64,
@@ -206,8 +204,7 @@ pub enum Error {
         /// The backend's error.
         source: BoxError,
     },
-    /// The store answered with an error: a key of the wrong type, a script error,
-    /// an unexpected reply.
+    /// The store answered with an error (a key of the wrong type, a script error, …).
     Backend {
         /// The backend's error.
         source: BoxError,

@@ -84,8 +84,7 @@ impl Reservable {
         Ok(self.reservation(booked, ticket.map(|state| Ticket { cost, state })))
     }
 
-    /// Gives `reservation`'s slot back in `state` where the algorithm allows it (see
-    /// [`Cancelled`]); the pure counterpart of [`StoreExt::cancel`](crate::StoreExt::cancel).
+    /// Gives `reservation`'s slot back in `state` where it can (see [`Cancelled`]).
     pub fn cancel(&self, state: &mut State, reservation: &Reservation) -> Result<Cancelled, Error> {
         let Some(ticket) = reservation.ticket else {
             return Ok(Cancelled::Spent);
@@ -119,8 +118,7 @@ impl std::fmt::Debug for Reservable {
 }
 
 impl Policy {
-    /// This policy as a [`Reservable`], for waiting instead of refusing; fails for the
-    /// window algorithms, which cannot book a future slot.
+    /// This policy as a [`Reservable`]; fails for the window algorithms.
     pub fn reservable(&self) -> Result<Reservable, ConfigError> {
         Reservable::new(self.clone())
     }
@@ -145,8 +143,7 @@ pub struct Reservation {
 }
 
 impl Reservation {
-    /// A booking, for stores that decide elsewhere (a Redis script): admitted by
-    /// `decision`, after `wait`, cancelled with `ticket`.
+    /// A booking admitted by `decision`, after `wait`, cancelled with `ticket`.
     pub fn booked(decision: Decision, wait: Duration, ticket: Option<Ticket>) -> Self {
         Self {
             decision,

@@ -1,5 +1,4 @@
-//! [`ConcurrencyLimit`]: a named "at most N in flight per key", with the lease a shared
-//! store keeps each slot under.
+//! [`ConcurrencyLimit`]: a named "at most N in flight per key".
 
 use std::fmt;
 use std::sync::Arc;

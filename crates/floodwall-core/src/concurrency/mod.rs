@@ -58,8 +58,7 @@ impl Acquired {
 /// A refusal: the key is at its limit (no retry time: a slot frees when a request ends).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Full {
-    /// Requests in flight on the key, as the store counted them (at least `limit`, more
-    /// when the limit was lowered while they ran).
+    /// Requests in flight on the key, as the store counted them (at least `limit`).
     pub in_flight: u64,
     /// The limit it refused under.
     pub limit: u64,

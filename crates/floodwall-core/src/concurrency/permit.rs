@@ -1,5 +1,4 @@
-//! [`Permit`]: one slot of a [`ConcurrencyLimit`](super::ConcurrencyLimit), given back
-//! when it drops.
+//! [`Permit`]: one slot of a [`ConcurrencyLimit`](super::ConcurrencyLimit).
 
 use std::fmt;
 
@@ -33,8 +32,7 @@ impl Permit {
         Self::holding(in_flight, limit, Hold::Store(Box::new(release)))
     }
 
-    /// A permit that holds no slot: what a fail-open [`Fallback`](crate::resilience::Fallback)
-    /// answers while the store cannot count. Marked [`is_fallback`](Self::is_fallback).
+    /// A permit that holds no slot: a fail-open [`Fallback`](crate::resilience::Fallback)'s.
     pub fn unheld(limit: u64) -> Self {
         Self::holding(0, limit, Hold::Nothing).by_fallback()
     }
@@ -52,8 +50,7 @@ impl Permit {
         }
     }
 
-    /// This permit, marked as given by a fallback in the store's stead (see
-    /// [`is_fallback`](Self::is_fallback)).
+    /// This permit, marked as given by a fallback in the store's stead.
     pub fn by_fallback(mut self) -> Self {
         self.fallback = true;
         self
@@ -74,8 +71,7 @@ impl Permit {
         self.limit.saturating_sub(self.in_flight)
     }
 
-    /// Whether a [`Fallback`](crate::resilience::Fallback) granted it because the store
-    /// failed: counted on this node alone (local mode) or not at all (open mode).
+    /// Whether a [`Fallback`](crate::resilience::Fallback) granted it because the store failed.
     pub fn is_fallback(&self) -> bool {
         self.fallback
     }

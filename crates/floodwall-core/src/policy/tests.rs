@@ -1,5 +1,4 @@
-//! Unit tests of `Policy`: its constructors and their checks, its namespaces, rounding,
-//! cost checks and shares.
+//! Unit tests of `Policy`.
 
 use super::*;
 

@@ -8,16 +8,13 @@ use std::time::Duration;
 use crate::store::{Op, Reply, Store};
 use crate::{Clock, Error, SystemClock};
 
-/// Consecutive failures that open a breaker unless
-/// [`BreakerBuilder::failure_threshold`] says otherwise.
+/// Consecutive failures that open a breaker by default.
 pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
 
-/// How often an open breaker lets one call through to see whether the store is back,
-/// unless [`BreakerBuilder::probe_interval`] says otherwise.
+/// How often an open breaker lets one call through to the store, by default.
 pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(500);
 
-/// The most calls waiting on the store at once, unless
-/// [`BreakerBuilder::max_in_flight`] says otherwise: only a stalled store gets near it.
+/// The most calls waiting on the store at once, by default: only a stalled store nears it.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 
 /// Stops calling a store that keeps failing, and bounds the calls waiting on it.
@@ -237,8 +234,7 @@ impl<S, C: Clock> Circuit<S, C> {
         }
     }
 
-    /// Lets a call through, or refuses it: fast failure while open (unless this caller
-    /// wins the probe), overload past the in-flight bound.
+    /// Lets a call through, or refuses it (open and not the probe, or overloaded).
     fn admit(&self) -> Result<Permit<'_, S, C>, Error> {
         let max = self.max_in_flight;
         let taken = self
@@ -372,8 +368,7 @@ impl<S: Store, C: Clock> Store for Breaker<S, C> {
         result
     }
 
-    /// Fails fast while open; forwards to the store's own `call_now` while closed (a
-    /// memory store answers there); leaves a due probe to [`call`](Store::call).
+    /// Fails fast while open, forwards while closed; leaves a due probe to `call`.
     fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
         let s = &self.circuit;
         if let Err(e) = op.check_cost() {

@@ -9,8 +9,7 @@ pub enum FailMode {
     /// Allow every request: availability over protection. Nothing is counted
     /// (`remaining == limit`, `reset_after` zero).
     Open,
-    /// Pass the store's error on: the tower layer answers `503 Service Unavailable` with
-    /// `Retry-After`. Protection over availability.
+    /// Pass the store's error on (the tower layer answers 503): protection over availability.
     Closed,
     /// Decide in this process's memory with each policy's
     /// [`share`](crate::Policy::share) for `nodes` servers: the fleet stays roughly limited.

@@ -14,8 +14,7 @@ use crate::{
 
 mod in_flight;
 
-/// The most policies whose local share is remembered; past that (policies made per
-/// request) shares are computed on each fallback decision instead.
+/// The most policies whose local share is remembered; past that, shares are recomputed.
 const MAX_CACHED_SHARES: usize = 1024;
 
 /// Decides when the store cannot: every store failure ([`Error::is_store_failure`]) is
@@ -42,8 +41,7 @@ pub struct Fallback<S, C = SystemClock> {
     backstop: Arc<Backstop<S, C>>,
 }
 
-/// The store and what answers in its stead when it fails (the mode, the local store and
-/// the shares it decides with), with the counters: shared by a fallback's clones.
+/// The store and what answers in its stead, shared by a fallback's clones.
 struct Backstop<S, C> {
     store: S,
     mode: FailMode,
@@ -69,8 +67,7 @@ pub struct FallbackStats {
 }
 
 impl<S> Fallback<S> {
-    /// Answers store failures per `mode`; a local mode decides in a new
-    /// [`MemoryStore`] with the default cap.
+    /// Answers store failures per `mode` (a local mode in a new [`MemoryStore`]).
     pub fn new(store: S, mode: FailMode) -> Self {
         Self::with_local_store(store, mode, MemoryStore::new())
     }
@@ -92,8 +89,7 @@ impl<S> Fallback<S> {
 }
 
 impl<S, C> Fallback<S, C> {
-    /// Like [`new`](Fallback::new), deciding locally in `local` (to set its cap, or a
-    /// [`ManualClock`](crate::ManualClock) in tests). Unused unless `mode` is local.
+    /// Like [`new`](Fallback::new), deciding locally in `local` (used in a local mode only).
     pub fn with_local_store(store: S, mode: FailMode, local: MemoryStore<C>) -> Self {
         let mode = match mode {
             FailMode::Local { nodes } => FailMode::local(nodes),
@@ -181,8 +177,7 @@ impl<S, C: Clock> Backstop<S, C> {
         }
     }
 
-    /// A check's answer: the local mode decides in the share (a cost the share cannot
-    /// admit is charged as the whole share).
+    /// A check's answer: the local mode decides in the share.
     fn settle_check(
         &self,
         key: &[u8],
@@ -223,8 +218,7 @@ impl<S, C: Clock> Backstop<S, C> {
         self.settle(result, cost_ok, open_all, local)
     }
 
-    /// A reservation's answer: failing open books nothing and lets the request go at
-    /// once; a local mode books in the local store, under the share.
+    /// A reservation's answer: failing open books nothing; a local mode books in the share.
     fn settle_reservation(
         &self,
         key: &[u8],

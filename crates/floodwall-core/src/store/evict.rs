@@ -1,5 +1,4 @@
-//! Bounding a map of expiring entries: the cap and the eviction the memory store, the deny
-//! cache and the local verdicts run when they reach it.
+//! Bounding a map of expiring entries: the cap, and the eviction run at it.
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::{Mutex, MutexGuard};
@@ -25,8 +24,7 @@ impl Cap {
         self.max_keys
     }
 
-    /// Called before a new key goes into a map holding `len()` keys: at the cap, one caller
-    /// at a time runs `shrink(target)`, evicting down to `target` (90% of the cap).
+    /// Before a new key goes in: at the cap, one caller runs `shrink(90% of the cap)`.
     pub(crate) fn make_room(&self, len: impl Fn() -> usize, shrink: impl FnOnce(usize)) {
         if len() < self.max_keys {
             return;

@@ -86,8 +86,7 @@ impl<'a> KeyBuf<'a> {
 }
 
 impl<'a> KeyRef<'a> {
-    /// `key` under namespace `ns` as given, or `None` when it is too long to be stored as
-    /// is (see [`KeyBuf`]).
+    /// `key` under namespace `ns` as given, or `None` when too long to be stored as is.
     #[inline]
     pub(crate) fn short(ns: u64, key: &'a [u8]) -> Option<Self> {
         (key.len() <= MAX_KEY_LEN).then_some(KeyRef { ns, form: 0, key })
@@ -151,8 +150,7 @@ impl Equivalent<MapKey> for KeyRef<'_> {
     }
 }
 
-/// Whether `key` is the start of `bytes` (`key.len() <= INLINE`), compared a word at a
-/// time: the generic slice comparison calls `memcmp`, which costs more than this.
+/// Whether `key` starts `bytes`, compared a word at a time (cheaper than `memcmp`).
 #[inline]
 fn same_prefix(key: &[u8], bytes: &[u8; INLINE]) -> bool {
     let n = key.len();

@@ -22,8 +22,7 @@ mod update;
 /// Marks a GCRA key state that was evicted: whoever holds it looks the key up again.
 const DEAD: u64 = u64::MAX;
 
-/// Marks a GCRA key state held by a check of several policies (`all.rs`): whoever meets
-/// it waits until the holder writes it back.
+/// Marks a GCRA key state held by a check of several policies (`all.rs`): wait it out.
 const BUSY: u64 = u64::MAX - 1;
 
 type Map = papaya::HashMap<MapKey, KeyState, ahash::RandomState>;
@@ -78,8 +77,7 @@ struct Inner<C> {
 
 /// What one key holds: its algorithm state, in the form its algorithm updates it.
 enum KeyState {
-    /// GCRA's (or the funnel's) theoretical arrival time (0 for none), updated by
-    /// compare-and-swap.
+    /// GCRA's (or the funnel's) TAT (0 for none), updated by compare-and-swap.
     Gcra(AtomicU64),
     /// Any other algorithm's state behind its own lock (boxed: a GCRA key's state stays small).
     Locked(Box<Locked>),
@@ -87,8 +85,7 @@ enum KeyState {
 
 /// A state behind its own lock (a key's algorithm state here, its strikes in `penalty.rs`).
 struct Locked<T = State> {
-    /// When the state becomes equal to no state (µs since the epoch): the latest
-    /// `now + reset` of the decisions on it, never moved earlier (see `KeyState::decide`).
+    /// When the state becomes equal to no state (µs): the latest `now + reset` on it.
     expires: AtomicU64,
     /// `None` once evicted: whoever holds it looks the key up again.
     state: Mutex<Option<T>>,
@@ -110,8 +107,7 @@ impl<T> Locked<T> {
         lock(&self.state).is_none()
     }
 
-    /// Marks it dead if it still expires by `by` (atomic with a decision on it); true if
-    /// it is dead now.
+    /// Marks it dead if it still expires by `by` (atomic with a decision); true if dead.
     fn kill(&self, by: u64) -> bool {
         let mut guard = lock(&self.state);
         if guard.is_some() && self.expires_at() <= by {
@@ -360,8 +356,7 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// Forgets `key`'s quota state under `policy`. A ban and strikes stay: lifting them is
-    /// an unban's.
+    /// Forgets `key`'s quota state under `policy` (a ban stays: see `unban_sync`).
     pub(crate) fn reset_sync(&self, key: &[u8], policy: &Policy) {
         let buf = KeyBuf::new(key);
         let key = buf.as_ref(policy.state_namespace());
@@ -428,8 +423,7 @@ impl<C> MemoryStore<C> {
         self.inner.cap.max_keys()
     }
 
-    /// How many live states were evicted to respect the cap: non-zero means the cap is
-    /// too small for the traffic, or a flood of keys.
+    /// How many live states were evicted to respect the cap (non-zero: the cap is small).
     pub fn evicted(&self) -> u64 {
         self.inner.evicted.load(Ordering::Relaxed)
     }
@@ -454,8 +448,7 @@ impl KeyState {
         }
     }
 
-    /// Decides for a policy of any algorithm but GCRA. `None` when the entry was evicted and
-    /// the caller must look the key up again.
+    /// Decides for a policy of any algorithm but GCRA; `None` when the entry was evicted.
     #[inline]
     fn decide(&self, policy: &Policy, now: u64, cost: u64) -> Option<Result<Raw, Error>> {
         match self {
@@ -489,8 +482,7 @@ impl KeyState {
         }
     }
 
-    /// Marks the entry dead if it still expires by `by` (atomic with a decision); true if it
-    /// is dead now.
+    /// Marks the entry dead if it still expires by `by` (atomic with a decision); true if dead.
     fn kill(&self, by: u64) -> bool {
         match self {
             Self::Gcra(tat) => {

@@ -86,8 +86,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// }
 /// ```
 pub trait Store: Send + Sync {
-    /// Does `op` and answers the [`Reply`] its documentation names, or
-    /// [`Op::unsupported`] for an operation this store cannot do.
+    /// Does `op` and answers its [`Reply`], or [`Op::unsupported`] if it cannot.
     fn call(&self, op: Op<'_>) -> impl Future<Output = Result<Reply, Error>> + Send;
 
     /// Does `op` without waiting, when this store can (the memory store always can):
@@ -99,8 +98,7 @@ pub trait Store: Send + Sync {
     }
 }
 
-/// The typed operations of every [`Store`]: each builds an [`Op`], calls the store and
-/// reads its [`Reply`].
+/// The typed operations of every [`Store`], each an [`Op`] and its [`Reply`].
 pub trait StoreExt: Store {
     /// Decides a request of `cost` for `key` under `policy`, and records it if allowed.
     /// A cost of 0 is a peek that changes nothing.
@@ -223,8 +221,7 @@ pub trait StoreExt: Store {
         async move { self.call(Op::Reset { key, policy }).await?.into_done() }
     }
 
-    /// A slot for `key` under the in-flight `limit`, or how full the key is (see
-    /// [`concurrency`](crate::concurrency)).
+    /// A slot for `key` under the in-flight `limit`, or how full the key is.
     fn acquire(
         &self,
         key: &[u8],
@@ -267,8 +264,7 @@ impl Store for dyn DynStore {
     }
 }
 
-/// `Store` for the pointers to a store (`Arc`, `Box`, `&`): the pointee's, so a shared or
-/// borrowed store works wherever a store does.
+/// `Store` for the pointers to a store (`Arc`, `Box`, `&`): the pointee's.
 macro_rules! store_through_pointer {
     ($($pointer:ty),+) => {$(
         impl<S: Store + ?Sized> Store for $pointer {

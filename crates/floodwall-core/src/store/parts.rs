@@ -22,8 +22,7 @@ pub fn ban_decision(policy: &Policy, remaining_micros: u64) -> Decision {
     policy.ban_decision(remaining_micros)
 }
 
-/// A ticket for a booking of `cost` that left the key's state as `state` says, in the
-/// words of the store that booked it (only that store reads it back, to cancel).
+/// A ticket for a booking of `cost` that left the key's state as `state` says.
 pub fn ticket(cost: u64, state: [u64; 2]) -> Ticket {
     Ticket::new(cost, state)
 }

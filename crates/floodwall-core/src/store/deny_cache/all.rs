@@ -9,16 +9,13 @@ use super::entry::{exact, refusal};
 use super::route::{Mode, Route};
 use crate::{Clock, Decision, Error, Policy};
 
-/// When each policy of a [`StoreExt::check_all`](crate::StoreExt::check_all) was sent, for
-/// recording its answer (`None`: recorded not).
+/// When each policy of a check of several was sent (`None`: its answer is not recorded).
 pub(super) type SentAll = Vec<Option<(u64, u64)>>;
 
-/// What the store's answer to a check of several policies said of each one, kept with the
-/// facts it taught, for a local refusal to repeat.
+/// What the store's answer to a check of several policies said of each, for repeating.
 #[derive(Debug)]
 pub(super) struct Answer {
-    /// Local µs at which the check was sent: the figures run down from then (so they are
-    /// never later than the store's, which decided after the send).
+    /// Local µs at which the check was sent: the figures run down from then.
     sent: u64,
     figures: Box<[Figures]>,
 }
@@ -35,8 +32,7 @@ struct Figures {
 }
 
 impl Answer {
-    /// The figures of every policy answered; `None` when any answer says nothing of the
-    /// store's state (a fallback's) or lacks its exact figures, as for a single check.
+    /// The figures of every policy answered; `None` when any lacks its exact ones.
     fn new(policies: &[Policy], decisions: &[Option<Decision>], sent: u64) -> Option<Self> {
         let mut figures = Vec::with_capacity(policies.len());
         for (policy, d) in policies.iter().zip(decisions) {
@@ -82,8 +78,7 @@ impl Answer {
 }
 
 impl<S, C: Clock> DenyCache<S, C> {
-    /// A check of several policies: `Ok` refused from the cache (a cached refusal of any
-    /// policy refuses all), or `Err` with what recording the store's answer needs.
+    /// A check of several policies: `Ok` refused from the cache, or `Err` with the sends.
     pub(super) fn route_all(
         &self,
         key: &[u8],

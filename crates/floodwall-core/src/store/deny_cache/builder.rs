@@ -59,8 +59,7 @@ impl<C: Clock> DenyCacheBuilder<C> {
         self
     }
 
-    /// The clock local windows are measured with: a [`ManualClock`](crate::ManualClock)
-    /// in tests. It must advance at the store's rate (see [`DenyCache`]).
+    /// The clock local windows are measured with; it must advance at the store's rate.
     pub fn clock<C2: Clock>(self, clock: C2) -> DenyCacheBuilder<C2> {
         DenyCacheBuilder {
             max_keys: self.max_keys,

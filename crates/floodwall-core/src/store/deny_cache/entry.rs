@@ -1,5 +1,4 @@
-//! What the cache knows of a key: the refusal learnt from the store's answer ([`Entry`]),
-//! how it is recorded, read back as a local refusal, forgotten, and evicted at the cap.
+//! What the cache knows of a key ([`Entry`]): learnt, answered, forgotten, evicted.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -17,8 +16,7 @@ pub(super) type Map = papaya::HashMap<MapKey, Entry, ahash::RandomState>;
 /// held here until `until`, when one check asks the store again.
 #[derive(Debug, Clone)]
 pub(super) struct Entry {
-    /// When the hold ends: answered locally until then (at most a hold bound from the check
-    /// that learnt it).
+    /// When the hold ends: answered locally until then.
     pub(super) until: u64,
     /// When the fact itself ends: what a local refusal reports (`retry_after` until then).
     pub(super) end: u64,
@@ -39,8 +37,7 @@ impl Entry {
         (self.until, self.end, self.cost, self.reset_at, self.banned)
     }
 
-    /// The local refusal this fact gives at `now` (before `until`): the ban's remainder
-    /// for a ban, else the refusal until `end`.
+    /// The local refusal this fact gives at `now` (before `until`).
     pub(super) fn answer(&self, policy: &Policy, now: u64) -> Decision {
         if self.banned {
             return policy.ban_decision(self.end - now);
@@ -54,8 +51,7 @@ impl Entry {
 }
 
 impl<S, C: Clock> DenyCache<S, C> {
-    /// Learns from the store's answer to a check of `cost` sent at `sent`, and returns how
-    /// that answer lands the flight the check leads, if it leads one.
+    /// Learns from the store's answer to a check sent at `sent`; how it lands its flight.
     pub(super) fn record(
         &self,
         key: &[u8],
@@ -157,8 +153,7 @@ impl<S, C: Clock> DenyCache<S, C> {
         let _ = cache.map.pin().remove(&buf.as_ref(policy.namespace()));
     }
 
-    /// Called before a new key goes in: at the cap, drops lapsed entries, then the ones
-    /// lapsing soonest down to 90% of the cap.
+    /// Called before a new key goes in: at the cap, drops lapsed entries, then the soonest.
     fn make_room(&self, now: u64) {
         let cache = &self.cache;
         cache.cap.make_room(

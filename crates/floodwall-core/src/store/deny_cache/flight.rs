@@ -114,40 +114,36 @@ pub(super) struct Timer(Pin<Box<tokio::time::Sleep>>);
 #[cfg(not(feature = "tokio"))]
 pub(super) enum Timer {}
 
+#[cfg(feature = "tokio")]
 impl Timer {
-    /// Whether a timer could be armed here: in a tokio runtime, with the `tokio` feature.
-    #[cfg(feature = "tokio")]
+    /// Whether a timer could be armed here: in a tokio runtime.
     pub(super) fn available() -> bool {
         tokio::runtime::Handle::try_current().is_ok()
     }
 
-    /// No timer without the `tokio` feature.
-    #[cfg(not(feature = "tokio"))]
+    /// A timer firing `left` µs from now, when in a tokio runtime.
+    fn arm(left: u64) -> Option<Self> {
+        let sleep = || Self(Box::pin(tokio::time::sleep(Duration::from_micros(left))));
+        Self::available().then(sleep)
+    }
+
+    /// Whether it fired; if not, `cx` is woken when it does.
+    fn fired(&mut self, cx: &mut Context<'_>) -> bool {
+        self.0.as_mut().poll(cx).is_ready()
+    }
+}
+
+/// No timer without the `tokio` feature.
+#[cfg(not(feature = "tokio"))]
+impl Timer {
     pub(super) fn available() -> bool {
         false
     }
 
-    /// A timer firing `left` µs from now, when in a tokio runtime; `None` elsewhere.
-    #[cfg(feature = "tokio")]
-    fn arm(left: u64) -> Option<Self> {
-        tokio::runtime::Handle::try_current().ok()?;
-        let sleep = tokio::time::sleep(Duration::from_micros(left));
-        Some(Self(Box::pin(sleep)))
-    }
-
-    /// No timer without the `tokio` feature.
-    #[cfg(not(feature = "tokio"))]
     fn arm(_left: u64) -> Option<Self> {
         None
     }
 
-    /// Whether it fired; if not, `cx` is woken when it does.
-    #[cfg(feature = "tokio")]
-    fn fired(&mut self, cx: &mut Context<'_>) -> bool {
-        self.0.as_mut().poll(cx).is_ready()
-    }
-
-    #[cfg(not(feature = "tokio"))]
     fn fired(&mut self, _cx: &mut Context<'_>) -> bool {
         match *self {}
     }

@@ -85,8 +85,7 @@ struct Cache<C> {
 pub struct DenyCacheStats {
     /// Checks passed to the inner store (each one a round trip for a remote store).
     pub store_calls: u64,
-    /// Checks refused from the cache, without calling the inner store (including those
-    /// refused by the answer they waited for).
+    /// Checks refused from the cache, without calling the inner store.
     pub denied_locally: u64,
     /// Checks that waited for another check of their key in flight to the inner store
     /// after a cached refusal lapsed.
@@ -100,8 +99,7 @@ impl DenyCache<(), SystemClock> {
     /// The default cap on cached keys: at ~100 bytes an entry, about 10 MB.
     pub const DEFAULT_MAX_KEYS: usize = 100_000;
 
-    /// The default bound on a wait for another check's answer: 1 s, the Redis store's
-    /// default timeout.
+    /// The default bound on a wait for another check's answer: 1 s (the Redis timeout).
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
 
     /// The default bound on holding a refusal locally without asking the store: 1 s.

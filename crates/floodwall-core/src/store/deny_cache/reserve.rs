@@ -1,5 +1,4 @@
-//! Reservations through the cache: refused here only when the cached refusal lapses
-//! beyond the wait asked for; what a booking's refusal tells is learnt as a check's is.
+//! Reservations through the cache.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -43,8 +42,7 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
         result
     }
 
-    /// The local refusal of a reservation of `cost` at `now` that may wait `max_wait` µs,
-    /// when a cached refusal covering that cost lasts longer than that.
+    /// The local refusal of a booking that may not wait out a cached refusal.
     fn refused_beyond(
         &self,
         key: &[u8],
@@ -65,8 +63,7 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
         Some(e.answer(policy, now))
     }
 
-    /// [`StoreExt::cancel`] through the cache: a slot given back may let the store admit
-    /// sooner than a cached refusal says, so the key's entry is forgotten (as on a reset).
+    /// [`StoreExt::cancel`] through the cache: a slot given back forgets the key's entry.
     pub(super) async fn cancel_through(
         &self,
         key: &[u8],

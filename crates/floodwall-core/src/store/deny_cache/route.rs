@@ -126,8 +126,7 @@ impl<S, C: Clock> DenyCache<S, C> {
         })
     }
 
-    /// A waiting check's answer once its flight landed: `Some` refusal, or `None` to
-    /// decide again.
+    /// A waiting check's answer once its flight landed; `None`: decide again.
     pub(super) fn landed(&self, policy: &Policy, end: FlightEnd) -> Option<Decision> {
         let FlightEnd::Refused { until, reset_at } = end else {
             return None;

@@ -18,8 +18,8 @@ pub struct LocalVerdictsBuilder<C = SystemClock> {
 }
 
 impl<S: Store> LocalVerdicts<S, SystemClock> {
-    /// Wraps `store`, refreshing each key at most once per `interval`; fails as
-    /// [`LocalVerdictsBuilder::build`] does.
+    /// Wraps `store`, refreshing each key at most once per `interval` (see
+    /// [`LocalVerdictsBuilder::build`] for the errors).
     pub fn new(store: S, interval: Duration) -> Result<Self, ConfigError> {
         LocalVerdicts::builder().interval(interval).build(store)
     }

@@ -93,8 +93,7 @@ struct Verdicts<C> {
     denied_locally: AtomicU64,
 }
 
-/// What a [`LocalVerdicts`] has done since it was built: `store_calls` against the checks
-/// answered locally shows what the mode saves for a workload.
+/// What a [`LocalVerdicts`] has done since it was built.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LocalVerdictsStats {
@@ -253,8 +252,7 @@ impl<S, C: Clock> LocalVerdicts<S, C> {
         }
     }
 
-    /// Called before a new key goes in: at the cap, drops stale idle keys, then the least
-    /// worth keeping down to 90% of the cap (see [`LocalVerdictsBuilder::max_keys`]).
+    /// Called before a new key goes in: at the cap, drops the keys least worth keeping.
     fn make_room(&self, now: u64) {
         let vs = &self.verdicts;
         let interval = vs.interval;

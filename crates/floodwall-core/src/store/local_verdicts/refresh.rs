@@ -1,5 +1,4 @@
-//! A refresh: sending a key's pending counts to the inner store and taking in its new
-//! verdict, whichever way the call ends ([`Refreshing`]); and [`LocalVerdicts::flush`].
+//! A refresh: a key's pending counts to the inner store, its new verdict back.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,8 +8,7 @@ use super::verdict::{KeyVerdict, Refreshed, Verdict};
 use crate::store::{Store, StoreExt, lock, micros};
 use crate::{Clock, Decision, Error, Policy};
 
-/// A refresh in flight: its counts go back to `pending` if it is dropped unfinished (a
-/// timeout around this store, a client gone), so a cancelled refresh loses nothing.
+/// A refresh in flight: its counts go back to `pending` if it is dropped unfinished.
 pub(super) struct Refreshing {
     pub(super) kv: Arc<KeyVerdict>,
     taken: u64,

@@ -1,5 +1,4 @@
-//! One key's local verdict ([`Verdict`]): how it decides a check, takes in a refresh's
-//! answer ([`Refreshed`]), and how long it is worth keeping.
+//! One key's local verdict ([`Verdict`]).
 
 use std::sync::Mutex;
 

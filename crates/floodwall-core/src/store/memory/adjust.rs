@@ -6,8 +6,7 @@ use crate::store::key::KeyBuf;
 use crate::{Adjustment, Clock, Error, Policy};
 
 impl<C: Clock> MemoryStore<C> {
-    /// [`StoreExt::adjust`](crate::StoreExt::adjust) without the future: charges or refunds
-    /// `key` at once (see [`Adjustment`] for each algorithm).
+    /// [`StoreExt::adjust`](crate::StoreExt::adjust) without the future.
     pub(crate) fn adjust_sync(
         &self,
         key: &[u8],

@@ -188,8 +188,7 @@ impl<C: Clock> MemoryStore<C> {
         })
     }
 
-    /// For a check of several policies: each banned policy's ban at `now` (`None` for the
-    /// others), or `None` if no policy bans the key.
+    /// For a check of several policies: each policy's ban, or `None` if none bans the key.
     pub(super) fn bans_of(
         &self,
         key: &[u8],
@@ -209,8 +208,7 @@ impl<C: Clock> MemoryStore<C> {
         bans.iter().any(Option::is_some).then_some(bans)
     }
 
-    /// Counts a strike for a policy of a check of several that refused by its own quota;
-    /// the ban's answer if the key is banned after it.
+    /// Counts a strike for a policy of a check of several; its ban, if the key is banned.
     pub(super) fn strike(
         &self,
         key: &[u8],

@@ -1,5 +1,4 @@
-//! The memory store's reservations: booking a slot and giving it back, on the same key
-//! states (and under the same compare-and-swap or lock) as its checks.
+//! The memory store's reservations, on the same key states as its checks.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -57,8 +56,7 @@ impl<C: Clock> MemoryStore<C> {
         })
     }
 
-    /// [`StoreExt::cancel`](crate::StoreExt::cancel) without the future: gives the slot back
-    /// when the booking is still the latest on the key (see [`Cancelled`]).
+    /// [`StoreExt::cancel`](crate::StoreExt::cancel) without the future.
     pub(crate) fn cancel_sync(
         &self,
         key: &[u8],
