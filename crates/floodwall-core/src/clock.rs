@@ -6,23 +6,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A source of the current time, in microseconds since the Unix epoch.
 ///
-/// Microseconds since the epoch are what Redis's `TIME` returns, so a local store and a
-/// shared one speak the same time. A clock may go backwards (a wall clock stepped back,
-/// another node's skew): every algorithm tolerates it without panicking and without
-/// granting more than the quota.
+/// Redis's `TIME` speaks the same time. A clock may go backwards: every algorithm then
+/// grants no more than the quota.
 pub trait Clock: Send + Sync + 'static {
     /// Microseconds since the Unix epoch.
     fn now_micros(&self) -> u64;
 }
 
-/// The system's clock: wall-clock time read once, then advanced by a monotonic counter.
-///
-/// The first reading comes from the wall clock, so times are microseconds since the Unix
-/// epoch like Redis's `TIME`; after that, time advances by the CPU's timestamp counter
-/// (through [`quanta`], which falls back to the OS's monotonic clock where the counter is
-/// unreliable). That is cheaper than a wall-clock read (BENCHMARKS.md §1 measures it), and
-/// it never steps backwards when NTP adjusts the wall clock. Over days it may drift from the
-/// wall clock by the counter's error (parts per million), which changes no rate measurably.
+/// The system's clock: a first wall-clock reading advanced by the CPU's timestamp counter
+/// (through [`quanta`]), cheaper than a wall-clock read and never stepped back by NTP.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
@@ -30,15 +22,12 @@ struct Anchor {
     clock: quanta::Clock,
     raw: u64,
     wall_us: u64,
-    /// Microseconds per raw tick, as a fraction of 2^64: turning ticks into microseconds
-    /// is then one multiplication, where quanta's nanoseconds and a division by 1,000
-    /// would take two, plus a variable shift. It matters: that chain of arithmetic starts
-    /// from the counter's read, which is the slowest step of a check.
+    /// Microseconds per raw tick, as a fraction of 2^64: one multiplication per reading,
+    /// where quanta's nanoseconds and a division would take more on every check.
     us_per_tick: u64,
 }
 
-/// Ticks over which the conversion factor is measured (about 5 days at 2.6 GHz): long
-/// enough that quanta's rounding, not ours, bounds the factor's precision.
+/// Ticks over which the conversion factor is measured (about 5 days at 2.6 GHz).
 const SPAN_TICKS: u64 = 1 << 50;
 
 impl Anchor {
@@ -46,9 +35,7 @@ impl Anchor {
         let clock = quanta::Clock::new();
         let raw = clock.raw();
         let span_ns = clock.delta_as_nanos(0, SPAN_TICKS);
-        // us_per_tick = span_ns / 1_000 / SPAN_TICKS × 2^64, with SPAN_TICKS = 2^50. A tick
-        // shorter than a microsecond (any counter, or a monotonic clock in nanoseconds)
-        // keeps the factor below 2^64; saturate rather than wrap on anything slower.
+        // us_per_tick = span_ns / 1_000 / 2^50 × 2^64; saturated for a tick over 1 µs.
         let factor = (u128::from(span_ns) << 14) / 1_000;
         Self {
             clock,

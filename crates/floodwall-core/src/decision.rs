@@ -2,13 +2,8 @@
 
 use std::time::Duration;
 
-/// The outcome of one check: the same five facts as redis-cell's `CL.THROTTLE` reply,
-/// which are enough for every rate-limit header format, with what the request gets and who
-/// answered.
-///
-/// A denial is a decision, not an error: the [`outcome`](Self::outcome) is not
-/// [`Allowed`](Outcome::Allowed) and `retry_after` says when the same request would pass
-/// (never zero).
+/// The outcome of one check: redis-cell's five facts (enough for every rate-limit header
+/// format), what the request gets and who answered. A denial's `retry_after` is never zero.
 #[derive(Clone, Copy)]
 #[non_exhaustive]
 pub struct Decision {
@@ -24,11 +19,8 @@ pub struct Decision {
     pub retry_after: Option<Duration>,
     /// How long until the limit is back to full (`remaining == limit`) if nothing else comes.
     pub reset_after: Duration,
-    /// The exact figures in µs (`retry`, `reset`) behind durations a policy rounded
-    /// ([`Rounding::WholeSeconds`](crate::Rounding::WholeSeconds)), for a
-    /// [`DenyCache`](crate::DenyCache) to read; `None` when the durations are exact or
-    /// nothing better is known. Not part of what a decision says: equality, hashing and
-    /// `Debug` ignore it.
+    /// The exact µs (`retry`, `reset`) behind durations a policy rounded, for a
+    /// [`DenyCache`](crate::DenyCache); equality, hashing and `Debug` ignore it.
     pub(crate) exact: Option<(u64, u64)>,
 }
 
@@ -38,32 +30,23 @@ pub struct Decision {
 pub enum Outcome {
     /// It may go ahead: its cost was consumed.
     Allowed,
-    /// Its quota has no room for it: refused, nothing consumed, `retry_after` says when it
-    /// would pass.
+    /// Its quota has no room for it: refused, nothing consumed.
     Refused,
-    /// Its key is banned ([`Penalty`](crate::Penalty)): refused whatever its quota says,
-    /// with `retry_after` the ban's remainder.
+    /// Its key is banned ([`Penalty`](crate::Penalty)): refused for the ban's remainder.
     Banned,
 }
 
-/// Who answered a check, for metrics and for caches that must not remember what the
-/// store never said.
+/// Who answered a check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Source {
-    /// The store (or a [`LocalVerdicts`](crate::LocalVerdicts) on its behalf): every
-    /// store's own answers.
+    /// The store (or a [`LocalVerdicts`](crate::LocalVerdicts) on its behalf).
     Store,
-    /// A [`DenyCache`](crate::DenyCache), from a refusal the store gave before, without
-    /// asking the store; in a refused [`check_all`](crate::StoreExt::check_all), the other
-    /// policies' figures it repeated from the store's last answer too. It says what the
-    /// store would have said ([deny cache guide](crate::guide::deny_cache)), so a
-    /// decision's equality and hashing take it for [`Store`](Self::Store).
+    /// A [`DenyCache`](crate::DenyCache), saying what the store would without asking it:
+    /// equality and hashing take it for [`Store`](Self::Store).
     Cache,
     /// A [`Fallback`](crate::resilience::Fallback) in the store's stead, because the store
-    /// failed: fail-open, or this node's share of the quota. Such an answer says nothing of
-    /// the shared state and holds only while the store fails, so a cache in front
-    /// ([`DenyCache`](crate::DenyCache)) must not remember it.
+    /// failed: it says nothing of the shared state, so a cache must not remember it.
     Fallback,
 }
 
@@ -108,8 +91,7 @@ impl Decision {
         )
     }
 
-    /// `retry_after` (when denied) and `reset_after` in exact µs: the figures before a
-    /// policy rounded them when it did, else the durations themselves.
+    /// `retry_after` (when denied) and `reset_after` in exact µs, before any rounding.
     pub(crate) fn exact_micros(&self) -> (Option<u64>, u64) {
         match self.exact {
             Some((retry, reset)) => (self.retry_after.map(|_| retry), reset),
@@ -132,9 +114,8 @@ impl Decision {
         matches!(self.outcome, Outcome::Banned)
     }
 
-    /// Builds a decision by hand, e.g. for a store that computes one elsewhere (a Redis
-    /// reply). `retry_after` is forced to `None` when allowed and to at least one microsecond
-    /// when denied, so the invariant "a denial never says retry after 0" holds for every store.
+    /// Builds a decision by hand (a store of your own). `retry_after` is forced to `None`
+    /// when allowed and to at least one microsecond when denied.
     pub fn new(
         allowed: bool,
         limit: u64,
@@ -162,15 +143,13 @@ impl Decision {
         }
     }
 
-    /// This decision, marked as made by a fallback in the store's stead
-    /// ([`Source::Fallback`]): for a store combinator that answers when its store cannot.
+    /// This decision, marked as made by a fallback in the store's stead ([`Source::Fallback`]).
     pub fn by_fallback(mut self) -> Self {
         self.source = Source::Fallback;
         self
     }
 
-    /// This decision, marked as answered by a cache in front of the store
-    /// ([`Source::Cache`]).
+    /// This decision, marked as answered by a cache in front of the store.
     pub(crate) fn by_cache(mut self) -> Self {
         self.source = Source::Cache;
         self

@@ -1,5 +1,4 @@
-//! The two error types: one for configuration (caught when a quota or policy is built)
-//! and one for checks (what a store can answer instead of a decision).
+//! The two error types: for configuration, and for checks that got no decision.
 
 use std::fmt;
 use std::time::Duration;
@@ -7,10 +6,8 @@ use std::time::Duration;
 /// A boxed error from a store's backend, kept as the `source` of an [`Error`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// Why a quota, an algorithm or a policy was refused at construction.
-///
-/// Every variant names the offending value, so a configuration typo reads as a sentence
-/// rather than a panic at the first request.
+/// Why a quota, an algorithm or a policy was refused at construction: every variant names
+/// the offending value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -70,10 +67,8 @@ pub enum ConfigError {
         /// The largest count a sliding log accepts.
         max: u64,
     },
-    /// A [`LocalVerdicts`](crate::LocalVerdicts) refresh interval of less than a
-    /// microsecond (a refresh per request: use the inner store alone) or more than
-    /// [`LocalVerdicts::MAX_INTERVAL`](crate::LocalVerdicts::MAX_INTERVAL), past which a
-    /// node's counts would wait longer than most quotas' periods to reach the store.
+    /// A [`LocalVerdicts`](crate::LocalVerdicts) refresh interval under a microsecond or
+    /// over [`LocalVerdicts::MAX_INTERVAL`](crate::LocalVerdicts::MAX_INTERVAL).
     BadRefreshInterval {
         /// The interval given.
         interval: Duration,
@@ -84,32 +79,25 @@ pub enum ConfigError {
         /// The limit given.
         max: u64,
     },
-    /// A [`ConcurrencyLimit`](crate::ConcurrencyLimit)'s lease shorter than 1 ms or longer
-    /// than [`MAX_SPAN`](crate::MAX_SPAN), or a renewal interval under 1 ms or not shorter
-    /// than the lease (the lease would lapse between renewals).
+    /// A [`ConcurrencyLimit`](crate::ConcurrencyLimit)'s lease outside 1 ms ..=
+    /// [`MAX_SPAN`](crate::MAX_SPAN), or a renewal under 1 ms or not shorter than the lease.
     BadLease {
         /// The lease time given.
         lease: Duration,
         /// The renewal interval given (a third of the lease unless set).
         renew_every: Duration,
     },
-    /// Waiting for the next slot was asked of a policy whose algorithm cannot book one:
-    /// the windows and the log count what passed in a window, and a slot in a window to
-    /// come has nowhere to be counted. GCRA, the token bucket and the leaky bucket can.
+    /// Waiting for the next slot was asked of a window algorithm, which cannot book one.
     WaitUnsupported {
         /// The algorithm's name.
         algorithm: &'static str,
     },
-    /// A wait for the next slot that could never happen: a bound of zero (a request would
-    /// wait for nothing; refuse instead of waiting).
+    /// A wait for the next slot that could never happen (a bound of zero).
     BadWait {
         /// Why the wait was refused.
         reason: String,
     },
-    /// A [`Penalty`](crate::Penalty) that could never work: banning after 0 refusals, a
-    /// span under a millisecond or over [`MAX_SPAN`](crate::MAX_SPAN), a growth factor
-    /// outside 1 ..= [`Penalty::MAX_GROWTH`](crate::Penalty::MAX_GROWTH), a cap below the
-    /// first ban.
+    /// A [`Penalty`](crate::Penalty) that could never work (see its constructors).
     BadPenalty {
         /// Why the penalty was refused.
         reason: String,
@@ -197,14 +185,12 @@ impl std::error::Error for ConfigError {}
 
 /// Why a check returned no decision.
 ///
-/// A denial is *not* an error: it is a [`Decision`](crate::Decision) with `allowed == false`.
-/// These are the cases where no decision could be made; the predicates let a caller pick
-/// fail-open or fail-closed without matching on variants that may grow.
+/// A denial is *not* an error but a [`Decision`](crate::Decision). The predicates let a
+/// caller pick fail-open or fail-closed without matching on variants that may grow.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// The cost can never pass: it is larger than the policy's burst or limit.
-    /// Retrying will not help, unlike a denial.
+    /// The cost can never pass: it is larger than the policy's limit (retrying won't help).
     CostTooHigh {
         /// The cost asked for.
         cost: u64,
@@ -218,8 +204,7 @@ pub enum Error {
         /// The backend's error.
         source: BoxError,
     },
-    /// The store answered with an error: a key of the wrong type, a script error,
-    /// an unexpected reply.
+    /// The store answered with an error (a key of the wrong type, a script error, …).
     Backend {
         /// The backend's error.
         source: BoxError,
@@ -227,22 +212,18 @@ pub enum Error {
     /// A [`State`](crate::State) built for one algorithm was given to a policy of another.
     StateMismatch,
     /// A [`Breaker`](crate::resilience::Breaker) saw the store fail repeatedly and is not
-    /// calling it until its next probe: failing fast costs nothing, while calling a dead
-    /// store costs a timeout per request.
+    /// calling it until its next probe.
     CircuitOpen {
         /// How long until the breaker lets a probe through (zero when one is due or running).
         retry_in: std::time::Duration,
     },
-    /// The store cannot do what was asked: booking a slot
-    /// ([`StoreExt::reserve`](crate::StoreExt::reserve)) on a store that does not implement it.
-    /// Asking again will not help.
+    /// The store cannot do what was asked (an operation it does not implement).
     Unsupported {
         /// What was asked.
         what: &'static str,
     },
     /// Too many calls to the store are already waiting for an answer (see
-    /// [`BreakerBuilder::max_in_flight`](crate::resilience::BreakerBuilder::max_in_flight)): a stalled
-    /// store must not make requests pile up without bound.
+    /// [`BreakerBuilder::max_in_flight`](crate::resilience::BreakerBuilder::max_in_flight)).
     Overloaded {
         /// The bound that was reached.
         max_in_flight: usize,
@@ -276,8 +257,7 @@ impl Error {
     }
 
     /// True for every failure of the store itself (timeout, unreachable, backend error,
-    /// an open circuit breaker, too many calls in flight): the cases a fail-open,
-    /// fail-closed or fallback mode is for.
+    /// open breaker, overload): what a fail mode is for.
     pub fn is_store_failure(&self) -> bool {
         matches!(
             self,
@@ -307,12 +287,10 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::CostTooHigh { cost, max } => {
-                write!(
-                    f,
-                    "cost {cost} can never pass: the policy admits at most {max} at once"
-                )
-            }
+            Self::CostTooHigh { cost, max } => write!(
+                f,
+                "cost {cost} can never pass: the policy admits at most {max} at once"
+            ),
             Self::Timeout => f.write_str("rate-limit store timed out"),
             Self::Unavailable { source } => write!(f, "rate-limit store unavailable: {source}"),
             Self::Backend { source } => write!(f, "rate-limit store error: {source}"),

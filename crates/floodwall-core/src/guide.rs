@@ -1,9 +1,5 @@
-//! Guides: the longer arguments behind the API, one page each: what a feature promises,
-//! why it is exact (or how far it is not), and what it costs.
-//!
-//! The tower layer's guides are in `floodwall_tower::guide`, the Redis store's in
-//! `floodwall_redis::guide`; the `floodwall` facade gathers all of them in
-//! `floodwall::guide`.
+//! Guides: the longer arguments behind the API, one page each (the `floodwall` facade
+//! gathers every crate's in `floodwall::guide`).
 
 #[doc = include_str!("../docs/all-or-nothing.md")]
 pub mod all_or_nothing {}

@@ -28,16 +28,8 @@
 //! - A [`Penalty`] bans a key that keeps coming back; [`ConcurrencyLimit`] caps the
 //!   requests in flight per key.
 //!
-//! # Guides
-//!
-//! - [All or nothing across policies](guide::all_or_nothing): several policies on one
-//!   request, counted in all or in none.
-//! - [Charging by the response](guide::charging): costs known only once the handler answered.
-//! - [Why `DenyCache` is exact](guide::deny_cache).
-//! - [When the store fails](guide::failures): fail modes, the breaker, and each Redis fault.
-//! - [How far `LocalVerdicts` goes over the quota](guide::local_verdicts).
-//! - [Penalties](guide::penalties): what a ban is, exactly.
-//! - [What a quota change does to a key's state](guide::quota_changes).
+//! The [`guide`] module holds the longer arguments: all or nothing, charging, the deny
+//! cache, failures, local verdicts, penalties, quota changes.
 
 pub mod algorithm;
 mod clock;

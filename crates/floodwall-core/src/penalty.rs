@@ -1,6 +1,5 @@
 //! A policy's optional penalty: after repeated refusals, a ban of the key.
 
-use std::fmt;
 use std::time::Duration;
 
 use crate::{ConfigError, MAX_SPAN};
@@ -10,9 +9,8 @@ use crate::{ConfigError, MAX_SPAN};
 /// banned again while its earlier bans are remembered ([`forget_after`](Self::forget_after))
 /// is banned [`growth`](Self::growing) times longer each time, up to `max_ban`.
 ///
-/// A brute-force client that a quota alone would let retry at the quota's pace is then
-/// held off for minutes; a client that slips past its limit now and then is never banned.
-/// Attach it to a policy with [`Policy::with_penalty`](crate::Policy::with_penalty).
+/// Attach it with [`Policy::with_penalty`](crate::Policy::with_penalty); the rules in
+/// detail: [penalties](crate::guide::penalties).
 ///
 /// ```
 /// use floodwall_core::{Penalty, Policy};
@@ -25,7 +23,8 @@ use crate::{ConfigError, MAX_SPAN};
 /// assert_eq!(login.penalty().map(|p| p.after()), Some(5));
 /// # Ok::<(), floodwall_core::ConfigError>(())
 /// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+// `Debug` is part of `Policy::namespace`'s digest: keep the fields' names and order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Penalty {
     after: u32,
     within: Duration,
@@ -36,19 +35,15 @@ pub struct Penalty {
 }
 
 impl Penalty {
-    /// The largest growth factor accepted: past it, the second ban would already be the
-    /// cap for any ban worth having.
+    /// The largest growth factor accepted.
     pub const MAX_GROWTH: u32 = 1000;
 
     /// How long earlier bans are remembered unless [`forget_after`](Self::forget_after)
     /// says otherwise: a day, or the longest ban if that is longer.
     pub const DEFAULT_FORGET_AFTER: Duration = Duration::from_secs(24 * 3600);
 
-    /// Bans a key for `ban` once it was refused `after` times within `within`. Each
-    /// ban lasts `ban` (no growth) unless [`growing`](Self::growing) says otherwise.
-    ///
-    /// `after` is at least 1; `within` and `ban` are at least a millisecond (the
-    /// resolution of a Redis key's expiry) and at most [`MAX_SPAN`].
+    /// Bans a key for `ban` once it was refused `after` (at least 1) times within
+    /// `within`; both spans 1 ms ..= [`MAX_SPAN`].
     pub fn new(after: u32, within: Duration, ban: Duration) -> Result<Self, ConfigError> {
         if after == 0 {
             return Err(bad(
@@ -67,9 +62,8 @@ impl Penalty {
         })
     }
 
-    /// Makes each further ban of a key `factor` times longer than its last, up to
-    /// `max_ban`, while its earlier bans are remembered. `factor` is 1 (no growth) to
-    /// [`MAX_GROWTH`](Self::MAX_GROWTH); `max_ban` is at least the first ban.
+    /// Makes each further ban `factor` (1 ..= [`MAX_GROWTH`](Self::MAX_GROWTH)) times longer
+    /// than the last while remembered, up to `max_ban` (at least the first ban).
     pub fn growing(mut self, factor: u32, max_ban: Duration) -> Result<Self, ConfigError> {
         if factor == 0 || factor > Self::MAX_GROWTH {
             return Err(bad(format!(
@@ -90,9 +84,8 @@ impl Penalty {
         Ok(self)
     }
 
-    /// How long a key's bans are remembered after its last one ends, for the next to
-    /// grow ([`DEFAULT_FORGET_AFTER`](Self::DEFAULT_FORGET_AFTER) by default). At most
-    /// [`MAX_SPAN`].
+    /// How long a key's bans are remembered after its last one ends, for the next to grow
+    /// (at most [`MAX_SPAN`]).
     pub fn forget_after(mut self, forget_after: Duration) -> Result<Self, ConfigError> {
         check_span("forget_after", forget_after)?;
         self.forget_after = forget_after;
@@ -159,36 +152,20 @@ fn check_span(what: &str, d: Duration) -> Result<(), ConfigError> {
     Ok(())
 }
 
-impl fmt::Debug for Penalty {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Penalty")
-            .field("after", &self.after)
-            .field("within", &self.within)
-            .field("ban", &self.ban)
-            .field("growth", &self.growth)
-            .field("max_ban", &self.max_ban)
-            .field("forget_after", &self.forget_after)
-            .finish()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const S: Duration = Duration::from_secs(1);
 
+    // Bans growing by the factor up to the cap: tests/penalties.rs
+    // (`bans_grow_while_remembered_up_to_the_cap`).
     #[test]
-    fn bans_grow_by_the_factor_up_to_the_cap() {
-        let p = Penalty::new(3, 60 * S, 10 * S)
-            .unwrap()
-            .growing(3, 200 * S)
-            .unwrap();
-        let bans: Vec<_> = (1..=5).map(|n| p.nth_ban(n)).collect();
-        assert_eq!(bans, [10 * S, 30 * S, 90 * S, 200 * S, 200 * S]);
+    fn the_last_ban_is_the_cap_without_counting_to_it() {
+        let p = Penalty::new(3, 60 * S, 10 * S).unwrap();
+        assert_eq!(p.nth_ban(u32::MAX), 10 * S);
+        let p = p.growing(3, 200 * S).unwrap();
         assert_eq!(p.nth_ban(u32::MAX), 200 * S);
-        let flat = Penalty::new(3, 60 * S, 10 * S).unwrap();
-        assert_eq!(flat.nth_ban(7), 10 * S);
     }
 
     #[test]

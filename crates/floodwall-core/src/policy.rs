@@ -14,21 +14,15 @@ pub enum Rounding {
     /// Exact microseconds (the default). Headers round up to whole seconds themselves.
     Micros,
     /// Whole seconds as redis-cell's `CL.THROTTLE` reports them: rounded up when a
-    /// millisecond or more remains. A denial's `retry_after` is never rounded to zero.
-    /// Only what is reported is rounded: a [`DenyCache`](crate::DenyCache) reads the
-    /// exact microseconds the policy kept behind them.
+    /// millisecond or more remains; a denial's `retry_after` never rounds to zero.
     WholeSeconds,
 }
 
 /// A named limit: which [`Algorithm`], which [`Quota`].
 ///
-/// The name namespaces keys: two policies with different names never share state, so one
-/// store can hold a per-IP limit and a per-API-key limit side by side. Two policies with
-/// the same name and algorithm are one limit whose quota changed: they share each key's
-/// state wherever the new quota reads it as it was meant
-/// ([`Parameters::shape`](crate::Parameters::shape); [`crate::guide::quota_changes`] says what a
-/// change does to a half-spent key). Cloning is cheap (an `Arc`), and every check reads
-/// numbers worked out here, once.
+/// The name namespaces keys: policies with different names never share state. Two with
+/// the same name and algorithm are one limit whose quota changed, sharing each key's state
+/// where it still means the same ([`crate::guide::quota_changes`]). Cloning is cheap.
 ///
 /// # Examples
 ///
@@ -67,10 +61,8 @@ impl Policy {
     /// The longest policy name accepted.
     pub const MAX_NAME_LEN: usize = 64;
 
-    /// A policy, or the reason this algorithm cannot enforce this quota.
-    ///
-    /// Names are 1 to 64 characters from `[A-Za-z0-9_.:-]`: they end up in store keys,
-    /// logs and metrics, where anything else would need escaping.
+    /// A policy, or the reason this algorithm cannot enforce this quota. Names are 1 to 64
+    /// characters from `[A-Za-z0-9_.:-]` (they end up in store keys, logs and metrics).
     pub fn new(
         name: impl Into<String>,
         algorithm: Algorithm,
@@ -79,15 +71,9 @@ impl Policy {
         Self::build(name.into(), algorithm, quota, Rounding::Micros)
     }
 
-    /// A GCRA policy, the default algorithm.
-    ///
-    /// Each algorithm has a constructor of its own, for the limit written once in code;
-    /// [`new`](Self::new) takes the [`Algorithm`] as a value, for one read from configuration.
-    /// The token bucket and the sliding window take their defaults here (one token per
-    /// `period / count`, ten buckets per period), which fit the quotas people write; a
-    /// tick or a precision of its own is the rarer case (a bandwidth limit refilled every
-    /// millisecond, finer buckets), so it passes [`Algorithm::TokenBucket`] or
-    /// [`Algorithm::SlidingWindow`] to [`new`](Self::new) rather than widen every call.
+    /// A GCRA policy, the default algorithm. Each algorithm has a constructor like it,
+    /// with its default parameters; a tick or precision of its own goes through
+    /// [`new`](Self::new), which also takes an [`Algorithm`] read from configuration.
     ///
     /// ```
     /// use floodwall_core::{Algorithm, Policy};
@@ -135,11 +121,8 @@ impl Policy {
     }
 
     /// GCRA with redis-cell's `CL.THROTTLE key max_burst count period` arguments and its
-    /// reply's rounding: `limit = max_burst + 1`, durations in whole seconds.
-    ///
-    /// The request's `quantity` is the cost passed to each check. A quantity that can never
-    /// pass is [`Error::CostTooHigh`] here, where redis-cell replies "limited" with a
-    /// `retry_after` of -1.
+    /// rounding: `limit = max_burst + 1`, durations in whole seconds. A `quantity` that can
+    /// never pass is [`Error::CostTooHigh`] (redis-cell: "limited", `retry_after` -1).
     ///
     /// ```
     /// use floodwall_core::{Policy, State};
@@ -171,22 +154,15 @@ impl Policy {
         quota: Quota,
         rounding: Rounding,
     ) -> Result<Self, ConfigError> {
-        let valid = |b: u8| b.is_ascii_alphanumeric() || b"_.:-".contains(&b);
-        if name.is_empty() || name.len() > Self::MAX_NAME_LEN || !name.bytes().all(valid) {
-            return Err(ConfigError::InvalidName { name });
-        }
+        let name = valid_name(name)?;
         let engine = Engine::new(algorithm, &quota)?;
-        // The whole policy: caches of answers worked out under its quota (a deny cache,
-        // local verdicts, a fallback's shares) keep them apart from another quota's.
-        // Kept as 8-byte digests: they are hashed and compared on every check.
+        // 8-byte digests, hashed and compared on every check. The whole policy: caches of
+        // its answers keep them apart from another quota's.
         let namespace = whole_namespace(&name, algorithm, &quota, rounding, None);
-        // What a stored state means, and nothing more: a store keeps a key's state across
-        // a change of quota that leaves its shape alone (guide::quota_changes), and never
-        // feeds one algorithm's state to another or to a reshaped window.
+        // What a stored state means, and nothing more (guide::quota_changes).
         let [a, b] = engine.parameters().shape();
         let state_namespace = digest(&format!("{name}\0{}\0{a}\0{b}", algorithm.name()));
-        // The name alone: a key's ban outlives any change of the policy (guide::penalties),
-        // as Redis's ban keys, named without a fingerprint, do.
+        // The name alone: a key's ban outlives any change of the policy (guide::penalties).
         let name_namespace = digest(&format!("{name}\0penalty"));
         Ok(Self {
             inner: Arc::new(Inner {
@@ -203,19 +179,12 @@ impl Policy {
         })
     }
 
-    /// This policy's share for one of `nodes` servers deciding alone: count and burst
-    /// divided by `nodes` (rounded down, at least 1 each), with the same name, algorithm,
-    /// period and rounding. `share(1)` (or 0) is the policy itself.
+    /// This policy's share for one of `nodes` servers deciding alone while the shared store
+    /// is down ([`Fallback`](crate::resilience::Fallback)): count and burst divided by
+    /// `nodes`, rounded down but at least 1; the rest kept. `share(1)` (or 0) is the policy.
     ///
-    /// This is what a node enforces locally while the shared store is down ("degrade to
-    /// local limiting", see [`Fallback`](crate::resilience::Fallback)): `nodes` servers
-    /// each admitting their share admit about the whole quota together. Rounding down never admits more than the
-    /// quota, except where "at least 1" lifts a share (a quota of 2 split over 3 nodes).
-    ///
-    /// A token bucket whose tick would no longer add a whole token adds one token per
-    /// `period / count` instead. Fails only when the shared quota cannot be enforced by
-    /// this algorithm at all (a burst whose span outgrows
-    /// [`MAX_SPAN`](crate::MAX_SPAN) once the interval lengthens).
+    /// A token bucket whose tick no longer adds a whole token adds one per `period /
+    /// count`. Fails when the share's burst span outgrows [`MAX_SPAN`](crate::MAX_SPAN).
     ///
     /// ```
     /// use floodwall_core::Policy;
@@ -248,14 +217,12 @@ impl Policy {
         })
     }
 
-    /// This policy with `penalty`: keys refused too often are banned for a while (see
-    /// [`Penalty`]). The penalty changes nothing of what the algorithm stores, so a key's
-    /// state is the same with or without it.
+    /// This policy with `penalty`: keys refused too often are banned for a while. A key's
+    /// quota state is the same with or without it.
     pub fn with_penalty(&self, penalty: Penalty) -> Policy {
         let mut inner = Inner::clone(&self.inner);
         inner.penalty = Some(penalty);
-        // Caches keyed by the whole policy must not carry answers across a penalty change
-        // (a refusal cached before a penalty came would never count as a strike).
+        // Caches must not carry a refusal across a penalty change (it would not be a strike).
         inner.namespace = whole_namespace(
             &inner.name,
             inner.algorithm,
@@ -304,19 +271,15 @@ impl Policy {
         self.inner.engine.parameters()
     }
 
-    /// Decides a request of `cost` at `now` (microseconds since the Unix epoch) and updates
-    /// `state`. A denial or a cost of 0 (a peek) leaves the state meaning what it meant.
-    ///
-    /// This is the pure algorithm every store runs: no clock is read here.
+    /// Decides a request of `cost` at `now` (µs since the Unix epoch) and updates `state`:
+    /// the pure algorithm every store runs. A denial or a peek (cost 0) changes nothing.
     pub fn decide(&self, state: &mut State, now: u64, cost: u64) -> Result<Decision, Error> {
         let raw = self.inner.engine.decide(state, now, cost)?;
         Ok(self.to_decision(raw))
     }
 
-    /// Applies a charge or a refund to `state` at `now` (µs since the epoch): the pure
-    /// algorithm behind [`StoreExt::adjust`](crate::StoreExt::adjust), as [`decide`](Self::decide)
-    /// is behind checks. Where each algorithm is exact, and what a charge past the limit
-    /// does, is on [`Adjustment`](crate::Adjustment).
+    /// Applies a charge or a refund to `state` at `now`: the pure algorithm behind
+    /// [`StoreExt::adjust`](crate::StoreExt::adjust) (see [`Adjustment`](crate::Adjustment)).
     pub fn adjust(
         &self,
         state: &mut State,
@@ -326,11 +289,7 @@ impl Policy {
         self.inner.engine.adjust(state, now, adjustment).map(|_| ())
     }
 
-    /// The refusal of a key this policy's [`Penalty`] has banned for `remaining_micros`
-    /// more: nothing may pass until then, reported with the policy's [`Rounding`] (and
-    /// the exact figure kept for a [`DenyCache`](crate::DenyCache)), and
-    /// [`Outcome::Banned`](crate::Outcome::Banned). Every store that holds bans answers
-    /// with this, so they agree.
+    /// The refusal of a key banned for `remaining_micros` more ([`crate::store::ban_decision`]).
     pub(crate) fn ban_decision(&self, remaining_micros: u64) -> Decision {
         let mut decision = self.decision_from_micros(false, 0, remaining_micros, remaining_micros);
         decision.outcome = crate::Outcome::Banned;
@@ -343,8 +302,7 @@ impl Policy {
         self.inner.engine.check_cost(cost)
     }
 
-    /// Builds this policy's [`Decision`] from microsecond figures computed elsewhere (a Redis
-    /// script), applying the policy's [`Rounding`].
+    /// [`crate::store::decision_from_micros`].
     pub(crate) fn decision_from_micros(
         &self,
         allowed: bool,
@@ -404,29 +362,36 @@ impl Policy {
         &self.inner.engine
     }
 
-    /// A digest of the whole policy (name, algorithm, quota, rounding): what caches of
-    /// answers worked out under this quota key by, so that a new quota never reads them.
+    /// A digest of the whole policy: caches of its answers key by it, so a new quota
+    /// never reads them.
     pub(crate) fn namespace(&self) -> u64 {
         self.inner.namespace
     }
 
-    /// A digest of what gives a stored state its meaning: the name, the algorithm and its
-    /// [`Parameters::shape`](crate::Parameters::shape). Stores key states by it, so a
-    /// policy whose quota changed keeps each key's state where the algorithm can read it
-    /// ([`crate::guide::quota_changes`]).
+    /// A digest of the name, algorithm and [`Parameters::shape`](crate::Parameters::shape):
+    /// stores key states by it ([`crate::guide::quota_changes`]).
     pub(crate) fn state_namespace(&self) -> u64 {
         self.inner.state_namespace
     }
 
-    /// A digest of the name alone: the memory store keys a key's strikes and bans by it, so
-    /// they outlive a change of the policy's quota, algorithm or penalty.
+    /// A digest of the name alone: strikes and bans are keyed by it, so they outlive a
+    /// change of the policy.
     pub(crate) fn name_namespace(&self) -> u64 {
         self.inner.name_namespace
     }
 }
 
+/// `name` if it is a valid policy (or in-flight limit) name.
+pub(crate) fn valid_name(name: String) -> Result<String, ConfigError> {
+    let valid = |b: u8| b.is_ascii_alphanumeric() || b"_.:-".contains(&b);
+    if name.is_empty() || name.len() > Policy::MAX_NAME_LEN || !name.bytes().all(valid) {
+        return Err(ConfigError::InvalidName { name });
+    }
+    Ok(name)
+}
+
 /// The first 8 bytes of `descriptor`'s SHA-256.
-fn digest(descriptor: &str) -> u64 {
+pub(crate) fn digest(descriptor: &str) -> u64 {
     let digest = <sha2::Sha256 as sha2::Digest>::digest(descriptor.as_bytes());
     u64::from_le_bytes(digest[..8].try_into().expect("8 of 32 bytes"))
 }

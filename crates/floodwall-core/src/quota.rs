@@ -8,15 +8,14 @@ use crate::ConfigError;
 
 /// The longest span floodwall computes with: 100 years.
 ///
-/// Every store keeps time as integer microseconds since the Unix epoch, and Redis scripts do
-/// their arithmetic in Lua doubles, which are exact up to 2^53 µs (about 285 years after 1970).
-/// Capping periods and bursts at 100 years keeps `now + span` exact there too.
+/// Redis scripts compute in Lua doubles, exact up to 2^53 µs (about 285 years after 1970):
+/// capping spans at 100 years keeps `now + span` exact there.
 pub const MAX_SPAN: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// `count` units per `period`, of which up to `burst` may pass at once.
 ///
-/// A quota is valid by construction: every constructor refuses a zero count, a zero burst,
-/// a period under one microsecond or over [`MAX_SPAN`].
+/// Valid by construction: a zero count or burst, or a period under 1 µs or over
+/// [`MAX_SPAN`], is refused.
 ///
 /// # Examples
 ///
@@ -173,9 +172,8 @@ fn write_period(f: &mut fmt::Formatter<'_>, us: u64) -> fmt::Result {
 impl FromStr for Quota {
     type Err = ConfigError;
 
-    /// Reads `COUNT/[N]UNIT [burst B]`: `10/s`, `100/min`, `5000/hour`, `1/day`, `10/30s`,
-    /// `10/s burst 20`. Units: `us`, `ms`, `s`/`sec`/`second(s)`, `m`/`min`/`minute(s)`,
-    /// `h`/`hour(s)`, `d`/`day(s)`. Whitespace around the parts is ignored.
+    /// Reads `COUNT/[N]UNIT [burst B]` (`10/30s burst 20`; whitespace around parts ignored),
+    /// units `us`, `ms`, `s`/`sec`/`second(s)`, `m`/`min`/`minute(s)`, `h`/`hour(s)`, `d`/`day(s)`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = |reason: &str| ConfigError::Parse {
             input: s.to_owned(),
@@ -208,10 +206,8 @@ fn parse_number(s: &str) -> Option<u64> {
     s.replace('_', "").parse().ok()
 }
 
-/// Reads a duration as quotas write their periods: `500ms`, `30s`, `10min`, `1h`, `1day`
-/// (units `us`, `ms`, `s`/`sec`/`second(s)`, `m`/`min`/`minute(s)`, `h`/`hour(s)`,
-/// `d`/`day(s)`; no number means one). For configuration that names spans beside quotas
-/// (a [`Penalty`](crate::Penalty)'s ban), so both read alike.
+/// Reads a duration as quotas write their periods (`500ms`, `30s`, `10min`, `1h`, `1day`;
+/// no number means one), for spans configured beside quotas (a ban).
 ///
 /// ```
 /// use std::time::Duration;
@@ -256,22 +252,23 @@ mod tests {
         s.parse()
     }
 
+    /// The error, for a `matches!` on one line.
+    fn err(r: Result<impl fmt::Debug, ConfigError>) -> ConfigError {
+        r.expect_err("refused")
+    }
+
     #[test]
     fn parses_the_forms_people_write() {
         assert_eq!(q("10/s").unwrap(), Quota::per_second(10).unwrap());
         assert_eq!(q("100/min").unwrap(), Quota::per_minute(100).unwrap());
         assert_eq!(q("5000/hour").unwrap(), Quota::per_hour(5000).unwrap());
         assert_eq!(q("1/day").unwrap(), Quota::per_day(1).unwrap());
-        assert_eq!(
-            q("10/30s").unwrap(),
-            Quota::new(10, Duration::from_secs(30)).unwrap()
-        );
+        let thirty = Quota::new(10, Duration::from_secs(30)).unwrap();
+        assert_eq!(q("10/30s").unwrap(), thirty);
         let b = q(" 10 / s  burst 20 ").unwrap();
         assert_eq!((b.count(), b.burst()), (10, 20));
-        assert_eq!(
-            q("1_000/250ms").unwrap().period(),
-            Duration::from_millis(250)
-        );
+        let ms = Duration::from_millis(250);
+        assert_eq!(q("1_000/250ms").unwrap().period(), ms);
     }
 
     #[test]
@@ -279,30 +276,24 @@ mod tests {
         assert_eq!(q("0/s"), Err(ConfigError::ZeroCount));
         assert_eq!(q("10/s burst 0"), Err(ConfigError::ZeroBurst));
         assert!(matches!(
-            q("10/0s"),
-            Err(ConfigError::PeriodTooShort { .. })
+            err(q("10/0s")),
+            ConfigError::PeriodTooShort { .. }
         ));
-        assert!(matches!(q("10"), Err(ConfigError::Parse { .. })));
-        assert!(matches!(q("ten/s"), Err(ConfigError::Parse { .. })));
-        assert!(matches!(q("10/fortnight"), Err(ConfigError::Parse { .. })));
         assert!(q("10/s").is_ok());
-        assert!(matches!(q("-1/s"), Err(ConfigError::Parse { .. })));
-        assert!(matches!(q("10/s burst x"), Err(ConfigError::Parse { .. })));
+        let overflows = [
+            "1/99999999999999999999d",
+            "1/18446744073709d",
+            "18446744073709551616/s",
+        ];
+        for bad in ["10", "ten/s", "10/fortnight", "-1/s", "10/s burst x"]
+            .iter()
+            .chain(&overflows)
+        {
+            assert!(matches!(err(q(bad)), ConfigError::Parse { .. }), "{bad}");
+        }
         assert!(matches!(
-            q("1/99999999999999999999d"),
-            Err(ConfigError::Parse { .. })
-        ));
-        assert!(matches!(
-            q("1/18446744073709d"),
-            Err(ConfigError::Parse { .. })
-        ));
-        assert!(matches!(
-            q("1/36600d"),
-            Err(ConfigError::SpanTooLong { .. })
-        ));
-        assert!(matches!(
-            q("18446744073709551616/s"),
-            Err(ConfigError::Parse { .. })
+            err(q("1/36600d")),
+            ConfigError::SpanTooLong { .. }
         ));
     }
 
@@ -333,10 +324,8 @@ mod tests {
         assert!(latest < 1 << 53, "{latest} is past 2^53");
         let century = Duration::from_secs(100 * 365 * 24 * 3600);
         assert!(Quota::new(1, century).is_ok());
-        assert!(matches!(
-            Quota::new(1, century + Duration::from_micros(1)),
-            Err(ConfigError::SpanTooLong { .. })
-        ));
+        let past = Quota::new(1, century + Duration::from_micros(1));
+        assert!(matches!(err(past), ConfigError::SpanTooLong { .. }));
     }
 
     /// Counts are added and compared in Lua doubles (`used + cost > limit`): at the largest
@@ -351,22 +340,19 @@ mod tests {
         assert!(exact_past(Quota::MAX_COUNT));
         assert!(!exact_past(Quota::MAX_COUNT + 1));
         let most = Quota::new(Quota::MAX_COUNT, Duration::from_secs(1)).unwrap();
-        assert_eq!(
-            most.with_burst(Quota::MAX_COUNT).unwrap().burst(),
-            Quota::MAX_COUNT
-        );
+        let burst = most.with_burst(Quota::MAX_COUNT).unwrap().burst();
+        assert_eq!(burst, Quota::MAX_COUNT);
+        let past = most.with_burst(Quota::MAX_COUNT + 1);
         assert!(matches!(
-            most.with_burst(Quota::MAX_COUNT + 1),
-            Err(ConfigError::CountTooLarge { what: "burst", .. })
+            err(past),
+            ConfigError::CountTooLarge { what: "burst", .. }
         ));
     }
 
     #[test]
     fn sub_microsecond_periods_are_refused() {
-        assert!(matches!(
-            Quota::new(1, Duration::from_nanos(999)),
-            Err(ConfigError::PeriodTooShort { .. })
-        ));
+        let short = Quota::new(1, Duration::from_nanos(999));
+        assert!(matches!(err(short), ConfigError::PeriodTooShort { .. }));
         assert!(Quota::new(1, Duration::from_micros(1)).is_ok());
     }
 
@@ -374,19 +360,19 @@ mod tests {
     fn intervals_round_up_and_refuse_sub_microsecond_rates() {
         assert_eq!(q("10/s").unwrap().interval_micros(), Ok(100_000));
         assert_eq!(q("3/s").unwrap().interval_micros(), Ok(333_334));
-        assert!(matches!(
-            q("2000000/s").unwrap().interval_micros(),
-            Err(ConfigError::RateTooHigh { .. })
-        ));
+        let fast = q("2000000/s").unwrap().interval_micros();
+        assert!(matches!(err(fast), ConfigError::RateTooHigh { .. }));
         let most = Quota::per_second(Quota::MAX_COUNT).unwrap();
         assert!(most.interval_micros().is_err());
+        let past = Quota::per_second(Quota::MAX_COUNT + 1);
         assert!(matches!(
-            Quota::per_second(Quota::MAX_COUNT + 1),
-            Err(ConfigError::CountTooLarge { what: "count", .. })
+            err(past),
+            ConfigError::CountTooLarge { what: "count", .. }
         ));
+        let past = most.with_burst(u64::MAX);
         assert!(matches!(
-            most.with_burst(u64::MAX),
-            Err(ConfigError::CountTooLarge { what: "burst", .. })
+            err(past),
+            ConfigError::CountTooLarge { what: "burst", .. }
         ));
     }
 

@@ -9,14 +9,9 @@ use crate::store::micros;
 use crate::{ConfigError, Decision, Error, Policy, State};
 
 /// A [`Policy`] whose algorithm can book a future slot exactly: GCRA, the token bucket and
-/// the leaky bucket. Made once, where waiting is configured, so a window algorithm is
-/// refused there ([`ConfigError::WaitUnsupported`]) and never at run time.
-///
-/// A reservation asks "admit me as soon as you can, if that is within `max_wait`": the
-/// store books the earliest instant the request passes at, as that admission would
-/// (atomically with every other check of the key), and answers how long to wait for it.
-/// Later requests queue behind the booking. A booking beyond `max_wait` changes nothing
-/// and is a refusal with its `retry_after`, as a check's.
+/// the leaky bucket; made where waiting is configured, so a window algorithm is refused
+/// there ([`ConfigError::WaitUnsupported`]), not at run time. See
+/// [`StoreExt::reserve`](crate::StoreExt::reserve).
 ///
 /// ```
 /// use floodwall_core::{ManualClock, MemoryStore, Policy, Reservable, StoreExt};
@@ -50,9 +45,8 @@ pub struct Reservable {
 }
 
 impl Reservable {
-    /// The longest wait a reservation books: longer waits are cut to it. An hour is far
-    /// beyond any request a client keeps open, and keeps every booked time within the
-    /// range the stores compute exactly in.
+    /// The longest wait a reservation books: longer waits are cut to it (an hour keeps
+    /// every booked time where the stores compute exactly).
     pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 
     /// `policy`, if its algorithm can book a future slot.
@@ -90,8 +84,7 @@ impl Reservable {
         Ok(self.reservation(booked, ticket.map(|state| Ticket { cost, state })))
     }
 
-    /// Gives `reservation`'s slot back in `state` where the algorithm allows it (see
-    /// [`Cancelled`]); the pure counterpart of [`StoreExt::cancel`](crate::StoreExt::cancel).
+    /// Gives `reservation`'s slot back in `state` where it can (see [`Cancelled`]).
     pub fn cancel(&self, state: &mut State, reservation: &Reservation) -> Result<Cancelled, Error> {
         let Some(ticket) = reservation.ticket else {
             return Ok(Cancelled::Spent);
@@ -125,8 +118,7 @@ impl std::fmt::Debug for Reservable {
 }
 
 impl Policy {
-    /// This policy as a [`Reservable`], for waiting instead of refusing; fails for the
-    /// window algorithms, which cannot book a future slot.
+    /// This policy as a [`Reservable`]; fails for the window algorithms.
     pub fn reservable(&self) -> Result<Reservable, ConfigError> {
         Reservable::new(self.clone())
     }
@@ -134,11 +126,9 @@ impl Policy {
 
 /// What a store answered to [`StoreExt::reserve`](crate::StoreExt::reserve).
 ///
-/// Booked ([`is_booked`](Self::is_booked)): `decision.is_allowed()` is true and the request may
-/// proceed after `wait` (zero: at once), counted from when the store decided; its slot is
-/// taken whether or not it proceeds, until [cancelled](crate::StoreExt::cancel). Refused:
-/// `decision` is a check's refusal, with `retry_after` until the request would pass, and
-/// nothing was booked.
+/// Booked ([`is_booked`](Self::is_booked)): the request may proceed after `wait`, its
+/// slot taken until [cancelled](crate::StoreExt::cancel). Refused: `decision` is a check's
+/// refusal, and nothing was booked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Reservation {
@@ -148,14 +138,12 @@ pub struct Reservation {
     /// policy's [`Rounding`](crate::Rounding). Zero when refused.
     pub wait: Duration,
     /// What [`StoreExt::cancel`](crate::StoreExt::cancel) needs to give the slot back; `None`
-    /// when nothing was booked (a refusal, a cost of 0, a fallback's answer that counted
-    /// nothing).
+    /// when nothing was booked.
     pub ticket: Option<Ticket>,
 }
 
 impl Reservation {
-    /// A booking, for stores that decide elsewhere (a Redis script): admitted by
-    /// `decision`, after `wait`, cancelled with `ticket`.
+    /// A booking admitted by `decision`, after `wait`, cancelled with `ticket`.
     pub fn booked(decision: Decision, wait: Duration, ticket: Option<Ticket>) -> Self {
         Self {
             decision,
@@ -180,9 +168,7 @@ impl Reservation {
 }
 
 /// What a cancellation compares the key's state with: the booking's cost and the state it
-/// left, in the words of the store that booked it (floodwall-core's stores: GCRA's TAT, or
-/// the bucket's tokens owed and tick; floodwall-redis: what its script stored). Only the
-/// store that issued a ticket can read it.
+/// left, in the words of the store that booked it (only that store can read it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ticket {
     cost: u64,
@@ -208,14 +194,11 @@ impl Ticket {
 
 /// What cancelling a reservation did.
 ///
-/// GCRA, the funnel and the token bucket keep one position per key, not a list of
-/// slots: a cancelled booking goes back only while the key's state is still what the
-/// booking left (nothing admitted or booked after it, or all of that cancelled since);
-/// then the next request gets its slot. Otherwise later requests were placed behind it,
-/// and moving the position back would let the next one share an instant the rate has no
-/// room at; the slot stays spent, as if the request had run. (A bucket whose ticks
-/// overflowed its capacity before the slot is given back a little stricter than it was
-/// before the booking, never looser.)
+/// The algorithms keep one position per key, not a list of slots: a booking goes back only
+/// while the key's state is still what it left, and the next request gets its slot.
+/// Otherwise later requests were placed behind it, and moving the position back would
+/// admit more than the rate at one instant: the slot stays spent, as if the request ran.
+/// (A bucket whose ticks overflowed is given back a little stricter, never looser.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Cancelled {
@@ -240,53 +223,29 @@ impl Cancelled {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Algorithm;
 
-    #[test]
-    fn only_the_algorithms_that_book_slots_are_reservable() {
-        let q = "10/s".parse().unwrap();
-        for alg in Algorithm::all() {
-            let p = Policy::new("p", alg, q).unwrap();
-            let books = matches!(
-                alg,
-                Algorithm::Gcra | Algorithm::TokenBucket { .. } | Algorithm::LeakyBucket
-            );
-            match p.reservable() {
-                Ok(r) => assert!(books && r.policy() == &p, "{alg}"),
-                Err(e) => {
-                    assert!(!books, "{alg}");
-                    assert_eq!(
-                        e,
-                        ConfigError::WaitUnsupported {
-                            algorithm: alg.name()
-                        }
-                    );
-                }
-            }
-        }
-    }
+    // Which algorithms are reservable: floodwall-tower's tests/wait.rs
+    // (`windows_cannot_wait_and_say_so_at_construction`) and tests/reservations.rs.
 
+    // A booking's wait, and the next request taking a slot given back:
+    // tests/reservations.rs (`a_cancelled_latest_booking_goes_to_the_next_request`).
     #[test]
-    fn a_booking_waits_and_a_cancelled_latest_booking_goes_back() {
+    fn a_cancel_gives_back_once_and_a_huge_wait_is_cut_to_an_hour() {
         let p = Policy::leaky_bucket("lb", "10/s burst 1".parse().unwrap())
             .unwrap()
             .reservable()
             .unwrap();
         let mut s = State::new();
         let now = 1_000_000;
-        let wait = Duration::from_secs(1);
-        assert!(p.reserve(&mut s, now, 1, wait).unwrap().wait.is_zero());
-        let second = p.reserve(&mut s, now, 1, wait).unwrap();
-        assert_eq!(second.wait, Duration::from_millis(100));
+        p.reserve(&mut s, now, 1, Duration::ZERO).unwrap();
+        let second = p.reserve(&mut s, now, 1, Duration::from_secs(1)).unwrap();
         assert!(second.ticket.is_some());
         assert_eq!(p.cancel(&mut s, &second).unwrap(), Cancelled::Returned);
         // Once only: the state no longer is what the booking left.
         assert_eq!(p.cancel(&mut s, &second).unwrap(), Cancelled::Spent);
-        let again = p.reserve(&mut s, now, 1, wait).unwrap();
-        assert_eq!(again.wait, second.wait);
         // A huge wait is cut to an hour, not an overflow.
         let far = p.reserve(&mut s, now, 1, Duration::MAX).unwrap();
-        assert_eq!(far.wait, Duration::from_millis(200));
+        assert_eq!(far.wait, Duration::from_millis(100));
     }
 
     #[test]

@@ -1,9 +1,6 @@
-//! Charging and refunding after the fact: a spend forced onto a key ([`Adjustment::Charge`],
-//! for a cost known only once the response is written) and a spend given back
-//! ([`Adjustment::Refund`]). GCRA and the token bucket carry debt (capped at one more
-//! burst) and refund exactly; the windows and the log fill up to their limit and refund
-//! oldest first. The [charging guide](crate::guide::charging) says what each algorithm
-//! does and why; a cancel is a guarded refund ([`Gcra::give_back`]).
+//! Charging and refunding after the fact: what each algorithm does and why is in the
+//! [charging guide](crate::guide::charging); a cancel is a guarded refund
+//! ([`Gcra::give_back`]).
 
 use super::fixed_window::{FixedWindow, Window};
 use super::gcra::Gcra;
@@ -15,9 +12,8 @@ use super::token_bucket::{Owed, TokenBucket};
 /// [`StoreExt::adjust`](crate::StoreExt::adjust).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Adjustment {
-    /// Spend `n` units whatever is left, even past the limit where the algorithm can
-    /// carry debt (GCRA, the funnel, the token bucket: up to one more full burst); the
-    /// windows and the log fill up to their limit.
+    /// Spend `n` units whatever is left: into debt (up to one more burst) where the
+    /// algorithm can carry it, else up to the limit.
     Charge(u64),
     /// Give `n` units back: never more than was spent, never before now.
     Refund(u64),
@@ -188,32 +184,28 @@ mod tests {
 
     #[test]
     fn gcra_refund_moves_the_tat_back_but_never_before_now() {
+        let refund = |tat, now, n| G.adjust(tat, now, Adjustment::Refund(n));
         // Two spent at 1_000: TAT 1_200.
-        assert_eq!(G.adjust(1_200, 1_000, Adjustment::Refund(1)), Some(1_100));
-        assert_eq!(G.adjust(1_200, 1_050, Adjustment::Refund(2)), Some(1_050));
+        assert_eq!(refund(1_200, 1_000, 1), Some(1_100));
+        assert_eq!(refund(1_200, 1_050, 2), Some(1_050));
         // Nothing spent that has not been paid back already: nothing to refund, and a TAT
         // at now (the last spend just paid off) is no exception.
-        assert_eq!(G.adjust(900, 1_000, Adjustment::Refund(1)), None);
-        assert_eq!(G.adjust(1_000, 1_000, Adjustment::Refund(1)), None);
-        assert_eq!(G.adjust(1_001, 1_000, Adjustment::Refund(1)), Some(1_000));
-        assert_eq!(
-            G.adjust(1_200, 1_000, Adjustment::Refund(u64::MAX)),
-            Some(1_000)
-        );
+        assert_eq!(refund(900, 1_000, 1), None);
+        assert_eq!(refund(1_000, 1_000, 1), None);
+        assert_eq!(refund(1_001, 1_000, 1), Some(1_000));
+        assert_eq!(refund(1_200, 1_000, u64::MAX), Some(1_000));
     }
 
     #[test]
     fn gcra_charge_goes_into_debt_up_to_one_more_burst() {
+        let charge = |tat, n| G.adjust(tat, 1_000, Adjustment::Charge(n));
         // From empty, 3 units at 1_000: 100 µs beyond the tolerance.
-        assert_eq!(G.adjust(0, 1_000, Adjustment::Charge(3)), Some(1_300));
+        assert_eq!(charge(0, 3), Some(1_300));
         let (raw, _) = G.decide(1_300, 1_000, 1);
         assert_eq!((raw.allowed, raw.retry), (false, 200));
         // A huge charge stops at twice the tolerance.
-        assert_eq!(
-            G.adjust(1_300, 1_000, Adjustment::Charge(u64::MAX)),
-            Some(1_400)
-        );
-        assert_eq!(G.adjust(1_400, 1_000, Adjustment::Charge(1)), None);
+        assert_eq!(charge(1_300, u64::MAX), Some(1_400));
+        assert_eq!(charge(1_400, 1), None);
     }
 
     const B: TokenBucket = TokenBucket {
@@ -222,42 +214,32 @@ mod tests {
         quantum: 2,
     };
 
+    /// What the bucket owes at `tick`, as a state.
+    fn owes(owed: u64, tick: u64) -> Option<Owed> {
+        Some(Owed { owed, tick })
+    }
+
     #[test]
     fn bucket_refund_adds_tokens_up_to_capacity_and_charge_owes_past_it() {
-        let s = Some(Owed { owed: 4, tick: 10 });
+        let s = owes(4, 10);
         // At tick 11 two came back; a refund of 1 owes 1.
-        assert_eq!(
-            B.adjust(s, 1_150, Adjustment::Refund(1)),
-            Some(Owed { owed: 1, tick: 11 })
-        );
-        assert_eq!(
-            B.adjust(s, 1_150, Adjustment::Refund(9)),
-            Some(Owed { owed: 0, tick: 11 })
-        );
-        let owing = B.adjust(s, 1_000, Adjustment::Charge(3)).unwrap();
-        assert_eq!(owing, Owed { owed: 7, tick: 10 });
+        assert_eq!(B.adjust(s, 1_150, Adjustment::Refund(1)), owes(1, 11));
+        assert_eq!(B.adjust(s, 1_150, Adjustment::Refund(9)), owes(0, 11));
+        let owing = B.adjust(s, 1_000, Adjustment::Charge(3));
+        assert_eq!(owing, owes(7, 10));
         // Refused until 4 more tokens came: two ticks (at 1_200).
-        let (raw, _) = B.decide(Some(owing), 1_000, 1);
+        let (raw, _) = B.decide(owing, 1_000, 1);
         assert_eq!((raw.allowed, raw.retry), (false, 200));
-        assert_eq!(
-            B.adjust(Some(owing), 1_000, Adjustment::Charge(99)),
-            Some(Owed { owed: 8, tick: 10 })
-        );
+        assert_eq!(B.adjust(owing, 1_000, Adjustment::Charge(99)), owes(8, 10));
     }
 
     #[test]
     fn bucket_adjusted_on_a_clock_behind_its_state_counts_as_of_the_states_tick() {
         // Saved at tick 10 by a node whose clock is ahead; this one reads tick 8: nothing
         // came back since the state's tick, and the state keeps it.
-        let s = Some(Owed { owed: 3, tick: 10 });
-        assert_eq!(
-            B.adjust(s, 850, Adjustment::Charge(1)),
-            Some(Owed { owed: 4, tick: 10 })
-        );
-        assert_eq!(
-            B.adjust(s, 850, Adjustment::Refund(2)),
-            Some(Owed { owed: 1, tick: 10 })
-        );
+        let s = owes(3, 10);
+        assert_eq!(B.adjust(s, 850, Adjustment::Charge(1)), owes(4, 10));
+        assert_eq!(B.adjust(s, 850, Adjustment::Refund(2)), owes(1, 10));
     }
 
     const W: FixedWindow = FixedWindow {
@@ -267,23 +249,13 @@ mod tests {
 
     #[test]
     fn window_refund_stays_in_its_window_and_charge_fills_it() {
-        let s = Some(Window { index: 5, used: 3 });
-        assert_eq!(
-            W.adjust(s, 5_500, Adjustment::Refund(2)),
-            Some(Window { index: 5, used: 1 })
-        );
+        let used = |used| Some(Window { index: 5, used });
+        assert_eq!(W.adjust(used(3), 5_500, Adjustment::Refund(2)), used(1));
         // The window ended: what it counted is forgotten, nothing to give back.
-        assert_eq!(W.adjust(s, 6_000, Adjustment::Refund(2)), None);
+        assert_eq!(W.adjust(used(3), 6_000, Adjustment::Refund(2)), None);
         // No debt past a window: a charge fills it.
-        assert_eq!(
-            W.adjust(
-                Some(Window { index: 5, used: 1 }),
-                5_500,
-                Adjustment::Charge(9)
-            ),
-            Some(Window { index: 5, used: 3 })
-        );
-        assert_eq!(W.adjust(s, 5_500, Adjustment::Charge(1)), None);
+        assert_eq!(W.adjust(used(1), 5_500, Adjustment::Charge(9)), used(3));
+        assert_eq!(W.adjust(used(3), 5_500, Adjustment::Charge(1)), None);
     }
 
     #[test]

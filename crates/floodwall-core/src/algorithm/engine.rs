@@ -1,10 +1,10 @@
 //! One algorithm bound to one quota: parameters precomputed once, at policy construction.
 
-use super::fixed_window::FixedWindow;
+use super::fixed_window::{FixedWindow, Window};
 use super::gcra::Gcra;
 use super::reserve::Booked;
 use super::sliding_log::{Log, SlidingLog};
-use super::sliding_window::SlidingWindow;
+use super::sliding_window::{Buckets, SlidingWindow};
 use super::state::Inner;
 use super::token_bucket::{Owed, TokenBucket};
 use super::{Algorithm, Raw, State};
@@ -151,70 +151,79 @@ impl Engine {
     pub(crate) fn decide(&self, state: &mut State, now: u64, cost: u64) -> Result<Raw, Error> {
         self.check_cost(cost)?;
         let now = now.min(MAX_NOW);
+        self.on_state(
+            state,
+            |g, tat| g.decide(tat, now, cost),
+            |b, s| b.decide(s, now, cost),
+            |w, s| w.decide(s, now, cost),
+            |w, s| w.decide(s, now, cost),
+            |l, s| l.decide(s, now, cost),
+        )
+    }
+
+    /// Runs this engine's algorithm's closure on `state` as it keeps it, writing back what
+    /// changed; [`Error::StateMismatch`] for another algorithm's state.
+    fn on_state<R>(
+        &self,
+        state: &mut State,
+        gcra: impl FnOnce(&Gcra, u64) -> (R, Option<u64>),
+        tokens: impl FnOnce(&TokenBucket, Option<Owed>) -> (R, Option<Owed>),
+        window: impl FnOnce(&FixedWindow, Option<Window>) -> (R, Option<Window>),
+        buckets: impl FnOnce(&SlidingWindow, &mut Option<Buckets>) -> R,
+        log: impl FnOnce(&SlidingLog, &mut Log) -> R,
+    ) -> Result<R, Error> {
         let st = &mut state.0;
-        macro_rules! simple {
-            ($alg:expr, $variant:ident) => {{
+        // A state kept by value: read it (`None` when empty), write back what `f` returns.
+        macro_rules! by_value {
+            ($variant:ident, $f:expr) => {{
                 let prev = match st {
-                    Inner::Empty => None,
-                    Inner::$variant(s) => Some(s.clone()),
-                    _ => return Err(Error::StateMismatch),
+                    Inner::$variant(s) => Some(*s),
+                    _ => None,
                 };
-                let (raw, next) = $alg.decide(prev, now, cost);
+                let (out, next) = $f(prev);
                 if let Some(next) = next {
                     *st = Inner::$variant(next);
                 }
-                raw
+                out
             }};
         }
-        Ok(match self {
-            Self::Gcra(g) | Self::LeakyBucket(g) => {
-                let tat = match st {
-                    Inner::Empty => 0,
-                    Inner::Gcra(t) => *t,
-                    _ => return Err(Error::StateMismatch),
-                };
-                let (raw, next) = g.decide(tat, now, cost);
-                if let Some(next) = next {
-                    *st = Inner::Gcra(next);
-                }
-                raw
+        Ok(match (self, &*st) {
+            (Self::Gcra(g) | Self::LeakyBucket(g), Inner::Empty | Inner::Gcra(_)) => {
+                by_value!(Gcra, |tat: Option<u64>| gcra(g, tat.unwrap_or(0)))
             }
-            Self::TokenBucket(b) => simple!(b, Tokens),
-            Self::FixedWindow(w) => simple!(w, Window),
-            Self::SlidingWindow(w) => {
-                let mut buckets = match std::mem::take(st) {
-                    Inner::Empty => None,
+            (Self::TokenBucket(b), Inner::Empty | Inner::Tokens(_)) => {
+                by_value!(Tokens, |s| tokens(b, s))
+            }
+            (Self::FixedWindow(w), Inner::Empty | Inner::Window(_)) => {
+                by_value!(Window, |s| window(w, s))
+            }
+            (Self::SlidingWindow(w), Inner::Empty | Inner::Buckets(_)) => {
+                let mut state = match std::mem::take(st) {
                     Inner::Buckets(b) => Some(b),
-                    other => {
-                        *st = other;
-                        return Err(Error::StateMismatch);
-                    }
+                    _ => None,
                 };
-                let raw = w.decide(&mut buckets, now, cost);
-                *st = buckets.map_or(Inner::Empty, Inner::Buckets);
-                raw
+                let out = buckets(w, &mut state);
+                *st = state.map_or(Inner::Empty, Inner::Buckets);
+                out
             }
-            Self::SlidingLog(l) => {
-                if matches!(st, Inner::Empty) {
-                    *st = Inner::Log(Log::default());
-                }
-                let Inner::Log(log) = st else {
-                    return Err(Error::StateMismatch);
+            (Self::SlidingLog(l), Inner::Empty | Inner::Log(_)) => {
+                let mut state = match std::mem::take(st) {
+                    Inner::Log(log) => log,
+                    _ => Log::default(),
                 };
-                let raw = l.decide(log, now, cost);
-                if log.entries.is_empty() {
-                    *st = Inner::Empty;
+                let out = log(l, &mut state);
+                if !state.entries.is_empty() {
+                    *st = Inner::Log(state);
                 }
-                raw
+                out
             }
+            _ => return Err(Error::StateMismatch),
         })
     }
 
-    /// Books the earliest slot for `cost` if at most `max_wait` µs away (see `reserve.rs`),
-    /// updating `state` as the admission at that slot would; returns the booking and what
-    /// a cancellation compares the state with (`None` when nothing was booked). Window
-    /// algorithms cannot book: [`Error::Unsupported`] (a
-    /// [`Reservable`](crate::Reservable) never holds one).
+    /// Books the earliest slot for `cost` if at most `max_wait` µs away (`reserve.rs`);
+    /// returns the booking and what a cancellation compares the state with. Window
+    /// algorithms cannot book: [`Error::Unsupported`].
     pub(crate) fn reserve(
         &self,
         state: &mut State,
@@ -306,57 +315,18 @@ impl Engine {
         adjustment: super::Adjustment,
     ) -> Result<u64, Error> {
         let now = now.min(MAX_NOW);
-        let st = &mut state.0;
-        macro_rules! simple {
-            ($alg:expr, $variant:ident) => {{
-                let prev = match st {
-                    Inner::Empty => None,
-                    Inner::$variant(s) => Some(s.clone()),
-                    _ => return Err(Error::StateMismatch),
-                };
-                if let Some(next) = $alg.adjust(prev, now, adjustment) {
-                    *st = Inner::$variant(next);
-                }
-            }};
-        }
-        match self {
-            Self::Gcra(g) | Self::LeakyBucket(g) => {
-                let tat = match st {
-                    Inner::Empty => 0,
-                    Inner::Gcra(t) => *t,
-                    _ => return Err(Error::StateMismatch),
-                };
-                if let Some(next) = g.adjust(tat, now, adjustment) {
-                    *st = Inner::Gcra(next);
-                }
-            }
-            Self::TokenBucket(b) => simple!(b, Tokens),
-            Self::FixedWindow(w) => simple!(w, Window),
-            Self::SlidingWindow(w) => {
-                let mut buckets = match std::mem::take(st) {
-                    Inner::Empty => None,
-                    Inner::Buckets(b) => Some(b),
-                    other => {
-                        *st = other;
-                        return Err(Error::StateMismatch);
-                    }
-                };
-                w.adjust(&mut buckets, now, adjustment);
-                *st = buckets.map_or(Inner::Empty, Inner::Buckets);
-            }
-            Self::SlidingLog(l) => {
-                if matches!(st, Inner::Empty) {
-                    *st = Inner::Log(Log::default());
-                }
-                let Inner::Log(log) = st else {
-                    return Err(Error::StateMismatch);
-                };
-                l.adjust(log, now, adjustment);
-                if log.entries.is_empty() {
-                    *st = Inner::Empty;
-                }
-            }
-        }
+        self.on_state(
+            state,
+            |g, tat| ((), g.adjust(tat, now, adjustment)),
+            |b, s| ((), b.adjust(s, now, adjustment)),
+            |w, s| ((), w.adjust(s, now, adjustment)),
+            |w, s| {
+                w.adjust(s, now, adjustment);
+            },
+            |l, s| {
+                l.adjust(s, now, adjustment);
+            },
+        )?;
         // A peek reads the state as a check would, and writes nothing.
         Ok(self.decide(state, now, 0)?.reset)
     }

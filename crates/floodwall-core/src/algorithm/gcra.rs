@@ -1,9 +1,8 @@
 //! GCRA, the generic cell rate algorithm: a leaky bucket kept as one timestamp.
 //!
-//! The state is the theoretical arrival time (TAT): when the bucket would be empty again.
-//! A request of cost `c` is admitted if pushing TAT forward by `c × interval` leaves it no
-//! further than `burst × interval` ahead of now. This is redis-cell's `CL.THROTTLE`, with
-//! `limit = burst` (redis-cell's `max_burst + 1`).
+//! The state is the theoretical arrival time (TAT), when the bucket would be empty again:
+//! cost `c` passes if TAT pushed by `c × interval` is at most `burst × interval` ahead of
+//! now. This is redis-cell's `CL.THROTTLE` (`limit = burst = max_burst + 1`).
 
 use super::Raw;
 use crate::Error;
@@ -29,8 +28,7 @@ impl Gcra {
         })
     }
 
-    /// Fails with [`Error::CostTooHigh`] when `cost` can never pass (the engine's check,
-    /// without going through its `match`).
+    /// The engine's cost check, without its `match`.
     #[inline]
     pub(crate) fn check_cost(&self, cost: u64) -> Result<(), Error> {
         super::check_cost(cost, self.burst)
@@ -43,8 +41,8 @@ impl Gcra {
         (self.raw(judgement), next)
     }
 
-    /// [`decide`](Self::decide) without working out `remaining` (a division): the memory
-    /// store judges while its map is pinned and finishes with [`raw`](Self::raw) after.
+    /// [`decide`](Self::decide) without `remaining` (a division), which [`raw`](Self::raw)
+    /// works out once the memory store's map is unpinned.
     #[inline]
     pub(crate) fn judge(&self, tat: u64, now: u64, cost: u64) -> (Judgement, Option<u64>) {
         let base = tat.max(now);
@@ -93,57 +91,4 @@ pub(crate) struct Judgement {
     /// How far TAT is ahead of now after this decision (µs): the `reset`.
     ttl: u64,
     retry: u64,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    // 1 per 100 µs, burst 3: tolerance 300.
-    const G: Gcra = Gcra {
-        interval: 100,
-        tolerance: 300,
-        burst: 3,
-    };
-
-    #[test]
-    fn admits_the_burst_then_one_per_interval() {
-        let (mut tat, now) = (0, 1_000);
-        for remaining in [2, 1, 0] {
-            let (raw, new) = G.decide(tat, now, 1);
-            assert!(raw.allowed);
-            assert_eq!(raw.remaining, remaining);
-            tat = new.unwrap();
-        }
-        assert_eq!(tat, 1_300);
-        let (raw, new) = G.decide(tat, now, 1);
-        assert_eq!(
-            (raw.allowed, raw.retry, raw.reset, new),
-            (false, 100, 300, None)
-        );
-        // Exactly at retry_after it passes; a microsecond before it does not.
-        assert!(!G.decide(tat, now + 99, 1).0.allowed);
-        assert!(G.decide(tat, now + 100, 1).0.allowed);
-    }
-
-    #[test]
-    fn peek_changes_nothing_and_cost_counts_as_units() {
-        let (raw, new) = G.decide(0, 50, 0);
-        assert_eq!(
-            (raw.allowed, raw.remaining, raw.reset, new),
-            (true, 3, 0, None)
-        );
-        let (raw, new) = G.decide(0, 50, 3);
-        assert_eq!((raw.allowed, raw.remaining, new), (true, 0, Some(350)));
-        let (raw, _) = G.decide(350, 50, 2);
-        assert_eq!((raw.allowed, raw.retry), (false, 200));
-    }
-
-    #[test]
-    fn a_clock_behind_the_state_is_stricter_never_looser() {
-        // TAT is at 1_300 (burst used at 1_000); now reads 500: still denied.
-        let (raw, _) = G.decide(1_300, 500, 1);
-        assert!(!raw.allowed);
-        assert_eq!(raw.retry, 600);
-    }
 }

@@ -1,8 +1,7 @@
 //! The six rate-limiting algorithms, as pure functions of `(state, now, cost)`.
 //!
-//! Nothing here reads a clock or touches I/O: a store passes `now` (microseconds since the
-//! Unix epoch) and keeps the state. Each algorithm lives in its own module with its
-//! trade-off documented there.
+//! Nothing here reads a clock or touches I/O: a store passes `now` (µs since the Unix
+//! epoch) and keeps the state.
 
 use std::fmt;
 use std::str::FromStr;
@@ -55,9 +54,8 @@ pub enum Algorithm {
     LeakyBucket,
     /// A counter per period, aligned to the Unix epoch.
     FixedWindow,
-    /// Counters per `precision`-wide bucket over the last period; `None` is `period / 10`.
-    /// The period must be a whole number of buckets, at most
-    /// [`SLIDING_WINDOW_MAX_BUCKETS`](Self::SLIDING_WINDOW_MAX_BUCKETS).
+    /// Counters per `precision`-wide bucket over the last period (`None`: `period / 10`),
+    /// at most [`SLIDING_WINDOW_MAX_BUCKETS`](Self::SLIDING_WINDOW_MAX_BUCKETS) a period.
     SlidingWindow {
         /// The bucket width.
         precision: Option<Duration>,
@@ -158,17 +156,14 @@ pub(crate) struct Raw {
     pub(crate) remaining: u64,
     /// When denied, µs until the same request passes (always > 0); 0 when allowed.
     pub(crate) retry: u64,
-    /// µs until the state is back to fresh as this decision sees it. `now + reset` covers
-    /// what this decision wrote; after a clock stepped back an earlier decision's instant
-    /// can be later (a sliding log takes an admission as its newest entry), so a store may
-    /// forget a state once the latest of its decisions' instants has passed.
+    /// µs until the state is back to fresh as this decision sees it. `now` can go back (a
+    /// clock stepped back, threads locking in another order than they read the clock), so
+    /// a store forgets a state once the latest `now + reset` of its decisions has passed.
     pub(crate) reset: u64,
 }
 
-/// The integers an algorithm computes with, worked out from a quota (times in microseconds).
-///
-/// Other implementations of the same algorithms (the Redis store's Lua scripts) take these,
-/// so that every store rounds exactly as the Rust code does.
+/// The integers an algorithm computes with, worked out from a quota (times in µs), for
+/// other implementations (the Redis scripts) to round exactly as this crate does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Parameters {
@@ -222,9 +217,7 @@ pub enum Parameters {
 
 impl Parameters {
     /// The parameters that give a stored state its meaning (its shape), padded with 0:
-    /// stores keep a key's state across a quota change that leaves the shape alone, and
-    /// start afresh on one that changes it. The count never shapes a state; what does, per
-    /// algorithm: [`crate::guide::quota_changes`].
+    /// a quota change that keeps them keeps each key's state ([`crate::guide::quota_changes`]).
     pub fn shape(&self) -> [u64; 2] {
         match *self {
             Self::Gcra { .. } | Self::LeakyBucket { .. } => [0, 0],

@@ -1,22 +1,10 @@
 //! Booking a future slot: the earliest instant a request of `cost` would pass, taken now
 //! if it is at most `max_wait` away, and given back on cancellation where that stays exact.
 //!
-//! GCRA (and the funnel, GCRA underneath) and the token bucket keep a position on a
-//! timeline: the theoretical arrival time, or the tokens owed as of a tick. Booking a
-//! slot moves that position exactly as the admission at that slot would, so every later
-//! request queues behind it, and nothing else is stored. Windows and logs count what
-//! passed within a window: a slot in a window to come would need a counter per future
-//! window, so they cannot book (a [`Reservable`](crate::Reservable) refuses them at
-//! construction).
-//!
-//! A cancellation can give the slot back only while the booking is still the latest
-//! thing that moved the position (the state means what the booking left: later bookings
-//! may have come and been cancelled): the state is then what it was before plus this
-//! booking, and taking it out leaves the state as if the request had never come. Once
-//! anything was admitted or booked after it, that later request's slot was worked out
-//! behind this one; moving the position back would let the next request take a slot
-//! alongside it, more than the rate allows at that instant. The slot then stays spent,
-//! as if the request had run.
+//! GCRA (and the funnel) and the token bucket keep a position on a timeline (the TAT, or
+//! the tokens owed as of a tick): booking moves it as the admission at the slot would, so
+//! later requests queue behind it. Windows cannot book a slot in a window to come. Why a
+//! cancellation gives back only the latest booking: [`Cancelled`](crate::Cancelled).
 
 use super::Raw;
 use super::gcra::Gcra;
@@ -61,19 +49,16 @@ impl Gcra {
         (Booked { raw, wait }, Some(new_tat))
     }
 
-    /// The TAT once a booking of `cost` that left `booked` is cancelled, when it is still
-    /// the latest (`tat == booked`); `None` leaves the state as it is.
+    /// The TAT once a booking of `cost` that left `booked` is cancelled, if still the latest.
     pub(crate) fn cancel(&self, tat: u64, booked: u64, cost: u64) -> Option<u64> {
         (tat == booked && cost > 0).then(|| self.give_back(booked, cost))
     }
 }
 
 impl TokenBucket {
-    /// Books the earliest slot for `cost` if it is at most `max_wait` µs away: the
-    /// admission at the slot, `now + retry`, is worked out and stored as of the slot's
-    /// tick. To a clock before that tick the state owes the ticks not reached yet too
-    /// (see `token_bucket.rs`): the bucket is empty until the slot, as booked. Beyond
-    /// `max_wait` it is [`decide`](Self::decide)'s refusal.
+    /// Books the earliest slot for `cost` if it is at most `max_wait` µs away, stored as
+    /// the admission at the slot's tick (which a clock before it reads as empty until
+    /// then). Beyond `max_wait` it is [`decide`](Self::decide)'s refusal.
     pub(crate) fn reserve(
         &self,
         state: Option<Owed>,
@@ -113,6 +98,8 @@ impl TokenBucket {
     }
 }
 
+// Booking a slot per interval, giving back only the latest booking, and the next request
+// taking a slot given back: tests/reservations.rs, for every algorithm that books.
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,26 +119,6 @@ mod tests {
     };
 
     #[test]
-    fn gcra_books_one_slot_per_interval_after_the_burst() {
-        let (mut tat, now) = (0, 1_000);
-        let mut waits = Vec::new();
-        for _ in 0..5 {
-            let (b, next) = G.reserve(tat, now, 1, 300);
-            assert!(b.raw.allowed);
-            waits.push(b.wait);
-            tat = next.unwrap();
-        }
-        // The burst at once, then a slot every interval, up to the 300 µs bound.
-        assert_eq!(waits, [0, 0, 100, 200, 300]);
-        let (b, next) = G.reserve(tat, now, 1, 300);
-        assert_eq!((b.raw.allowed, b.raw.retry, next), (false, 400, None));
-        // A plain check sees the bookings: refused until the last booked slot is past.
-        let (raw, _) = G.decide(tat, now + 399, 1);
-        assert!(!raw.allowed);
-        assert!(G.decide(tat, now + 400, 1).0.allowed);
-    }
-
-    #[test]
     fn gcra_with_no_wait_is_decide() {
         for tat in [0, 900, 1_000, 1_150, 1_200, 1_250, 1_500] {
             for cost in [0, 1, 2] {
@@ -160,23 +127,6 @@ mod tests {
                 assert_eq!(b.wait, 0);
             }
         }
-    }
-
-    #[test]
-    fn gcra_gives_back_only_the_latest_booking() {
-        let now = 1_000;
-        let (_, t1) = G.reserve(0, now, 2, 500);
-        let t1 = t1.unwrap();
-        let (b2, t2) = G.reserve(t1, now, 1, 500);
-        let t2 = t2.unwrap();
-        assert_eq!(b2.wait, 100);
-        // The first booking is not the latest: nothing to give back.
-        assert_eq!(G.cancel(t2, t1, 2), None);
-        // The second is: the TAT goes back, and the next request gets its slot.
-        let back = G.cancel(t2, t2, 1).unwrap();
-        assert_eq!(back, t1);
-        let (b3, _) = G.reserve(back, now, 1, 500);
-        assert_eq!(b3.wait, b2.wait);
     }
 
     #[test]
@@ -239,18 +189,5 @@ mod tests {
         // Counted at another tick than `s1`, but the same state: `s1` is the latest again.
         assert_ne!(back, s1);
         assert!(B.cancel(back, s1, 2).is_some());
-    }
-
-    #[test]
-    fn bucket_gives_back_only_the_latest_booking() {
-        let full = Some(Owed { owed: 4, tick: 10 });
-        let (_, s1) = B.reserve(full, 1_000, 2, 500);
-        let s1 = s1.unwrap();
-        let (_, s2) = B.reserve(Some(s1), 1_000, 1, 500);
-        let s2 = s2.unwrap();
-        assert_eq!(B.cancel(s2, s1, 2), None);
-        // Back to `s1` as of the second slot's tick (12), two tokens short.
-        assert_eq!(B.cancel(s2, s2, 1), Some(Owed { owed: 2, tick: 12 }));
-        assert_eq!(s1, Owed { owed: 4, tick: 11 });
     }
 }

@@ -5,10 +5,7 @@
 //! Unlike the classic log, a denied request is not logged (it consumed nothing), and
 //! requests of the same microsecond share one entry (where timestamp members collide).
 //!
-//! Memory: up to about twice `count` entries per key, since entries that left the window
-//! stay until an admission reaches a later cell of the trimming grid (16 bytes each in
-//! memory; in a Redis sorted set one member of about 36 bytes per admitted unit), which is
-//! why counts above
+//! Memory: up to about twice `count` entries per key, which is why counts above
 //! [`Algorithm::SLIDING_LOG_MAX_ENTRIES`](crate::Algorithm::SLIDING_LOG_MAX_ENTRIES) are refused.
 
 use std::collections::VecDeque;
@@ -30,34 +27,26 @@ pub(crate) struct Log {
 }
 
 impl SlidingLog {
-    /// The grid on which entries that left the window are dropped: a quarter of the period
-    /// in whole milliseconds (at least one), in µs. The Redis script renews its key's TTL
-    /// on the same grid and drops entries then, so both hold the same entries and count
-    /// the same after a clock steps back.
+    /// The grid on which entries that left the window are dropped (a quarter period in
+    /// whole ms), the Redis script's too: both hold the same entries after a clock step.
     fn grid(&self) -> u64 {
         (self.period / 4_000).max(1) * 1_000
     }
 
-    /// The cell of [`grid`](Self::grid) an entry of time `t` reaches: the one holding the
-    /// end of its stay in the window. The newest entry's is the latest any admission
-    /// reached (the Redis script's marker holds the same).
+    /// The cell of [`grid`](Self::grid) holding the end of an entry's stay in the window
+    /// (the newest entry's is the Redis script's marker).
     fn cell(&self, t: u64) -> u64 {
         t.saturating_add(self.period) / self.grid()
     }
 
-    /// Decides; `log` changes only when a cost is admitted. A denial or a peek writes
-    /// nothing, as in the Redis script.
+    /// Decides; `log` changes only when a cost is admitted (a denial or a peek writes
+    /// nothing, as in the Redis script).
     ///
-    /// Entries after `now - period` count, later ones included: after a clock stepped back,
-    /// entries "in the future" still count (stricter, never looser), and the admission is
-    /// logged at `now`, in time order. An admission that reaches a later cell of
-    /// [`grid`](Self::grid) drops the entries that have left the window, so the log holds
-    /// at most a period and a grid cell of entries (about twice the count). After an
-    /// admission the limit is full again a period later: the admission is taken as the
-    /// newest entry, as the Redis script takes it (reading the newest would cost it a
-    /// read per admission). After a clock stepped back a later entry may outlast that
-    /// `reset`; it was covered by the `reset` of the decision that wrote it, and stores
-    /// keep the latest of those instants.
+    /// Entries after `now - period` count, later ones too (after a clock stepped back:
+    /// stricter, never looser); the admission is logged at `now`, in time order. An
+    /// admission reaching a later cell of [`grid`](Self::grid) drops the entries that left
+    /// the window. An admission's `reset` takes it as the newest entry, as the Redis script
+    /// does; stores keep the latest `reset` of their decisions.
     pub(crate) fn decide(&self, log: &mut Log, now: u64, cost: u64) -> Raw {
         // Entries are in time order: the expired ones are a prefix.
         let live_from = log

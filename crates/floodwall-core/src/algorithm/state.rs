@@ -5,10 +5,8 @@ use super::sliding_log::Log;
 use super::sliding_window::Buckets;
 use super::token_bucket::Owed;
 
-/// What one key remembers between checks, for any algorithm.
-///
-/// Opaque on purpose: only [`Policy::decide`](crate::Policy::decide) reads or writes it, so a
-/// state can never be handed an impossible value. A new state is empty (a key never seen).
+/// What one key remembers between checks, for any algorithm: opaque, so it never holds an
+/// impossible value; a new state is empty (a key never seen).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct State(pub(crate) Inner);
 
@@ -30,8 +28,7 @@ impl State {
         Self::default()
     }
 
-    /// Whether nothing is remembered (a fresh key, or a state every entry of which expired
-    /// the last time it was used).
+    /// Whether nothing is remembered.
     pub fn is_empty(&self) -> bool {
         matches!(self.0, Inner::Empty)
     }

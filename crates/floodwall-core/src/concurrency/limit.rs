@@ -1,26 +1,18 @@
-//! [`ConcurrencyLimit`]: a named "at most N in flight per key", with the lease a shared
-//! store keeps each slot under.
+//! [`ConcurrencyLimit`]: a named "at most N in flight per key".
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{ConfigError, MAX_SPAN, Policy, Quota};
+use crate::{ConfigError, MAX_SPAN, Quota};
 
 /// A named limit on requests *in flight*: at most [`max`](Self::max) per key at any
-/// instant, each holding a slot from the moment it is admitted until its
-/// [`Permit`](super::Permit) drops (the tower layer drops it when the response body ends).
+/// instant, each holding a slot until its [`Permit`](super::Permit) drops. The name
+/// namespaces keys as a policy's does.
 ///
-/// A rate ([`Policy`]) says how often requests may start; this says how many may run at
-/// once, which is what bounds the workers an expensive endpoint (a report, an upload, a
-/// model call) ties up, whatever each request lasts.
-///
-/// The name namespaces keys as a policy's does. Cloning is cheap (an `Arc`).
-///
-/// A shared store (Redis) keeps each slot as a *lease*: it expires [`lease`](Self::lease)
-/// after it was taken unless renewed every [`renew_every`](Self::renew_every) while the
-/// request runs, so a process killed mid-request frees its slots within one lease time.
-/// floodwall-redis's in-flight guide weighs the choice; the memory store ignores both.
+/// A shared store (Redis) keeps each slot as a *lease*, expiring [`lease`](Self::lease)
+/// after it was taken unless renewed every [`renew_every`](Self::renew_every), so a
+/// process killed mid-request frees its slots; the memory store ignores both.
 ///
 /// ```
 /// use floodwall_core::ConcurrencyLimit;
@@ -52,29 +44,23 @@ impl ConcurrencyLimit {
     /// [`Quota::MAX_COUNT`]).
     pub const MAX: u64 = Quota::MAX_COUNT;
 
-    /// The lease time unless [`with_lease`](Self::with_lease) says otherwise: a crashed
-    /// process's slots are free again within 10 s, and a request is renewed every 3.3 s
-    /// only once it has run that long.
+    /// The lease time unless [`with_lease`](Self::with_lease) says otherwise.
     pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 
     /// The shortest lease accepted: Redis expires keys to the millisecond.
     pub const MIN_LEASE: Duration = Duration::from_millis(1);
 
     /// At most `max` requests in flight per key (1 ..= [`MAX`](Self::MAX)), under the
-    /// [default lease](Self::DEFAULT_LEASE). Names follow [`Policy::new`]'s rules.
+    /// [default lease](Self::DEFAULT_LEASE). Names follow
+    /// [`Policy::new`](crate::Policy::new)'s rules.
     pub fn new(name: impl Into<String>, max: u64) -> Result<Self, ConfigError> {
-        let name = name.into();
-        let valid = |b: u8| b.is_ascii_alphanumeric() || b"_.:-".contains(&b);
-        if name.is_empty() || name.len() > Policy::MAX_NAME_LEN || !name.bytes().all(valid) {
-            return Err(ConfigError::InvalidName { name });
-        }
+        let name = crate::policy::valid_name(name.into())?;
         if max == 0 || max > Self::MAX {
             return Err(ConfigError::BadInFlightLimit { max });
         }
         // In-flight counts mean the same whatever `max`, so a limit reshaped on a rolling
         // deploy keeps counting the requests already running: only the name namespaces.
-        let digest = <sha2::Sha256 as sha2::Digest>::digest(format!("in-flight\0{name}"));
-        let namespace = u64::from_le_bytes(digest[..8].try_into().expect("8 of 32 bytes"));
+        let namespace = crate::policy::digest(&format!("in-flight\0{name}"));
         Self::build(Inner {
             name,
             max,
@@ -91,8 +77,7 @@ impl ConcurrencyLimit {
     }
 
     /// The same limit renewing its leases every `every` (at least 1 ms, shorter than the
-    /// lease; a third of it by default). A renewal must reach the store before the lease
-    /// ends: leave room for the store's timeout and a failed attempt or two.
+    /// lease, leaving room for a failed attempt or two; a third of it by default).
     pub fn with_renewal(self, every: Duration) -> Result<Self, ConfigError> {
         let lease = self.inner.lease;
         self.reshaped(lease, every)
@@ -116,9 +101,8 @@ impl ConcurrencyLimit {
         })
     }
 
-    /// This limit's share for one of `nodes` servers deciding alone (a
-    /// [`Fallback`](crate::resilience::Fallback) while the shared store fails): `max /
-    /// nodes`, at least 1, with the same name and lease. `share(1)` (or 0) is the limit.
+    /// This limit's share for one of `nodes` servers deciding alone (as a policy's):
+    /// `max / nodes`, at least 1. `share(1)` (or 0) is the limit.
     pub fn share(&self, nodes: u32) -> Self {
         if nodes <= 1 {
             return self.clone();
@@ -182,26 +166,22 @@ impl fmt::Debug for ConcurrencyLimit {
 mod tests {
     use super::*;
 
+    /// The error, for a `matches!` on one line.
+    fn err(r: Result<ConcurrencyLimit, ConfigError>) -> ConfigError {
+        r.expect_err("refused")
+    }
+
     #[test]
     fn zero_overflowing_and_badly_named_limits_are_refused() {
-        assert!(matches!(
-            ConcurrencyLimit::new("x", 0),
-            Err(ConfigError::BadInFlightLimit { max: 0 })
-        ));
-        assert!(matches!(
-            ConcurrencyLimit::new("x", ConcurrencyLimit::MAX + 1),
-            Err(ConfigError::BadInFlightLimit { .. })
-        ));
-        assert!(matches!(
-            ConcurrencyLimit::new("x", u64::MAX),
-            Err(ConfigError::BadInFlightLimit { .. })
-        ));
+        let new = |max| err(ConcurrencyLimit::new("x", max));
+        assert!(matches!(new(0), ConfigError::BadInFlightLimit { max: 0 }));
+        for max in [ConcurrencyLimit::MAX + 1, u64::MAX] {
+            assert!(matches!(new(max), ConfigError::BadInFlightLimit { .. }));
+        }
         assert!(ConcurrencyLimit::new("x", ConcurrencyLimit::MAX).is_ok());
         for bad in ["", "a b", "{x}", &"n".repeat(65)] {
-            assert!(matches!(
-                ConcurrencyLimit::new(bad, 1),
-                Err(ConfigError::InvalidName { .. })
-            ));
+            let e = err(ConcurrencyLimit::new(bad, 1));
+            assert!(matches!(e, ConfigError::InvalidName { .. }));
         }
     }
 
@@ -214,8 +194,8 @@ mod tests {
         assert_eq!(short.renew_every(), Duration::from_nanos(333_333_333));
         for bad in [Duration::ZERO, Duration::from_micros(999), MAX_SPAN * 2] {
             assert!(matches!(
-                l.clone().with_lease(bad),
-                Err(ConfigError::BadLease { .. })
+                err(l.clone().with_lease(bad)),
+                ConfigError::BadLease { .. }
             ));
         }
         // A lease too short to be renewed a third of the way: refused too.

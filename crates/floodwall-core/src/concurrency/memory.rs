@@ -28,16 +28,13 @@ impl Slots {
     /// At most `max_keys` keys (at least 1) with requests in flight at once.
     pub(crate) fn new(max_keys: usize) -> Arc<Self> {
         Arc::new(Self {
-            map: papaya::HashMap::builder()
-                .hasher(ahash::RandomState::new())
-                .build(),
+            map: crate::store::new_map(),
             max_keys: max_keys.max(1),
         })
     }
 
-    /// A slot under `limit` for `key`, or how full it is. Exact: the count only moves by
-    /// compare-and-swap, and a counter leaves the map only once it is 0 and marked dead,
-    /// which no acquisition can then revive.
+    /// A slot under `limit` for `key`, or how full it is. Exact: the count moves by
+    /// compare-and-swap, and a counter leaves the map only once 0 and marked dead.
     fn acquire(self: &Arc<Self>, key: &[u8], limit: &ConcurrencyLimit) -> Result<Acquired, Error> {
         let buf = KeyBuf::new(key);
         let key = buf.as_ref(limit.namespace());
@@ -111,11 +108,8 @@ impl Slot {
 }
 
 impl<C: Clock> MemoryStore<C> {
-    /// An acquisition without the future: the memory store never waits.
-    ///
-    /// At most [`max_keys`](crate::MemoryStoreBuilder::max_keys) keys have requests in
-    /// flight at once (each key leaves as its last permit drops); a new key past that is
-    /// refused with [`Error::Overloaded`], since no key holding slots can be evicted.
+    /// An acquisition without the future. Past [`max_keys`](crate::MemoryStoreBuilder::max_keys)
+    /// keys in flight a new key is [`Error::Overloaded`]: none holding slots can be evicted.
     pub(crate) fn acquire_sync(
         &self,
         key: &[u8],
@@ -126,8 +120,7 @@ impl<C: Clock> MemoryStore<C> {
 }
 
 impl<C> MemoryStore<C> {
-    /// Keys with at least one request in flight now (under any
-    /// [`ConcurrencyLimit`]); a key leaves as its last permit drops.
+    /// Keys with at least one request in flight now (under any [`ConcurrencyLimit`]).
     pub fn in_flight_keys(&self) -> usize {
         self.slots().len()
     }

@@ -1,23 +1,10 @@
 //! In-flight limits: at most N requests running at once per key, as a
 //! [`ConcurrencyLimit`] next to the rate [`Policy`](crate::Policy)s.
 //!
-//! A rate says how often requests may start; it says nothing of how long each holds a
-//! worker. This counts a request up when it is admitted and down when its [`Permit`] drops,
-//! so an expensive endpoint (a report, an upload, a model call) never has more than N
-//! running per key, whatever they last.
-//!
-//! - A store acquires a slot ([`StoreExt::acquire`](crate::StoreExt::acquire), the
-//!   operation [`Op::Acquire`](crate::store::Op::Acquire)): the
-//!   [`MemoryStore`](crate::MemoryStore) in this process, `floodwall_redis::RedisStore`
-//!   for a fleet (a lease per slot, renewed while the request runs, expiring if its
-//!   process dies). A store that does not count answers
-//!   [`Error::Unsupported`](crate::Error::Unsupported).
-//! - A refusal is [`Acquired::Full`]: how many are in flight and the limit. It has no retry
-//!   time: when a slot comes free depends on how long the running requests take, which no
-//!   store knows.
-//! - [`Breaker`](crate::resilience::Breaker) and [`Fallback`](crate::resilience::Fallback)
-//!   wrap a concurrency store as they wrap a rate store: open, closed, or a local share of
-//!   N while the shared store fails.
+//! A rate says how often requests may start; this bounds how many run at once, whatever
+//! each lasts: a request counts from its admission until its [`Permit`] drops. Stores
+//! acquire slots ([`StoreExt::acquire`](crate::StoreExt::acquire)); a refusal is
+//! [`Acquired::Full`], with no retry time (no store knows when a running request ends).
 //!
 //! ```
 //! use floodwall_core::{Acquired, ConcurrencyLimit, MemoryStore, StoreExt};
@@ -68,12 +55,10 @@ impl Acquired {
     }
 }
 
-/// A refusal: the key is at its limit. No retry time, because none can be known: a slot
-/// comes free when a running request ends.
+/// A refusal: the key is at its limit (no retry time: a slot frees when a request ends).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Full {
-    /// Requests in flight on the key, as the store counted them (at least `limit`, more
-    /// when the limit was lowered while they ran).
+    /// Requests in flight on the key, as the store counted them (at least `limit`).
     pub in_flight: u64,
     /// The limit it refused under.
     pub limit: u64,

@@ -1,22 +1,12 @@
-//! [`Permit`]: one slot of a [`ConcurrencyLimit`](super::ConcurrencyLimit), given back
-//! when it drops.
+//! [`Permit`]: one slot of a [`ConcurrencyLimit`](super::ConcurrencyLimit).
 
 use std::fmt;
 
 use super::memory::Slot;
 
-/// One request's slot under a [`ConcurrencyLimit`](super::ConcurrencyLimit), held until
-/// this drops (RAII): whatever ends the request (its response body done, an error, a panic
-/// unwinding, a client gone and its future dropped), the slot comes back, so no path can
-/// forget to give it.
-///
-/// Dropping never blocks: the memory store decrements a counter; a store that does I/O
-/// (Redis) hands the release to its runtime and returns. A permit leaked with
-/// [`std::mem::forget`] keeps its slot as long as its process lives (a Redis store keeps
-/// renewing its lease): never forget one.
-///
-/// Built by stores ([`new`](Self::new)); a [`Fallback`](crate::resilience::Fallback) that
-/// lets a request through while the store fails gives an [`unheld`](Self::unheld) one.
+/// One request's slot under a [`ConcurrencyLimit`](super::ConcurrencyLimit), given back
+/// when this drops, whatever ends the request. Dropping never blocks. A permit leaked with
+/// [`std::mem::forget`] keeps its slot as long as its process lives: never forget one.
 #[must_use = "the slot is given back as soon as the permit drops"]
 pub struct Permit {
     in_flight: u64,
@@ -36,15 +26,13 @@ enum Hold {
 }
 
 impl Permit {
-    /// A permit whose slot `release` gives back when it drops, for a store of your own:
-    /// `in_flight` holders of `limit` counting this one, as the store saw them when it
-    /// granted the slot. `release` must not block (spawn the I/O if it needs any).
+    /// A permit for a store of your own: `in_flight` holders of `limit` counting this one;
+    /// `release` gives the slot back on drop and must not block.
     pub fn new(in_flight: u64, limit: u64, release: impl FnOnce() + Send + Sync + 'static) -> Self {
         Self::holding(in_flight, limit, Hold::Store(Box::new(release)))
     }
 
-    /// A permit that holds no slot: what a fail-open [`Fallback`](crate::resilience::Fallback)
-    /// answers while the store cannot count. Marked [`is_fallback`](Self::is_fallback).
+    /// A permit that holds no slot: a fail-open [`Fallback`](crate::resilience::Fallback)'s.
     pub fn unheld(limit: u64) -> Self {
         Self::holding(0, limit, Hold::Nothing).by_fallback()
     }
@@ -62,8 +50,7 @@ impl Permit {
         }
     }
 
-    /// This permit, marked as given by a fallback in the store's stead (see
-    /// [`is_fallback`](Self::is_fallback)).
+    /// This permit, marked as given by a fallback in the store's stead.
     pub fn by_fallback(mut self) -> Self {
         self.fallback = true;
         self
@@ -84,8 +71,7 @@ impl Permit {
         self.limit.saturating_sub(self.in_flight)
     }
 
-    /// Whether a [`Fallback`](crate::resilience::Fallback) granted it because the store
-    /// failed: counted on this node alone (local mode) or not at all (open mode).
+    /// Whether a [`Fallback`](crate::resilience::Fallback) granted it because the store failed.
     pub fn is_fallback(&self) -> bool {
         self.fallback
     }

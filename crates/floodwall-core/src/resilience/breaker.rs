@@ -8,30 +8,22 @@ use std::time::Duration;
 use crate::store::{Op, Reply, Store};
 use crate::{Clock, Error, SystemClock};
 
-/// Consecutive failures that open a breaker unless
-/// [`BreakerBuilder::failure_threshold`] says otherwise.
+/// Consecutive failures that open a breaker by default.
 pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
 
-/// How often an open breaker lets one call through to see whether the store is back,
-/// unless [`BreakerBuilder::probe_interval`] says otherwise. Decisions return to the store
-/// within this long of it answering again.
+/// How often an open breaker lets one call through to the store, by default.
 pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(500);
 
-/// The most calls waiting on the store at once, unless
-/// [`BreakerBuilder::max_in_flight`] says otherwise. A healthy Redis answers in well under
-/// a millisecond, so even tens of thousands of checks per second keep a few dozen in
-/// flight; only a stalled store gets near this.
+/// The most calls waiting on the store at once, by default: only a stalled store nears it.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 
 /// Stops calling a store that keeps failing, and bounds the calls waiting on it.
 ///
-/// Closed, it counts consecutive timeouts and unreachable-store errors; after
-/// [`failure_threshold`](BreakerBuilder::failure_threshold) of them it opens, and calls
-/// fail at once with [`Error::CircuitOpen`] but for one probe per
-/// [`probe_interval`](BreakerBuilder::probe_interval). At most
-/// [`max_in_flight`](BreakerBuilder::max_in_flight) calls wait on the store at once
-/// ([`Error::Overloaded`] past that). No timer, no task: time comes from its [`Clock`].
-/// Clones share one state. Its states in detail, and Redis Cluster: the
+/// After [`failure_threshold`](BreakerBuilder::failure_threshold) consecutive timeouts or
+/// unreachable-store errors it opens: calls fail at once with [`Error::CircuitOpen`] but
+/// for one probe per [`probe_interval`](BreakerBuilder::probe_interval). Past
+/// [`max_in_flight`](BreakerBuilder::max_in_flight) calls waiting: [`Error::Overloaded`].
+/// Clones share one state. In detail: the
 /// [failures guide](crate::guide::failures#the-breaker-in-detail).
 ///
 /// # Examples
@@ -53,8 +45,7 @@ pub struct Breaker<S, C = SystemClock> {
     circuit: Arc<Circuit<S, C>>,
 }
 
-/// The guarded store and its circuit: state, thresholds and counters, shared by a
-/// breaker's clones.
+/// The guarded store and its circuit, shared by a breaker's clones.
 struct Circuit<S, C> {
     store: S,
     clock: C,
@@ -128,16 +119,14 @@ impl Breaker<()> {
 }
 
 impl<C> BreakerBuilder<C> {
-    /// Consecutive failures that open the breaker (default 5, at least 1). Lower opens
-    /// sooner on a dead store; higher tolerates a flaky network.
+    /// Consecutive failures that open the breaker (default 5, at least 1).
     pub fn failure_threshold(mut self, failures: u32) -> Self {
         self.threshold = failures.max(1);
         self
     }
 
-    /// How often an open breaker probes the store (default 500 ms, at least 1 µs). This is
-    /// both the cost of a dead store (one timeout per interval) and the delay before
-    /// decisions return to a recovered one.
+    /// How often an open breaker probes the store (default 500 ms, at least 1 µs): the
+    /// cost of a dead store, and the delay before decisions return to a recovered one.
     pub fn probe_interval(mut self, interval: Duration) -> Self {
         self.probe_interval = interval.max(Duration::from_micros(1));
         self
@@ -245,8 +234,7 @@ impl<S, C: Clock> Circuit<S, C> {
         }
     }
 
-    /// Lets a call through, or refuses it: fast failure while open (unless this caller
-    /// wins the probe), overload past the in-flight bound.
+    /// Lets a call through, or refuses it (open and not the probe, or overloaded).
     fn admit(&self) -> Result<Permit<'_, S, C>, Error> {
         let max = self.max_in_flight;
         let taken = self
@@ -370,10 +358,8 @@ impl<S, C: Clock> Drop for Permit<'_, S, C> {
 }
 
 impl<S: Store, C: Clock> Store for Breaker<S, C> {
-    /// Every operation is a call: failing fast while open (but for a probe), counted in
-    /// the in-flight bound. While open, a cancel, a charge or an unban is refused (a slot
-    /// not given back stays spent, which never admits more than the quota). An
-    /// acquisition is the call; the permit's release is the store's own business.
+    /// Every operation is a call, failing fast while open (but for a probe): a cancel
+    /// refused then leaves its slot spent, never admitting more than the quota.
     async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
         op.check_cost()?;
         let permit = self.circuit.admit()?;
@@ -382,8 +368,7 @@ impl<S: Store, C: Clock> Store for Breaker<S, C> {
         result
     }
 
-    /// Fails fast while open; forwards to the store's own `call_now` while closed (a
-    /// memory store answers there); leaves a due probe to [`call`](Store::call).
+    /// Fails fast while open, forwards while closed; leaves a due probe to `call`.
     fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
         let s = &self.circuit;
         if let Err(e) = op.check_cost() {

@@ -1,25 +1,18 @@
 //! What a [`Fallback`](super::Fallback) answers while the store fails.
 
-/// What to answer while the store cannot decide: chosen per layer (per [`Fallback`]),
-/// since a login endpoint and a public catalogue do not weigh abuse against availability
-/// alike.
+/// What to answer while the store cannot decide, chosen per [`Fallback`] (per layer).
 ///
 /// [`Fallback`]: super::Fallback
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FailMode {
-    /// Allow every request: availability over protection. Each answer is a
-    /// [`Decision`](crate::Decision) [`Allowed`](crate::Outcome::Allowed), `limit` the
-    /// policy's limit, `remaining == limit` (nothing was counted), `reset_after` zero, and
-    /// its source [`Fallback`](crate::Source::Fallback).
+    /// Allow every request: availability over protection. Nothing is counted
+    /// (`remaining == limit`, `reset_after` zero).
     Open,
-    /// Pass the store's error on: the tower layer answers `503 Service Unavailable` with
-    /// `Retry-After`. Protection over availability.
+    /// Pass the store's error on (the tower layer answers 503): protection over availability.
     Closed,
     /// Decide in this process's memory with each policy's
-    /// [`share`](crate::Policy::share) for `nodes` servers: the fleet stays limited,
-    /// roughly, with no coordination ("degrade to local limiting"). Its answers' source is
-    /// [`Fallback`](crate::Source::Fallback).
+    /// [`share`](crate::Policy::share) for `nodes` servers: the fleet stays roughly limited.
     Local {
         /// How many servers share the quota (at least 1); each enforces `1 / nodes` of it.
         nodes: u32,

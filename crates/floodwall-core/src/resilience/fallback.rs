@@ -14,38 +14,18 @@ use crate::{
 
 mod in_flight;
 
-/// The most policies whose local share is remembered; past that (policies made per
-/// request) shares are computed on each fallback decision instead.
+/// The most policies whose local share is remembered; past that, shares are recomputed.
 const MAX_CACHED_SHARES: usize = 1024;
 
-/// Decides when the store cannot: every store failure
-/// ([`Error::is_store_failure`]: timeout, unreachable, backend error, open breaker,
-/// overload) is answered per its [`FailMode`]; decisions and other errors (a cost that can
-/// never pass) pass through untouched.
+/// Decides when the store cannot: every store failure ([`Error::is_store_failure`]) is
+/// answered per its [`FailMode`]; decisions and other errors pass through untouched.
 ///
-/// - [`FailMode::Local`]: an in-process [`MemoryStore`] decides with each policy's
-///   [`share`](Policy::share) for the fleet. The share is computed once per policy and
-///   kept. A cost that fits the policy but not its share is charged as the whole share (a
-///   request the fleet would admit is not refused as "too costly" locally). If a policy
-///   cannot be shared (see [`Policy::share`]), it is enforced whole, with an error logged
-///   once.
-/// - [`FailMode::Open`]: an allowed [`Decision`] with `limit` the policy's limit,
-///   `remaining == limit` and `reset_after` zero (nothing was counted).
-/// - [`FailMode::Closed`]: the error is returned, and the tower layer answers 503.
-///
-/// Every answer given in the store's stead is marked [`Source::Fallback`]: it holds only
-/// on this node while the store fails (a share's refusal is not the fleet's), so a
-/// [`DenyCache`](crate::DenyCache) in front passes it on without remembering it, and the
-/// next check after the store is back is the store's to decide.
-///
-/// The first failure after a success logs a warning ("engaged") and the first success
-/// after failures an info line, once each (target `floodwall`); [`stats`](Self::stats)
-/// counts every answer given in the store's stead. Put a [`Breaker`](super::Breaker)
-/// inside, so a dead store costs a fast failure rather than a timeout per request:
-/// `Fallback::local(Breaker::new(redis), 3)`.
-///
-/// [`call_now`](Store::call_now) answers whenever the inner store does: a fallback
-/// decision needs no waiting. Clones share the same counters and local state.
+/// In the local mode a cost that fits the policy but not its share is charged as the whole
+/// share, and a policy that cannot be shared is enforced whole (with an error logged once).
+/// Every answer given in the store's stead is marked [`Source::Fallback`], so a
+/// [`DenyCache`](crate::DenyCache) in front does not remember it. Put a
+/// [`Breaker`](super::Breaker) inside ([failures guide](crate::guide::failures)). Clones
+/// share the same counters and local state.
 ///
 /// # Examples
 ///
@@ -61,8 +41,7 @@ pub struct Fallback<S, C = SystemClock> {
     backstop: Arc<Backstop<S, C>>,
 }
 
-/// The store and what answers in its stead when it fails (the mode, the local store and
-/// the shares it decides with), with the counters: shared by a fallback's clones.
+/// The store and what answers in its stead, shared by a fallback's clones.
 struct Backstop<S, C> {
     store: S,
     mode: FailMode,
@@ -88,8 +67,7 @@ pub struct FallbackStats {
 }
 
 impl<S> Fallback<S> {
-    /// Answers store failures per `mode`; a local mode decides in a new
-    /// [`MemoryStore`] with the default cap.
+    /// Answers store failures per `mode` (a local mode in a new [`MemoryStore`]).
     pub fn new(store: S, mode: FailMode) -> Self {
         Self::with_local_store(store, mode, MemoryStore::new())
     }
@@ -111,8 +89,7 @@ impl<S> Fallback<S> {
 }
 
 impl<S, C> Fallback<S, C> {
-    /// Like [`new`](Fallback::new), deciding locally in `local` (to set its cap, or a
-    /// [`ManualClock`](crate::ManualClock) in tests). Unused unless `mode` is local.
+    /// Like [`new`](Fallback::new), deciding locally in `local` (used in a local mode only).
     pub fn with_local_store(store: S, mode: FailMode, local: MemoryStore<C>) -> Self {
         let mode = match mode {
             FailMode::Local { nodes } => FailMode::local(nodes),
@@ -123,9 +100,7 @@ impl<S, C> Fallback<S, C> {
                 store,
                 mode,
                 local,
-                shares: papaya::HashMap::builder()
-                    .hasher(ahash::RandomState::new())
-                    .build(),
+                shares: crate::store::new_map(),
                 engaged: AtomicBool::new(false),
                 failed_open: AtomicU64::new(0),
                 failed_closed: AtomicU64::new(0),
@@ -166,31 +141,30 @@ impl<S, C> Fallback<S, C> {
 }
 
 impl<S, C: Clock> Backstop<S, C> {
-    /// The store's answer, or the fallback's in its place.
-    fn settle(
+    /// The store's answer, or the fallback's in its place: on a store failure, once
+    /// `cost_ok` passes (a store may fail before it checks the cost, and a cost too high
+    /// stays an error), `open()` when failing open, `local(nodes)` in a local mode.
+    fn settle<T>(
         &self,
-        key: &[u8],
-        policy: &Policy,
-        cost: u64,
-        result: Result<Decision, Error>,
-    ) -> Result<Decision, Error> {
+        result: Result<T, Error>,
+        cost_ok: impl FnOnce() -> Result<(), Error>,
+        open: impl FnOnce() -> T,
+        local: impl FnOnce(u32) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         let error = match result {
-            Ok(decision) => {
+            Ok(answer) => {
                 self.disengage();
-                return Ok(decision);
+                return Ok(answer);
             }
             Err(e) if !e.is_store_failure() => return Err(e),
             Err(e) => e,
         };
-        // A store may fail before it checks the cost (this crate's check it first; another
-        // store need not): a cost too high stays an error, not a fallback decision.
-        policy.check_cost(cost)?;
+        cost_ok()?;
         self.engage(&error);
         match self.mode {
             FailMode::Open => {
                 self.failed_open.fetch_add(1, Ordering::Relaxed);
-                let limit = policy.limit();
-                Ok(Decision::new(true, limit, limit, Duration::ZERO, Duration::ZERO).by_fallback())
+                Ok(open())
             }
             FailMode::Closed => {
                 self.failed_closed.fetch_add(1, Ordering::Relaxed);
@@ -198,16 +172,29 @@ impl<S, C: Clock> Backstop<S, C> {
             }
             FailMode::Local { nodes } => {
                 self.decided_locally.fetch_add(1, Ordering::Relaxed);
-                self.with_share(policy, nodes, |share| {
-                    self.local.check_sync(key, share, cost.min(share.limit()))
-                })
-                .map(Decision::by_fallback)
+                local(nodes)
             }
         }
     }
 
-    /// A check of several policies' answer, or the fallback's in its place: as
-    /// [`settle`](Self::settle), the local mode deciding all the shares at once.
+    /// A check's answer: the local mode decides in the share.
+    fn settle_check(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+        cost: u64,
+        result: Result<Decision, Error>,
+    ) -> Result<Decision, Error> {
+        let local = |nodes| {
+            self.with_share(policy, nodes, |share| {
+                self.local.check_sync(key, share, cost.min(share.limit()))
+            })
+            .map(Decision::by_fallback)
+        };
+        self.settle(result, || policy.check_cost(cost), || open(policy), local)
+    }
+
+    /// A check of several policies' answer: the local mode decides all the shares at once.
     fn settle_all(
         &self,
         key: &[u8],
@@ -215,55 +202,23 @@ impl<S, C: Clock> Backstop<S, C> {
         cost: u64,
         result: Result<Vec<Option<Decision>>, Error>,
     ) -> Result<Vec<Option<Decision>>, Error> {
-        let error = match result {
-            Ok(decisions) => {
-                self.disengage();
-                return Ok(decisions);
-            }
-            Err(e) if !e.is_store_failure() => return Err(e),
-            Err(e) => e,
+        let cost_ok = || policies.iter().try_for_each(|p| p.check_cost(cost));
+        let local = |nodes| {
+            let shares: Vec<Policy> = (policies.iter())
+                .map(|p| self.with_share(p, nodes, Policy::clone))
+                .collect();
+            let cost = shares.iter().fold(cost, |c, s| c.min(s.limit()));
+            let decisions = self.local.check_all_sync(key, &shares, cost)?;
+            Ok(decisions
+                .into_iter()
+                .map(|d| d.map(Decision::by_fallback))
+                .collect())
         };
-        for policy in policies {
-            policy.check_cost(cost)?;
-        }
-        self.engage(&error);
-        match self.mode {
-            FailMode::Open => {
-                self.failed_open.fetch_add(1, Ordering::Relaxed);
-                Ok(policies
-                    .iter()
-                    .map(|p| {
-                        let limit = p.limit();
-                        Some(
-                            Decision::new(true, limit, limit, Duration::ZERO, Duration::ZERO)
-                                .by_fallback(),
-                        )
-                    })
-                    .collect())
-            }
-            FailMode::Closed => {
-                self.failed_closed.fetch_add(1, Ordering::Relaxed);
-                Err(error)
-            }
-            FailMode::Local { nodes } => {
-                self.decided_locally.fetch_add(1, Ordering::Relaxed);
-                let shares: Vec<Policy> = policies
-                    .iter()
-                    .map(|p| self.with_share(p, nodes, Policy::clone))
-                    .collect();
-                let cost = shares.iter().fold(cost, |c, s| c.min(s.limit()));
-                let decisions = self.local.check_all_sync(key, &shares, cost)?;
-                Ok(decisions
-                    .into_iter()
-                    .map(|d| d.map(Decision::by_fallback))
-                    .collect())
-            }
-        }
+        let open_all = || policies.iter().map(|p| Some(open(p))).collect();
+        self.settle(result, cost_ok, open_all, local)
     }
 
-    /// A reservation's answer, or the fallback's in its place: as [`settle`](Self::settle)
-    /// for a check. Failing open books nothing and lets the request go at once; a local
-    /// mode books in the local store, under the share.
+    /// A reservation's answer: failing open books nothing; a local mode books in the share.
     fn settle_reservation(
         &self,
         key: &[u8],
@@ -272,46 +227,23 @@ impl<S, C: Clock> Backstop<S, C> {
         max_wait: Duration,
         result: Result<Reservation, Error>,
     ) -> Result<Reservation, Error> {
-        let error = match result {
-            Ok(reservation) => {
-                self.disengage();
-                return Ok(reservation);
-            }
-            Err(e) if !e.is_store_failure() => return Err(e),
-            Err(e) => e,
-        };
         let p = policy.policy();
-        p.check_cost(cost)?;
-        self.engage(&error);
-        match self.mode {
-            FailMode::Open => {
-                self.failed_open.fetch_add(1, Ordering::Relaxed);
-                let limit = p.limit();
-                let d = Decision::new(true, limit, limit, Duration::ZERO, Duration::ZERO);
-                Ok(Reservation::booked(d.by_fallback(), Duration::ZERO, None))
-            }
-            FailMode::Closed => {
-                self.failed_closed.fetch_add(1, Ordering::Relaxed);
-                Err(error)
-            }
-            FailMode::Local { nodes } => {
-                self.decided_locally.fetch_add(1, Ordering::Relaxed);
-                let mut r = self.with_share(p, nodes, |share| {
-                    // A share keeps a reservable algorithm (a bucket's tick may go, never
-                    // the bucket): the error is for a policy made some other way.
-                    let share = share.reservable().map_err(|_| Error::StateMismatch)?;
-                    self.local
-                        .reserve_sync(key, &share, cost.min(share.policy().limit()), max_wait)
-                })?;
-                r.decision = r.decision.by_fallback();
-                Ok(r)
-            }
-        }
+        let local = |nodes| {
+            let mut r = self.with_share(p, nodes, |share| {
+                // A share keeps a reservable algorithm (a bucket's tick may go, never
+                // the bucket): the error is for a policy made some other way.
+                let share = share.reservable().map_err(|_| Error::StateMismatch)?;
+                (self.local).reserve_sync(key, &share, cost.min(share.policy().limit()), max_wait)
+            })?;
+            r.decision = r.decision.by_fallback();
+            Ok(r)
+        };
+        let booked = || Reservation::booked(open(p), Duration::ZERO, None);
+        self.settle(result, || p.check_cost(cost), booked, local)
     }
 
-    /// Runs `f` on this node's share of `policy`, borrowed from the cache: every request of
-    /// an outage comes here, and cloning the share would bounce its reference count between
-    /// cores.
+    /// Runs `f` on this node's share of `policy`, borrowed from the cache (a clone would
+    /// bounce its reference count between cores on every request of an outage).
     fn with_share<R>(&self, policy: &Policy, nodes: u32, f: impl FnOnce(&Policy) -> R) -> R {
         let shares = self.shares.pin();
         if let Some(share) = shares.get(&policy.namespace()) {
@@ -353,11 +285,15 @@ impl<S, C: Clock> Backstop<S, C> {
     }
 }
 
+/// Failing open's answer: allowed, nothing counted.
+fn open(policy: &Policy) -> Decision {
+    let limit = policy.limit();
+    Decision::new(true, limit, limit, Duration::ZERO, Duration::ZERO).by_fallback()
+}
+
 impl<S, C: Clock> Backstop<S, C> {
-    /// What is done before the store is asked: a local mode resets or unbans in the local
-    /// store too (a ban it gave while the store failed is lifted as well), and a fallback's
-    /// booking ([`Source::Fallback`]) is cancelled where it was booked, without the
-    /// store: in the local store, or nowhere when failing open booked nothing.
+    /// What is done before the store is asked: a local mode resets or unbans locally too,
+    /// and a fallback's booking ([`Source::Fallback`]) is cancelled where it was booked.
     fn before(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
         match (op, self.mode) {
             (Op::Reset { key, policy }, FailMode::Local { nodes }) => {
@@ -392,14 +328,12 @@ impl<S, C: Clock> Backstop<S, C> {
         }
     }
 
-    /// The store's answer to `op`, or the fallback's in its place (see [`Fallback`]). A
-    /// charge or refund the store failed to make is made in the local store in a local
-    /// mode (which decides meanwhile), and passed on as the error otherwise: a change lost
-    /// in an outage is not made up. A failed cancel, unban or reset is the store's error.
+    /// The store's answer to `op`, or the fallback's in its place. A charge or refund the
+    /// store failed to make is made locally in a local mode, else the error passes on.
     fn after(&self, op: Op<'_>, result: Result<Reply, Error>) -> Result<Reply, Error> {
         match op {
             Op::Check { key, policy, cost } => self
-                .settle(key, policy, cost, result.and_then(Reply::into_decision))
+                .settle_check(key, policy, cost, result.and_then(Reply::into_decision))
                 .map(Reply::Decision),
             Op::CheckAll {
                 key,

@@ -2,11 +2,9 @@
 //! [`Fallback`] that decides anyway (fail open, fail closed, or locally with a per-node
 //! share of each quota), and, with the `tokio` feature, a `Timeout` on every call.
 //!
-//! Each wraps any [`Store`](crate::Store) and is one again, so they compose like tower
-//! layers, innermost first: `Fallback::local(Breaker::new(redis), 3)`. They read time
-//! from a [`Clock`](crate::Clock) and start no task or timer. What each [`FailMode`]
-//! trades, the breaker's numbers, timeouts and logging: the
-//! [failures guide](crate::guide::failures).
+//! Each wraps any [`Store`](crate::Store) and is one again, composing innermost first:
+//! `Fallback::local(Breaker::new(redis), 3)`. The [failures guide](crate::guide::failures)
+//! weighs them.
 //!
 //! # Examples
 //!

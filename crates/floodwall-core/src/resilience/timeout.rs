@@ -9,9 +9,7 @@ use crate::store::{Op, Reply, Store};
 /// answers [`Error::Timeout`], which a [`Breaker`](super::Breaker) counts and a
 /// [`Fallback`](super::Fallback) answers for.
 ///
-/// For stores that do not bound their own calls. `floodwall_redis::RedisStore` already
-/// does (its `timeout`, 1 s by default), so it needs none. Synchronous answers
-/// ([`call_now`](Store::call_now)) are not bounded: they do not wait. Needs a tokio
+/// For stores that do not bound their own calls (`RedisStore` does). Needs a tokio
 /// runtime with its timer enabled.
 ///
 /// ```

@@ -1,21 +1,18 @@
-//! Bounding a map of expiring entries: the cap and the eviction the memory store, the deny
-//! cache and the local verdicts run when they reach it.
+//! Bounding a map of expiring entries: the cap, and the eviction run at it.
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::{Mutex, MutexGuard};
 
 use super::lock;
 
-/// A cap on a map's keys, and the lock that lets one caller at a time make room: the
-/// memory store, the deny cache and the local verdicts all bound themselves this way.
+/// A cap on a map's keys, and the lock that lets one caller at a time make room.
 pub(crate) struct Cap {
     max_keys: usize,
     sweeping: Mutex<()>,
 }
 
 impl Cap {
-    /// A cap of `max_keys`, at least 1 (as the builders document): the one place it is
-    /// raised.
+    /// A cap of `max_keys`, at least 1.
     pub(crate) fn new(max_keys: usize) -> Self {
         Self {
             max_keys: max_keys.max(1),
@@ -27,9 +24,7 @@ impl Cap {
         self.max_keys
     }
 
-    /// Called before a new key goes into a map holding `len()` keys: at the cap, one caller
-    /// at a time runs `shrink(target)`, which drops what is worthless and then evicts down
-    /// to `target` (90% of the cap); a caller that waited for it finds the room made.
+    /// Before a new key goes in: at the cap, one caller runs `shrink(90% of the cap)`.
     pub(crate) fn make_room(&self, len: impl Fn() -> usize, shrink: impl FnOnce(usize)) {
         if len() < self.max_keys {
             return;
@@ -47,14 +42,11 @@ impl Cap {
     }
 }
 
-/// Evicts entries of `map` until at most `target` remain, those expiring soonest first
-/// (the least worth keeping). Entries expiring at the same instant are sampled across the
-/// table rather than taken in its order: removing a block of neighbours leaves a run of
-/// tombstones that new keys probe through, and under a flood of keys that all expire at
-/// once that made the table grow without end.
-///
-/// `expires_at` reads an entry's expiry; `evict(entry, threshold)` is asked before each
-/// removal and may refuse (an entry that was renewed meanwhile). Returns how many went.
+/// Evicts entries of `map` until at most `target` remain, those expiring soonest first;
+/// `evict(entry, threshold)` may refuse one (renewed meanwhile). Returns how many went.
+/// Ties are sampled across the table: removing a block of neighbours leaves tombstones
+/// that new keys probe through, and under a flood of keys expiring at once that made the
+/// table grow without end.
 pub(crate) fn evict_soonest<K, V, S>(
     map: &papaya::HashMap<K, V, S>,
     target: usize,

@@ -22,8 +22,7 @@ mod update;
 /// Marks a GCRA key state that was evicted: whoever holds it looks the key up again.
 const DEAD: u64 = u64::MAX;
 
-/// Marks a GCRA key state held by a check of several policies (`all.rs`): whoever meets
-/// it waits until the holder writes the state back. Never a real TAT, as `DEAD` is not.
+/// Marks a GCRA key state held by a check of several policies (`all.rs`): wait it out.
 const BUSY: u64 = u64::MAX - 1;
 
 type Map = papaya::HashMap<MapKey, KeyState, ahash::RandomState>;
@@ -31,28 +30,17 @@ type Map = papaya::HashMap<MapKey, KeyState, ahash::RandomState>;
 /// Rate-limit state in this process's memory: the default store, for a single server or as
 /// the local fallback of a shared one.
 ///
-/// - **Concurrent**: lookups take no lock (a [`papaya`] map). GCRA, the default, and the leaky
-///   bucket (GCRA underneath) update their one timestamp with a compare-and-swap, so two
-///   threads on one hot key never block each other; the other algorithms lock only their
-///   own key's state.
-/// - **Exact**: two threads checking one key together are serialised on that key, so the
-///   number admitted equals the quota.
-/// - **Bounded**: at most [`max_keys`](MemoryStoreBuilder::max_keys) keys
-///   ([`DEFAULT_MAX_KEYS`](Self::DEFAULT_MAX_KEYS) by default) are kept, plus at most one
-///   per thread inserting at that instant. User keys longer than 128 bytes are stored as
-///   their SHA-256. No background thread is needed.
+/// Lock-free lookups; GCRA and the leaky bucket update their one timestamp by
+/// compare-and-swap, the other algorithms lock only their own key. Exact however many
+/// threads check a key. Clones share the same state.
 ///
 /// # When the store is full
 ///
-/// A new key arriving at the cap triggers a sweep, run by that caller: first every expired
-/// state is dropped (an expired state decides exactly as no state does, so this changes no
-/// decision). If the store is still above 90% of the cap, the live states that will expire
-/// soonest are evicted until it is at 90%. Those hold the least unspent penalty (a client
-/// that sent one request a moment ago), while a client denied far into the future keeps
-/// its state. An evicted client starts afresh. Sweeps touch every entry once, so they cost
-/// O(cap) once per cap/10 new keys; [`evicted`](Self::evicted) counts live states evicted.
-///
-/// Clones share the same state.
+/// At most [`max_keys`](MemoryStoreBuilder::max_keys) keys are kept (plus one per thread
+/// inserting at that instant). A new key at the cap makes its caller sweep: expired states
+/// go (which changes no decision), then, down to 90% of the cap, the live states expiring
+/// soonest, which hold the least unspent penalty; [`evicted`](Self::evicted) counts those.
+/// User keys longer than 128 bytes are stored as their SHA-256.
 ///
 /// # Examples
 ///
@@ -89,19 +77,44 @@ struct Inner<C> {
 
 /// What one key holds: its algorithm state, in the form its algorithm updates it.
 enum KeyState {
-    /// GCRA's (or the funnel's) theoretical arrival time (0 for none), updated by
-    /// compare-and-swap.
+    /// GCRA's (or the funnel's) TAT (0 for none), updated by compare-and-swap.
     Gcra(AtomicU64),
     /// Any other algorithm's state behind its own lock (boxed: a GCRA key's state stays small).
     Locked(Box<Locked>),
 }
 
-struct Locked {
-    /// When the state becomes equal to no state (µs since the epoch): the latest
-    /// `now + reset` of the decisions on it, never moved earlier (see `KeyState::decide`).
+/// A state behind its own lock (a key's algorithm state here, its strikes in `penalty.rs`).
+struct Locked<T = State> {
+    /// When the state becomes equal to no state (µs): the latest `now + reset` on it.
     expires: AtomicU64,
-    /// `None` once evicted.
-    state: Mutex<Option<State>>,
+    /// `None` once evicted: whoever holds it looks the key up again.
+    state: Mutex<Option<T>>,
+}
+
+impl<T> Locked<T> {
+    fn new(state: T) -> Self {
+        Self {
+            expires: AtomicU64::new(0),
+            state: Mutex::new(Some(state)),
+        }
+    }
+
+    fn expires_at(&self) -> u64 {
+        self.expires.load(Ordering::Acquire)
+    }
+
+    fn is_dead(&self) -> bool {
+        lock(&self.state).is_none()
+    }
+
+    /// Marks it dead if it still expires by `by` (atomic with a decision); true if dead.
+    fn kill(&self, by: u64) -> bool {
+        let mut guard = lock(&self.state);
+        if guard.is_some() && self.expires_at() <= by {
+            *guard = None;
+        }
+        guard.is_none()
+    }
 }
 
 /// Builds a [`MemoryStore`] with a cap or a clock other than the defaults.
@@ -112,9 +125,7 @@ pub struct MemoryStoreBuilder<C = SystemClock> {
 }
 
 impl MemoryStore {
-    /// The default cap on keys. At roughly 100–200 bytes per key (key bytes included; a
-    /// sliding window or log adds its counters or entries), 100,000 keys stay in the tens
-    /// of megabytes.
+    /// The default cap on keys: at 100–200 bytes a key, tens of megabytes.
     pub const DEFAULT_MAX_KEYS: usize = 100_000;
 
     /// A store with the system clock and the default cap.
@@ -156,9 +167,7 @@ impl<C> MemoryStoreBuilder<C> {
     pub fn build(self) -> MemoryStore<C> {
         MemoryStore {
             inner: Arc::new(Inner {
-                map: papaya::HashMap::builder()
-                    .hasher(ahash::RandomState::new())
-                    .build(),
+                map: super::new_map(),
                 cap: Cap::new(self.max_keys),
                 clock: self.clock,
                 evicted: AtomicU64::new(0),
@@ -188,12 +197,8 @@ impl<C> std::fmt::Debug for MemoryStore<C> {
 
 impl<C: Clock> MemoryStore<C> {
     /// A check without the future: the memory store never waits.
-    // Inlined into callers, GCRA's path keeps its values in registers: as a call it spilled
-    // registers and its result right before the map's unpinning, a full barrier that waits
-    // for those stores (BENCHMARKS.md §1 measures it).
-    ///
-    /// A policy with a [`Penalty`](crate::Penalty) answers a banned key its ban, and
-    /// counts its refusals as strikes ([penalties](crate::guide::penalties)).
+    // Inlined, GCRA's path keeps its values in registers rather than spilling them before
+    // the map's unpinning, a full barrier (BENCHMARKS.md §1).
     #[inline(always)]
     pub(crate) fn check_sync(
         &self,
@@ -202,10 +207,9 @@ impl<C: Clock> MemoryStore<C> {
         cost: u64,
     ) -> Result<Decision, Error> {
         let (raw, limit, banned) = match policy.engine().gcra() {
-            // A penalty takes the path out of line, with the other algorithms: GCRA's
-            // stays as it was without penalties (the `http_instructions` bench). Every path
-            // ends in one `to_decision_with_limit`: a path returning a `Decision` of its
-            // own made the compiler build GCRA's in a temporary (24 instructions more).
+            // A penalty takes the path out of line, with the other algorithms. Every path
+            // ends in one `to_decision_with_limit`: one returning a `Decision` of its own
+            // made the compiler build GCRA's in a temporary.
             Some(gcra) if policy.penalty().is_none() => {
                 // First: reading the counter is the slowest step, and the lookup overlaps it.
                 let now = clamp_now(self.inner.clock.now_micros());
@@ -224,8 +228,7 @@ impl<C: Clock> MemoryStore<C> {
         Ok(decision)
     }
 
-    /// Every check but GCRA's without a penalty: a penalty's first, then the quota. The
-    /// figures, the limit, and whether the key is banned.
+    /// Every check but GCRA's without a penalty: the figures, the limit, whether banned.
     #[inline(never)]
     fn check_other(
         &self,
@@ -248,7 +251,6 @@ impl<C: Clock> MemoryStore<C> {
         Ok(policy.to_decision_with_limit(raw, limit))
     }
 
-    /// [`check_quota`](Self::check_quota)'s figures and limit.
     fn quota_raw(&self, key: &[u8], policy: &Policy, cost: u64) -> Result<(Raw, u64), Error> {
         Ok(match policy.engine().gcra() {
             Some(gcra) => {
@@ -321,7 +323,7 @@ impl<C: Clock> MemoryStore<C> {
                 Some(entry) => entry,
                 // A peek on an unknown key must not create one.
                 None if cost == 0 => return policy.engine().decide(&mut State::new(), now, 0),
-                None => self.insert(&map, key, KeyState::locked(), now),
+                None => self.insert(&map, key, KeyState::fresh(policy), now),
             };
             match entry.decide(policy, now, cost) {
                 Some(result) => return result,
@@ -333,8 +335,7 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// Inserts `entry` under `key` (making room first), or returns the entry another thread
-    /// inserted meanwhile.
+    /// Inserts `entry` under `key` (making room first), or finds another thread's.
     fn insert<'g>(
         &self,
         map: &'g papaya::HashMapRef<
@@ -355,8 +356,7 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// Forgets `key`'s quota state under `policy`. A ban and strikes stay: lifting them is
-    /// an unban's.
+    /// Forgets `key`'s quota state under `policy` (a ban stays: see `unban_sync`).
     pub(crate) fn reset_sync(&self, key: &[u8], policy: &Policy) {
         let buf = KeyBuf::new(key);
         let key = buf.as_ref(policy.state_namespace());
@@ -367,8 +367,7 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
-    /// Drops every expired state (and penalty record) now, instead of waiting for the cap
-    /// to be reached. Returns how many were dropped.
+    /// Drops every expired state (and penalty record) now; returns how many.
     pub fn sweep_expired(&self) -> usize {
         let _sweeping = self.inner.cap.exclusive();
         let now = clamp_now(self.inner.clock.now_micros());
@@ -404,14 +403,12 @@ impl<C: Clock> MemoryStore<C> {
 }
 
 impl<C> MemoryStore<C> {
-    /// Keys held now (quota states; penalty records are counted by
-    /// [`penalized`](Self::penalized)).
+    /// Quota states held now.
     pub fn len(&self) -> usize {
         self.inner.map.len()
     }
 
-    /// Penalty records held now: keys with strikes, a ban or remembered bans under a
-    /// policy with a [`Penalty`](crate::Penalty).
+    /// Penalty records held now (keys with strikes, a ban or remembered bans).
     pub fn penalized(&self) -> usize {
         self.inner.penalties.len()
     }
@@ -426,8 +423,7 @@ impl<C> MemoryStore<C> {
         self.inner.cap.max_keys()
     }
 
-    /// How many live (unexpired) states were evicted to respect the cap since the store
-    /// was built. Non-zero means the cap is too small for the traffic, or a flood of keys.
+    /// How many live states were evicted to respect the cap (non-zero: the cap is small).
     pub fn evicted(&self) -> u64 {
         self.inner.evicted.load(Ordering::Relaxed)
     }
@@ -444,17 +440,15 @@ impl<C> MemoryStore<C> {
 }
 
 impl KeyState {
-    /// A fresh entry for an algorithm that is not GCRA underneath (`check_gcra` makes its
-    /// own).
-    fn locked() -> Self {
-        Self::Locked(Box::new(Locked {
-            expires: AtomicU64::new(0),
-            state: Mutex::new(Some(State::new())),
-        }))
+    /// A fresh entry for `policy`'s algorithm (`check_gcra` makes its own).
+    fn fresh(policy: &Policy) -> Self {
+        match policy.engine().gcra() {
+            Some(_) => Self::Gcra(AtomicU64::new(0)),
+            None => Self::Locked(Box::new(Locked::new(State::new()))),
+        }
     }
 
-    /// Decides for a policy of any algorithm but GCRA. `None` when the entry was evicted and
-    /// the caller must look the key up again.
+    /// Decides for a policy of any algorithm but GCRA; `None` when the entry was evicted.
     #[inline]
     fn decide(&self, policy: &Policy, now: u64, cost: u64) -> Option<Result<Raw, Error>> {
         match self {
@@ -465,11 +459,7 @@ impl KeyState {
                 let state = guard.as_mut()?;
                 let result = policy.engine().decide(state, now, cost);
                 if let Ok(raw) = &result {
-                    // `now + reset` covers what this decision wrote, not always what an
-                    // earlier one at a later `now` wrote: a sliding log takes an admission
-                    // as its newest entry, and `now` can go back (a clock stepped back, or
-                    // two threads that read the clock in one order and lock in the
-                    // other). The latest such instant covers them all.
+                    // The latest `now + reset`: `now` can go back (see `Raw::reset`).
                     l.expires.fetch_max(now + raw.reset, Ordering::AcqRel);
                 }
                 Some(result)
@@ -481,19 +471,18 @@ impl KeyState {
     fn expires_at(&self) -> u64 {
         match self {
             Self::Gcra(tat) => tat.load(Ordering::Acquire),
-            Self::Locked(l) => l.expires.load(Ordering::Acquire),
+            Self::Locked(l) => l.expires_at(),
         }
     }
 
     fn is_dead(&self) -> bool {
         match self {
             Self::Gcra(tat) => tat.load(Ordering::Acquire) == DEAD,
-            Self::Locked(l) => lock(&l.state).is_none(),
+            Self::Locked(l) => l.is_dead(),
         }
     }
 
-    /// Marks the entry dead if it still expires by `by`; true if it is dead now. Atomic with
-    /// respect to `decide`, so no decision is ever written into an evicted entry.
+    /// Marks the entry dead if it still expires by `by` (atomic with a decision); true if dead.
     fn kill(&self, by: u64) -> bool {
         match self {
             Self::Gcra(tat) => {
@@ -513,13 +502,7 @@ impl KeyState {
                     }
                 }
             }
-            Self::Locked(l) => {
-                let mut guard = lock(&l.state);
-                if guard.is_some() && l.expires.load(Ordering::Acquire) <= by {
-                    *guard = None;
-                }
-                guard.is_none()
-            }
+            Self::Locked(l) => l.kill(by),
         }
     }
 }
@@ -545,8 +528,7 @@ fn decide_gcra(tat: &AtomicU64, gcra: &Gcra, now: u64, cost: u64) -> Option<Judg
     }
 }
 
-/// Waits until a check of several policies writes back the state it holds (`all.rs`: a
-/// few comparisons long), and returns what it wrote.
+/// Waits until a check of several policies writes back the state it holds (`all.rs`).
 #[cold]
 #[inline(never)]
 fn wait_while_busy(tat: &AtomicU64) -> u64 {

@@ -1,7 +1,5 @@
-//! Where state lives: the [`Store`] trait and the operations it answers ([`Op`]), its
-//! object-safe twin [`DynStore`], the embedded
-//! [`MemoryStore`], and the combinators that answer some checks in front of any store
-//! ([`DenyCache`], [`LocalVerdicts`]).
+//! Where state lives: the [`Store`] trait and its [`Op`]s, the embedded [`MemoryStore`],
+//! and the combinators in front of any store ([`DenyCache`], [`LocalVerdicts`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -33,19 +31,12 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Something that keeps rate-limit state and decides on it: in memory, in Redis, or a
 /// combinator wrapping another store.
 ///
-/// A store does one thing, [`call`](Self::call): it is given an [`Op`] (check, book a
-/// slot, charge, …) and answers the matching [`Reply`]. Callers use the typed methods of
-/// [`StoreExt`] (`store.check(key, &policy, 1)`), which every store has. A combinator
-/// matches the operations it changes and passes the rest on whole, so a new operation
-/// does not touch it.
+/// A store does one thing, [`call`](Self::call): it answers an [`Op`] (check, book a
+/// slot, charge, …) with the matching [`Reply`]; callers use [`StoreExt`]'s typed methods.
+/// A combinator matches the operations it changes and passes the rest on whole.
 ///
-/// `key` is any bytes (an IP, a hashed API key, a user id); the policy says which limit,
-/// and namespaces the key, so one store serves many policies. A denial is an `Ok`
-/// decision; `Err` means no decision could be made (see [`Error`]'s predicates).
-///
-/// The futures are `Send`, so a store can be used from any tokio task. For a `dyn` store,
-/// use [`DynStore`] (every `Store` is one) through `Arc<dyn DynStore>`, which is a `Store`
-/// again.
+/// `key` is any bytes; the policy namespaces it. A denial is an `Ok` decision; `Err`
+/// means no decision could be made. For a `dyn` store, use `Arc<dyn DynStore>`.
 ///
 /// # Examples
 ///
@@ -95,23 +86,19 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// }
 /// ```
 pub trait Store: Send + Sync {
-    /// Does `op` and answers the [`Reply`] its documentation names, or
-    /// [`Op::unsupported`] for an operation this store cannot do.
+    /// Does `op` and answers its [`Reply`], or [`Op::unsupported`] if it cannot.
     fn call(&self, op: Op<'_>) -> impl Future<Output = Result<Reply, Error>> + Send;
 
-    /// Does `op` without waiting, when this store can: `Some` is what
-    /// [`call`](Self::call) would have answered, already done; `None` means nothing was
-    /// done and the caller must use `call`. The memory store always answers here, so a
-    /// caller on the hot path (the tower layer) builds no future for it. The default, for
-    /// stores that do I/O, is `None`.
+    /// Does `op` without waiting, when this store can (the memory store always can):
+    /// `Some` is what [`call`](Self::call) would have answered; `None` means nothing was
+    /// done, use `call`. The default, for stores that do I/O, is `None`.
     fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
         let _ = op;
         None
     }
 }
 
-/// The typed operations of every [`Store`]: each builds an [`Op`], calls the store and
-/// reads its [`Reply`].
+/// The typed operations of every [`Store`], each an [`Op`] and its [`Reply`].
 pub trait StoreExt: Store {
     /// Decides a request of `cost` for `key` under `policy`, and records it if allowed.
     /// A cost of 0 is a peek that changes nothing.
@@ -128,8 +115,7 @@ pub trait StoreExt: Store {
         }
     }
 
-    /// [`check`](Self::check) without waiting, when the store can (see
-    /// [`Store::call_now`]): the memory store always answers, `Some`.
+    /// [`check`](Self::check) without waiting, when the store can ([`Store::call_now`]).
     // Inlined, the memory store's check builds only what the caller reads; as a call it
     // built the whole decision (BENCHMARKS.md §3 has the counts).
     #[inline(always)]
@@ -138,21 +124,14 @@ pub trait StoreExt: Store {
             .map(|reply| reply?.into_decision())
     }
 
-    /// Decides a request of `cost` for `key` against every one of `policies` at once: the
-    /// request passes only if all allow it, and then it is recorded in all; if any refuses,
-    /// none records it. For a request under several limits (10/s and 1000/day): checked
-    /// one by one, the limits that allowed would spend quota on a request another refused.
-    ///
-    /// The answer has one entry per policy, in order: that policy's decision, recorded
-    /// only if all allowed. In a refusal, a policy that would have allowed the request
-    /// answers as a peek (cost 0) would: its figures as its state stays. A [`DenyCache`]
-    /// that refuses without asking the store answers the other policies with what the
-    /// store last said of them (marked [`Source::Cache`](crate::Source::Cache)); `None` only there,
-    /// for a policy it knows nothing of. A cost one policy can never admit is
-    /// [`Error::CostTooHigh`], and nothing is recorded.
-    ///
-    /// The memory and Redis stores decide atomically, however many checks run at once
+    /// Decides a request of `cost` for `key` against every one of `policies` at once,
+    /// atomically: it is recorded in all if all allow it, else in none
     /// ([all or nothing](crate::guide::all_or_nothing)).
+    ///
+    /// One entry per policy, in order. In a refusal, a policy that would have allowed
+    /// answers as a peek would. `None` only from a [`DenyCache`] refusing locally, for a
+    /// policy it knows nothing of. A cost one policy can never admit is
+    /// [`Error::CostTooHigh`], and nothing is recorded.
     fn check_all(
         &self,
         key: &[u8],
@@ -171,11 +150,8 @@ pub trait StoreExt: Store {
     }
 
     /// Books the earliest slot at which a request of `cost` for `key` passes under
-    /// `policy`, if it is at most `max_wait` away (cut to
-    /// [`Reservable::MAX_WAIT`]), atomically with every other check of the key; a booking
-    /// beyond `max_wait` changes nothing and is a refusal (see [`Reservation`]). For
-    /// waiting instead of refusing: the tower layer's `wait`. The memory and Redis
-    /// stores can book, and every combinator of this crate passes it on.
+    /// `policy`, if it is at most `max_wait` away (cut to [`Reservable::MAX_WAIT`]);
+    /// beyond that it changes nothing and is a refusal (see [`Reservation`]).
     fn reserve(
         &self,
         key: &[u8],
@@ -195,10 +171,9 @@ pub trait StoreExt: Store {
         }
     }
 
-    /// Gives a reservation's slot back, where the algorithm allows it ([`Cancelled`] says
-    /// when it cannot): for a request that booked a slot and will not use it (its client
-    /// went away). `reservation` must come from this store's [`reserve`](Self::reserve)
-    /// on the same key and policy.
+    /// Gives a reservation's slot back where the algorithm allows it (see [`Cancelled`]).
+    /// `reservation` must come from this store's [`reserve`](Self::reserve) on the same
+    /// key and policy.
     fn cancel(
         &self,
         key: &[u8],
@@ -216,10 +191,8 @@ pub trait StoreExt: Store {
         }
     }
 
-    /// Charges or refunds `key` under `policy` after its request was decided: for a cost
-    /// known only from the response (a failed login, the tokens an LLM answer used) or a
-    /// request that turned out not to count. A charge is applied even past the limit where
-    /// the algorithm can carry debt; see [`Adjustment`] for what each algorithm does.
+    /// Charges or refunds `key` under `policy` after its request was decided, for a cost
+    /// known only from the response ([charging](crate::guide::charging); see [`Adjustment`]).
     fn adjust(
         &self,
         key: &[u8],
@@ -237,10 +210,8 @@ pub trait StoreExt: Store {
         }
     }
 
-    /// Lifts `key`'s ban under `policy` and forgets its refusals and earlier bans, as if
-    /// it had never been penalized (see [`Penalty`](crate::Penalty)); the key's quota
-    /// state is kept. For an operator who banned the wrong client. A key that is not
-    /// banned is left as it is.
+    /// Lifts `key`'s ban under `policy` and forgets its strikes and earlier bans; its
+    /// quota state is kept ([penalties](crate::guide::penalties)).
     fn unban(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
         async move { self.call(Op::Unban { key, policy }).await?.into_done() }
     }
@@ -250,8 +221,7 @@ pub trait StoreExt: Store {
         async move { self.call(Op::Reset { key, policy }).await?.into_done() }
     }
 
-    /// A slot for `key` under the in-flight `limit`, or how full the key is (see
-    /// [`concurrency`](crate::concurrency)).
+    /// A slot for `key` under the in-flight `limit`, or how full the key is.
     fn acquire(
         &self,
         key: &[u8],
@@ -263,9 +233,8 @@ pub trait StoreExt: Store {
 
 impl<S: Store + ?Sized> StoreExt for S {}
 
-/// The object-safe form of [`Store`], for `Arc<dyn DynStore>` when the store's type is
-/// chosen at run time (memory or Redis from configuration). Implemented for every `Store`;
-/// `Arc<dyn DynStore>` and `Box<dyn DynStore>` are `Store`s again.
+/// The object-safe form of [`Store`], for a store chosen at run time. Every `Store` is
+/// one, and `Arc<dyn DynStore>` and `Box<dyn DynStore>` are `Store`s again.
 pub trait DynStore: Send + Sync {
     /// [`Store::call`], boxed.
     fn call_boxed<'a>(&'a self, op: Op<'a>) -> BoxFuture<'a, Result<Reply, Error>>;
@@ -295,8 +264,7 @@ impl Store for dyn DynStore {
     }
 }
 
-/// `Store` for the pointers to a store (`Arc`, `Box`, `&`): the pointee's, so a shared or
-/// borrowed store works wherever a store does.
+/// `Store` for the pointers to a store (`Arc`, `Box`, `&`): the pointee's.
 macro_rules! store_through_pointer {
     ($($pointer:ty),+) => {$(
         impl<S: Store + ?Sized> Store for $pointer {
@@ -314,10 +282,16 @@ macro_rules! store_through_pointer {
 
 store_through_pointer!(Arc<S>, Box<S>, &S);
 
-/// Locks `m`. A panic elsewhere while holding one of the stores' locks leaves the data
-/// consistent (every write is a single assignment), so a poisoned lock is still usable.
+/// Locks `m`, poisoned or not: every write under these locks is a single assignment.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// An empty concurrent map with the hasher every map of this crate uses.
+pub(crate) fn new_map<K, V>() -> papaya::HashMap<K, V, ahash::RandomState> {
+    papaya::HashMap::builder()
+        .hasher(ahash::RandomState::new())
+        .build()
 }
 
 /// `d` in whole microseconds, saturating.

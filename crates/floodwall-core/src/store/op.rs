@@ -141,8 +141,7 @@ pub enum Reply {
     Done,
 }
 
-/// The error for a reply that does not match its operation: a store's bug, reported
-/// rather than panicking on a user's request.
+/// The error for a reply that does not match its operation (a store's bug).
 #[cold]
 fn mismatch(reply: &Reply) -> Error {
     Error::Backend {

@@ -1,6 +1,5 @@
 //! What a store of your own builds its answers from, so every store reports the same
-//! figures the same way: a policy's decision from figures computed elsewhere (a script),
-//! a ban's refusal, a booking's ticket.
+//! figures the same way.
 
 use crate::{Decision, Policy, Ticket};
 
@@ -23,8 +22,7 @@ pub fn ban_decision(policy: &Policy, remaining_micros: u64) -> Decision {
     policy.ban_decision(remaining_micros)
 }
 
-/// A ticket for a booking of `cost` that left the key's state as `state` says, in the
-/// words of the store that booked it (only that store reads it back, to cancel).
+/// A ticket for a booking of `cost` that left the key's state as `state` says.
 pub fn ticket(cost: u64, state: [u64; 2]) -> Ticket {
     Ticket::new(cost, state)
 }

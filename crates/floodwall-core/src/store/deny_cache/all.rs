@@ -1,9 +1,6 @@
-//! Checks of several policies at once through the cache
-//! ([`StoreExt::check_all`](crate::StoreExt::check_all)): a cached refusal of any policy refuses
-//! all, and answers for the others what the store's last answer said of them ([`Answer`]),
-//! so that the refusal reads the same (the same policies, the same durations) whether the
-//! store or the cache gave it; `remaining` is as of the store's answer, never more than
-//! the store's.
+//! Checks of several policies at once through the cache: a cached refusal of any policy
+//! refuses all, and answers for the others what the store's last answer said of them
+//! ([`Answer`]), so the refusal reads the same whoever gave it.
 
 use std::sync::Arc;
 
@@ -12,17 +9,13 @@ use super::entry::{exact, refusal};
 use super::route::{Mode, Route};
 use crate::{Clock, Decision, Error, Policy};
 
-/// When each policy of a [`StoreExt::check_all`](crate::StoreExt::check_all) was sent, for
-/// recording its answer (`None`: recorded not).
+/// When each policy of a check of several was sent (`None`: its answer is not recorded).
 pub(super) type SentAll = Vec<Option<(u64, u64)>>;
 
-/// What the store's answer to a check of several policies said of each one, kept with the
-/// facts that answer taught: a local refusal of such a check repeats it for the policies
-/// it does not refuse itself, brought to the time it answers.
+/// What the store's answer to a check of several policies said of each, for repeating.
 #[derive(Debug)]
 pub(super) struct Answer {
-    /// Local µs at which the check was sent: the figures run down from then (so they are
-    /// never later than the store's, which decided after the send).
+    /// Local µs at which the check was sent: the figures run down from then.
     sent: u64,
     figures: Box<[Figures]>,
 }
@@ -39,8 +32,7 @@ struct Figures {
 }
 
 impl Answer {
-    /// The figures of every policy answered; `None` when any answer says nothing of the
-    /// store's state (a fallback's) or lacks its exact figures, as for a single check.
+    /// The figures of every policy answered; `None` when any lacks its exact ones.
     fn new(policies: &[Policy], decisions: &[Option<Decision>], sent: u64) -> Option<Self> {
         let mut figures = Vec::with_capacity(policies.len());
         for (policy, d) in policies.iter().zip(decisions) {
@@ -60,11 +52,8 @@ impl Answer {
         })
     }
 
-    /// What the answer said of `policy`, its durations brought to `now` (its `remaining`
-    /// as the store gave it: time may have given units back since, never taken any), marked
-    /// [`Source::Cache`](crate::Source::Cache); `None` when it said nothing of it, or
-    /// refused it for less time than has passed since (what the store would say now is not
-    /// known here).
+    /// What the answer said of `policy`, its durations brought to `now` (`remaining` as
+    /// the store gave it); `None` when it said nothing of it, or its refusal has lapsed.
     fn repeat(&self, policy: &Policy, now: u64) -> Option<Decision> {
         let namespace = policy.namespace();
         let f = self.figures.iter().find(|f| f.namespace == namespace)?;
@@ -89,8 +78,7 @@ impl Answer {
 }
 
 impl<S, C: Clock> DenyCache<S, C> {
-    /// A check of several policies: `Ok` refused from the cache (a cached refusal of any
-    /// policy refuses all), or `Err` with what recording the store's answer needs.
+    /// A check of several policies: `Ok` refused from the cache, or `Err` with the sends.
     pub(super) fn route_all(
         &self,
         key: &[u8],
@@ -121,9 +109,8 @@ impl<S, C: Clock> DenyCache<S, C> {
         Ok(Err(sent))
     }
 
-    /// Records a check of several policies' answer: every decision when all allowed,
-    /// only the refusals otherwise (the others recorded nothing in the store, so what
-    /// they say of its state is not true of it). Each fact keeps the whole answer, shared.
+    /// Records a check of several policies' answer: every decision when all allowed, only
+    /// the refusals otherwise (the others recorded nothing). Each fact shares the answer.
     pub(super) fn record_all(
         &self,
         key: &[u8],

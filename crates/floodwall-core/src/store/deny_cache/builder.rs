@@ -27,50 +27,39 @@ impl<S: Store> DenyCache<S, SystemClock> {
 }
 
 impl<C: Clock> DenyCacheBuilder<C> {
-    /// The most keys remembered (at least 1). At the cap, lapsed entries are dropped
-    /// first, then those lapsing soonest (saving the fewest round trips) down to 90% of
-    /// it; dropping one never changes a decision, it only sends the next check to the
-    /// store.
+    /// The most keys remembered (at least 1); dropping one at the cap only sends the next
+    /// check to the store.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
         self
     }
 
     /// The longest a check waits for another check of its key in flight to the store
-    /// (see [`DenyCache`]) before it goes to the store itself; default
-    /// [`DenyCache::DEFAULT_MAX_WAIT`]. Keep it at least the inner store's own timeout, or
-    /// checks stop waiting for leaders that are merely slow (exact still, but they cost a
-    /// store call each). Zero turns waiting off, and so does the lack of a timer to hold
-    /// the bound: checks wait only with the `tokio` feature, inside a tokio runtime.
+    /// before it goes itself; default [`DenyCache::DEFAULT_MAX_WAIT`]. Keep it at least the
+    /// inner store's timeout. Zero turns waiting off; so does the lack of a timer
+    /// ([guide](crate::guide::deny_cache#a-wait-is-bounded)).
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.max_wait = max_wait;
         self
     }
 
-    /// The longest a refusal is answered locally before one check asks the store again;
-    /// default [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`]. A reset elsewhere (through another
-    /// node, a `DEL` in Redis, a key the store evicted) reaches this cache at most this long
-    /// after it; a refused key costs the store one call per this span (the checks arriving
-    /// meanwhile wait for its answer). Each local refusal still reports the store's whole
-    /// `retry_after`. Zero holds no refusal (bans are held per
+    /// The longest a refusal is answered locally before one check asks the store again
+    /// (so a reset elsewhere reaches this cache within it); default
+    /// [`DenyCache::DEFAULT_MAX_REFUSAL_HOLD`]. Zero holds no refusal (bans: see
     /// [`max_ban_hold`](Self::max_ban_hold)).
     pub fn max_refusal_hold(mut self, max_refusal_hold: Duration) -> Self {
         self.max_refusal_hold = max_refusal_hold;
         self
     }
 
-    /// The longest a ban ([`Outcome::Banned`](crate::Outcome::Banned)) is answered
-    /// locally before one check goes to the store again; default
-    /// [`DenyCache::DEFAULT_MAX_BAN_HOLD`]. An unban on another node reaches this cache
-    /// at most this long after it ([penalties](crate::guide::penalties)); a banned key costs the store one
-    /// call per this span. Zero holds no ban.
+    /// The longest a ban is answered locally before one check goes to the store again;
+    /// default [`DenyCache::DEFAULT_MAX_BAN_HOLD`]. Zero holds no ban.
     pub fn max_ban_hold(mut self, max_ban_hold: Duration) -> Self {
         self.max_ban_hold = max_ban_hold;
         self
     }
 
-    /// The clock local windows are measured with: a [`ManualClock`](crate::ManualClock)
-    /// in tests. It must advance at the store's rate (see [`DenyCache`]).
+    /// The clock local windows are measured with; it must advance at the store's rate.
     pub fn clock<C2: Clock>(self, clock: C2) -> DenyCacheBuilder<C2> {
         DenyCacheBuilder {
             max_keys: self.max_keys,
@@ -86,9 +75,7 @@ impl<C: Clock> DenyCacheBuilder<C> {
         DenyCache {
             store,
             cache: Arc::new(Cache {
-                map: papaya::HashMap::builder()
-                    .hasher(ahash::RandomState::new())
-                    .build(),
+                map: crate::store::new_map(),
                 cap: Cap::new(self.max_keys),
                 clock: self.clock,
                 max_wait: micros(self.max_wait),

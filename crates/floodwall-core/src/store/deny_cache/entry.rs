@@ -1,5 +1,4 @@
-//! What the cache knows of a key: the refusal learnt from the store's answer ([`Entry`]),
-//! how it is recorded, read back as a local refusal, forgotten, and evicted at the cap.
+//! What the cache knows of a key ([`Entry`]): learnt, answered, forgotten, evicted.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -17,10 +16,7 @@ pub(super) type Map = papaya::HashMap<MapKey, Entry, ahash::RandomState>;
 /// held here until `until`, when one check asks the store again.
 #[derive(Debug, Clone)]
 pub(super) struct Entry {
-    /// When the hold ends: the fact is answered locally until then, at most
-    /// [`max_refusal_hold`](super::DenyCacheBuilder::max_refusal_hold) (a ban:
-    /// [`max_ban_hold`](super::DenyCacheBuilder::max_ban_hold)) from the check that learnt
-    /// it, so a reset (or an unban) elsewhere is seen within that bound.
+    /// When the hold ends: answered locally until then.
     pub(super) until: u64,
     /// When the fact itself ends: what a local refusal reports (`retry_after` until then).
     pub(super) end: u64,
@@ -29,29 +25,19 @@ pub(super) struct Entry {
     pub(super) reset_at: u64,
     /// Whether the fact is a ban, answered as one ([penalties](crate::guide::penalties)).
     pub(super) banned: bool,
-    /// Learnt from a check of several policies: what the store said of each, for a local
-    /// refusal of such a check to answer for all of them.
+    /// Learnt from a check of several policies: what the store said of each.
     pub(super) others: Option<Arc<Answer>>,
-    /// Once the fact's hold has lapsed: the one check of the key in flight to the store,
-    /// whose answer checks of a cost `>=` its own wait for.
+    /// Once the hold has lapsed: the one check of the key in flight to the store.
     pub(super) flight: Option<Arc<Flight>>,
 }
 
 impl Entry {
-    /// The same fact (a flight set on it since does not count).
-    fn same_fact(&self, other: &Entry) -> bool {
+    /// The fact itself, for comparing (a flight set on it since does not count).
+    fn fact(&self) -> (u64, u64, u64, u64, bool) {
         (self.until, self.end, self.cost, self.reset_at, self.banned)
-            == (
-                other.until,
-                other.end,
-                other.cost,
-                other.reset_at,
-                other.banned,
-            )
     }
 
-    /// The local refusal this fact gives at `now` (before `until`): the ban's remainder
-    /// for a ban, else the refusal until `end`.
+    /// The local refusal this fact gives at `now` (before `until`).
     pub(super) fn answer(&self, policy: &Policy, now: u64) -> Decision {
         if self.banned {
             return policy.ban_decision(self.end - now);
@@ -65,8 +51,7 @@ impl Entry {
 }
 
 impl<S, C: Clock> DenyCache<S, C> {
-    /// Learns from the store's answer to a check of `cost` sent at `sent`, and returns how
-    /// that answer lands the flight the check leads, if it leads one.
+    /// Learns from the store's answer to a check sent at `sent`; how it lands its flight.
     pub(super) fn record(
         &self,
         key: &[u8],
@@ -86,9 +71,8 @@ impl<S, C: Clock> DenyCache<S, C> {
     }
 
     /// The exact figures behind the store's answer ([`exact`]) when the cache may answer
-    /// from it; `None` when it may not, or a reset came since `epoch`. Under a penalty a
-    /// refusal is a strike the store must count: only bans are answered here, neither
-    /// cached nor handed to waiting checks ([penalties](crate::guide::penalties)).
+    /// from it; `None` when it may not, or a reset came since `epoch`. Under a penalty only
+    /// bans are (a refusal is a strike the store must count).
     pub(super) fn teaches(
         &self,
         policy: &Policy,
@@ -102,9 +86,8 @@ impl<S, C: Clock> DenyCache<S, C> {
         (self.cache.resets.load(Ordering::SeqCst) == epoch).then_some(figures)
     }
 
-    /// The fact the store's answer to a check of `cost` sent at `sent` teaches, from the
-    /// `figures` it [`teaches`](Self::teaches), and the time it was learnt; `None` when it
-    /// teaches nothing to hold.
+    /// The fact an answer to a check of `cost` sent at `sent` teaches, from its `figures`,
+    /// and the time it was learnt; `None` when it teaches nothing to hold.
     pub(super) fn learn(
         &self,
         policy: &Policy,
@@ -158,7 +141,7 @@ impl<S, C: Clock> DenyCache<S, C> {
         map.insert(map_key.to_owned(), entry.clone());
         // A reset that ran between the epoch check and the insert must not be undone.
         if cache.resets.load(Ordering::SeqCst) != epoch {
-            let _ = map.remove_if(&map_key, |_, e| e.same_fact(&entry));
+            let _ = map.remove_if(&map_key, |_, e| e.fact() == entry.fact());
         }
     }
 
@@ -170,8 +153,7 @@ impl<S, C: Clock> DenyCache<S, C> {
         let _ = cache.map.pin().remove(&buf.as_ref(policy.namespace()));
     }
 
-    /// Called before a new key goes in: at the cap, drops lapsed entries, then the ones
-    /// lapsing soonest down to 90% of the cap.
+    /// Called before a new key goes in: at the cap, drops lapsed entries, then the soonest.
     fn make_room(&self, now: u64) {
         let cache = &self.cache;
         cache.cap.make_room(
@@ -184,10 +166,8 @@ impl<S, C: Clock> DenyCache<S, C> {
     }
 }
 
-/// The exact `retry_after` (when denied) and `reset_after` in µs behind a store's answer,
-/// or `None` when there is nothing to learn from it: a fallback's answer (no fact about
-/// the shared state), or rounded durations without the exact figures behind them (a
-/// decision built by hand), from which a window could outlast the store's.
+/// The exact `retry_after` (when denied) and `reset_after` in µs behind a store's answer;
+/// `None` for a fallback's, or for rounded durations without their exact figures.
 pub(super) fn exact(policy: &Policy, d: &Decision) -> Option<(Option<u64>, u64)> {
     if d.source == Source::Fallback || (policy.rounding() != Rounding::Micros && d.exact.is_none())
     {
@@ -196,10 +176,8 @@ pub(super) fn exact(policy: &Policy, d: &Decision) -> Option<(Option<u64>, u64)>
     Some(d.exact_micros())
 }
 
-/// A refusal answered locally at `now` (before `until`) from a fact lasting until `until`,
-/// rounded as the policy reports its durations, and marked [`Source::Cache`].
-/// `remaining` is 0 for the refused policy (the store may hold fewer units than asked
-/// for); a repeat of another policy's refusal gives the store's.
+/// A refusal answered locally at `now` from a fact lasting until `until`, rounded as the
+/// policy reports, marked [`Source::Cache`]; `remaining` 0 for the refused policy.
 pub(super) fn refusal(
     policy: &Policy,
     now: u64,
@@ -214,10 +192,8 @@ pub(super) fn refusal(
         .by_cache()
 }
 
-/// After an admission: the smallest cost now refused, and for how long after the check
-/// was sent, worked out from the answer
-/// ([deny cache guide](crate::guide::deny_cache#admissions-tell-too)).
-/// `None` when the algorithm keeps too little in a decision to tell.
+/// After an admission: the smallest cost now refused, and for how long after the check was
+/// sent ([guide](crate::guide::deny_cache#admissions-tell-too)); `None` if it cannot tell.
 fn exhausted(policy: &Policy, remaining: u64, reset: u64) -> Option<(u64, u64)> {
     let next = remaining.checked_add(1)?;
     if next > policy.limit() {

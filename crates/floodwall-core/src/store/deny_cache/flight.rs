@@ -1,6 +1,5 @@
-//! One check in flight after a cached refusal lapsed: the [`Flight`] the checks of that key
-//! wait for, how a waiting check is woken ([`Wait`]), and how the leading check lands its
-//! flight whichever way it ends ([`Leading`]).
+//! One check in flight after a cached refusal lapsed ([`Flight`]), the checks waiting for
+//! it ([`Wait`]), and the one leading it ([`Leading`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,14 +13,12 @@ use crate::store::key::MapKey;
 use crate::store::lock;
 use crate::{Clock, Decision, Outcome};
 
-/// A check of a key whose cached refusal lapsed, in flight to the inner store: the
-/// checks of that key arriving meanwhile with a cost `>= cost` wait for how it ends, until
-/// `deadline` at the latest.
+/// A check of a key whose cached refusal lapsed, in flight to the inner store: checks of
+/// that key with a cost `>= cost` wait for how it ends, until `deadline` at the latest.
 #[derive(Debug)]
 pub(super) struct Flight {
     pub(super) cost: u64,
-    /// Local µs from which the leader is deemed stuck (see
-    /// [`DenyCacheBuilder::max_wait`](crate::DenyCacheBuilder::max_wait)).
+    /// Local µs from which the leader is deemed stuck.
     pub(super) deadline: u64,
     landing: Mutex<Landing>,
 }
@@ -36,18 +33,15 @@ struct Landing {
 /// How a [`Flight`] ended, for the checks waiting for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum FlightEnd {
-    /// The store refused: any cost `>=` the flight's is refused until `until`, as for an
-    /// entry (local µs, from the flight's send).
+    /// The store refused: any cost `>=` the flight's is refused until `until` (local µs).
     Refused { until: u64, reset_at: u64 },
     /// Admitted, failed, cancelled or reset meanwhile: each waiting check decides again.
     Open,
 }
 
 impl FlightEnd {
-    /// How the store's answer `d` to a leader sent at `sent` lands its flight, from the
-    /// `figures` the answer [`teaches`](super::DenyCache::teaches). A refusal is handed to
-    /// the waiting checks; a ban is not: they look again, and find it recorded (held for
-    /// its bound, answered with its remainder).
+    /// How the store's answer `d` to a leader sent at `sent` lands its flight: a refusal is
+    /// handed to the waiting checks; a ban is not (they look again and find it recorded).
     pub(super) fn after(sent: u64, d: &Decision, figures: (Option<u64>, u64)) -> Self {
         match figures {
             (Some(retry), reset) if d.outcome == Outcome::Refused => Self::Refused {
@@ -68,8 +62,7 @@ impl Flight {
         }
     }
 
-    /// Whether the leader has been out so long it may never be polled again: nobody waits
-    /// for it any more, and the next check of the key leads a flight of its own.
+    /// Whether the leader has been out so long it may never be polled again.
     pub(super) fn stuck(&self, now: u64) -> bool {
         now >= self.deadline
     }
@@ -90,8 +83,7 @@ impl Flight {
     }
 }
 
-/// A check waiting for a [`Flight`] to land: `Some` end, or `None` once the flight's
-/// deadline has passed (on the cache's clock, or on its [`Timer`]).
+/// A check waiting for a [`Flight`] to land: `Some` end, or `None` past its deadline.
 pub(super) struct Wait<'a, C> {
     flight: Arc<Flight>,
     slot: Option<usize>,
@@ -101,10 +93,8 @@ pub(super) struct Wait<'a, C> {
 }
 
 impl<'a, C: Clock> Wait<'a, C> {
-    /// A wait for `flight`, or `None` where no [`Timer`] could end it at the flight's
-    /// deadline: nothing else would wake it there (a leader never polled again and never
-    /// dropped lands nothing), so such a check does not wait but goes to the store, and the
-    /// bound holds everywhere.
+    /// A wait for `flight`, or `None` where no [`Timer`] could end it at the deadline
+    /// (nothing else might): such a check goes to the store instead.
     pub(super) fn new(flight: Arc<Flight>, clock: &'a C) -> Option<Self> {
         let timer = Timer::arm(flight.deadline.saturating_sub(clock.now_micros()))?;
         Some(Self {
@@ -124,42 +114,36 @@ pub(super) struct Timer(Pin<Box<tokio::time::Sleep>>);
 #[cfg(not(feature = "tokio"))]
 pub(super) enum Timer {}
 
+#[cfg(feature = "tokio")]
 impl Timer {
-    /// Whether a timer could be armed here: in a tokio runtime, with the `tokio` feature.
-    /// Where not, no check could wait, so a check after a lapse leads no flight.
-    #[cfg(feature = "tokio")]
+    /// Whether a timer could be armed here: in a tokio runtime.
     pub(super) fn available() -> bool {
         tokio::runtime::Handle::try_current().is_ok()
     }
 
-    /// No timer without the `tokio` feature.
-    #[cfg(not(feature = "tokio"))]
+    /// A timer firing `left` µs from now, when in a tokio runtime.
+    fn arm(left: u64) -> Option<Self> {
+        let sleep = || Self(Box::pin(tokio::time::sleep(Duration::from_micros(left))));
+        Self::available().then(sleep)
+    }
+
+    /// Whether it fired; if not, `cx` is woken when it does.
+    fn fired(&mut self, cx: &mut Context<'_>) -> bool {
+        self.0.as_mut().poll(cx).is_ready()
+    }
+}
+
+/// No timer without the `tokio` feature.
+#[cfg(not(feature = "tokio"))]
+impl Timer {
     pub(super) fn available() -> bool {
         false
     }
 
-    /// A timer firing `left` µs from now, when in a tokio runtime (its timer enabled, as the
-    /// Redis store's timeout needs too); `None` elsewhere.
-    #[cfg(feature = "tokio")]
-    fn arm(left: u64) -> Option<Self> {
-        tokio::runtime::Handle::try_current().ok()?;
-        let sleep = tokio::time::sleep(Duration::from_micros(left));
-        Some(Self(Box::pin(sleep)))
-    }
-
-    /// No timer without the `tokio` feature.
-    #[cfg(not(feature = "tokio"))]
     fn arm(_left: u64) -> Option<Self> {
         None
     }
 
-    /// Whether it fired; if not, `cx` is woken when it does.
-    #[cfg(feature = "tokio")]
-    fn fired(&mut self, cx: &mut Context<'_>) -> bool {
-        self.0.as_mut().poll(cx).is_ready()
-    }
-
-    #[cfg(not(feature = "tokio"))]
     fn fired(&mut self, _cx: &mut Context<'_>) -> bool {
         match *self {}
     }
@@ -205,8 +189,7 @@ impl<C> Drop for Wait<'_, C> {
     }
 }
 
-/// Held by the check that leads a [`Flight`]: lands it however that check ends (answered,
-/// failed, or dropped while in flight), so no waiting check is left behind.
+/// Held by the check that leads a [`Flight`]: lands it however that check ends.
 pub(super) struct Leading<'a, C> {
     pub(super) cache: &'a Cache<C>,
     pub(super) key: MapKey,

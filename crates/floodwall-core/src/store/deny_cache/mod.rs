@@ -1,8 +1,5 @@
-//! [`DenyCache`]: answers a key's repeated denials locally, without asking the store.
-//!
-//! `entry.rs` holds what is learnt per key, `route.rs` where a check goes, `flight.rs` the
-//! one check in flight after a refusal lapses, `all.rs` checks of several policies at once,
-//! `reserve.rs` bookings; [`crate::guide::deny_cache`] says why it is exact.
+//! [`DenyCache`]: answers a key's repeated denials locally, without asking the store
+//! ([`crate::guide::deny_cache`] says why it is exact).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,16 +25,10 @@ use route::{Mode, Route};
 /// hammering a shared store (Redis) past its quota then costs no round trip per request.
 ///
 /// Once the inner store refuses a cost for a key, the same or a larger cost is refused
-/// here until the refusal's `retry_after` has passed, counted from when the check was
-/// sent, but held at most [`max_refusal_hold`](DenyCacheBuilder::max_refusal_hold) (1 s by
-/// default) before one check asks the store again. The cache never answers "yes", and
-/// refuses only what the store would refuse too, for all six algorithms, provided the
-/// store's clock runs at the rate of this one's; a reset elsewhere (through another node,
-/// a `DEL`, an evicted key) reaches it within that hold. Why that holds is in
-/// [the deny cache guide](crate::guide::deny_cache).
-///
-/// Wraps any [`Store`]; the wrapper is a `Store` again. Clones share the cache (and clone
-/// the inner store), so one cache serves every clone of a tower layer.
+/// here until the refusal's `retry_after` has passed, held at most
+/// [`max_refusal_hold`](DenyCacheBuilder::max_refusal_hold) before one check asks the
+/// store again. It never answers "yes", and refuses only what the store would refuse
+/// ([why](crate::guide::deny_cache)). Clones share the cache.
 ///
 /// ```
 /// use floodwall_core::{DenyCache, ManualClock, MemoryStore, Policy, StoreExt};
@@ -63,9 +54,7 @@ use route::{Mode, Route};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// Knobs: [`max_keys`](DenyCacheBuilder::max_keys), [`max_wait`](DenyCacheBuilder::max_wait)
-/// and the holds. What is remembered, who waits, what always goes to the store and what a
-/// local refusal reports: the [guide](crate::guide::deny_cache#behaviour-in-detail).
+/// Its behaviour in detail: the [guide](crate::guide::deny_cache#behaviour-in-detail).
 pub struct DenyCache<S, C: Clock = SystemClock> {
     store: S,
     cache: Arc<Cache<C>>,
@@ -90,24 +79,19 @@ struct Cache<C> {
     gave_up: AtomicU64,
 }
 
-/// How much work the [`DenyCache`] saved: read it to see whether caching pays for a
-/// workload (a flood of one key should be nearly all `denied_locally`).
+/// How much work the [`DenyCache`] saved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DenyCacheStats {
     /// Checks passed to the inner store (each one a round trip for a remote store).
     pub store_calls: u64,
-    /// Checks refused from the cache, without calling the inner store (including those
-    /// refused by the answer they waited for).
+    /// Checks refused from the cache, without calling the inner store.
     pub denied_locally: u64,
     /// Checks that waited for another check of their key in flight to the inner store
-    /// after a cached refusal lapsed: those refused by its answer are in `denied_locally`
-    /// too, the others went on as usual.
+    /// after a cached refusal lapsed.
     pub waited: u64,
     /// Of those that `waited`, the checks that stopped at the bound
-    /// ([`max_wait`](DenyCacheBuilder::max_wait)) and went to the store themselves: a
-    /// leader was out that long. Not 0 means a check of the cache was left unpolled
-    /// midway (or the inner store's calls outlast the bound).
+    /// ([`max_wait`](DenyCacheBuilder::max_wait)) and went to the store themselves.
     pub gave_up: u64,
 }
 
@@ -115,18 +99,13 @@ impl DenyCache<(), SystemClock> {
     /// The default cap on cached keys: at ~100 bytes an entry, about 10 MB.
     pub const DEFAULT_MAX_KEYS: usize = 100_000;
 
-    /// The default bound on a wait for another check's answer: 1 s, the Redis store's
-    /// default timeout (and `resilience::Timeout`'s), so a leader that is polled answers
-    /// or fails before it.
+    /// The default bound on a wait for another check's answer: 1 s (the Redis timeout).
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
 
-    /// The default bound on holding a refusal locally without asking the store: 1 s, so a
-    /// reset elsewhere (another node, a `DEL`, an evicted key) is seen here within a
-    /// second, for one store call per second per refused key.
+    /// The default bound on holding a refusal locally without asking the store: 1 s.
     pub const DEFAULT_MAX_REFUSAL_HOLD: Duration = Duration::from_secs(1);
 
-    /// The default bound on holding a ban locally: 1 s, so an unban on another node is
-    /// seen here within a second, for one store call per second per banned key.
+    /// The default bound on holding a ban locally: 1 s.
     pub const DEFAULT_MAX_BAN_HOLD: Duration = Duration::from_secs(1);
 
     /// A builder with the default cap and bound, and the system clock.
@@ -141,7 +120,7 @@ impl DenyCache<(), SystemClock> {
     }
 
     /// Whether a policy's answers may be cached: the algorithms whose refusals are shown
-    /// to stay true (all of this crate's), whatever the policy's [`Rounding`](crate::Rounding).
+    /// to stay true (all of this crate's).
     pub fn caches(policy: &Policy) -> bool {
         // No wildcard: a new algorithm must be shown to keep its refusals true
         // (tests/deny_cache.rs) before it is cached, so adding one stops the build here.
@@ -245,45 +224,38 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
             }
             route = self.route(key, policy, cost, Mode::Retry)?;
         }
-        let (sent, epoch, mut lead) = match route {
+        // Recorded when asked as `Route::Store`; its `lead`, dropped here or with this
+        // future, lands its flight.
+        let mut asked = match route {
             Route::Local(d, _) => return Ok(d),
-            Route::Store { sent, epoch, lead } => (sent, epoch, lead),
-            Route::Wait(_) | Route::Through => {
-                self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
-                return self.store.check(key, policy, cost).await;
-            }
+            Route::Store { sent, epoch, lead } => Some((sent, epoch, lead)),
+            Route::Wait(_) | Route::Through => None,
         };
         self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
-        // Dropping `lead` (here or if this future is dropped) lands its flight.
         let result = self.store.check(key, policy, cost).await;
-        if let Ok(d) = &result {
-            let end = self.record(key, policy, cost, sent, epoch, d);
-            if let Some(lead) = &mut lead {
+        if let (Some((sent, epoch, lead)), Ok(d)) = (&mut asked, &result) {
+            let end = self.record(key, policy, cost, *sent, *epoch, d);
+            if let Some(lead) = lead {
                 lead.end = end;
             }
         }
-        drop(lead);
+        drop(asked);
         result
     }
 
-    /// Resets or unbans in the inner store, and forgets what the cache knew of the key
-    /// (a ban among it) here at once: the next check on this node asks the store. Other
-    /// nodes' caches learn of an unban within their
-    /// [`max_ban_hold`](DenyCacheBuilder::max_ban_hold).
+    /// Resets, unbans or refunds in the inner store, forgetting what the cache knew of the
+    /// key (a refund may let the store admit sooner; a charge goes through untouched).
     async fn reset_through(&self, op: Op<'_>, key: &[u8], policy: &Policy) -> Result<Reply, Error> {
         self.forget(key, policy);
         let result = self.store.call(op).await;
-        // A check sent while the reset or unban was in flight may have been answered from
-        // the old state: forget again, and refuse to record answers to checks sent before
-        // now.
+        // A check sent meanwhile may have been answered from the old state: forget again,
+        // and refuse to record answers to checks sent before now.
         self.forget(key, policy);
         result
     }
 
-    /// Answers cached refusals here; anything else is whatever the inner store's
-    /// `check_now` answers (recorded as `check` would). `None` too while another check of
-    /// the key is in flight after a lapse: `check` waits for it (a flight forms only where
-    /// a check can wait: with a timer).
+    /// `check_now`: as `decide`, but `None` while another check of the key is in flight
+    /// after a lapse (`check` waits for it).
     fn decide_now(
         &self,
         key: &[u8],
@@ -306,11 +278,8 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
         Some(result)
     }
 
-    /// Refused here, without asking the store, when any policy has a cached refusal: the
-    /// others answer what the store's answer that taught it said of them, its durations
-    /// brought to now and `remaining` as it was (`None` when it said nothing of one, or its
-    /// refusal of one has lapsed), so the refusal lists the same policies whoever gave it. Else the store decides all at
-    /// once, and its refusals are cached.
+    /// Refused here when any policy has a cached refusal (`all.rs`); else the store
+    /// decides all at once, and its refusals are cached.
     async fn decide_all(
         &self,
         key: &[u8],
@@ -350,32 +319,6 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
         self.record_all(key, policies, cost, &sent, &result);
         Some(result)
     }
-
-    /// Forgets the key's cached refusals (a ban among them) here at once, then unbans in
-    /// the store: the next check on this node asks the store. Other nodes' caches learn
-    /// of it within their [`max_ban_hold`](DenyCacheBuilder::max_ban_hold).
-    /// Charges or refunds in the store; a refund forgets the key's cached refusal (the
-    /// store may admit sooner than it says), as a returned slot does. A charge only makes
-    /// the key stricter: a cached refusal stays true until it lapses.
-    async fn adjust_through(
-        &self,
-        op: Op<'_>,
-        key: &[u8],
-        policy: &Policy,
-        adjustment: crate::Adjustment,
-    ) -> Result<Reply, Error> {
-        let refund = matches!(adjustment, crate::Adjustment::Refund(_));
-        if refund {
-            self.forget(key, policy);
-        }
-        let result = self.store.call(op).await;
-        // A check sent while the refund was in flight may have been answered from the
-        // state before it: forget again, and refuse to record answers sent before now.
-        if refund {
-            self.forget(key, policy);
-        }
-        result
-    }
 }
 
 impl<S: Store, C: Clock> Store for DenyCache<S, C> {
@@ -412,19 +355,16 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
             Op::Adjust {
                 key,
                 policy,
-                adjustment,
-            } => self.adjust_through(op, key, policy, adjustment).await,
-            Op::Reset { key, policy } | Op::Unban { key, policy } => {
-                self.reset_through(op, key, policy).await
+                adjustment: crate::Adjustment::Refund(_),
             }
+            | Op::Reset { key, policy }
+            | Op::Unban { key, policy } => self.reset_through(op, key, policy).await,
             other => self.store.call(other).await,
         }
     }
 
-    /// Answers cached refusals here; anything else is whatever the inner store's
-    /// `call_now` answers (recorded as `call` would). `None` too while another check of
-    /// the key is in flight after a lapse: `call` waits for it (a flight forms only where
-    /// a check can wait: with a timer). Operations other than checks go through `call`.
+    /// Checks as `call` would, but `None` while another check of the key is in flight
+    /// after a lapse; operations other than checks go through `call`.
     fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
         match op {
             Op::Check { key, policy, cost } => {

@@ -1,5 +1,4 @@
-//! Reservations through the cache: refused here only when the cached refusal lapses
-//! beyond the wait asked for; what a booking's refusal tells is learnt as a check's is.
+//! Reservations through the cache.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -10,12 +9,9 @@ use crate::store::key::KeyBuf;
 use crate::{Cancelled, Clock, Decision, Error, Policy, Reservable, Reservation, Store, StoreExt};
 
 impl<S: Store, C: Clock> DenyCache<S, C> {
-    /// [`StoreExt::reserve`] through the cache. A cached refusal says the earliest slot for
-    /// its cost is no sooner than its end: a reservation that may wait past that end goes
-    /// to the store (the slot may well be within reach); one that may not is refused
-    /// here. A refused booking is a check's refusal ("not before `retry_after`"), and is
-    /// remembered as one; a booked one teaches nothing new (a booking only moves slots
-    /// later, so what the cache knew stays true).
+    /// [`StoreExt::reserve`] through the cache: refused here when it may not wait until a
+    /// cached refusal ends, else the store's; a refused booking is learnt as a check's
+    /// refusal (a booked one only moves slots later: what the cache knew stays true).
     pub(super) async fn reserve_through(
         &self,
         key: &[u8],
@@ -46,8 +42,7 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
         result
     }
 
-    /// The local refusal of a reservation of `cost` at `now` that may wait `max_wait` µs,
-    /// when a cached refusal covering that cost lasts longer than that.
+    /// The local refusal of a booking that may not wait out a cached refusal.
     fn refused_beyond(
         &self,
         key: &[u8],
@@ -68,8 +63,7 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
         Some(e.answer(policy, now))
     }
 
-    /// [`StoreExt::cancel`] through the cache: a slot given back may let the store admit
-    /// sooner than a cached refusal says, so the key's entry is forgotten (as on a reset).
+    /// [`StoreExt::cancel`] through the cache: a slot given back forgets the key's entry.
     pub(super) async fn cancel_through(
         &self,
         key: &[u8],

@@ -1,5 +1,4 @@
-//! Where a check goes: refused from the cache, to the store (leading a flight after a
-//! lapse, or not), or waiting for another check's answer ([`Route`]).
+//! Where a check goes ([`Route`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,8 +15,7 @@ use crate::{Clock, Decision, Error, Policy};
 /// What to do with a check.
 pub(super) enum Route<'a, C> {
     /// Refused from the cache; for [`Mode::All`], with what the store said of the other
-    /// policies of the check of several that taught it, if one did (else `None`), and the
-    /// instant of the refusal to bring it to.
+    /// policies (if a check of several taught it) and the instant of the refusal.
     Local(Decision, Option<(Arc<Answer>, u64)>),
     /// Ask the store; record its answer if the reset epoch is still `epoch`. With `lead`,
     /// this check leads the flight of a lapsed entry.
@@ -39,11 +37,9 @@ pub(super) enum Mode {
     Check,
     /// `check` after waiting once: lead a flight, never wait again.
     Retry,
-    /// `check_now`: neither (leading is for calls that wait for the store); a flight
-    /// out is answered [`Route::Wait`], which means "call `check`".
+    /// `check_now`: neither; a flight out is answered [`Route::Wait`] ("call `check`").
     Now,
-    /// One policy of a `check_all`: as [`Now`](Mode::Now), and a local refusal carries
-    /// what the store said of the other policies (only this path needs them).
+    /// One policy of a `check_all`: as [`Now`](Mode::Now), a refusal with the others' figures.
     All,
 }
 
@@ -130,8 +126,7 @@ impl<S, C: Clock> DenyCache<S, C> {
         })
     }
 
-    /// A waiting check's answer once its flight landed: `Some` refusal, or `None` to
-    /// decide again.
+    /// A waiting check's answer once its flight landed; `None`: decide again.
     pub(super) fn landed(&self, policy: &Policy, end: FlightEnd) -> Option<Decision> {
         let FlightEnd::Refused { until, reset_at } = end else {
             return None;

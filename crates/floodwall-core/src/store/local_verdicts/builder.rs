@@ -18,28 +18,23 @@ pub struct LocalVerdictsBuilder<C = SystemClock> {
 }
 
 impl<S: Store> LocalVerdicts<S, SystemClock> {
-    /// Wraps `store`, refreshing each key at most once per `interval`; fails as
-    /// [`LocalVerdictsBuilder::build`] does.
+    /// Wraps `store`, refreshing each key at most once per `interval` (see
+    /// [`LocalVerdictsBuilder::build`] for the errors).
     pub fn new(store: S, interval: Duration) -> Result<Self, ConfigError> {
         LocalVerdicts::builder().interval(interval).build(store)
     }
 }
 
 impl<C: Clock> LocalVerdictsBuilder<C> {
-    /// How long a verdict is used before the next check refreshes it (default 100 ms).
-    /// Longer saves more round trips and admits more over the quota (see
-    /// [`LocalVerdicts`]); it must be 1 µs to [`LocalVerdicts::MAX_INTERVAL`].
+    /// How long a verdict is used before the next check refreshes it (default 100 ms, at
+    /// most [`LocalVerdicts::MAX_INTERVAL`]): longer saves round trips and admits more.
     pub fn interval(mut self, interval: Duration) -> Self {
         self.interval = interval;
         self
     }
 
-    /// The most keys remembered (at least 1). At the cap, stale keys with nothing pending
-    /// go first, then the keys going stale soonest, those with counts last, down to 90%.
-    /// **A dropped key's pending counts are lost**, which widens the bound on
-    /// over-admission by `limit` per such key: size the cap above the keys active per
-    /// interval. A key whose refresh is in flight is never dropped, so the map can pass
-    /// the cap by the number of refreshes in flight.
+    /// The most keys remembered (at least 1). **A dropped key's pending counts are lost**:
+    /// size it above the keys active per interval ([guide](crate::guide::local_verdicts#bounded)).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
         self
@@ -66,9 +61,7 @@ impl<C: Clock> LocalVerdictsBuilder<C> {
         Ok(LocalVerdicts {
             store,
             verdicts: Arc::new(Verdicts {
-                map: papaya::HashMap::builder()
-                    .hasher(ahash::RandomState::new())
-                    .build(),
+                map: crate::store::new_map(),
                 cap: Cap::new(self.max_keys),
                 interval,
                 clock: self.clock,

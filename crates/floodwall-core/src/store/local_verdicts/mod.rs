@@ -1,8 +1,5 @@
-//! [`LocalVerdicts`]: the opt-in, approximate "async verdict mode". Each node decides from
-//! a local copy of a key's verdict and sends its counts to the shared store in batches.
-//!
-//! `verdict.rs` holds one key's verdict, `refresh.rs` how its counts reach the store;
-//! [`crate::guide::local_verdicts`] derives how far over the quota it can go.
+//! [`LocalVerdicts`]: each node decides from a local copy of a key's verdict and sends its
+//! counts to the shared store in batches (`verdict.rs`, `refresh.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,14 +21,12 @@ use verdict::KeyVerdict;
 type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 
 /// A store combinator that answers from a local copy of each key's verdict, refreshed at
-/// most once per interval, and sends the counts it admitted to the inner store in one call
-/// per key per interval: a hot key behind a shared store (Redis) then costs a round trip
+/// most once per interval, sending what it admitted to the inner store in one call per key
 /// per interval instead of one per request.
 ///
-/// It is approximate, and opt-in: it never loses a count, only delays it, but it may admit
-/// more than the quota (at most `N × min(⌈λ·T⌉ + ⌈λ·L⌉, limit)` more for `N` nodes), or
-/// less when `T` is long; read [the local verdicts guide](crate::guide::local_verdicts)
-/// before choosing the interval `T`.
+/// It is approximate, and opt-in: it delays counts without losing them, so it may admit
+/// more than the quota; read [the local verdicts guide](crate::guide::local_verdicts)
+/// before choosing the interval.
 ///
 /// # Examples
 ///
@@ -78,9 +73,7 @@ type Map = papaya::HashMap<MapKey, Arc<KeyVerdict>, ahash::RandomState>;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// Knobs: [`interval`](LocalVerdictsBuilder::interval) (default 100 ms) and
-/// [`max_keys`](LocalVerdictsBuilder::max_keys); [`flush`](Self::flush) at shutdown. How a
-/// first check, a refresh due, a refusal, a reset and a long key are answered: the
+/// [`flush`](Self::flush) it at shutdown. Its behaviour in detail: the
 /// [guide](crate::guide::local_verdicts#behaviour-in-detail).
 pub struct LocalVerdicts<S, C: Clock = SystemClock> {
     store: S,
@@ -100,13 +93,11 @@ struct Verdicts<C> {
     denied_locally: AtomicU64,
 }
 
-/// What a [`LocalVerdicts`] has done since it was built: `store_calls` against the checks
-/// answered locally shows what the mode saves for a workload.
+/// What a [`LocalVerdicts`] has done since it was built.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LocalVerdictsStats {
-    /// Calls to the inner store (refreshes, a second call when counts overflow, first
-    /// checks passed through).
+    /// Calls to the inner store.
     pub store_calls: u64,
     /// Refreshes started, by checks and by [`flush`](LocalVerdicts::flush).
     pub refreshes: u64,
@@ -121,8 +112,7 @@ impl LocalVerdicts<(), SystemClock> {
     pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
     /// The longest refresh interval accepted.
     pub const MAX_INTERVAL: Duration = Duration::from_secs(3600);
-    /// The default cap on keys: at a few hundred bytes a key (short keys are kept twice,
-    /// in the map and with the verdict), some tens of MB.
+    /// The default cap on keys (some tens of MB).
     pub const DEFAULT_MAX_KEYS: usize = 100_000;
 
     /// A builder with the default interval and cap and the system clock.
@@ -203,9 +193,8 @@ impl<S, C: Clock> LocalVerdicts<S, C> {
         Duration::from_micros(self.verdicts.interval)
     }
 
-    /// Decides from the key's verdict when it is usable, else says how to get one. With
-    /// `start` false (for `check_now`), nothing is inserted or started: `None` means "call
-    /// `check`".
+    /// Decides from the key's verdict when usable, else says how to get one. With `start`
+    /// false (`check_now`) nothing is started: `None` means "call `check`".
     fn route(
         &self,
         key: &[u8],
@@ -263,8 +252,7 @@ impl<S, C: Clock> LocalVerdicts<S, C> {
         }
     }
 
-    /// Called before a new key goes in: at the cap, drops stale idle keys, then the least
-    /// worth keeping down to 90% of the cap (see [`LocalVerdictsBuilder::max_keys`]).
+    /// Called before a new key goes in: at the cap, drops the keys least worth keeping.
     fn make_room(&self, now: u64) {
         let vs = &self.verdicts;
         let interval = vs.interval;
@@ -316,8 +304,7 @@ impl<S: Store, C: Clock> LocalVerdicts<S, C> {
         }
     }
 
-    /// Answers from a usable verdict; `None` when a refresh is due (or the key has no
-    /// verdict yet), which `check` then does.
+    /// Answers from a usable verdict; `None` when `check` must refresh first.
     fn decide_now(
         &self,
         key: &[u8],
@@ -336,16 +323,9 @@ impl<S: Store, C: Clock> LocalVerdicts<S, C> {
 }
 
 impl<S: Store, C: Clock> Store for LocalVerdicts<S, C> {
-    /// Checks answer from the verdicts. Every other operation goes to the inner store (and
-    /// is counted as a store call): a check of several policies is never decided locally
-    /// (a local verdict is per policy, and admitting under all at once needs every
-    /// policy's shared state), nor is a booking (a slot is a promise about the shared
-    /// state; the counts this node admitted and has not sent yet go with the key's next
-    /// refresh, the same approximation this mode makes for checks). Their answers are not
-    /// folded into the verdicts. A charge or refund forgets the key's verdict after it (the
-    /// verdict counted on the spend before it: the next check refreshes); a reset or an
-    /// unban forgets it before and after (a refresh sent meanwhile may have read the old
-    /// state, or a ban).
+    /// Checks answer from the verdicts; every other operation goes to the inner store. A
+    /// charge or refund forgets the key's verdict after it; a reset or an unban before
+    /// and after (a refresh sent meanwhile may have read the old state).
     async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
         match op {
             Op::Check { key, policy, cost } => {
@@ -367,8 +347,7 @@ impl<S: Store, C: Clock> Store for LocalVerdicts<S, C> {
         result
     }
 
-    /// Answers a check from a usable verdict; `None` when a refresh is due (or the key has
-    /// no verdict yet), and for every other operation: `call` does them.
+    /// A check from a usable verdict; `None` otherwise: `call` does it.
     fn call_now(&self, op: Op<'_>) -> Option<Result<Reply, Error>> {
         match op {
             Op::Check { key, policy, cost } => {

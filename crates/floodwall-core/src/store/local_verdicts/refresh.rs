@@ -1,5 +1,4 @@
-//! A refresh: sending a key's pending counts to the inner store and taking in its new
-//! verdict, whichever way the call ends ([`Refreshing`]); and [`LocalVerdicts::flush`].
+//! A refresh: a key's pending counts to the inner store, its new verdict back.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,8 +8,7 @@ use super::verdict::{KeyVerdict, Refreshed, Verdict};
 use crate::store::{Store, StoreExt, lock, micros};
 use crate::{Clock, Decision, Error, Policy};
 
-/// A refresh in flight: its counts go back to `pending` if it is dropped unfinished (a
-/// timeout around this store, a client gone), so a cancelled refresh loses nothing.
+/// A refresh in flight: its counts go back to `pending` if it is dropped unfinished.
 pub(super) struct Refreshing {
     pub(super) kv: Arc<KeyVerdict>,
     taken: u64,
@@ -42,13 +40,9 @@ pub(super) fn begin(kv: &Arc<KeyVerdict>, v: &mut Verdict, now: u64) -> Refreshi
 }
 
 impl<S: Store, C: Clock> LocalVerdicts<S, C> {
-    /// Sends every key's pending counts to the inner store now, by the same rule as a
-    /// refresh (counts that do not fit stay as a debt), and takes in the new verdicts.
-    /// Call it at shutdown, so the store hears of the last interval's admissions.
-    ///
-    /// Keys whose refresh is already in flight are skipped (that refresh records what it
-    /// carries). On errors, the first is returned after every key was tried, and the
-    /// failed keys keep their counts.
+    /// Sends every key's pending counts to the inner store now, as refreshes: call it at
+    /// shutdown. Keys with a refresh in flight are skipped. On errors, the first is
+    /// returned after every key was tried, and the failed keys keep their counts.
     pub async fn flush(&self) -> Result<(), Error> {
         let all: Vec<Arc<KeyVerdict>> = self.verdicts.map.pin().values().cloned().collect();
         let mut first = None;

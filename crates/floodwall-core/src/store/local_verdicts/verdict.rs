@@ -1,5 +1,4 @@
-//! One key's local verdict ([`Verdict`]): how it decides a check, takes in a refresh's
-//! answer ([`Refreshed`]), and how long it is worth keeping.
+//! One key's local verdict ([`Verdict`]).
 
 use std::sync::Mutex;
 
@@ -32,8 +31,8 @@ pub(super) struct Verdict {
     budget: u64,
     /// Units admitted here and not yet recorded by the store (a debt included).
     pub(super) pending: u64,
-    /// Refused until then, as the store said; 0 if it did not refuse. A ban is held at
-    /// most one interval, so an unban elsewhere reaches this node within it.
+    /// Refused until then, as the store said; 0 if it did not refuse (a ban: at most one
+    /// interval).
     denied_until: u64,
     /// When the key's ban ends, as the store said; 0 if it is not banned.
     ban_end: u64,
@@ -63,10 +62,8 @@ impl Verdict {
             .is_some_and(|at| at <= now && now < at.saturating_add(interval).max(self.denied_until))
     }
 
-    /// Decides `cost` from this verdict, spending the budget. The decision is built as the
-    /// policy builds its own (a whole-seconds policy answers in whole seconds here too).
-    /// A peek (cost 0) asks for nothing, so it fits even while the store's refusal holds,
-    /// as it does in every store and in [`Policy::decide`].
+    /// Decides `cost` from this verdict, spending the budget, as the policy builds its
+    /// decisions. A peek fits even while the store's refusal holds, as in every store.
     pub(super) fn decide(
         &mut self,
         now: u64,
@@ -118,8 +115,7 @@ impl Verdict {
         self.reset_at = sent.saturating_add(a.reset);
     }
 
-    /// How long the entry is worth keeping, for eviction: stale and idle entries go first,
-    /// entries with counts last, entries in flight never.
+    /// How long the entry is worth keeping: entries with counts last, in flight never.
     pub(super) fn keep_until(&self, interval: u64) -> u64 {
         if self.in_flight {
             u64::MAX

@@ -1,6 +1,4 @@
-//! The memory store's charges and refunds, on the same key states (and under the same
-//! compare-and-swap or lock) as its checks, so they are exact however many threads check
-//! the key at once.
+//! The memory store's charges and refunds, exact as its checks are (`update.rs`).
 
 use super::MemoryStore;
 use crate::algorithm::clamp_now;
@@ -8,8 +6,7 @@ use crate::store::key::KeyBuf;
 use crate::{Adjustment, Clock, Error, Policy};
 
 impl<C: Clock> MemoryStore<C> {
-    /// [`StoreExt::adjust`](crate::StoreExt::adjust) without the future: charges or refunds
-    /// `key` at once (see [`Adjustment`] for each algorithm).
+    /// [`StoreExt::adjust`](crate::StoreExt::adjust) without the future.
     pub(crate) fn adjust_sync(
         &self,
         key: &[u8],

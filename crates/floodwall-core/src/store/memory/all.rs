@@ -1,28 +1,21 @@
-//! The memory store's check of one key against several policies at once
-//! ([`StoreExt::check_all`](crate::StoreExt::check_all)): every policy's state is held, each
-//! policy decides on it, and the states are written only if all allowed.
-//!
-//! Holding: a key under a lock-using algorithm by its lock; a GCRA key by swapping its
-//! TAT for `BUSY`, which a single check meeting it waits out. Several keys are always
-//! taken in one order (their entries' addresses), and a single check holds one key at a
-//! time and never waits while holding it, so no two checks wait on each other in a
-//! cycle. [`crate::guide::all_or_nothing`] has the argument.
+//! The memory store's check of one key against several policies at once: every policy's
+//! state is held (a lock, or a GCRA TAT swapped for `BUSY`), in address order, each policy
+//! decides on it, and the states are written only if all allowed
+//! ([`crate::guide::all_or_nothing`] argues it).
 
 use std::sync::MutexGuard;
 
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{BUSY, DEAD, KeyState, Locked, MemoryStore, wait_while_busy};
+use super::{BUSY, KeyState, Locked, MemoryStore, settled};
 use crate::algorithm::clamp_now;
 use crate::store::key::KeyBuf;
 use crate::store::lock;
 use crate::{Clock, Decision, Error, Policy, State};
 
 impl<C: Clock> MemoryStore<C> {
-    /// [`StoreExt::check_all`](crate::StoreExt::check_all) without the future: `key` admitted
-    /// under every one of `policies` and recorded in all, or recorded in none; exact
-    /// however many threads check the key at once.
+    /// [`StoreExt::check_all`](crate::StoreExt::check_all) without the future.
     pub(crate) fn check_all_sync(
         &self,
         key: &[u8],
@@ -47,10 +40,8 @@ impl<C: Clock> MemoryStore<C> {
         self.check_all_quotas(key, policies, cost)
     }
 
-    /// [`check_all_sync`](Self::check_all_sync) when a policy has a penalty
-    /// ([penalties](crate::guide::penalties)): a key banned under any policy records nothing in any (the
-    /// banned policies answer their ban, the others a peek); else the quotas decide, and
-    /// each penalized policy whose own quota refused counts a strike.
+    /// [`check_all_sync`](Self::check_all_sync) when a policy has a penalty (rule 8 of
+    /// [penalties](crate::guide::penalties)).
     fn check_all_penalized(
         &self,
         key: &[u8],
@@ -100,13 +91,7 @@ impl<C: Clock> MemoryStore<C> {
                     let k = buf.as_ref(p.state_namespace());
                     match map.get(&k) {
                         Some(entry) => entry,
-                        None => {
-                            let fresh = match p.engine().gcra() {
-                                Some(_) => KeyState::Gcra(AtomicU64::new(0)),
-                                None => KeyState::locked(),
-                            };
-                            self.insert(&map, k, fresh, now)
-                        }
+                        None => self.insert(&map, k, KeyState::fresh(p), now),
                     }
                 })
                 .collect();
@@ -149,25 +134,19 @@ impl<'a> Held<'a> {
             KeyState::Gcra(tat) => {
                 let mut t = tat.load(Ordering::Acquire);
                 loop {
-                    match t {
-                        DEAD => return None,
-                        BUSY => t = wait_while_busy(tat),
-                        _ => match tat.compare_exchange_weak(
-                            t,
-                            BUSY,
-                            Ordering::AcqRel,
-                            Ordering::Acquire,
-                        ) {
-                            Ok(_) => {
-                                return Some(Self::Gcra {
-                                    entry,
-                                    tat,
-                                    was: t,
-                                    value: t,
-                                });
-                            }
-                            Err(seen) => t = seen,
-                        },
+                    if t >= BUSY {
+                        t = settled(tat)?;
+                    }
+                    match tat.compare_exchange_weak(t, BUSY, Ordering::AcqRel, Ordering::Acquire) {
+                        Ok(_) => {
+                            return Some(Self::Gcra {
+                                entry,
+                                tat,
+                                was: t,
+                                value: t,
+                            });
+                        }
+                        Err(seen) => t = seen,
                     }
                 }
             }
@@ -210,9 +189,7 @@ impl<'a> Held<'a> {
         }
     }
 
-    /// What `policy` says of the held state as the key had it (a peek): a refused
-    /// request's figures for a policy that would have allowed it, since nothing was
-    /// recorded.
+    /// What `policy` says of the held state as the key had it (a peek).
     fn peek(&self, policy: &Policy, now: u64) -> Result<Decision, Error> {
         match (self, policy.engine().gcra()) {
             (Self::Gcra { was, .. }, Some(gcra)) => {
@@ -263,9 +240,8 @@ impl Drop for Held<'_> {
     }
 }
 
-/// Holds every entry (each once, in address order), decides each policy in order on the
-/// held states, writes them only if every policy allowed, and lets go. `None`: an entry
-/// was evicted; look the keys up again.
+/// Holds every entry (each once, in address order), decides each policy on the held
+/// states, writes them only if all allowed. `None`: an entry was evicted; look again.
 fn decide_all(
     entries: &[&KeyState],
     policies: &[Policy],

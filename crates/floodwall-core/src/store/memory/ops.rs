@@ -1,5 +1,4 @@
-//! The memory store's answer to every operation, at once: it never waits, so `call`'s
-//! future is ready and `call_now` always answers.
+//! The memory store's answer to every operation, at once: `call_now` always answers.
 
 use std::future::{Future, ready};
 

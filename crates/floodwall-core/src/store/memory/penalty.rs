@@ -1,43 +1,34 @@
-//! The memory store's penalties ([`crate::guide::penalties`]): per (policy, key), the strikes in
-//! their window and the ban, in a map of their own beside the quota states, touched only
-//! by policies with a [`Penalty`]. A record is made by a key's first strike, and dropped
-//! once it says nothing more (its window, ban and remembered bans all over).
+//! The memory store's penalties ([`crate::guide::penalties`]): per (policy name, key), the
+//! strikes and the ban, in a map of their own made by a key's first strike.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use smallvec::SmallVec;
 
-use super::MemoryStore;
+use super::{Locked, MemoryStore};
 use crate::algorithm::{Raw, clamp_now};
 use crate::store::evict::{Cap, evict_soonest};
 use crate::store::key::{KeyBuf, KeyRef, MapKey};
-use crate::store::{lock, micros};
+use crate::store::{lock, micros, new_map};
 use crate::{Clock, Decision, Error, Penalty, Policy, Reservable, Reservation};
+
+/// One key's record, dropped once it says nothing any more (its `expires`).
+type Record = Locked<Strikes>;
 
 type Map = papaya::HashMap<MapKey, Record, ahash::RandomState>;
 
-/// Every key's penalty record, bounded like the quota states. The map is made by the
-/// first strike: a store whose policies have no penalty holds no second map at all.
+/// Every key's penalty record, bounded like the quota states; no map until a first strike.
 pub(super) struct Records {
     map: OnceLock<Map>,
     cap: Cap,
 }
 
-/// One key's record: `expires` (µs) is when it becomes equal to no record at all.
-struct Record {
-    expires: AtomicU64,
-    /// `None` once evicted: whoever holds it looks the key up again.
-    rec: Mutex<Option<Strikes>>,
-}
-
 /// What a key's refusals have earned it (all instants in µs on the store's clock).
 #[derive(Debug, Clone, Copy, Default)]
 struct Strikes {
-    /// Strikes counted in the window ending at `window_end`, fixed when the window opened
-    /// (its `within` then: a later change of `within` applies from the next window, as in
-    /// Redis).
+    /// Strikes counted in the window ending at `window_end`, fixed when it opened.
     count: u32,
     window_end: u64,
     /// When the current ban ends (0: none, or over once `now >= ban_end`).
@@ -66,7 +57,7 @@ impl Records {
     fn banned(&self, key: KeyRef<'_>, now: u64) -> Option<u64> {
         let map = self.map.get()?.pin();
         let record = map.get(&key)?;
-        let rec = lock(&record.rec);
+        let rec = lock(&record.state);
         rec.as_ref()
             .filter(|s| s.ban_end > now)
             .map(|s| s.ban_end - now)
@@ -75,34 +66,23 @@ impl Records {
     /// Counts a strike at `now`: `Some(µs)` when the key is banned after it (by this
     /// strike, the whole ban; by another check meanwhile, its remainder, and no strike).
     fn strike(&self, key: KeyRef<'_>, penalty: &Penalty, now: u64) -> Option<u64> {
-        let map = self
-            .map
-            .get_or_init(|| {
-                papaya::HashMap::builder()
-                    .hasher(ahash::RandomState::new())
-                    .build()
-            })
-            .pin();
+        let map = self.map.get_or_init(new_map).pin();
         loop {
             let record = match map.get(&key) {
                 Some(record) => record,
                 None => {
                     self.make_room(now);
-                    let fresh = Record {
-                        expires: AtomicU64::new(0),
-                        rec: Mutex::new(Some(Strikes::default())),
-                    };
-                    match map.try_insert(key.to_owned(), fresh) {
+                    match map.try_insert(key.to_owned(), Locked::new(Strikes::default())) {
                         Ok(record) => record,
                         Err(occupied) => occupied.current,
                     }
                 }
             };
-            let mut guard = lock(&record.rec);
+            let mut guard = lock(&record.state);
             let Some(s) = guard.as_mut() else {
                 // Evicted under our feet: help remove it, then look again.
                 drop(guard);
-                let _ = map.remove_if(&key, |_, r| lock(&r.rec).is_none());
+                let _ = map.remove_if(&key, |_, r| r.is_dead());
                 continue;
             };
             if s.ban_end > now {
@@ -137,8 +117,8 @@ impl Records {
         let Some(map) = self.map.get() else { return };
         let map = map.pin();
         if let Some(record) = map.get(&key) {
-            *lock(&record.rec) = None;
-            let _ = map.remove_if(&key, |_, r| lock(&r.rec).is_none());
+            *lock(&record.state) = None;
+            let _ = map.remove_if(&key, |_, r| r.is_dead());
         }
     }
 
@@ -152,7 +132,7 @@ impl Records {
         let Some(map) = self.map.get() else { return 0 };
         let map = map.pin();
         let before = map.len();
-        map.retain(|_, r| !(r.expires.load(Ordering::Acquire) <= now && kill(r, now)));
+        map.retain(|_, r| !(r.expires_at() <= now && r.kill(now)));
         before.saturating_sub(map.len())
     }
 
@@ -163,25 +143,10 @@ impl Records {
             || map.len(),
             |target| {
                 self.drop_expired(now);
-                evict_soonest(
-                    map,
-                    target,
-                    now,
-                    |r: &Record| r.expires.load(Ordering::Acquire),
-                    kill,
-                );
+                evict_soonest(map, target, now, Record::expires_at, Record::kill);
             },
         );
     }
-}
-
-/// Marks a record dead if it still expires by `by` (atomic with a strike); true if dead.
-fn kill(record: &Record, by: u64) -> bool {
-    let mut rec = lock(&record.rec);
-    if rec.is_some() && record.expires.load(Ordering::Acquire) <= by {
-        *rec = None;
-    }
-    rec.is_none()
 }
 
 /// [`store::ban_decision`](crate::store::ban_decision)'s figures, for `check_sync` to build.
@@ -198,7 +163,6 @@ fn ban_raw(policy: &Policy, remainder: u64) -> (Raw, u64, bool) {
 impl<C: Clock> MemoryStore<C> {
     /// [`check_sync`](Self::check_sync) for a policy with a penalty: a banned key is
     /// answered its ban; a refusal is a strike, and the strike that bans answers the ban.
-    /// The figures, the limit and whether the key is banned, as `check_sync` builds them.
     pub(super) fn check_penalized(
         &self,
         key: &[u8],
@@ -224,8 +188,7 @@ impl<C: Clock> MemoryStore<C> {
         })
     }
 
-    /// For a check of several policies: each banned policy's ban at `now` (`None` for the
-    /// others), or `None` if no policy bans the key.
+    /// For a check of several policies: each policy's ban, or `None` if none bans the key.
     pub(super) fn bans_of(
         &self,
         key: &[u8],
@@ -245,8 +208,7 @@ impl<C: Clock> MemoryStore<C> {
         bans.iter().any(Option::is_some).then_some(bans)
     }
 
-    /// Counts a strike for a policy of a check of several that refused by its own quota;
-    /// the ban's answer if the key is banned after it.
+    /// Counts a strike for a policy of a check of several; its ban, if the key is banned.
     pub(super) fn strike(
         &self,
         key: &[u8],
@@ -255,44 +217,34 @@ impl<C: Clock> MemoryStore<C> {
         now: u64,
     ) -> Option<Decision> {
         let buf = KeyBuf::new(key);
-        let remainder =
-            self.inner
-                .penalties
-                .strike(buf.as_ref(policy.name_namespace()), penalty, now)?;
-        Some(policy.ban_decision(remainder))
+        let ns = buf.as_ref(policy.name_namespace());
+        Some(policy.ban_decision(self.inner.penalties.strike(ns, penalty, now)?))
+    }
+
+    /// The remainder of `key`'s ban under `policy` (µs from now), if it is banned.
+    fn ban_left(&self, key: &[u8], policy: &Policy) -> Option<u64> {
+        let now = clamp_now(self.inner.clock.now_micros());
+        let buf = KeyBuf::new(key);
+        self.inner
+            .penalties
+            .banned(buf.as_ref(policy.name_namespace()), now)
     }
 
     /// A booking's answer when `policy` bans the key: refused, whatever the wait.
     pub(super) fn reserve_banned(&self, key: &[u8], policy: &Reservable) -> Option<Reservation> {
         let p = policy.policy();
         p.penalty()?;
-        let now = clamp_now(self.inner.clock.now_micros());
-        let buf = KeyBuf::new(key);
-        let remainder = self
-            .inner
-            .penalties
-            .banned(buf.as_ref(p.name_namespace()), now)?;
-        Some(Reservation::refused(p.ban_decision(remainder)))
+        Some(Reservation::refused(p.ban_decision(self.ban_left(key, p)?)))
     }
 
-    /// [`StoreExt::unban`](crate::StoreExt::unban) without the future: lifts `key`'s ban under
-    /// `policy` and forgets its strikes and earlier bans; its quota state is kept
-    /// ([penalties](crate::guide::penalties)).
+    /// [`StoreExt::unban`](crate::StoreExt::unban) without the future.
     pub(crate) fn unban_sync(&self, key: &[u8], policy: &Policy) {
         let buf = KeyBuf::new(key);
-        self.inner
-            .penalties
-            .forget(buf.as_ref(policy.name_namespace()));
+        (self.inner.penalties).forget(buf.as_ref(policy.name_namespace()));
     }
 
-    /// How long `key` stays banned under `policy` from now, if it is: for an operator's
-    /// view, and for tests.
+    /// How long `key` stays banned under `policy` from now, if it is.
     pub fn ban_remaining(&self, key: &[u8], policy: &Policy) -> Option<Duration> {
-        let now = clamp_now(self.inner.clock.now_micros());
-        let buf = KeyBuf::new(key);
-        self.inner
-            .penalties
-            .banned(buf.as_ref(policy.name_namespace()), now)
-            .map(Duration::from_micros)
+        self.ban_left(key, policy).map(Duration::from_micros)
     }
 }

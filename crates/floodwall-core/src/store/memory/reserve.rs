@@ -1,5 +1,4 @@
-//! The memory store's reservations: booking a slot and giving it back, on the same key
-//! states (and under the same compare-and-swap or lock) as its checks.
+//! The memory store's reservations, on the same key states as its checks.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -12,10 +11,8 @@ use crate::store::lock;
 use crate::{Cancelled, Clock, Error, Reservable, Reservation, State, Ticket};
 
 impl<C: Clock> MemoryStore<C> {
-    /// [`StoreExt::reserve`](crate::StoreExt::reserve) without the future: books the earliest
-    /// slot for `cost` if it is at most `max_wait` away, exactly, however many threads
-    /// book or check the key at once (GCRA by compare-and-swap, the token bucket under its
-    /// key's lock, as their checks).
+    /// [`StoreExt::reserve`](crate::StoreExt::reserve) without the future: exact however
+    /// many threads book or check the key at once.
     pub(crate) fn reserve_sync(
         &self,
         key: &[u8],
@@ -59,8 +56,7 @@ impl<C: Clock> MemoryStore<C> {
         })
     }
 
-    /// [`StoreExt::cancel`](crate::StoreExt::cancel) without the future: gives the slot back
-    /// when the booking is still the latest on the key (see [`Cancelled`]).
+    /// [`StoreExt::cancel`](crate::StoreExt::cancel) without the future.
     pub(crate) fn cancel_sync(
         &self,
         key: &[u8],

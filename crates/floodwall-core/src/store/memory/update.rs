@@ -1,23 +1,18 @@
-//! One read-modify-write of a key's state for the operations beside a check (booking a
-//! slot, charging or refunding): the GCRA TAT by compare-and-swap, the other algorithms
-//! under their key's lock, waiting out a check of several policies that holds the key and
-//! looking again when the key was evicted meanwhile. The check itself keeps its own loop
-//! in `memory.rs`, tuned for the hot path.
+//! One read-modify-write of a key's state for bookings, charges and refunds, as a check
+//! does it (the check keeps its own loop in `memory.rs`, tuned for the hot path).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-use super::{BUSY, DEAD, KeyState, MemoryStore, wait_while_busy};
+use super::{BUSY, KeyState, MemoryStore, settled};
 use crate::algorithm::gcra::Gcra;
 use crate::store::key::KeyRef;
 use crate::store::lock;
 use crate::{Clock, Error, Policy, State};
 
 impl<C: Clock> MemoryStore<C> {
-    /// Applies an operation to `key`'s state under `policy` at `now`: `on_tat` to a GCRA
-    /// TAT (its answer, and the TAT to write or `None` to leave it), `on_state` to any other
-    /// state (its answer, and µs until the state is fresh again, which extends the key's
-    /// expiry). A key not in the store is created when `create`, else the answer is `None`
-    /// and nothing changes.
+    /// Applies `on_tat` to a GCRA TAT (its answer, and the TAT to write) or `on_state` to
+    /// any other state (its answer, and µs until the state is fresh again). An unknown key
+    /// is created when `create`, else the answer is `None`.
     pub(super) fn update<T>(
         &self,
         key: KeyRef<'_>,
@@ -32,25 +27,18 @@ impl<C: Clock> MemoryStore<C> {
             let entry = match map.get(&key) {
                 Some(entry) => entry,
                 None if !create => return Ok(None),
-                None => {
-                    let fresh = match policy.engine().gcra() {
-                        Some(_) => KeyState::Gcra(AtomicU64::new(0)),
-                        None => KeyState::locked(),
-                    };
-                    self.insert(&map, key, fresh, now)
-                }
+                None => self.insert(&map, key, KeyState::fresh(policy), now),
             };
             let answer = match (entry, policy.engine().gcra()) {
                 (KeyState::Gcra(tat), Some(gcra)) => {
                     let mut t = tat.load(Ordering::Acquire);
                     loop {
                         // Held by a check of several policies (`all.rs`): its write first.
-                        if t == BUSY {
-                            t = wait_while_busy(tat);
-                            continue;
-                        }
-                        if t == DEAD {
-                            break None;
+                        if t >= BUSY {
+                            let Some(settled) = settled(tat) else {
+                                break None;
+                            };
+                            t = settled;
                         }
                         let (answer, next) = on_tat(gcra, t);
                         let Some(next) = next else {
