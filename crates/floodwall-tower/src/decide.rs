@@ -8,7 +8,6 @@
 //! open); what to answer is the tally's.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use floodwall_core::store::{Op, Reply};
 use floodwall_core::{Decision, Policy, Store, StoreExt};
@@ -20,6 +19,9 @@ use crate::key::Key;
 use crate::mode::sealed::Refuse;
 use crate::observe;
 use crate::tally::{PolicyList, Tally};
+
+/// What the outage log lines call the store.
+const WHAT: &str = "rate-limit";
 
 /// A request whose store did not answer at once: the policies still to check.
 #[derive(Default)]
@@ -77,7 +79,7 @@ pub(crate) fn now<M: Refuse, St: Store, K>(
     if let [policy] = policies {
         return match config.store.check_now(key.as_bytes(), policy, cost) {
             Some(Ok(decision)) if decision.is_allowed() => {
-                store_answered(&config.store_down);
+                config.store_down.answered(WHAT);
                 observe::decided(config.meter(), policies, 0, &decision);
                 let pairs = std::iter::once((policy, &decision));
                 Checked::Decided(Admission::Admit(fields(config, policies, pairs)))
@@ -139,7 +141,7 @@ fn answered<M: Refuse, St, K>(
     tally: Tally,
     policies: &[Policy],
 ) -> Checked<M::Refusal> {
-    store_answered(&config.store_down);
+    config.store_down.answered(WHAT);
     match verdict(&tally, config.shadow, config.waiting.max_wait()) {
         Verdict::Admit => Checked::Decided(admit::<M, St, K>(config, &tally, policies)),
         Verdict::Refuse => Checked::Decided(refuse::<M, St, K>(config, &tally, policies)),
@@ -208,7 +210,7 @@ where
             return store_failed::<M, St, K>(&config, e);
         }
     }
-    store_answered(&config.store_down);
+    config.store_down.answered(WHAT);
     match verdict(&tally, config.shadow, config.waiting.max_wait()) {
         Verdict::Admit => admit::<M, St, K>(&config, &tally, list),
         Verdict::Refuse => refuse::<M, St, K>(&config, &tally, list),
@@ -292,7 +294,7 @@ fn fields<'a, St, K, I>(config: &Config<St, K>, policies: &[Policy], decisions: 
 where
     I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
 {
-    if config.headers == HeaderStyle::None {
+    if config.refusals.headers == HeaderStyle::None {
         return None;
     }
     some_fields(config, policies, decisions)
@@ -309,7 +311,7 @@ fn some_fields<'a, St, K, I>(
 where
     I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
 {
-    Fields::new(config.headers, config.ietf_consts(policies), decisions)
+    Fields::new(config.refusals.headers, config.ietf_consts(policies), decisions)
 }
 
 /// The verdict on a request some policy denied: refused, or in shadow mode logged and
@@ -333,10 +335,10 @@ fn refuse<M: Refuse, St, K>(
         return Admission::Admit(fields(config, policies, tally.pairs(policies)));
     }
     Admission::Refuse(M::denied(&denial, |denial| {
-        let mut res = config.on_reject.respond(denial);
+        let mut res = config.refusals.on_reject.respond(denial);
         headers::ensure_retry_after(res.headers_mut(), denial.retry_after());
         headers::write(
-            config.headers,
+            config.refusals.headers,
             config.ietf_consts(policies),
             denial.decisions(),
             res.headers_mut(),
@@ -352,8 +354,7 @@ fn store_failed<M: Refuse, St, K>(
     error: floodwall_core::Error,
 ) -> Admission<M::Refusal> {
     let open = config.shadow;
-    let down = &config.store_down;
-    if !down.load(Ordering::Relaxed) && !down.swap(true, Ordering::Relaxed) {
+    if config.store_down.failed(WHAT, &error) {
         if open {
             tracing::warn!(
                 target: "floodwall",
@@ -367,27 +368,11 @@ fn store_failed<M: Refuse, St, K>(
                 "rate-limit store failing; refusing requests (fail closed) until it answers"
             );
         }
-    } else {
-        tracing::debug!(target: "floodwall", %error, "rate-limit store failed");
     }
     if open {
         return Admission::Admit(None);
     }
     Admission::Refuse(M::store_failed(error, |error| {
-        config.on_failure.respond(error)
+        config.refusals.on_failure.respond(error)
     }))
-}
-
-/// Notes that the store answered, logging the end of an outage once.
-fn store_answered(down: &AtomicBool) {
-    if down.load(Ordering::Relaxed) {
-        store_is_back(down);
-    }
-}
-
-/// The store answers again after failing: logged once, by whichever request sees it.
-fn store_is_back(down: &AtomicBool) {
-    if down.swap(false, Ordering::Relaxed) {
-        tracing::info!(target: "floodwall", "rate-limit store answers again");
-    }
 }

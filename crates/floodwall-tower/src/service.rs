@@ -330,10 +330,7 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
         St: Store,
     {
         let shadow = config.shadow || config.enforces_none;
-        match config
-            .on_missing
-            .refusal::<M>(shadow, error, &*config.on_reject)
-        {
+        match config.refusals.missing::<M>(shadow, error) {
             Some(refusal) => ResponseFuture::refused(refusal),
             None => ResponseFuture::calling(self.inner.call(req), None),
         }

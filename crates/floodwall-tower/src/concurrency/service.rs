@@ -77,10 +77,7 @@ impl<S, St, K, M: RefusalMode> ConcurrencyLimitService<S, St, K, M> {
             }
         };
         if let Err(error) = found {
-            return match config
-                .on_missing
-                .refusal::<M>(config.shadow, error, &*config.on_reject)
-            {
+            return match config.refusals.missing::<M>(config.shadow, error) {
                 Some(refusal) => ConcurrencyLimitFuture::refused(refusal),
                 None => ConcurrencyLimitFuture::calling(self.inner.call(req), Granted::default()),
             };

@@ -48,11 +48,6 @@ impl InFlightHeaders {
         }
     }
 
-    /// The style these headers are written in.
-    pub(crate) fn style(&self) -> HeaderStyle {
-        self.style
-    }
-
     /// Adds the style's headers, with `remaining` slots left on the key.
     pub(crate) fn write(&self, remaining: u64, headers: &mut HeaderMap) {
         match self.style {
