@@ -14,14 +14,11 @@
 //!
 //! # When there is no key
 //!
-//! An extractor that cannot find its key returns a [`KeyError`] that names what is missing
-//! and a status to answer with. The layer's [`OnMissingKey`] decides what then happens;
-//! the default, [`OnMissingKey::Reject`], refuses the request with that status (500 for a
-//! missing peer address, which is a server misconfiguration; 400 for a missing header) and
-//! logs a warning. The refusal is built by the layer's [responder](crate::respond)'s
-//! [`missing_key`](crate::respond::OnReject::missing_key), which says what was missing:
-//! plain text, JSON or problem+json alike, naming the header. Nothing panics. To fall back
-//! to another extractor instead, use [`ExtractKey::or`].
+//! An extractor that cannot find its key returns a [`KeyError`] naming what is missing and
+//! a status (500 for a missing peer address, a server misconfiguration; 400 for a missing
+//! header). The layer's [`OnMissingKey`] decides: by default the request is refused with
+//! that status by the responder's [`missing_key`](crate::respond::OnReject::missing_key),
+//! and a warning logged. To fall back to another extractor instead, use [`ExtractKey::or`].
 //!
 //! ```
 //! use floodwall_tower::extract::{ClientIp, ExtractKey, HeaderKey, MethodRoute};
@@ -58,14 +55,10 @@ pub use route::{MethodRoute, normalize_path};
 
 /// Reads a request's rate-limit key.
 ///
-/// Write the key's bytes into `key` (it may already hold bytes from an enclosing
-/// [`Pair`]: append, never clear). Return a [`KeyError`] when the key is not there.
-///
-/// Implemented for every `Fn(&Parts) -> Option<T>` where `T: AsRef<[u8]>`; `None` is a
-/// [`KeyError`] with status 500.
-///
-/// An extractor need not be `Clone`: the layer holds it once, behind an `Arc`, and every
-/// service it builds shares it.
+/// Append the key's bytes to `key` (an enclosing [`Pair`] may have written some: never
+/// clear), or return a [`KeyError`]. Implemented for every `Fn(&Parts) -> Option<T>` with
+/// `T: AsRef<[u8]>` (`None` is a 500). An extractor need not be `Clone`: the layer holds
+/// it once.
 ///
 /// ```
 /// use floodwall_tower::extract::ExtractKey;
@@ -82,18 +75,10 @@ pub trait ExtractKey: Send + Sync + 'static {
     /// Appends this request's key to `key`, or says why there is none.
     fn extract(&self, req: &Parts, key: &mut Key) -> Result<(), KeyError>;
 
-    /// [`extract`](Self::extract) from the whole request, for an extractor that can read
-    /// its key there: `Some` is exactly what `extract` would answer (and write) for the
-    /// request's parts; `None` (the default) means "only from the [`Parts`]", and leaves
-    /// `key` as it was.
-    ///
-    /// The layer asks this first, because taking a request apart to lend its `Parts` and
-    /// putting it back together copies its head (some 200 bytes) twice: a measurable part
-    /// of what the limiter costs per request. Every extractor of this crate answers here,
-    /// as do [`and`](Self::and) and [`or`](Self::or) of extractors that do; a closure
-    /// over `&Parts` does not. (The layer takes the request apart anyway when it has a
-    /// [cost](crate::RateLimitLayer::cost) or a [chooser](crate::RateLimitLayer::choose):
-    /// they read `Parts`.)
+    /// [`extract`](Self::extract) from the whole request: `Some` is exactly what `extract`
+    /// would answer (and write) for its parts; `None` (the default) means "only from the
+    /// [`Parts`]" and leaves `key` as it was. The layer asks this first, since taking a
+    /// request apart copies its head twice; every extractor of this crate answers here.
     fn extract_request<B>(&self, req: &Request<B>, key: &mut Key) -> Option<Result<(), KeyError>>
     where
         Self: Sized,
@@ -177,12 +162,8 @@ impl<B> Head for Request<B> {
     }
 }
 
-/// Why an extractor found no key: what was missing, why, and the status to answer with if
-/// the request is refused.
-///
-/// A refused request's [`OnReject::missing_key`](crate::respond::OnReject::missing_key)
-/// gets it, so a responder can name what the client must send; its text is logged and sent in
-/// refusals' bodies, so it must not contain secrets.
+/// Why an extractor found no key: what was missing, why, and the status to answer with.
+/// Its text is logged and sent in refusals' bodies: it must not contain secrets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyError {
     status: StatusCode,

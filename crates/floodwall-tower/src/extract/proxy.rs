@@ -31,30 +31,19 @@ pub enum ForwardedHeader {
 /// Keys requests by the client's address as recorded by reverse proxies you trust, and
 /// by the connection's address when the request did not come through one.
 ///
-/// Each proxy appends the address it received the request from to the header, so the
-/// header is read **from the right**, one entry at a time: starting at the connection's
-/// peer, every hop whose address is in a trusted network is skipped, and the first address
-/// outside them is the client. Only proxies can write the entries to the right of the
-/// client; anything a client forged sits to the left of them and is never read, whatever
-/// its bytes (text or not, quotes, commas, empty entries).
+/// The header is read **from the right**: starting at the connection's peer, every hop in
+/// a trusted network is skipped, and the first address outside them is the client.
+/// Anything a client forged sits left of what the proxies appended and is never read.
 ///
-/// - A peer outside the trusted networks is keyed by its own address, whatever headers it
-///   sent: a client connecting directly cannot pick its key.
-/// - If the entry where the walk stops is not an address (a hostname, `unknown`, an
-///   obfuscated `_node`, bytes that are not text), the client is unknown: the key is
-///   **missing** with status 400, and the layer's
-///   [`OnMissingKey`](super::OnMissingKey) decides (refuse, by default). It is never
-///   keyed by the proxy that recorded it, which would put the client in the bucket every
-///   client behind that proxy shares. To limit such requests together instead, say so:
-///   `ClientIp::new(..).or(Global)`.
-/// - Empty list entries (`a, , b`) are skipped, as HTTP's list syntax asks.
-/// - If every entry is a trusted proxy, the leftmost one is the client.
+/// - A peer outside the trusted networks is keyed by its own address, whatever it sent.
+/// - If the entry where the walk stops is not an address (`unknown`, `_node`, not text),
+///   the key is **missing** with status 400 ([`OnMissingKey`](super::OnMissingKey)
+///   decides), never the proxy's: `ClientIp::new(..).or(Global)` limits such requests
+///   together instead.
+/// - Empty entries are skipped; if every entry is trusted, the leftmost one is the client.
 ///
-/// Like [`PeerIp`](super::PeerIp), IPv6 clients are keyed by their /64. Trusted networks
-/// and addresses compare as [`PeerIp`](super::PeerIp) keys them: IPv4-mapped IPv6
-/// (`::ffff:10.0.0.0/104`) is the IPv4 network it maps (`10.0.0.0/8`).
-///
-/// There is deliberately no "leftmost entry" or "trust every proxy" mode: the leftmost
+/// IPv6 clients are keyed by their /64, and IPv4-mapped IPv6 compares as IPv4, as with
+/// [`PeerIp`](super::PeerIp). There is deliberately no "leftmost entry" mode: the leftmost
 /// entry is whatever the client wrote.
 ///
 /// ```
@@ -186,18 +175,14 @@ impl ExtractKey for ClientIp {
 /// The entry where the walk stopped is not an address: the client's address is missing,
 /// and the error names the header it should be in.
 fn unparseable(header: ForwardedHeader) -> KeyError {
-    let (name, reason) = match header {
-        ForwardedHeader::XForwardedFor => (
-            "x-forwarded-for",
-            "the x-forwarded-for header's entry for the client (where the trusted proxies \
-             end) is not an IP address",
-        ),
-        ForwardedHeader::Forwarded => (
-            "forwarded",
-            "the forwarded header's entry for the client (where the trusted proxies end) is \
-             not an IP address",
-        ),
+    let name = match header {
+        ForwardedHeader::XForwardedFor => "x-forwarded-for",
+        ForwardedHeader::Forwarded => "forwarded",
     };
+    let reason = format!(
+        "the {name} header's entry for the client (where the trusted proxies end) is not an \
+         IP address"
+    );
     KeyError::new(StatusCode::BAD_REQUEST, reason).naming(name)
 }
 
@@ -333,22 +318,6 @@ mod tests {
     }
 
     #[test]
-    fn an_untrusted_peer_is_keyed_by_itself_whatever_it_forges() {
-        let forged = headers("x-forwarded-for", &["1.2.3.4"]);
-        assert_eq!(walk(&lb(), "203.0.113.9", &forged), Some(ip("203.0.113.9")));
-    }
-
-    #[test]
-    fn the_rightmost_untrusted_entry_is_the_client() {
-        // The client forged "1.2.3.4"; the proxy appended the real address.
-        let h = headers("x-forwarded-for", &["1.2.3.4, 198.51.100.7, 10.1.1.1"]);
-        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("198.51.100.7")));
-        // Several lines are one list.
-        let h = headers("x-forwarded-for", &["1.2.3.4", "198.51.100.7", "10.1.1.1"]);
-        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("198.51.100.7")));
-    }
-
-    #[test]
     fn an_entry_that_is_not_an_address_where_the_walk_stops_is_no_client() {
         let h = headers("x-forwarded-for", &["198.51.100.7, not-an-ip, 10.1.1.1"]);
         assert_eq!(walk(&lb(), "10.0.0.2", &h), None);
@@ -451,17 +420,6 @@ mod tests {
     }
 
     #[test]
-    fn forwarded_quotes_keep_their_commas() {
-        // A client's quoted comma is one element; the proxy's element is read whole.
-        let h = headers(
-            "forwarded",
-            &["for=\"a, b\", for=\"[2001:db8::7]:1\", for=10.1.1.1"],
-        );
-        let fwd = lb().header(ForwardedHeader::Forwarded);
-        assert_eq!(walk(&fwd, "10.0.0.2", &h), Some(ip("2001:db8::7")));
-    }
-
-    #[test]
     fn forwarded_quotes_in_a_proxys_element_keep_their_commas() {
         // A trusted proxy's element with a quoted comma in it: one element, whose `for`
         // is the proxy, so the client is the element left of it.
@@ -477,13 +435,6 @@ mod tests {
             &["for=\"[2001:db8::7]:4711\";by=\"x,y\", for=10.1.1.1"],
         );
         assert_eq!(walk(&fwd, "10.0.0.2", &h), Some(ip("2001:db8::7")));
-    }
-
-    #[test]
-    fn the_walk_is_bounded() {
-        let long = vec!["10.1.1.1"; 100].join(",");
-        let h = headers("x-forwarded-for", &[&format!("198.51.100.7,{long}")]);
-        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("10.1.1.1")));
     }
 
     #[test]

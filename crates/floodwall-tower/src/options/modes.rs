@@ -10,15 +10,9 @@ use crate::live::{LiveError, LiveState};
 /// them on every request: set with [`RateLimitLayer::modes`](crate::RateLimitLayer::modes),
 /// changed while serving through a `LiveLimits` handle (feature `live`).
 ///
-/// - [`all`](Self::all): the mode of every policy without one of its own, a chooser's
-///   too. [`Enforcement::Shadow`] is shadow mode for the whole layer: decide, log what
-///   would have been refused (at `info`, target `floodwall`), add the headers, but never
-///   refuse, not even on a store failure or a missing key. For trying a limit on real
-///   traffic before enforcing it.
-/// - [`policy`](Self::policy): the mode of the policy of this name.
-/// - [`register`](Self::register): a policy known by name but checked only when a
-///   chooser picks it (`live.policy("login")`); a [`LiveLimits`] handle can change its
-///   quota and mode.
+/// [`Modes::all`]`(Enforcement::Shadow)` is shadow mode for the whole layer: decide, log,
+/// add the headers, never refuse (not even on a store failure or a missing key). The
+/// [live changes guide](crate::guide::live_changes) says what each mode does.
 ///
 /// ```
 /// use floodwall_core::{MemoryStore, Policy};
@@ -30,9 +24,6 @@ use crate::live::{LiveError, LiveState};
 /// # let _ = layer;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-///
-#[cfg_attr(feature = "live", doc = "[`LiveLimits`]: crate::LiveLimits")]
-#[cfg_attr(not(feature = "live"), doc = "[`LiveLimits`]: crate#features")]
 #[derive(Debug, Clone, Default)]
 pub struct Modes {
     all: Option<Enforcement>,
@@ -53,20 +44,17 @@ impl Modes {
         self
     }
 
-    /// The mode of the policy of this name (the layer's own or [registered](Self::register))
-    /// when the layer is built: [`Enforcement::Shadow`] to try it on real traffic,
-    /// [`Enforcement::Off`] to skip it. Modes apply by name to whatever a request is
-    /// checked against, so a chooser's policy of this name has it too. A name the layer
-    /// does not know is an error of [`RateLimitLayer::modes`](crate::RateLimitLayer::modes),
-    /// so a typo does not go unnoticed.
+    /// The mode of the policy of this name (the layer's own or [registered](Self::register)),
+    /// a chooser's policy of this name included. An unknown name is an error of
+    /// [`RateLimitLayer::modes`](crate::RateLimitLayer::modes).
     pub fn policy(mut self, name: impl Into<String>, mode: Enforcement) -> Self {
         self.by_name.push((name.into(), mode));
         self
     }
 
     /// Makes a policy known by name without checking it on every request: a chooser picks
-    /// it (`live.policy("login")`), and a live handle can change its quota and mode. A
-    /// policy of the same name already known (the layer's own or registered) is replaced.
+    /// it (`live.policy("login")`), and a live handle can change it. One of the
+    /// same name already known is replaced.
     pub fn register(mut self, policy: Policy) -> Self {
         self.registered.push(policy);
         self
