@@ -311,7 +311,8 @@ fn some_fields<'a, St, K, I>(
 where
     I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
 {
-    Fields::new(config.refusals.headers, config.ietf_consts(policies), decisions)
+    let consts = config.ietf_consts(policies);
+    Fields::new(config.refusals.headers, consts, decisions)
 }
 
 /// The verdict on a request some policy denied: refused, or in shadow mode logged and

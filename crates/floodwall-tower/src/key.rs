@@ -168,63 +168,6 @@ mod tests {
     }
 
     #[test]
-    fn truncate_and_write_at_on_the_heap_form() {
-        let (mut key, mut model) = filled(100);
-        assert!(on_heap(&key));
-
-        key.write_at(90, b"abc");
-        model[90..93].copy_from_slice(b"abc");
-        same(&key, &model);
-        // Only bytes already written are overwritten: past the end is a no-op.
-        key.write_at(99, b"xy");
-        key.write_at(200, b"z");
-        same(&key, &model);
-
-        key.truncate(150);
-        same(&key, &model);
-        key.truncate(70);
-        model.truncate(70);
-        same(&key, &model);
-        key.truncate(10);
-        model.truncate(10);
-        assert!(
-            on_heap(&key),
-            "truncating does not move the bytes back inline"
-        );
-        same(&key, &model);
-
-        key.write_at(8, b"zz");
-        model[8..10].copy_from_slice(b"zz");
-        same(&key, &model);
-        key.write_at(9, b"zzz");
-        same(&key, &model);
-
-        key.extend_from_slice(b"tail");
-        model.extend_from_slice(b"tail");
-        same(&key, &model);
-    }
-
-    #[test]
-    fn write_at_and_truncate_on_the_inline_form() {
-        let (mut key, mut model) = filled(20);
-        key.write_at(18, b"ab");
-        model[18..20].copy_from_slice(b"ab");
-        same(&key, &model);
-        // The inline buffer has room past the key, but those bytes are not the key's.
-        key.write_at(19, b"cd");
-        key.write_at(40, b"e");
-        same(&key, &model);
-        key.truncate(30);
-        same(&key, &model);
-        key.truncate(5);
-        model.truncate(5);
-        same(&key, &model);
-        key.push(1);
-        model.push(1);
-        same(&key, &model);
-    }
-
-    #[test]
     fn extend_from_prefix_near_the_inline_limit() {
         let ip: [u8; 16] = std::array::from_fn(|i| 0xc0 + i as u8);
         // An empty key (its fast path), then from room for the whole array, through room

@@ -163,6 +163,16 @@ impl Check<'_> {
         self.span(value.span(), field, expected, found)
     }
 
+    /// An error at `value`, which was there instead of `expected`: found, quoted.
+    fn bad(
+        &self,
+        value: &Spanned<String>,
+        field: impl Into<String>,
+        expected: impl Into<String>,
+    ) -> FileError {
+        self.at(value, field, expected, format!("\"{}\"", value.get_ref()))
+    }
+
     fn span(
         &self,
         span: Range<usize>,
@@ -181,14 +191,7 @@ impl Check<'_> {
             .iter()
             .find(|(name, _)| *name == raw.kind.get_ref().trim())
             .map(|(_, kind)| *kind)
-            .ok_or_else(|| {
-                self.at(
-                    &raw.kind,
-                    "key.kind",
-                    format!("one of {kinds}"),
-                    format!("\"{}\"", raw.kind.get_ref()),
-                )
-            })?;
+            .ok_or_else(|| self.bad(&raw.kind, "key.kind", format!("one of {kinds}")))?;
         let kind_name = raw.kind.get_ref().trim();
         let misplaced = |span: Range<usize>, field: &str, applies: &str| {
             self.span(
@@ -217,12 +220,9 @@ impl Check<'_> {
                     .ok()
                     .filter(|nets| nets.len() == 1)
                     .ok_or_else(|| {
-                        self.at(
-                            net,
-                            format!("key.trusted_proxies[{i}]"),
-                            "a network such as \"10.0.0.0/8\" or an address such as \"127.0.0.1\"",
-                            format!("\"{}\"", net.get_ref()),
-                        )
+                        let expected =
+                            "a network such as \"10.0.0.0/8\" or an address such as \"127.0.0.1\"";
+                        self.bad(net, format!("key.trusted_proxies[{i}]"), expected)
                     })?;
                 spec.trusted.extend(parsed);
             }
@@ -239,27 +239,16 @@ impl Check<'_> {
                 "x-forwarded-for" => false,
                 "forwarded" => true,
                 _ => {
-                    return Err(self.at(
-                        header,
-                        "key.forwarded_header",
-                        "\"x-forwarded-for\" or \"forwarded\"",
-                        format!("\"{}\"", header.get_ref()),
-                    ));
+                    let expected = "\"x-forwarded-for\" or \"forwarded\"";
+                    return Err(self.bad(header, "key.forwarded_header", expected));
                 }
             };
         }
         match (&raw.header, kind) {
             (Some(name), KeyKind::Header) => {
-                let parsed =
-                    HeaderName::from_bytes(name.get_ref().trim().as_bytes()).map_err(|_| {
-                        self.at(
-                            name,
-                            "key.header",
-                            "a header name such as \"x-api-key\"",
-                            format!("\"{}\"", name.get_ref()),
-                        )
-                    })?;
-                spec.header = Some(parsed);
+                let expected = "a header name such as \"x-api-key\"";
+                let parsed = HeaderName::from_bytes(name.get_ref().trim().as_bytes());
+                spec.header = Some(parsed.map_err(|_| self.bad(name, "key.header", expected))?);
             }
             (Some(name), _) => return Err(misplaced(name.span(), "header", "kind = \"header\"")),
             (None, KeyKind::Header) => {
@@ -313,11 +302,10 @@ impl Check<'_> {
         let algorithm = match &raw.algorithm {
             Some(text) => text.get_ref().parse::<Algorithm>().map_err(|_| {
                 let names: Vec<&str> = Algorithm::all().iter().map(|a| a.name()).collect();
-                self.at(
+                self.bad(
                     text,
                     field("algorithm"),
                     format!("one of {}", names.join(", ")),
-                    format!("\"{}\"", text.get_ref()),
                 )
             })?,
             None => Algorithm::Gcra,
@@ -337,15 +325,9 @@ impl Check<'_> {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b));
         if !valid_name {
-            return Err(self.at(
-                &raw.name,
-                field("name"),
-                format!(
-                    "a name of 1 to {} characters from A-Z a-z 0-9 _ . : -",
-                    Policy::MAX_NAME_LEN
-                ),
-                format!("\"{name}\""),
-            ));
+            let max = Policy::MAX_NAME_LEN;
+            let expected = format!("a name of 1 to {max} characters from A-Z a-z 0-9 _ . : -");
+            return Err(self.bad(&raw.name, field("name"), expected));
         }
         let mut policy = Policy::new(name.as_str(), algorithm, quota).map_err(|e| {
             self.at(
@@ -455,12 +437,8 @@ impl Check<'_> {
             let field = |name: &str| format!("route[{i}].{name}");
             let path = route.path.get_ref().trim();
             if !path.starts_with('/') || path.contains(['?', '#', ' ']) {
-                return Err(self.at(
-                    &route.path,
-                    field("path"),
-                    "a path prefix starting with \"/\", such as \"/login\"",
-                    format!("\"{}\"", route.path.get_ref()),
-                ));
+                let expected = "a path prefix starting with \"/\", such as \"/login\"";
+                return Err(self.bad(&route.path, field("path"), expected));
             }
             let methods = match &route.methods {
                 None => None,
@@ -476,20 +454,15 @@ impl Check<'_> {
                     let mut methods = Vec::with_capacity(list.len());
                     for (j, text) in list.iter().enumerate() {
                         let upper = text.get_ref().trim().to_ascii_uppercase();
-                        let method =
-                            METHODS
-                                .iter()
-                                .find(|m| m.as_str() == upper)
-                                .ok_or_else(|| {
-                                    let names: Vec<&str> =
-                                        METHODS.iter().map(Method::as_str).collect();
-                                    self.at(
-                                        text,
-                                        format!("route[{i}].methods[{j}]"),
-                                        format!("one of {}", names.join(", ")),
-                                        format!("\"{}\"", text.get_ref()),
-                                    )
-                                })?;
+                        let Some(method) = METHODS.iter().find(|m| m.as_str() == upper) else {
+                            let names: Vec<&str> = METHODS.iter().map(Method::as_str).collect();
+                            let expected = format!("one of {}", names.join(", "));
+                            return Err(self.bad(
+                                text,
+                                format!("route[{i}].methods[{j}]"),
+                                expected,
+                            ));
+                        };
                         if !methods.contains(method) {
                             methods.push(method.clone());
                         }
@@ -529,11 +502,11 @@ impl Check<'_> {
                     let mut names: Vec<String> = Vec::with_capacity(list.get_ref().len());
                     for (j, name) in list.get_ref().iter().enumerate() {
                         if !policies.iter().any(|e| e.name() == name.get_ref()) {
-                            return Err(self.at(
+                            let expected = format!("the name of a [[policy]]: {}", known());
+                            return Err(self.bad(
                                 name,
                                 format!("route[{i}].policies[{j}]"),
-                                format!("the name of a [[policy]]: {}", known()),
-                                format!("\"{}\"", name.get_ref()),
+                                expected,
                             ));
                         }
                         if !names.contains(name.get_ref()) {

@@ -83,12 +83,11 @@ impl FileError {
         expected: impl Into<String>,
         found: Option<String>,
     ) -> FileError {
+        let origin = &self.origin;
+        let error = Source { origin, text: "" }.error(None, field, expected, found);
         FileError {
-            origin: self.origin.clone(),
             position: self.position,
-            field: field.into(),
-            expected: expected.into(),
-            found,
+            ..error
         }
     }
 
@@ -99,13 +98,7 @@ impl FileError {
         expected: impl Into<String>,
         found: Option<String>,
     ) -> FileError {
-        FileError {
-            origin: origin.to_owned(),
-            position: None,
-            field: field.into(),
-            expected: expected.into(),
-            found,
-        }
+        Source { origin, text: "" }.error(None, field, expected, found)
     }
 }
 
