@@ -7,18 +7,13 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-/// A response body type a refusal can be written in.
+/// A response body type a refusal can be written in: a [`RateLimit`](crate::RateLimit)
+/// service answers with the inner service's own body type, so axum and tonic take its
+/// bodies through without boxing them again.
 ///
-/// A [`RateLimit`](crate::RateLimit) service answers with the inner service's own body
-/// type, so a framework that erases body types (axum, tonic) takes the inner service's
-/// bodies through as they are, without boxing them once more per response. A refusal's
-/// small, fixed body (built by the [responders](crate::respond)) is converted into that type
-/// with [`from_rejection`](Self::from_rejection).
-///
-/// Implemented for axum's and tonic's bodies (features `axum` and `tonic`), `String`,
-/// http-body-util's `Full<Bytes>`, `BoxBody<Bytes, E>` and `UnsyncBoxBody<Bytes, E>`, and
-/// [`ResponseBody`]. For any other body type, wrap the inner service's bodies in
-/// [`ResponseBody::new`] inside the layer:
+/// Implemented for axum's and tonic's bodies, `String`, http-body-util's `Full<Bytes>`,
+/// `BoxBody<Bytes, E>` and `UnsyncBoxBody<Bytes, E>`, and [`ResponseBody`]. For any other
+/// body type, wrap the inner service's bodies in [`ResponseBody::new`] inside the layer:
 ///
 /// ```
 /// use floodwall_core::{MemoryStore, Policy};

@@ -1,11 +1,7 @@
 //! The decision on one request: its key checked against its policies in the store
 //! ([`now`], and [`rest`] when the store must be waited for), the answers gathered in a
-//! [`Tally`], and the verdict drawn from the tally and the policies: admit with these
-//! headers, refuse, or (within the layer's wait) book the slots and wait for them
-//! (`wait.rs`, which answers how it ended) before admitting.
-//!
-//! The configuration only says how to answer (headers, responders, shadow mode, fail
-//! open); what to answer is the tally's.
+//! [`Tally`], and the verdict: admit with these headers, refuse, or book the slots and
+//! wait for them (`wait.rs`).
 
 use std::sync::Arc;
 
@@ -59,13 +55,9 @@ fn verdict(tally: &Tally, shadow: bool, max_wait: Option<std::time::Duration>) -
     }
 }
 
-/// Checks `key` against every policy, in order, as far as the store answers without
-/// waiting ([`StoreExt::check_now`](floodwall_core::StoreExt::check_now); the memory store always does): the verdict, or what
-/// is left for [`rest`]. On the memory store's hot path this builds no future and clones
-/// nothing.
-///
-/// Several policies are decided at once, all or nothing ([`Store::call_now`]):
-/// see [`RateLimitLayer::and_policy`](crate::RateLimitLayer::and_policy).
+/// Checks `key` against every policy as far as the store answers without waiting (the
+/// memory store always does): the verdict, or what is left for [`rest`]. Builds no future
+/// and clones nothing.
 // Forced inline: as a call it costs instructions on every request (measured by
 // crates/floodwall-bench/benches/http_instructions.rs), most without headers.
 #[inline(always)]
@@ -219,8 +211,7 @@ where
 }
 
 /// A request refused within the layer's wait: books a slot in each policy that refused
-/// (in each policy, when several counted none of it), waits for the latest, and admits
-/// it with the bookings' figures; or refuses it as without waiting when it cannot wait.
+/// (in each, when several counted none of it) and waits, or refuses it when it cannot.
 #[cfg(feature = "wait")]
 async fn wait<M, St, K>(
     config: &Arc<Config<St, K>>,
@@ -300,9 +291,8 @@ where
     some_fields(config, policies, decisions)
 }
 
-/// [`fields`] in a style that has some. A function of its own so that `fields` stays
-/// small enough to inline: merged, the no-headers row of the `http_instructions` bench
-/// costs more per request.
+/// [`fields`] in a style that has some: apart so that `fields` stays small enough to
+/// inline (the `http_instructions` bench).
 fn some_fields<'a, St, K, I>(
     config: &Config<St, K>,
     policies: &[Policy],

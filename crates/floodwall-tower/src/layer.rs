@@ -94,15 +94,6 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
 impl<St: Store + Clone> RateLimitLayer<St> {
     /// Limits each client (by peer IP) to `policy`, with state in `store`: a handle each
     /// service clones (a store of your own that is not `Clone` goes in an `Arc`).
-    ///
-    /// ```
-    /// use floodwall_core::{MemoryStore, Policy};
-    /// use floodwall_tower::RateLimitLayer;
-    ///
-    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("per-ip", "10/s burst 20".parse()?)?);
-    /// # let _ = layer;
-    /// # Ok::<(), floodwall_core::ConfigError>(())
-    /// ```
     pub fn new(store: St, policy: Policy) -> Self {
         let live = Shared::new(LiveState {
             own: vec![policy.clone()],
@@ -150,17 +141,6 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// ([guide](crate::guide::waiting)). A window or log policy among the layer's cannot
     /// book a slot: [`ConfigError::WaitUnsupported`]. Policies added later, or chosen per
     /// request, wait when their algorithm can book.
-    ///
-    /// ```
-    /// use floodwall_core::{MemoryStore, Policy};
-    /// use floodwall_tower::{RateLimitLayer, Wait};
-    /// use std::time::Duration;
-    ///
-    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("smooth", "10/s burst 5".parse()?)?)
-    ///     .wait(Wait::up_to(Duration::from_secs(1))?)?;
-    /// # let _ = layer;
-    /// # Ok::<(), floodwall_core::ConfigError>(())
-    /// ```
     pub fn wait(self, wait: Wait) -> Result<Self, ConfigError> {
         for policy in &self.live.state().own {
             policy.reservable()?;
@@ -241,17 +221,6 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     }
 
     /// How refusals are answered and which headers are sent: see [`Refusals`].
-    ///
-    /// ```
-    /// # use floodwall_core::{MemoryStore, Policy};
-    /// use floodwall_tower::{HeaderStyle, RateLimitLayer, Refusals};
-    /// use floodwall_tower::respond::ProblemJson;
-    ///
-    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("p", "100/s".parse()?)?)
-    ///     .refusals(Refusals::new().respond(ProblemJson).headers(HeaderStyle::GitHub));
-    /// # let _ = layer;
-    /// # Ok::<(), floodwall_core::ConfigError>(())
-    /// ```
     pub fn refusals(self, refusals: Refusals) -> Self {
         self.map(|s| s.refusals = refusals)
     }

@@ -25,15 +25,9 @@ use crate::tally::PolicyList;
 /// Rate-limits the requests to an inner service; built by
 /// [`RateLimitLayer`](crate::RateLimitLayer).
 ///
-/// For each request it extracts a key, checks it against the policies in the store, and
-/// either calls the inner service (adding rate-limit headers to its response) or answers
-/// with the refusal at once. `poll_ready` is the inner service's: the limiter never waits
-/// for quota and never holds back readiness, so the layer needs no `BufferLayer`.
-///
-/// Its responses have the inner service's body type (`Response<B>`, refusals included:
-/// they are written into `B` by [`RejectionBody`](crate::RejectionBody)).
-///
-/// Cloning is cheap: the configuration is shared behind one `Arc`.
+/// `poll_ready` is the inner service's: the limiter never holds back readiness. Its
+/// responses have the inner service's body type, refusals included
+/// ([`RejectionBody`](crate::RejectionBody)). Cloning is cheap.
 pub struct RateLimit<S, St = MemoryStore, K = PeerIp, M = RejectWithResponse> {
     inner: S,
     cell: Arc<Cell<St, K>>,
@@ -108,11 +102,9 @@ struct Call<'a, S, M> {
 }
 
 impl<S, M: RefusalMode> Call<'_, S, M> {
-    /// Starts handling a request; `M` picks how refusals are reported.
-    ///
-    /// The usual request (no cost function, no chooser, an extractor that reads the whole
-    /// request) is checked without being taken apart, and an admitted one is passed on as
-    /// it came: moving its head out to a `Parts` and back is two copies of some 200 bytes.
+    /// Starts handling a request. The usual one (no cost function, no chooser, an
+    /// extractor that reads the whole request) is never taken apart: moving its head out
+    /// to a `Parts` and back is two copies of some 200 bytes.
     #[inline(always)]
     fn start<B, St, K>(
         self,
@@ -136,9 +128,8 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
         self.start_parts(config, None, req)
     }
 
-    /// [`start`](Self::start) under a live change or with a policy not enforced: the
-    /// current version, read once for the whole request. Out of line and through the
-    /// request's `Parts`, so that the usual path keeps its key extractor inlined.
+    /// [`start`](Self::start) under a live change or with a policy not enforced: out of
+    /// line, so that the usual path keeps its key extractor inlined.
     #[inline(never)]
     fn start_live<B, St, K>(self, cell: &Cell<St, K>, req: Request<B>) -> ResponseFuture<S, B, M>
     where
@@ -151,9 +142,8 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
         self.start_parts(&version.enforce, Some(version), req)
     }
 
-    /// [`start`](Self::start) for a request whose key, policies or cost need its `Parts`.
-    /// `version` is `None` for the layer as built with every policy enforced: `config` is
-    /// then all there is to it.
+    /// [`start`](Self::start) for a request whose key, policies or cost need its `Parts`;
+    /// `version` is `None` when `config` is all there is.
     fn start_parts<B, St, K>(
         self,
         config: &Arc<Config<St, K>>,
@@ -190,9 +180,8 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
         }
     }
 
-    /// Checks `key` against the chosen policies (never [`Choice::Skip`]) under `config`
-    /// (which refuses, or in shadow mode only logs; [`Choice::Default`] is its own
-    /// policies), and calls the inner service if they admit the request.
+    /// Checks `key` against the chosen policies (never [`Choice::Skip`]) under `config`,
+    /// and calls the inner service if they admit the request.
     // Forced inline into `start`: as a call it costs instructions on every request
     // (measured by crates/floodwall-bench/benches/http_instructions.rs).
     #[inline(always)]
@@ -237,10 +226,9 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
         }
     }
 
-    /// [`check_with`](Self::check_with) under a version where some policy is not enforced: the
-    /// enforced policies decide (all or nothing among themselves); once they admit, the
-    /// shadow ones are checked and charged (all or nothing among themselves), and only
-    /// log a refusal; policies that are off are not checked. See [`crate::guide::live_changes`].
+    /// [`check_with`](Self::check_with) under a version where some policy is not enforced:
+    /// the enforced policies decide, then the shadow ones are checked and only log
+    /// ([`crate::guide::live_changes`]).
     #[inline(never)]
     fn check_modes<B, St, K>(
         self,
