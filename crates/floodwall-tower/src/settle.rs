@@ -77,21 +77,11 @@ type RunRule = dyn FnOnce(&mut Parts) -> Option<Change> + Send;
 
 #[cfg(not(feature = "charge"))]
 impl Settler {
-    /// No settling: the layer has no rule.
-    pub(crate) fn new<St, C>(_: &Rule, _: &Arc<C>, _: &Key, _: &[Policy], _: u64) -> Option<Self>
-    where
-        St: Store + 'static,
-        C: AsRef<St> + Send + Sync + 'static,
-    {
-        None
-    }
-
     fn apply<B>(self, _: &mut Response<B>) -> Option<Change> {
         match self {}
     }
 }
 
-#[cfg(feature = "charge")]
 impl Settler {
     /// The settling of a request of `key`, checked against `policies` at `cost`, in the
     /// store `store` holds; `None` (one test, on every request) when the layer has no rule.
@@ -107,16 +97,24 @@ impl Settler {
         St: Store + 'static,
         C: AsRef<St> + Send + Sync + 'static,
     {
-        let rule = rule.0.as_ref()?;
-        Some(Self::with::<St, C>(
-            Arc::clone(rule),
+        #[cfg(feature = "charge")]
+        return Some(Self::with::<St, C>(
+            Arc::clone(rule.0.as_ref()?),
             store,
             key,
             policies,
             cost,
-        ))
+        ));
+        #[cfg(not(feature = "charge"))]
+        {
+            let _ = (rule, store, key, policies, cost);
+            None
+        }
     }
+}
 
+#[cfg(feature = "charge")]
+impl Settler {
     /// [`new`](Self::new) for a layer with a rule: out of line, off the usual path.
     #[inline(never)]
     fn with<St, C>(

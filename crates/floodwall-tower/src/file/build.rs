@@ -193,6 +193,10 @@ impl Check<'_> {
             .map(|(_, kind)| *kind)
             .ok_or_else(|| self.bad(&raw.kind, "key.kind", format!("one of {kinds}")))?;
         let kind_name = raw.kind.get_ref().trim();
+        // What each field that only some kinds take applies to.
+        const CLIENT_IP: &str = "kind = \"client_ip\"";
+        const HASHED: &str = "kind = \"header\" or \"bearer\"";
+        const IPS: &str = "kind = \"peer_ip\" or \"client_ip\"";
         let misplaced = |span: Range<usize>, field: &str, applies: &str| {
             self.span(
                 span,
@@ -209,11 +213,7 @@ impl Check<'_> {
         };
         if let Some(list) = &raw.trusted_proxies {
             if kind != KeyKind::ClientIp {
-                return Err(misplaced(
-                    list.span(),
-                    "trusted_proxies",
-                    "kind = \"client_ip\"",
-                ));
+                return Err(misplaced(list.span(), "trusted_proxies", CLIENT_IP));
             }
             for (i, net) in list.get_ref().iter().enumerate() {
                 let parsed = crate::extract::parse_cidrs(net.get_ref())
@@ -229,11 +229,7 @@ impl Check<'_> {
         }
         if let Some(header) = &raw.forwarded_header {
             if kind != KeyKind::ClientIp {
-                return Err(misplaced(
-                    header.span(),
-                    "forwarded_header",
-                    "kind = \"client_ip\"",
-                ));
+                return Err(misplaced(header.span(), "forwarded_header", CLIENT_IP));
             }
             spec.forwarded = match header.get_ref().to_ascii_lowercase().as_str() {
                 "x-forwarded-for" => false,
@@ -263,11 +259,7 @@ impl Check<'_> {
         }
         if let Some(salt) = &raw.salt {
             if !hashed {
-                return Err(misplaced(
-                    salt.span(),
-                    "salt",
-                    "kind = \"header\" or \"bearer\"",
-                ));
+                return Err(misplaced(salt.span(), "salt", HASHED));
             }
             spec.salt = Some(salt.get_ref().clone());
         }
@@ -277,11 +269,7 @@ impl Check<'_> {
         ] {
             let Some(value) = value else { continue };
             if !ips {
-                return Err(misplaced(
-                    value.span(),
-                    field,
-                    "kind = \"peer_ip\" or \"client_ip\"",
-                ));
+                return Err(misplaced(value.span(), field, IPS));
             }
             if *value.get_ref() > max {
                 return Err(self.at(

@@ -78,29 +78,22 @@ impl Shared {
         Ok(())
     }
 
-    /// A cell for services configured as `template`, following this state's changes.
-    #[cfg(feature = "live")]
+    /// A cell for services configured as `template`, following this state's changes (none
+    /// without the `live` feature).
     pub(crate) fn cell<St, K>(&self, template: Config<St, K>) -> Arc<Cell<St, K>>
     where
         St: Clone + Send + Sync + 'static,
         K: Send + Sync + 'static,
     {
+        #[cfg(feature = "live")]
         let mut cells = self.cells.lock().unwrap_or_else(PoisonError::into_inner);
-        let cell = Arc::new(Cell::new(template, self.state.load_full()));
-        let weak: Weak<dyn Apply> = Arc::downgrade(&cell) as Weak<Cell<St, K>>;
-        cells.retain(|c| c.strong_count() > 0);
-        cells.push(weak);
+        let cell = Arc::new(Cell::new(template, self.state()));
+        #[cfg(feature = "live")]
+        {
+            let weak: Weak<dyn Apply> = Arc::downgrade(&cell) as Weak<Cell<St, K>>;
+            cells.retain(|c| c.strong_count() > 0);
+            cells.push(weak);
+        }
         cell
-    }
-
-    /// A cell for services configured as `template`: without the `live` feature, the
-    /// state it starts with is the state it keeps.
-    #[cfg(not(feature = "live"))]
-    pub(crate) fn cell<St, K>(&self, template: Config<St, K>) -> Arc<Cell<St, K>>
-    where
-        St: Clone + Send + Sync + 'static,
-        K: Send + Sync + 'static,
-    {
-        Arc::new(Cell::new(template, self.state()))
     }
 }
