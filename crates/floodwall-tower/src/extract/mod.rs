@@ -238,7 +238,7 @@ pub enum OnMissingKey {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::net::{IpAddr, SocketAddr};
 
     use http::header::HeaderName;
@@ -246,14 +246,16 @@ mod tests {
 
     use super::*;
 
-    /// Requests with and without what each extractor reads.
-    fn requests() -> Vec<Request<()>> {
+    /// Requests with and without what each extractor reads, the one with everything first.
+    pub(crate) fn requests() -> Vec<Request<()>> {
         let full = || {
             let mut req = Request::post("/users/42/").body(()).unwrap();
             let peer: SocketAddr = "10.0.0.1:5000".parse().unwrap();
             req.extensions_mut().insert(peer);
             req.headers_mut()
                 .insert("x-api-key", http::HeaderValue::from_static("k-123"));
+            req.headers_mut()
+                .insert("authorization", http::HeaderValue::from_static("Bearer t1"));
             req.headers_mut().insert(
                 "x-forwarded-for",
                 http::HeaderValue::from_static("203.0.113.9, 10.0.0.2"),
@@ -295,7 +297,7 @@ mod tests {
     /// Checks that whatever `extract_request` answers is what `extract` does; true when it
     /// answered every request.
     #[track_caller]
-    fn agrees(e: &impl ExtractKey) -> bool {
+    pub(crate) fn agrees(e: &impl ExtractKey) -> bool {
         let mut always = true;
         for req in requests() {
             let (whole, parts) = both(e, req);
