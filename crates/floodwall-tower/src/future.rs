@@ -74,43 +74,33 @@ where
         req: Request<B>,
         settle: Option<Settler>,
     ) -> Self {
-        Self::new(State::Checking {
+        let state = State::Checking {
             check,
             inner: Some((inner, req)),
             settle,
-        })
+        };
+        Self::new(state, None)
     }
 
     pub(crate) fn calling(future: S::Future, report: Option<Fields>) -> Self {
-        Self {
-            state: State::Calling { future },
-            report,
-            _mode: PhantomData,
-        }
+        Self::new(State::Calling { future }, report)
     }
 
     pub(crate) fn refused(refusal: M::Refusal) -> Self {
-        Self::new(State::Refused {
-            refusal: Some(refusal),
-        })
+        let refusal = Some(refusal);
+        Self::new(State::Refused { refusal }, None)
     }
 
     /// [`calling`](Self::calling) for a layer that charges by the response.
     pub(crate) fn settling(future: S::Future, report: Option<Fields>, settle: Settler) -> Self {
-        Self {
-            state: State::Settling {
-                future,
-                settle: Box::new(Settling::Rule(settle)),
-            },
-            report,
-            _mode: PhantomData,
-        }
+        let settle = Box::new(Settling::Rule(settle));
+        Self::new(State::Settling { future, settle }, report)
     }
 
-    fn new(state: State<S::Future, S, B, M::Refusal, S::Response>) -> Self {
+    fn new(state: State<S::Future, S, B, M::Refusal, S::Response>, report: Option<Fields>) -> Self {
         Self {
             state,
-            report: None,
+            report,
             _mode: PhantomData,
         }
     }

@@ -56,13 +56,8 @@ where
     M: RefusalMode,
 {
     pub(crate) fn acquiring(acquire: AcquireFuture<M::Refusal>, inner: S, req: Request<B>) -> Self {
-        Self::new(
-            State::Acquiring {
-                acquire,
-                inner: Some((inner, req)),
-            },
-            Granted::default(),
-        )
+        let inner = Some((inner, req));
+        Self::new(State::Acquiring { acquire, inner }, Granted::default())
     }
 
     pub(crate) fn calling(future: S::Future, granted: Granted) -> Self {
@@ -70,12 +65,8 @@ where
     }
 
     pub(crate) fn refused(refusal: M::Refusal) -> Self {
-        Self::new(
-            State::Refused {
-                refusal: Some(refusal),
-            },
-            Granted::default(),
-        )
+        let refusal = Some(refusal);
+        Self::new(State::Refused { refusal }, Granted::default())
     }
 
     fn new(state: State<S::Future, S, B, M::Refusal>, granted: Granted) -> Self {

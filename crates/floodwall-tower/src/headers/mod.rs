@@ -33,11 +33,9 @@ pub enum HeaderStyle {
     /// ```
     ///
     /// `q` is the quota's count and `w` its period in whole seconds (a sub-second period is
-    /// scaled to one second); a burst other than the count is the vendor parameter
-    /// `floodwall-burst`. `r` is what remains now and `t` the seconds until the limit is
-    /// full again, rounded up. Every integer is capped at 999,999,999,999,999, the most a
-    /// structured field may carry (strict parsers drop a field with more digits). This is
-    /// the default: it is on the standards track, and names each policy.
+    /// scaled to one second); a burst other than the count is `floodwall-burst`. `r` is
+    /// what remains and `t` the seconds until the limit is full again, rounded up. Integers
+    /// are capped at 15 digits, the most a structured field may carry. The default.
     #[default]
     Ietf,
     /// GitHub's `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix
@@ -78,16 +76,11 @@ const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit
 const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
-/// The rate-limit headers of one response, worked out when its request was decided: what
-/// an allowed request's future carries to its response, instead of the policies and
-/// decisions themselves. Kept small (a few words), since every admitted request's future
-/// holds one and moves it about.
-///
-/// The usual cases (one policy of the layer's own; GitHub's figures) carry numbers, and
-/// their values are formatted when the headers are written, into this thread's buffer
-/// ([`pooled`]). The others are formatted when the request is decided, each into an
-/// allocation of its own: the value is held for the whole inner call, and a slice of the
-/// shared buffer held that long would keep its whole chunk from being used again.
+/// The rate-limit headers of one response, worked out when its request was decided and
+/// kept small, since every admitted request's future holds one. The usual cases carry
+/// numbers, formatted into this thread's buffer ([`pooled`]) when the headers are written;
+/// the others are formatted at once into an allocation of their own (a slice of the shared
+/// buffer held through the inner call would keep its chunk from reuse).
 pub(crate) enum Fields {
     /// The IETF fields of a layer's own single policy: `RateLimit` is its interned prefix
     /// and these two figures.
@@ -101,9 +94,8 @@ pub(crate) enum Fields {
         consts: &'static IetfConsts,
         limit: Bytes,
     },
-    /// The IETF fields of other policies (a chooser's, or a layer's own past the interning
-    /// bound): both values built for this request (boxed: this keeps `Fields` small for
-    /// the usual cases above).
+    /// The IETF fields of other policies (a chooser's, or past the interning bound): both
+    /// values built for this request, boxed.
     IetfBuilt(Box<(HeaderValue, Option<HeaderValue>)>),
     /// The most restrictive decision's figures; `X-RateLimit-Reset` is Unix time, read
     /// when the headers are written.
