@@ -6,11 +6,8 @@ use std::hash::{Hash, Hasher};
 use smallvec::SmallVec;
 
 /// The rate-limit key of one request: the bytes a [store](floodwall_core::Store) keys its
-/// state by, under each policy's namespace.
-///
-/// Extractors write into it rather than return a new buffer, so pairs of extractors append
-/// without copying, and keys up to 64 bytes (an IP, a SHA-256, a pair of those) live inline:
-/// extracting a key allocates nothing on the hot path.
+/// state by. Extractors append to it, and keys up to 64 bytes live inline: extracting a key
+/// allocates nothing.
 #[derive(Clone, Default)]
 pub struct Key {
     bytes: SmallVec<[u8; INLINE]>,
@@ -42,9 +39,8 @@ impl Key {
 
     /// Appends the first `len` bytes of `bytes` (at most `N`): an IP address, usually the
     /// whole key, so an empty key takes it as one fixed-size copy.
-    // Per request, measured by the http_instructions bench (crates/floodwall-bench):
-    // appending with SmallVec's `extend_from_slice` (a call, then `memmove` and `memcpy`)
-    // costs 52 instructions more than this path forced inline; this path as a call, 26 more.
+    // Forced inline: a call, or SmallVec's `extend_from_slice`, costs instructions on every
+    // request (the http_instructions bench).
     #[inline(always)]
     pub(crate) fn extend_from_prefix<const N: usize>(&mut self, bytes: &[u8; N], len: usize) {
         let len = len.min(N);

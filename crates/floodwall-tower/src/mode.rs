@@ -1,6 +1,5 @@
-//! How a refusal reaches the caller: as a response (the default) or as an error. Each mode
-//! is a type that builds its own refusals, so a service knows at compile time which kind
-//! it hands back.
+//! How a refusal reaches the caller: as a response (the default) or as an error, a type
+//! each, so a service knows at compile time which kind it hands back.
 
 use bytes::Bytes;
 use floodwall_core::{BoxError, Error};
@@ -10,18 +9,15 @@ use crate::RateLimited;
 use crate::extract::KeyError;
 use crate::respond::Denial;
 
-/// Refusals are responses (429, 503, or what the responders build); the service's error
-/// type stays the inner service's, so the layer fits axum's `Router::layer` and tonic's
-/// `Server::layer` as it is. The default.
+/// Refusals are responses; the service's error type stays the inner service's, so the
+/// layer fits axum's `Router::layer` and tonic's `Server::layer` as it is. The default.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RejectWithResponse;
 
-/// Refusals are errors: a [`RateLimited`](crate::RateLimited) for a denial, the store's
-/// [`floodwall_core::Error`] for a store failure, a
-/// [`KeyError`](crate::extract::KeyError) for a missing key (with the status the layer
-/// would answer with); the service's error type is a
-/// boxed error. For stacks that handle errors in tower (axum's `HandleErrorLayer`).
-/// Chosen by [`RateLimitLayer::reject_with_error`](crate::RateLimitLayer::reject_with_error).
+/// Refusals are errors, the service's error a boxed one: a [`RateLimited`](crate::RateLimited)
+/// for a denial, the store's [`floodwall_core::Error`], a
+/// [`KeyError`](crate::extract::KeyError) for a missing key. For stacks that handle errors
+/// in tower (axum's `HandleErrorLayer`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RejectWithError;
 

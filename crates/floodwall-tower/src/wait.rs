@@ -1,11 +1,6 @@
-//! Waiting instead of refusing ([`Wait`](crate::Wait)):
-//! a request refused with a `retry_after` within the bound books the next slot in the
-//! store, waits for it on tokio's timer, then proceeds. What waits is bounded per key and
-//! in all ([`Waiters`]); a waiting request dropped before its slot cancels its booking
-//! ([`Bookings`]).
-//!
-//! Waiting holds the store, the key and the policies it books, and answers how it ended
-//! ([`Waited`]); turning that into an admission or a refusal is the decider's.
+//! Waiting instead of refusing ([`Wait`](crate::Wait)): booking the next slot and sleeping
+//! until it, bounded per key and in all ([`Waiters`]); a waiter dropped before its slot
+//! cancels its booking ([`Bookings`]). How it ended ([`Waited`]) is the decider's to answer.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -19,36 +14,15 @@ use smallvec::SmallVec;
 
 use crate::key::Key;
 
-/// How many requests may wait at once over all keys, unless the layer says otherwise
-/// (`Wait::DEFAULT_MAX_WAITING`).
-pub(crate) const DEFAULT_MAX_WAITING: usize = 1024;
-
-/// How many requests of one key may wait at once, unless the layer says otherwise
-/// (`Wait::DEFAULT_MAX_WAITING_PER_KEY`).
-pub(crate) const DEFAULT_MAX_WAITING_PER_KEY: usize = 32;
-
 /// What a layer's waiting is configured with (copied into each service's configuration;
 /// the counters are shared).
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub(crate) struct Waiting {
-    /// `None`: refuse as usual (the default).
+    /// `None`: refuse as usual (the default), and `waiters` is never entered.
     pub(crate) max_wait: Option<Duration>,
     /// Added to each wait: uniform in `0..=jitter`, never earlier than the slot.
     pub(crate) jitter: Duration,
     pub(crate) waiters: Arc<Waiters>,
-}
-
-impl Default for Waiting {
-    fn default() -> Self {
-        Self {
-            max_wait: None,
-            jitter: Duration::ZERO,
-            waiters: Arc::new(Waiters::new(
-                DEFAULT_MAX_WAITING,
-                DEFAULT_MAX_WAITING_PER_KEY,
-            )),
-        }
-    }
 }
 
 impl Waiting {
@@ -60,6 +34,7 @@ impl Waiting {
 
 /// How many requests wait, per key and in all, against their bounds: a request past
 /// either is refused at once rather than held, so waiting cannot pile up memory.
+#[derive(Default)]
 pub(crate) struct Waiters {
     max_total: usize,
     max_per_key: usize,

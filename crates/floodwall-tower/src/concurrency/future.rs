@@ -23,9 +23,8 @@ pub(crate) type AcquireFuture<R> = Pin<Box<dyn Future<Output = Outcome<R>> + Sen
 
 pin_project! {
     /// Waits for a slot, then calls the inner service and hands its response body the
-    /// permit ([`PermitBody`]); or resolves to the refusal. The permit lives in this future
-    /// until the response is out, so dropping the future (a client gone, a timeout, a
-    /// panic unwinding) gives the slot back.
+    /// permit ([`PermitBody`]); or resolves to the refusal. Dropping the future gives the
+    /// slot back.
     pub struct ConcurrencyLimitFuture<S, B, M>
     where
         S: Service<Request<B>>,

@@ -18,15 +18,8 @@ use crate::mode::RefusalMode;
 use crate::{Key, RejectWithError, RejectWithResponse};
 
 /// Limits the requests in flight to an inner service, per key; built by
-/// [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer).
-///
-/// For each request it extracts a key, takes a slot under the layer's
-/// [`ConcurrencyLimit`](floodwall_core::ConcurrencyLimit), and calls the inner service with
-/// the slot held until the response body is done ([`PermitBody`]); a key already at its
-/// limit is answered at once with the refusal. `poll_ready` is the inner service's: a
-/// full key is refused, never queued, so the layer needs no `BufferLayer`.
-///
-/// Cloning is cheap: the configuration is shared behind one `Arc`.
+/// [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer). A full key is refused at once,
+/// never queued; `poll_ready` is the inner service's. Cloning is cheap.
 pub struct ConcurrencyLimitService<S, St = MemoryStore, K = PeerIp, M = RejectWithResponse> {
     inner: S,
     config: Arc<InFlightConfig<St, K>>,

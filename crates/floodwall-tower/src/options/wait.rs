@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use floodwall_core::{ConfigError, Reservable};
 
-use crate::wait::{self, Waiters, Waiting};
+use crate::wait::{Waiters, Waiting};
 
 /// Waits for the next slot instead of refusing, up to a bound (feature `wait`): a request
 /// refused with a `retry_after` within it books the next slot in the store and waits for
@@ -40,11 +40,11 @@ impl Wait {
     /// How many requests may wait at once, over all keys, unless
     /// [`max_waiting`](Self::max_waiting) says otherwise (a waiter costs a few hundred
     /// bytes).
-    pub const DEFAULT_MAX_WAITING: usize = wait::DEFAULT_MAX_WAITING;
+    pub const DEFAULT_MAX_WAITING: usize = 1024;
 
     /// How many requests of one key may wait at once unless
     /// [`max_waiting`](Self::max_waiting) says otherwise.
-    pub const DEFAULT_MAX_WAITING_PER_KEY: usize = wait::DEFAULT_MAX_WAITING_PER_KEY;
+    pub const DEFAULT_MAX_WAITING_PER_KEY: usize = 32;
 
     /// Waits up to `max_wait` for the next slot, cut to
     /// [`Reservable::MAX_WAIT`](floodwall_core::Reservable::MAX_WAIT) (an hour). Zero is
