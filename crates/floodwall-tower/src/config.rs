@@ -1,5 +1,4 @@
-//! What a layer was configured with: every service it builds shares one copy. The whole
-//! of `impl Config` is here; deciding, waiting and settling read its fields.
+//! What a layer was configured with: every service it builds shares one copy.
 
 use std::sync::{Arc, OnceLock};
 
@@ -97,17 +96,8 @@ impl<St, K> Config<St, K> {
         }
     }
 
-    /// The same configuration with another key extractor.
-    pub(crate) fn with_key<K2>(self, key: K2) -> Config<St, K2> {
-        self.rebuild(|store| store, |_| Arc::new(key))
-    }
-
-    /// The same configuration with the store wrapped or replaced.
-    pub(crate) fn with_store<St2>(self, store: impl FnOnce(St) -> St2) -> Config<St2, K> {
-        self.rebuild(store, |key| key)
-    }
-
-    fn rebuild<St2, K2>(
+    /// The same configuration with another store and key extractor.
+    pub(crate) fn rebuild<St2, K2>(
         self,
         store: impl FnOnce(St) -> St2,
         key: impl FnOnce(Arc<K>) -> Arc<K2>,
@@ -138,9 +128,8 @@ impl<St, K> Config<St, K> {
         }
     }
 
-    /// The IETF values of the layer's own policies, worked out once: they depend on
-    /// nothing but the policies. `None` for any other list, another style, or past the
-    /// interning bound.
+    /// The IETF values of the layer's own policies, worked out once; `None` for any other
+    /// list, another style, or past the interning bound.
     pub(crate) fn ietf_consts(&self, policies: &[Policy]) -> Option<&'static IetfConsts> {
         if self.refusals.headers != HeaderStyle::Ietf || !std::ptr::eq(policies, &*self.policies) {
             return None;

@@ -127,10 +127,8 @@ impl<St: Store, K, M> RateLimitLayer<St, K, M> {
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
     pub fn fail_mode(self, mode: FailMode) -> RateLimitLayer<Fallback<Breaker<St>>, K, M> {
-        let config = self
-            .config
-            .with_store(|store| Fallback::new(Breaker::new(store), mode));
-        Self::with_config(config, self.live)
+        let store = |store| Fallback::new(Breaker::new(store), mode);
+        Self::with_config(self.config.rebuild(store, |key| key), self.live)
     }
 }
 
@@ -161,7 +159,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// Limits by another key: `.key(ClientIp::new(trusted))`, `.key(HeaderKey::bearer())`,
     /// or any `|req: &Parts| -> Option<impl AsRef<[u8]>>`. See [`extract`](crate::extract).
     pub fn key<K2: ExtractKey>(self, key: K2) -> RateLimitLayer<St, K2, M> {
-        Self::with_config(self.config.with_key(key), self.live)
+        Self::with_config(self.config.rebuild(|s| s, |_| Arc::new(key)), self.live)
     }
 
     /// Adds a policy every request must also pass: `.and_policy(per_day)` next to a

@@ -35,8 +35,8 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    /// Records the answer of every policy at once ([`StoreExt::check_all`](floodwall_core::StoreExt::check_all)): `None`s were
-    /// not asked. A store failure ends the checking.
+    /// Records the answer of every policy at once (`None`s were not asked); a store failure
+    /// ends the checking.
     pub(crate) fn record_all(
         &mut self,
         policies: &[Policy],

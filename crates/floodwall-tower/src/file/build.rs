@@ -248,12 +248,8 @@ impl Check<'_> {
             }
             (Some(name), _) => return Err(misplaced(name.span(), "header", "kind = \"header\"")),
             (None, KeyKind::Header) => {
-                return Err(self.at(
-                    &raw.kind,
-                    "key.header",
-                    "a `header` field naming the header (kind = \"header\" reads one)",
-                    None,
-                ));
+                let expected = "a `header` field naming the header (kind = \"header\" reads one)";
+                return Err(self.at(&raw.kind, "key.header", expected, None));
             }
             (None, _) => {}
         }
@@ -290,11 +286,8 @@ impl Check<'_> {
         let algorithm = match &raw.algorithm {
             Some(text) => text.get_ref().parse::<Algorithm>().map_err(|_| {
                 let names: Vec<&str> = Algorithm::all().iter().map(|a| a.name()).collect();
-                self.bad(
-                    text,
-                    field("algorithm"),
-                    format!("one of {}", names.join(", ")),
-                )
+                let expected = format!("one of {}", names.join(", "));
+                self.bad(text, field("algorithm"), expected)
             })?,
             None => Algorithm::Gcra,
         };
@@ -335,12 +328,8 @@ impl Check<'_> {
                 "shadow" => Enforcement::Shadow,
                 "off" => Enforcement::Off,
                 other => {
-                    return Err(self.at(
-                        mode,
-                        field("mode"),
-                        "\"enforce\", \"shadow\" or \"off\"",
-                        format!("\"{other}\""),
-                    ));
+                    let expected = "\"enforce\", \"shadow\" or \"off\"";
+                    return Err(self.at(mode, field("mode"), expected, format!("\"{other}\"")));
                 }
             }),
         };
@@ -389,12 +378,8 @@ impl Check<'_> {
                     .map_err(|e| refused(e, "growth", growth.span()))?;
             }
             (None, Some(max_ban)) => {
-                return Err(self.at(
-                    max_ban,
-                    field("max_ban"),
-                    "`growth` beside `max_ban` (without growth every ban lasts `ban`)",
-                    None,
-                ));
+                let expected = "`growth` beside `max_ban` (without growth every ban lasts `ban`)";
+                return Err(self.at(max_ban, field("max_ban"), expected, None));
             }
         }
         if let Some(forget) = &p.forget_after {
@@ -431,12 +416,8 @@ impl Check<'_> {
             let methods = match &route.methods {
                 None => None,
                 Some(list) if list.is_empty() => {
-                    return Err(self.at(
-                        spanned,
-                        field("methods"),
-                        "at least one method (leave `methods` out for every method)",
-                        None,
-                    ));
+                    let expected = "at least one method (leave `methods` out for every method)";
+                    return Err(self.at(spanned, field("methods"), expected, None));
                 }
                 Some(list) => {
                     let mut methods = Vec::with_capacity(list.len());
@@ -445,11 +426,8 @@ impl Check<'_> {
                         let Some(method) = METHODS.iter().find(|m| m.as_str() == upper) else {
                             let names: Vec<&str> = METHODS.iter().map(Method::as_str).collect();
                             let expected = format!("one of {}", names.join(", "));
-                            return Err(self.bad(
-                                text,
-                                format!("route[{i}].methods[{j}]"),
-                                expected,
-                            ));
+                            let at = format!("route[{i}].methods[{j}]");
+                            return Err(self.bad(text, at, expected));
                         };
                         if !methods.contains(method) {
                             methods.push(method.clone());
@@ -462,40 +440,26 @@ impl Check<'_> {
             let skip = route.skip.as_ref().is_some_and(|s| *s.get_ref());
             let target = match (&route.policies, skip) {
                 (Some(list), true) => {
-                    return Err(self.at(
-                        list,
-                        field("policies"),
-                        "either `policies` or `skip = true`, not both",
-                        None,
-                    ));
+                    let expected = "either `policies` or `skip = true`, not both";
+                    return Err(self.at(list, field("policies"), expected, None));
                 }
                 (None, true) => Target::Skip,
                 (None, false) => {
-                    return Err(self.at(
-                        &route.path,
-                        field("policies"),
-                        "`policies = [..]` naming the route's policies, or `skip = true`",
-                        None,
-                    ));
+                    let expected =
+                        "`policies = [..]` naming the route's policies, or `skip = true`";
+                    return Err(self.at(&route.path, field("policies"), expected, None));
                 }
                 (Some(list), false) => {
                     if list.get_ref().is_empty() {
-                        return Err(self.at(
-                            list,
-                            field("policies"),
-                            "at least one policy name (or `skip = true` for none)",
-                            None,
-                        ));
+                        let expected = "at least one policy name (or `skip = true` for none)";
+                        return Err(self.at(list, field("policies"), expected, None));
                     }
                     let mut names: Vec<String> = Vec::with_capacity(list.get_ref().len());
                     for (j, name) in list.get_ref().iter().enumerate() {
                         if !policies.iter().any(|e| e.name() == name.get_ref()) {
                             let expected = format!("the name of a [[policy]]: {}", known());
-                            return Err(self.bad(
-                                name,
-                                format!("route[{i}].policies[{j}]"),
-                                expected,
-                            ));
+                            let at = format!("route[{i}].policies[{j}]");
+                            return Err(self.bad(name, at, expected));
                         }
                         if !names.contains(name.get_ref()) {
                             names.push(name.get_ref().clone());
@@ -510,12 +474,9 @@ impl Check<'_> {
                 trimmed => trimmed,
             };
             if let Some(first) = seen.insert((prefix.to_owned(), methods.clone()), i) {
-                return Err(self.at(
-                    &route.path,
-                    field("path"),
-                    "a path and methods no other route has",
-                    format!("the same as route[{first}]"),
-                ));
+                let found = format!("the same as route[{first}]");
+                let expected = "a path and methods no other route has";
+                return Err(self.at(&route.path, field("path"), expected, found));
             }
             routes.push(Route::new(path, methods, target));
         }

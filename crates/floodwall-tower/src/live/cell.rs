@@ -17,11 +17,9 @@ use crate::enforcement::Enforcement;
 /// What one request is checked with: the configuration of the enforced policies, and, when
 /// some policy is not enforced, that of the shadow ones.
 pub(crate) struct Version<St, K> {
-    /// The layer's own enforced policies (all of them when every policy is enforced),
-    /// refusing as the layer is configured to.
+    /// The layer's own enforced policies (all of them when every policy is enforced).
     pub(crate) enforce: Arc<Config<St, K>>,
-    /// The layer's own policies in shadow mode (checked, never refusing); `None` when
-    /// every policy is enforced, the usual case, which then costs nothing per request.
+    /// The layer's own policies in shadow mode; `None` when every policy is enforced.
     pub(crate) shadow: Option<Arc<Config<St, K>>>,
     /// The policies and modes: a chooser's policies are sorted by name with them.
     pub(crate) state: Arc<LiveState>,
@@ -103,8 +101,7 @@ impl<St: Clone, K> Cell<St, K> {
 }
 
 impl<St, K> Cell<St, K> {
-    /// Whether [`initial`](Self::initial)'s `enforce` is all a request needs: no live
-    /// change, every policy enforced.
+    /// Whether [`initial`](Self::initial)'s `enforce` is all a request needs.
     pub(crate) fn plain(&self) -> bool {
         self.plain.load(Ordering::Acquire)
     }
@@ -114,8 +111,7 @@ impl<St, K> Cell<St, K> {
         &self.initial
     }
 
-    /// The current version once a live change was made; until then `None`: the initial
-    /// one is current.
+    /// The current version once a live change was made; until then `None`.
     #[cfg(feature = "live")]
     pub(crate) fn current(&self) -> Option<Guard<Arc<Version<St, K>>>> {
         if !self.changed.load(Ordering::Acquire) {

@@ -1,5 +1,4 @@
-//! What a live handle reads and changes: the policies a layer knows and their modes. Not
-//! generic, so [`LiveLimits`](super::LiveLimits) is one type for every layer.
+//! What a live handle reads and changes: the policies a layer knows and their modes.
 
 use std::collections::HashMap;
 
@@ -18,8 +17,7 @@ pub(crate) struct LiveState {
     pub(crate) registered: Vec<Policy>,
     /// Modes set by name; a name not here has `fallback`.
     pub(crate) modes: HashMap<String, Enforcement>,
-    /// The mode of every policy without one of its own: `Shadow` under the layer-wide
-    /// [`shadow`](crate::RateLimitLayer::shadow), else `Enforce`.
+    /// The mode of every policy without one of its own ([`Modes::all`](crate::Modes::all)).
     pub(crate) fallback: Enforcement,
 }
 
