@@ -82,9 +82,9 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         St: Store + 'static,
         K: ExtractKey,
     {
-        let call = Call::<S, M> {
+        let call = Call::<S, B, St, K, M> {
             inner: &mut self.inner,
-            _mode: PhantomData,
+            _types: PhantomData,
         };
         // The layer as built, every policy enforced: the request path as if there were no
         // live changes, one flag's load more.
@@ -96,26 +96,23 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
 }
 
 /// One request's call: the ready inner service, borrowed while the version is read.
-struct Call<'a, S, M> {
+struct Call<'a, S, B, St, K, M> {
     inner: &'a mut S,
-    _mode: PhantomData<fn() -> M>,
+    _types: PhantomData<fn() -> (B, St, K, M)>,
 }
 
-impl<S, M: RefusalMode> Call<'_, S, M> {
+impl<S, B, St, K, M> Call<'_, S, B, St, K, M>
+where
+    S: Service<Request<B>> + Clone,
+    St: Store + 'static,
+    K: ExtractKey,
+    M: RefusalMode,
+{
     /// Starts handling a request. The usual one (no cost function, no chooser, an
     /// extractor that reads the whole request) is never taken apart: moving its head out
     /// to a `Parts` and back is two copies of some 200 bytes.
     #[inline(always)]
-    fn start<B, St, K>(
-        self,
-        config: &Arc<Config<St, K>>,
-        req: Request<B>,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-        St: Store + 'static,
-        K: ExtractKey,
-    {
+    fn start(self, config: &Arc<Config<St, K>>, req: Request<B>) -> ResponseFuture<S, B, M> {
         if config.chooser.is_none() && config.cost.is_none() {
             let mut key = Key::new();
             if let Some(found) = config.key.extract_request(&req, &mut key) {
@@ -131,12 +128,7 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
     /// [`start`](Self::start) under a live change or with a policy not enforced: out of
     /// line, so that the usual path keeps its key extractor inlined.
     #[inline(never)]
-    fn start_live<B, St, K>(self, cell: &Cell<St, K>, req: Request<B>) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-        St: Store + 'static,
-        K: ExtractKey,
-    {
+    fn start_live(self, cell: &Cell<St, K>, req: Request<B>) -> ResponseFuture<S, B, M> {
         let current = cell.current();
         let version = current.as_ref().map_or(cell.initial(), |v| &**v);
         self.start_parts(&version.enforce, Some(version), req)
@@ -144,17 +136,12 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
 
     /// [`start`](Self::start) for a request whose key, policies or cost need its `Parts`;
     /// `version` is `None` when `config` is all there is.
-    fn start_parts<B, St, K>(
+    fn start_parts(
         self,
         config: &Arc<Config<St, K>>,
         version: Option<&Version<St, K>>,
         req: Request<B>,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-        St: Store + 'static,
-        K: ExtractKey,
-    {
+    ) -> ResponseFuture<S, B, M> {
         let (parts, body) = req.into_parts();
         let mut key = Key::new();
         if let Err(error) = config.key.extract(&parts, &mut key) {
@@ -185,19 +172,14 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
     // Forced inline into `start`: as a call it costs instructions on every request
     // (measured by crates/floodwall-bench/benches/http_instructions.rs).
     #[inline(always)]
-    fn check_with<B, St, K>(
+    fn check_with(
         self,
         config: &Arc<Config<St, K>>,
         req: Request<B>,
         key: &mut Key,
         choice: Choice,
         cost: u64,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-        St: Store + 'static,
-        K: ExtractKey,
-    {
+    ) -> ResponseFuture<S, B, M> {
         let policies: &[Policy] = match &choice {
             Choice::Default | Choice::Skip => &config.policies,
             Choice::Policy(policy) => std::slice::from_ref(policy),
@@ -230,7 +212,7 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
     /// the enforced policies decide, then the shadow ones are checked and only log
     /// ([`crate::guide::live_changes`]).
     #[inline(never)]
-    fn check_modes<B, St, K>(
+    fn check_modes(
         self,
         version: &Version<St, K>,
         shadow: &Arc<Config<St, K>>,
@@ -238,12 +220,7 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
         key: &mut Key,
         choice: Choice,
         cost: u64,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-        St: Store + 'static,
-        K: ExtractKey,
-    {
+    ) -> ResponseFuture<S, B, M> {
         let enforce = &version.enforce;
         let (enforced, shadowed): (Arc<[Policy]>, Arc<[Policy]>) = match &choice {
             Choice::Default | Choice::Skip => {
@@ -290,15 +267,12 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
     }
 
     /// A future that decides (and may wait) before calling the inner service.
-    fn checking<B>(
+    fn checking(
         self,
         check: CheckFuture<M::Refusal>,
         req: Request<B>,
         settle: Option<Settler>,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-    {
+    ) -> ResponseFuture<S, B, M> {
         // Take the ready service for this request and leave a clone to be made ready for
         // the next one.
         let clone = self.inner.clone();
@@ -307,16 +281,12 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
     }
 
     /// A request without a key: refused, or let through unlimited.
-    fn missing_key<B, St, K>(
+    fn missing_key(
         self,
         config: &Config<St, K>,
         req: Request<B>,
         error: KeyError,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>>,
-        St: Store,
-    {
+    ) -> ResponseFuture<S, B, M> {
         let shadow = config.shadow || config.enforces_none;
         match config.refusals.missing::<M>(shadow, error) {
             Some(refusal) => ResponseFuture::refused(refusal),
