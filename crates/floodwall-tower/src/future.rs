@@ -219,42 +219,4 @@ where
     }
 }
 
-impl<S, B, ResB> Future for ResponseFuture<S, B, RejectWithResponse>
-where
-    S: Service<Request<B>, Response = Response<ResB>>,
-    ResB: RejectionBody,
-{
-    type Output = Result<Response<ResB>, S::Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(match ready!(self.poll_decided(cx)) {
-            Ok(called) => called,
-            Err(refusal) => Ok(refusal.map(ResB::from_rejection)),
-        })
-    }
-}
-
-impl<S, B, ResB> Future for ResponseFuture<S, B, RejectWithError>
-where
-    S: Service<Request<B>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-{
-    type Output = Result<Response<ResB>, BoxError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(match ready!(self.poll_decided(cx)) {
-            Ok(called) => called.map_err(Into::into),
-            Err(refusal) => Err(refusal),
-        })
-    }
-}
-
-impl<S, B, M> std::fmt::Debug for ResponseFuture<S, B, M>
-where
-    S: Service<Request<B>>,
-    M: RefusalMode,
-{
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResponseFuture").finish_non_exhaustive()
-    }
-}
+crate::mode::future_impls!(ResponseFuture, ResB);

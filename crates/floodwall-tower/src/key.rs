@@ -143,27 +143,6 @@ mod tests {
     }
 
     #[test]
-    fn spills_to_the_heap_past_the_inline_limit_keeping_its_bytes() {
-        let (mut key, mut model) = filled(INLINE);
-        assert!(!on_heap(&key), "exactly {INLINE} bytes stay inline");
-        same(&key, &model);
-        key.push(0xee);
-        model.push(0xee);
-        assert!(on_heap(&key));
-        same(&key, &model);
-
-        // A write that straddles the limit copies the inline bytes before it.
-        let (mut key, mut model) = filled(60);
-        key.extend_from_slice(b"0123456789");
-        model.extend_from_slice(b"0123456789");
-        assert!(on_heap(&key));
-        same(&key, &model);
-        key.extend_from_slice(&[7; 100]);
-        model.extend_from_slice(&[7; 100]);
-        same(&key, &model);
-    }
-
-    #[test]
     fn extend_from_prefix_near_the_inline_limit() {
         let ip: [u8; 16] = std::array::from_fn(|i| 0xc0 + i as u8);
         // An empty key (its fast path), then from room for the whole array, through room

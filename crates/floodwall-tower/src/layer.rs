@@ -238,7 +238,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// ```
     pub fn modes(self, modes: Modes) -> Result<Self, LiveError> {
         let mut state = LiveState::clone(&self.live.state());
-        modes.apply(&mut state)?;
+        state.apply(modes)?;
         Ok(self.map_live(|s| *s = state))
     }
 

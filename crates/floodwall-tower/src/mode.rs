@@ -97,3 +97,101 @@ impl sealed::Refuse for RejectWithError {
         Box::new(error)
     }
 }
+
+/// The `Service` impls of a layer's service (`$service<S, St, K, M>`, whose
+/// `start(&mut self, Request<B>)` returns a `$future<S, B, M>`) in both modes; its
+/// responses have bodies of type `$body`.
+macro_rules! service_impls {
+    ($service:ident, $future:ident, $body:ty $(, #[$call:meta])*) => {
+        impl<S, St, K, B, ResB> Service<Request<B>> for $service<S, St, K, RejectWithResponse>
+        where
+            S: Service<Request<B>, Response = Response<ResB>> + Clone,
+            ResB: RejectionBody,
+            St: Store + 'static,
+            K: ExtractKey,
+        {
+            type Response = Response<$body>;
+            type Error = S::Error;
+            type Future = $future<S, B, RejectWithResponse>;
+
+            fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+                self.inner.poll_ready(cx)
+            }
+
+            $(#[$call])*
+            fn call(&mut self, req: Request<B>) -> Self::Future {
+                self.start(req)
+            }
+        }
+
+        impl<S, St, K, B, ResB> Service<Request<B>> for $service<S, St, K, RejectWithError>
+        where
+            S: Service<Request<B>, Response = Response<ResB>> + Clone,
+            S::Error: Into<BoxError>,
+            St: Store + 'static,
+            K: ExtractKey,
+        {
+            type Response = Response<$body>;
+            type Error = BoxError;
+            type Future = $future<S, B, RejectWithError>;
+
+            fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+                self.inner.poll_ready(cx).map_err(Into::into)
+            }
+
+            $(#[$call])*
+            fn call(&mut self, req: Request<B>) -> Self::Future {
+                self.start(req)
+            }
+        }
+    };
+}
+
+/// The `Future` and `Debug` impls of a layer's response future (`$future<S, B, M>`, whose
+/// `poll_decided` ends in the inner service's answer or the mode's refusal) in both modes;
+/// its responses have bodies of type `$body`.
+macro_rules! future_impls {
+    ($future:ident, $body:ty) => {
+        impl<S, B, ResB> Future for $future<S, B, RejectWithResponse>
+        where
+            S: Service<Request<B>, Response = Response<ResB>>,
+            ResB: RejectionBody,
+        {
+            type Output = Result<Response<$body>, S::Error>;
+
+            fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+                Poll::Ready(match ready!(self.poll_decided(cx)) {
+                    Ok(called) => called,
+                    Err(refusal) => Ok(refusal.map(RejectionBody::from_rejection)),
+                })
+            }
+        }
+
+        impl<S, B, ResB> Future for $future<S, B, RejectWithError>
+        where
+            S: Service<Request<B>, Response = Response<ResB>>,
+            S::Error: Into<BoxError>,
+        {
+            type Output = Result<Response<$body>, BoxError>;
+
+            fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+                Poll::Ready(match ready!(self.poll_decided(cx)) {
+                    Ok(called) => called.map_err(Into::into),
+                    Err(refusal) => Err(refusal),
+                })
+            }
+        }
+
+        impl<S, B, M> std::fmt::Debug for $future<S, B, M>
+        where
+            S: Service<Request<B>>,
+            M: RefusalMode,
+        {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($future)).finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+pub(crate) use {future_impls, service_impls};

@@ -98,7 +98,7 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
 /// One request's call: the ready inner service, borrowed while the version is read.
 struct Call<'a, S, B, St, K, M> {
     inner: &'a mut S,
-    _types: PhantomData<fn() -> (B, St, K, M)>,
+    _types: PhantomData<fn(B, St, K, M)>,
 }
 
 impl<S, B, St, K, M> Call<'_, S, B, St, K, M>
@@ -313,50 +313,9 @@ fn sort(state: &LiveState, policies: &[Policy]) -> (Arc<[Policy]>, Arc<[Policy]>
     (of(Enforcement::Enforce), of(Enforcement::Shadow))
 }
 
-impl<S, St, K, B, ResB> Service<Request<B>> for RateLimit<S, St, K, RejectWithResponse>
-where
-    S: Service<Request<B>, Response = Response<ResB>> + Clone,
-    ResB: RejectionBody,
-    St: Store + 'static,
-    K: ExtractKey,
-{
-    type Response = Response<ResB>;
-    type Error = S::Error;
-    type Future = ResponseFuture<S, B, RejectWithResponse>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    // Out of line, the future is built right where the caller wants it (a frame of its
-    // own future, usually): inlined, it was built aside and copied, hundreds of bytes.
-    #[inline(never)]
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        self.start(req)
-    }
-}
-
-impl<S, St, K, B, ResB> Service<Request<B>> for RateLimit<S, St, K, RejectWithError>
-where
-    S: Service<Request<B>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    St: Store + 'static,
-    K: ExtractKey,
-{
-    type Response = Response<ResB>;
-    type Error = BoxError;
-    type Future = ResponseFuture<S, B, RejectWithError>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    // Out of line: see the other mode's `call`.
-    #[inline(never)]
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        self.start(req)
-    }
-}
+// `call` out of line: the future is built right where the caller wants it (a frame of its
+// own future, usually); inlined, it was built aside and copied, hundreds of bytes.
+crate::mode::service_impls!(RateLimit, ResponseFuture, ResB, #[inline(never)]);
 
 impl<S: Clone, St, K, M> Clone for RateLimit<S, St, K, M> {
     fn clone(&self) -> Self {

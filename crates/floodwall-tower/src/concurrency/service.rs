@@ -103,46 +103,11 @@ impl<S, St, K, M: RefusalMode> ConcurrencyLimitService<S, St, K, M> {
     }
 }
 
-impl<S, St, K, B, ResB> Service<Request<B>>
-    for ConcurrencyLimitService<S, St, K, RejectWithResponse>
-where
-    S: Service<Request<B>, Response = Response<ResB>> + Clone,
-    ResB: RejectionBody,
-    St: Store + 'static,
-    K: ExtractKey,
-{
-    type Response = Response<PermitBody<ResB>>;
-    type Error = S::Error;
-    type Future = ConcurrencyLimitFuture<S, B, RejectWithResponse>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        self.start(req)
-    }
-}
-
-impl<S, St, K, B, ResB> Service<Request<B>> for ConcurrencyLimitService<S, St, K, RejectWithError>
-where
-    S: Service<Request<B>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    St: Store + 'static,
-    K: ExtractKey,
-{
-    type Response = Response<PermitBody<ResB>>;
-    type Error = BoxError;
-    type Future = ConcurrencyLimitFuture<S, B, RejectWithError>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        self.start(req)
-    }
-}
+crate::mode::service_impls!(
+    ConcurrencyLimitService,
+    ConcurrencyLimitFuture,
+    PermitBody<ResB>
+);
 
 impl<S: Clone, St, K, M> Clone for ConcurrencyLimitService<S, St, K, M> {
     fn clone(&self) -> Self {

@@ -6,6 +6,7 @@ use floodwall_core::Policy;
 
 use super::LiveError;
 use crate::Enforcement;
+use crate::options::Modes;
 
 /// One version of a layer's policies and modes.
 #[derive(Clone, Debug, Default)]
@@ -65,6 +66,20 @@ impl LiveState {
             Some(slot) => *slot = policy,
             None => self.registered.push(policy),
         }
+    }
+
+    /// Applies `modes`: the registered policies first, so that their modes can be set.
+    pub(crate) fn apply(&mut self, modes: Modes) -> Result<(), LiveError> {
+        if let Some(all) = modes.all {
+            self.fallback = all;
+        }
+        for policy in modes.registered {
+            self.register(policy);
+        }
+        for (name, mode) in &modes.by_name {
+            self.set_mode(name, *mode)?;
+        }
+        Ok(())
     }
 
     /// Sets the mode of a known policy.

@@ -4,7 +4,6 @@
 use floodwall_core::Policy;
 
 use crate::enforcement::Enforcement;
-use crate::live::{LiveError, LiveState};
 
 /// The modes of a layer's policies, and the policies it knows by name without checking
 /// them on every request: set with [`RateLimitLayer::modes`](crate::RateLimitLayer::modes),
@@ -26,9 +25,9 @@ use crate::live::{LiveError, LiveState};
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Modes {
-    all: Option<Enforcement>,
-    registered: Vec<Policy>,
-    by_name: Vec<(String, Enforcement)>,
+    pub(crate) all: Option<Enforcement>,
+    pub(crate) registered: Vec<Policy>,
+    pub(crate) by_name: Vec<(String, Enforcement)>,
 }
 
 impl Modes {
@@ -58,20 +57,5 @@ impl Modes {
     pub fn register(mut self, policy: Policy) -> Self {
         self.registered.push(policy);
         self
-    }
-
-    /// Applies these to a layer's policies and modes: the registered policies first, so
-    /// that their modes can be set.
-    pub(crate) fn apply(self, state: &mut LiveState) -> Result<(), LiveError> {
-        if let Some(all) = self.all {
-            state.fallback = all;
-        }
-        for policy in self.registered {
-            state.register(policy);
-        }
-        for (name, mode) in &self.by_name {
-            state.set_mode(name, *mode)?;
-        }
-        Ok(())
     }
 }
