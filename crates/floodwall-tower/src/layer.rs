@@ -297,7 +297,7 @@ where
     type Service = RateLimit<S, St, K, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit::from_cell(inner, self.cell())
+        RateLimit::from_shared(inner, self.cell())
     }
 }
 

@@ -98,11 +98,48 @@ impl sealed::Refuse for RejectWithError {
     }
 }
 
-/// The `Service` impls of a layer's service (`$service<S, St, K, M>`, whose
-/// `start(&mut self, Request<B>)` returns a `$future<S, B, M>`) in both modes; its
-/// responses have bodies of type `$body`.
+/// The inner-service accessors, `Clone` and the `Service` impls (in both modes) of a
+/// layer's service: `$service<S, St, K, M>`, holding its `inner` service and an `Arc` of
+/// what its layer shares in `$field`, whose `start(&mut self, Request<B>)` returns a
+/// `$future<S, B, M>` answering bodies of type `$body`.
 macro_rules! service_impls {
-    ($service:ident, $future:ident, $body:ty $(, #[$call:meta])*) => {
+    (
+        $service:ident { $field:ident: $shared:ident },
+        $future:ident,
+        $body:ty
+        $(, #[$call:meta])*
+    ) => {
+        impl<S, St, K, M> $service<S, St, K, M> {
+            pub(crate) fn from_shared(inner: S, $field: Arc<$shared<St, K>>) -> Self {
+                Self {
+                    inner,
+                    $field,
+                    _mode: PhantomData,
+                }
+            }
+
+            /// The inner service.
+            pub fn get_ref(&self) -> &S {
+                &self.inner
+            }
+
+            /// The inner service, mutably.
+            pub fn get_mut(&mut self) -> &mut S {
+                &mut self.inner
+            }
+
+            /// The inner service, unwrapped.
+            pub fn into_inner(self) -> S {
+                self.inner
+            }
+        }
+
+        impl<S: Clone, St, K, M> Clone for $service<S, St, K, M> {
+            fn clone(&self) -> Self {
+                Self::from_shared(self.inner.clone(), Arc::clone(&self.$field))
+            }
+        }
+
         impl<S, St, K, B, ResB> Service<Request<B>> for $service<S, St, K, RejectWithResponse>
         where
             S: Service<Request<B>, Response = Response<ResB>> + Clone,

@@ -43,32 +43,7 @@ impl<S, St: Store + Clone> RateLimit<S, St> {
             ..LiveState::default()
         });
         let config = Config::new(store, PeerIp::new(), policy);
-        Self::from_cell(inner, Arc::new(Cell::new(config, state)))
-    }
-}
-
-impl<S, St, K, M> RateLimit<S, St, K, M> {
-    pub(crate) fn from_cell(inner: S, cell: Arc<Cell<St, K>>) -> Self {
-        Self {
-            inner,
-            cell,
-            _mode: PhantomData,
-        }
-    }
-
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// The inner service, unwrapped.
-    pub fn into_inner(self) -> S {
-        self.inner
+        Self::from_shared(inner, Arc::new(Cell::new(config, state)))
     }
 }
 
@@ -315,13 +290,7 @@ fn sort(state: &LiveState, policies: &[Policy]) -> (Arc<[Policy]>, Arc<[Policy]>
 
 // `call` out of line: the future is built right where the caller wants it (a frame of its
 // own future, usually); inlined, it was built aside and copied, hundreds of bytes.
-crate::mode::service_impls!(RateLimit, ResponseFuture, ResB, #[inline(never)]);
-
-impl<S: Clone, St, K, M> Clone for RateLimit<S, St, K, M> {
-    fn clone(&self) -> Self {
-        Self::from_cell(self.inner.clone(), Arc::clone(&self.cell))
-    }
-}
+crate::mode::service_impls!(RateLimit { cell: Cell }, ResponseFuture, ResB, #[inline(never)]);
 
 impl<S: fmt::Debug, St, K, M> fmt::Debug for RateLimit<S, St, K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

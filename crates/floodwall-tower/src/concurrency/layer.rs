@@ -127,7 +127,7 @@ impl<S, St: Clone, K, M> Layer<S> for ConcurrencyLimitLayer<St, K, M> {
     type Service = ConcurrencyLimitService<S, St, K, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        ConcurrencyLimitService::from_config(inner, Arc::new(self.config.clone()))
+        ConcurrencyLimitService::from_shared(inner, Arc::new(self.config.clone()))
     }
 }
 

@@ -26,31 +26,6 @@ pub struct ConcurrencyLimitService<S, St = MemoryStore, K = PeerIp, M = RejectWi
     _mode: PhantomData<fn() -> M>,
 }
 
-impl<S, St, K, M> ConcurrencyLimitService<S, St, K, M> {
-    pub(crate) fn from_config(inner: S, config: Arc<InFlightConfig<St, K>>) -> Self {
-        Self {
-            inner,
-            config,
-            _mode: PhantomData,
-        }
-    }
-
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// The inner service, unwrapped.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-}
-
 impl<S, St, K, M: RefusalMode> ConcurrencyLimitService<S, St, K, M> {
     fn start<B>(&mut self, req: Request<B>) -> ConcurrencyLimitFuture<S, B, M>
     where
@@ -104,16 +79,12 @@ impl<S, St, K, M: RefusalMode> ConcurrencyLimitService<S, St, K, M> {
 }
 
 crate::mode::service_impls!(
-    ConcurrencyLimitService,
+    ConcurrencyLimitService {
+        config: InFlightConfig
+    },
     ConcurrencyLimitFuture,
     PermitBody<ResB>
 );
-
-impl<S: Clone, St, K, M> Clone for ConcurrencyLimitService<S, St, K, M> {
-    fn clone(&self) -> Self {
-        Self::from_config(self.inner.clone(), Arc::clone(&self.config))
-    }
-}
 
 impl<S: fmt::Debug, St, K, M> fmt::Debug for ConcurrencyLimitService<S, St, K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
