@@ -206,7 +206,11 @@ where
     match verdict(&tally, config.shadow, config.waiting.max_wait()) {
         Verdict::Admit => admit::<M, St, K>(&config, &tally, list),
         Verdict::Refuse => refuse::<M, St, K>(&config, &tally, list),
+        #[cfg(feature = "wait")]
         Verdict::Wait => wait::<M, St, K>(&config, key, list, cost, tally).await,
+        // Without the `wait` feature `verdict` never says so.
+        #[cfg(not(feature = "wait"))]
+        Verdict::Wait => refuse::<M, St, K>(&config, &tally, list),
     }
 }
 
@@ -253,21 +257,6 @@ where
             store_failed::<M, St, K>(config, e)
         }
     }
-}
-
-/// Without the `wait` feature nothing waits: [`verdict`] never says so.
-#[cfg(not(feature = "wait"))]
-async fn wait<M, St, K>(
-    config: &Arc<Config<St, K>>,
-    _: Key,
-    policies: &[Policy],
-    _: u64,
-    tally: Tally,
-) -> Admission<M::Refusal>
-where
-    M: Refuse,
-{
-    refuse::<M, St, K>(config, &tally, policies)
 }
 
 /// An admitted request: counted, and the headers for its response.

@@ -52,10 +52,14 @@ impl<St: Store + Clone> ConcurrencyLimitLayer<St> {
     /// At most `limit.max()` requests in flight per client (by peer IP), counted in
     /// `store`.
     pub fn new(store: St, limit: ConcurrencyLimit) -> Self {
-        Self {
-            config: InFlightConfig::new(store, PeerIp::new(), limit),
-            _mode: PhantomData,
-        }
+        Self::with(InFlightConfig::new(store, PeerIp::new(), limit))
+    }
+}
+
+impl<St, K, M> ConcurrencyLimitLayer<St, K, M> {
+    fn with<St2, K2, M2>(config: InFlightConfig<St2, K2>) -> ConcurrencyLimitLayer<St2, K2, M2> {
+        let _mode = PhantomData;
+        ConcurrencyLimitLayer { config, _mode }
     }
 }
 
@@ -64,12 +68,8 @@ impl<St: Store, K, M> ConcurrencyLimitLayer<St, K, M> {
     /// `max / nodes`), behind a circuit breaker, as
     /// [`RateLimitLayer::fail_mode`](crate::RateLimitLayer::fail_mode) does.
     pub fn fail_mode(self, mode: FailMode) -> ConcurrencyLimitLayer<Fallback<Breaker<St>>, K, M> {
-        ConcurrencyLimitLayer {
-            config: self
-                .config
-                .rebuild(|store| Fallback::new(Breaker::new(store), mode), |key| key),
-            _mode: PhantomData,
-        }
+        let store = |store| Fallback::new(Breaker::new(store), mode);
+        Self::with(self.config.rebuild(store, |key| key))
     }
 }
 
@@ -77,10 +77,7 @@ impl<St, K, M> ConcurrencyLimitLayer<St, K, M> {
     /// Limits by another key: `.key(HeaderKey::bearer())`, `.key(Global)`, or any
     /// `|req: &Parts| -> Option<impl AsRef<[u8]>>`. See [`extract`](crate::extract).
     pub fn key<K2: ExtractKey>(self, key: K2) -> ConcurrencyLimitLayer<St, K2, M> {
-        ConcurrencyLimitLayer {
-            config: self.config.rebuild(|store| store, |_| Arc::new(key)),
-            _mode: PhantomData,
-        }
+        Self::with(self.config.rebuild(|store| store, |_| Arc::new(key)))
     }
 
     /// How refusals are answered and which headers are sent: see [`Refusals`]. A
@@ -111,10 +108,7 @@ impl<St, K, M> ConcurrencyLimitLayer<St, K, M> {
     /// Reports refusals as errors ([`RateLimited`](crate::RateLimited), with
     /// [`too_many_in_flight`](crate::RateLimited::too_many_in_flight)) instead of responses.
     pub fn reject_with_error(self) -> ConcurrencyLimitLayer<St, K, RejectWithError> {
-        ConcurrencyLimitLayer {
-            config: self.config,
-            _mode: PhantomData,
-        }
+        Self::with(self.config)
     }
 
     /// The limit.
@@ -133,10 +127,7 @@ impl<S, St: Clone, K, M> Layer<S> for ConcurrencyLimitLayer<St, K, M> {
 
 impl<St: Clone, K, M> Clone for ConcurrencyLimitLayer<St, K, M> {
     fn clone(&self) -> Self {
-        Self {
-            config: self.config.clone(),
-            _mode: PhantomData,
-        }
+        Self::with(self.config.clone())
     }
 }
 
