@@ -47,15 +47,12 @@ pub(super) fn parse(source: Source<'_>) -> Result<PolicyFile, FileError> {
         let entry = check.policy(i, policy.get_ref())?;
         if let Some(first) = policies.iter().position(|e| e.name() == entry.name()) {
             let name = &policy.get_ref().name;
-            return Err(source.error(
-                Some(name.span()),
-                format!("policy[{i}].name"),
-                "a name no other policy has",
-                Some(format!(
-                    "\"{}\", already the name of policy[{first}]",
-                    name.get_ref()
-                )),
-            ));
+            let found = format!(
+                "\"{}\", already the name of policy[{first}]",
+                name.get_ref()
+            );
+            let expected = "a name no other policy has";
+            return Err(check.at(name, format!("policy[{i}].name"), expected, found));
         }
         policies.push(entry);
     }

@@ -142,21 +142,17 @@ impl PolicyFile {
         };
         // The chooser names every request's policies, so the layer's own (the first) is
         // only where `new` wants one; the rest are registered by name.
-        let registered = parsed[1..]
-            .iter()
-            .cloned()
-            .fold(Modes::new(), Modes::register);
-        let modes = self
-            .policies
-            .iter()
-            .filter_map(|e| Some((e.name(), e.mode?)))
-            .fold(registered, |modes, (name, mode)| modes.policy(name, mode));
+        let by_name = self.policies.iter();
+        let modes = Modes {
+            all: None,
+            registered: parsed[1..].to_vec(),
+            by_name: by_name
+                .filter_map(|e| Some((e.name().to_owned(), e.mode?)))
+                .collect(),
+        };
         let layer = RateLimitLayer::new(store, parsed[0].clone());
         // Every name is known: `modes` registers every policy before it sets modes.
-        let layer = match layer.clone().modes(modes) {
-            Ok(layer) => layer,
-            Err(_) => layer,
-        };
+        let layer = layer.clone().modes(modes).unwrap_or(layer);
         let layer = layer.key(self.key()).choose(chooser);
         let layer = customize(layer);
         let live = layer.live();
