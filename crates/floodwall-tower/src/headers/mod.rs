@@ -291,7 +291,7 @@ mod tests {
         assert_eq!(h["x-ratelimit-remaining"], "50");
         let reset: u64 = h["x-ratelimit-reset"].to_str().unwrap().parse().unwrap();
         assert!(
-            reset >= before && reset <= before + 2,
+            (before..=before + 2).contains(&reset),
             "{reset} vs {before}"
         );
         let mut none = HeaderMap::new();
