@@ -131,14 +131,14 @@ where
     _store: std::marker::PhantomData<fn() -> St>,
 }
 
-impl<St, C> Bookings<St, C>
+impl<St, C> Drop for Bookings<St, C>
 where
     St: Store + 'static,
     C: AsRef<St> + Send + Sync + 'static,
 {
     /// Cancels every booking, at once where the store answers without waiting (the memory
     /// store), else on a task of its own: a dropped future cannot wait.
-    fn cancel_all(&mut self) {
+    fn drop(&mut self) {
         for (policy, reservation) in self.held.drain(..) {
             let (store, key) = (Arc::clone(&self.store), self.key.clone());
             let mut cancel = Box::pin(async move {
@@ -154,16 +154,6 @@ where
                 runtime.spawn(cancel);
             }
         }
-    }
-}
-
-impl<St, C> Drop for Bookings<St, C>
-where
-    St: Store + 'static,
-    C: AsRef<St> + Send + Sync + 'static,
-{
-    fn drop(&mut self) {
-        self.cancel_all();
     }
 }
 

@@ -48,9 +48,7 @@ pub enum HeaderStyle {
 
 /// Seconds to wait as `Retry-After` says them: whole seconds, rounded up, never 0.
 pub fn retry_after_secs(d: Duration) -> u64 {
-    d.as_secs()
-        .saturating_add(u64::from(d.subsec_nanos() > 0))
-        .max(1)
+    ceil_secs(d).max(1)
 }
 
 fn ceil_secs(d: Duration) -> u64 {
