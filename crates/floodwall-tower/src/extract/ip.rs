@@ -200,30 +200,21 @@ mod tests {
 
     #[test]
     fn ipv4_mapped_ipv6_is_the_ipv4_address() {
-        assert_eq!(
-            key_of("::ffff:192.0.2.7", PeerIp::new()),
-            key_of("192.0.2.7", PeerIp::new())
-        );
+        let mapped = key_of("::ffff:192.0.2.7", PeerIp::new());
+        assert_eq!(mapped, key_of("192.0.2.7", PeerIp::new()));
     }
 
     #[test]
     fn peer_addr_reads_whichever_extension_the_server_set() {
-        let parts = |insert: &dyn Fn(&mut http::Extensions)| {
-            let mut req = Request::new(());
-            insert(req.extensions_mut());
-            req.into_parts().0
-        };
         let v6: IpAddr = "2001:db8::9".parse().unwrap();
         let v4: IpAddr = "192.0.2.9".parse().unwrap();
-        let sock = parts(&|e| {
-            e.insert(SocketAddr::new(v6, 443));
-        });
-        assert_eq!(peer_addr(&sock), Some(v6));
-        let bare = parts(&|e| {
-            e.insert(v4);
-        });
-        assert_eq!(peer_addr(&bare), Some(v4));
-        assert_eq!(peer_addr(&parts(&|_| {})), None);
+        let mut sock = Request::new(());
+        sock.extensions_mut().insert(SocketAddr::new(v6, 443));
+        assert_eq!(peer_addr(&sock.into_parts().0), Some(v6));
+        let mut bare = Request::new(());
+        bare.extensions_mut().insert(v4);
+        assert_eq!(peer_addr(&bare.into_parts().0), Some(v4));
+        assert_eq!(peer_addr(&Request::new(()).into_parts().0), None);
     }
 
     #[test]
