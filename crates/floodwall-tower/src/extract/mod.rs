@@ -123,8 +123,7 @@ where
     }
 }
 
-/// A request's head, whole or taken apart: what this crate's extractors read, so that each
-/// is written once for [`ExtractKey::extract`] and [`ExtractKey::extract_request`].
+/// A request's head, whole or taken apart: what this crate's extractors read.
 pub(crate) trait Head {
     fn method(&self) -> &Method;
     fn uri(&self) -> &Uri;
@@ -182,29 +181,26 @@ impl KeyError {
         }
     }
 
-    /// Names what was missing (a header's name, "peer address"), for a responder to tell
-    /// the client.
+    /// Names what was missing (a header's name, "peer address") for the client.
     #[must_use]
     pub fn naming(mut self, missing: impl Into<Cow<'static, str>>) -> Self {
         self.missing = missing.into();
         self
     }
 
-    /// This error with the status the layer answers with (its
-    /// [`OnMissingKey::RejectWith`] status).
+    /// This error with the status the layer answers with.
     pub(crate) fn with_status(mut self, status: StatusCode) -> Self {
         self.status = status;
         self
     }
 
     /// The status a rejection answers with: the extractor's, or the layer's
-    /// [`OnMissingKey::RejectWith`] status once the layer refused the request.
+    /// [`OnMissingKey::RejectWith`] once it refused the request.
     pub fn status(&self) -> StatusCode {
         self.status
     }
 
-    /// What was missing: a header's name (`x-api-key`, `authorization`), `peer address`,
-    /// or whatever a custom extractor named; `key` when it named nothing.
+    /// What was missing: a header's name, `peer address`, or `key` when nothing was named.
     pub fn missing(&self) -> &str {
         &self.missing
     }
@@ -227,8 +223,7 @@ impl std::error::Error for KeyError {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum OnMissingKey {
-    /// Refuse it with the [`KeyError`]'s status (the default): a request that cannot be
-    /// attributed is never let through unlimited by accident.
+    /// Refuse it with the [`KeyError`]'s status (the default).
     #[default]
     Reject,
     /// Refuse it with this status instead (e.g. 401 for a missing API key).

@@ -93,15 +93,13 @@ impl ClientIp {
     }
 
     /// The client's address for this request, as the key is built from it, or why there
-    /// is none (no peer address; an entry that is not an address where the walk stops).
-    /// Useful for logging.
+    /// is none: for logging.
     pub fn client_ip(&self, req: &Parts) -> Result<IpAddr, KeyError> {
         self.client_ip_of(req)
     }
 
     /// The key this extractor writes for a client at `ip` (as [`client_ip`](Self::client_ip)
-    /// finds it): for an operator's call on one client
-    /// ([`StoreExt::unban`](floodwall_core::StoreExt::unban)) without a request of theirs.
+    /// finds it): for an operator's call ([`StoreExt::unban`](floodwall_core::StoreExt::unban)).
     pub fn key_for(&self, ip: IpAddr) -> Key {
         let mut key = Key::new();
         write_ip(ip, self.v4_prefix, self.v6_prefix, &mut key);
@@ -140,7 +138,11 @@ impl ClientIp {
         let mut hops = 0;
         // Several header lines are one list, in order.
         let lines = headers.get_all(&name).into_iter().rev();
-        for entry in lines.flat_map(|line| RevEntries::new(line.as_bytes(), quoted)) {
+        let entries = lines.flat_map(|line| RevEntries {
+            rest: Some(line.as_bytes()),
+            quoted,
+        });
+        for entry in entries {
             let entry = entry.trim_ascii();
             if entry.is_empty() {
                 continue;
@@ -212,15 +214,6 @@ fn canonical_net(net: IpNet) -> IpNet {
 struct RevEntries<'a> {
     rest: Option<&'a [u8]>,
     quoted: bool,
-}
-
-impl<'a> RevEntries<'a> {
-    fn new(line: &'a [u8], quoted: bool) -> Self {
-        Self {
-            rest: Some(line),
-            quoted,
-        }
-    }
 }
 
 impl<'a> Iterator for RevEntries<'a> {

@@ -17,9 +17,8 @@ pub(crate) use ietf::{IetfConsts, IetfOne, ietf_consts};
 use ietf::{ietf_figures, ietf_limit, ietf_policy_value};
 pub(crate) use in_flight::InFlightHeaders;
 
-/// Which rate-limit headers go on responses (allowed and refused alike).
-///
-/// `Retry-After` is sent on every refusal whatever the style.
+/// Which rate-limit headers go on responses (allowed and refused alike); `Retry-After` is
+/// sent on every refusal whatever the style.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum HeaderStyle {
@@ -38,9 +37,8 @@ pub enum HeaderStyle {
     /// are capped at 15 digits, the most a structured field may carry. The default.
     #[default]
     Ietf,
-    /// GitHub's `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix
-    /// time in seconds when the limit is full again), for the most restrictive policy
-    /// checked: the one that refused, else the one with least remaining.
+    /// GitHub's `X-RateLimit-Limit`, `-Remaining` and `-Reset` (Unix seconds) of the most
+    /// restrictive policy: the one that refused, else the one with least remaining.
     GitHub,
     /// No rate-limit headers (still `Retry-After` on refusals).
     None,

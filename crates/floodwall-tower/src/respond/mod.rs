@@ -106,9 +106,8 @@ impl Denial {
         self.in_flight.as_ref().map(|(_, full)| *full)
     }
 
-    /// How long until the same request would pass every policy that denied it: the
-    /// longest of their `retry_after`s. `None` when it never can (its cost is above a
-    /// policy's limit), or when no one can tell (an in-flight limit is full).
+    /// How long until the same request would pass every policy that denied it; `None` when
+    /// it never can (too costly) or no one can tell (an in-flight limit is full).
     pub fn retry_after(&self) -> Option<Duration> {
         if self.too_costly.is_some() {
             return None;
@@ -119,8 +118,7 @@ impl Denial {
             .max()
     }
 
-    /// [`retry_after`](Self::retry_after) as `Retry-After` says it: whole seconds, rounded
-    /// up, never 0.
+    /// [`retry_after`](Self::retry_after) in `Retry-After`'s whole seconds, never 0.
     pub fn retry_after_secs(&self) -> Option<u64> {
         self.retry_after().map(crate::headers::retry_after_secs)
     }
@@ -140,9 +138,8 @@ impl Denial {
             .chain(self.in_flight.iter().map(|(l, _)| l.name()))
     }
 
-    /// Whether a policy refused because the request's key is banned
-    /// ([`Penalty`](floodwall_core::Penalty)): [`retry_after`](Self::retry_after) is then
-    /// (at least) the ban's remainder. For a body that tells the client so.
+    /// Whether a policy refused because the key is banned
+    /// ([`Penalty`](floodwall_core::Penalty)); the retry is then the ban's remainder.
     pub fn banned(&self) -> bool {
         self.decisions.iter().any(|(_, d)| d.is_banned())
     }
