@@ -235,10 +235,8 @@ where
         1 => tally.refused().collect(),
         n => (0..n).collect(),
     };
-    let store = Arc::clone(config);
-    let waited =
-        book_and_wait::<St, Config<St, K>>(&config.waiting, store, key, policies, &refused, cost)
-            .await;
+    let store: crate::wait::Holder<St> = config.clone();
+    let waited = book_and_wait(&config.waiting, store, key, policies, &refused, cost).await;
     match waited {
         Waited::Admitted(booked) => {
             for (i, decision) in booked {

@@ -117,25 +117,18 @@ impl Drop for Waiter {
     }
 }
 
+/// What holds the store slots are booked in: the layer's configuration, shared.
+pub(crate) type Holder<St> = Arc<dyn AsRef<St> + Send + Sync>;
+
 /// The slots one request booked, cancelled if it is dropped before it proceeds (its
-/// client went away): each slot then goes back where the algorithm allows it. `C` holds
-/// the store (the layer's configuration, shared).
-struct Bookings<St, C>
-where
-    St: Store + 'static,
-    C: AsRef<St> + Send + Sync + 'static,
-{
-    store: Arc<C>,
+/// client went away): each slot then goes back where the algorithm allows it.
+struct Bookings<St: Store + 'static> {
+    store: Holder<St>,
     key: Key,
     held: SmallVec<[(Reservable, Reservation); 1]>,
-    _store: std::marker::PhantomData<fn() -> St>,
 }
 
-impl<St, C> Drop for Bookings<St, C>
-where
-    St: Store + 'static,
-    C: AsRef<St> + Send + Sync + 'static,
-{
+impl<St: Store + 'static> Drop for Bookings<St> {
     /// Cancels every booking, at once where the store answers without waiting (the memory
     /// store), else on a task of its own: a dropped future cannot wait.
     fn drop(&mut self) {
@@ -174,20 +167,15 @@ pub(crate) enum Waited {
 
 /// A request that policies `refused` (indexes into `policies`) refused with a
 /// `retry_after` within the layer's bound: books a slot in each of them, waits for the
-/// latest on tokio's timer, and says so; or says why it could not wait. `store` holds
-/// the store the slots are booked in.
-pub(crate) async fn book_and_wait<St, C>(
+/// latest on tokio's timer, and says so; or says why it could not wait.
+pub(crate) async fn book_and_wait<St: Store + 'static>(
     waiting: &Waiting,
-    store: Arc<C>,
+    store: Holder<St>,
     key: Key,
     policies: &[Policy],
     refused: &[usize],
     cost: u64,
-) -> Waited
-where
-    St: Store + 'static,
-    C: AsRef<St> + Send + Sync + 'static,
-{
+) -> Waited {
     let mut booked = Booked::new();
     let Some(max_wait) = waiting.max_wait else {
         return Waited::Refused(booked);
@@ -195,12 +183,8 @@ where
     let Some(waiter) = waiting.waiters.enter(key.as_bytes()) else {
         return Waited::Refused(booked);
     };
-    let mut bookings = Bookings::<St, C> {
-        store,
-        key,
-        held: SmallVec::new(),
-        _store: std::marker::PhantomData,
-    };
+    let held = SmallVec::new();
+    let mut bookings = Bookings { store, key, held };
     let mut wait = Duration::ZERO;
     for &i in refused {
         let Ok(reservable) = Reservable::new(policies[i].clone()) else {
