@@ -27,9 +27,7 @@ use crate::settle::{Rule, Settle};
 
 /// Rate-limits the services it wraps: `.layer(RateLimitLayer::new(store, policy))`.
 ///
-/// Defaults, each changed by one builder method; an option with several settings is a
-/// value of its own ([`Refusals`], [`Wait`], [`Modes`]), shared with
-/// [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer) where both need it:
+/// Defaults, each changed by one builder method:
 ///
 /// | what | default | change with |
 /// |---|---|---|

@@ -58,39 +58,28 @@ impl KeyKind {
 
 impl KeySpec {
     pub(super) fn extractor(&self) -> FileKey {
+        // Each prefix length the file gives, set on the extractor.
+        let (v4, v6) = (self.ipv4_prefix, self.ipv6_prefix);
         let kind = match self.kind {
             KeyKind::PeerIp => {
-                let mut peer = PeerIp::new();
-                if let Some(bits) = self.ipv4_prefix {
-                    peer = peer.ipv4_prefix(bits);
-                }
-                if let Some(bits) = self.ipv6_prefix {
-                    peer = peer.ipv6_prefix(bits);
-                }
-                Kind::PeerIp(peer)
+                let peer = v4.into_iter().fold(PeerIp::new(), PeerIp::ipv4_prefix);
+                Kind::PeerIp(v6.into_iter().fold(peer, PeerIp::ipv6_prefix))
             }
             KeyKind::ClientIp => {
                 let mut client = ClientIp::new(self.trusted.iter().copied());
                 if self.forwarded {
                     client = client.header(ForwardedHeader::Forwarded);
                 }
-                if let Some(bits) = self.ipv4_prefix {
-                    client = client.ipv4_prefix(bits);
-                }
-                if let Some(bits) = self.ipv6_prefix {
-                    client = client.ipv6_prefix(bits);
-                }
-                Kind::ClientIp(client)
+                let client = v4.into_iter().fold(client, ClientIp::ipv4_prefix);
+                Kind::ClientIp(v6.into_iter().fold(client, ClientIp::ipv6_prefix))
             }
             KeyKind::Header | KeyKind::Bearer => {
-                let mut key = match &self.header {
+                let key = match &self.header {
                     Some(name) if self.kind == KeyKind::Header => HeaderKey::new(name.clone()),
                     _ => HeaderKey::bearer(),
                 };
-                if let Some(salt) = &self.salt {
-                    key = key.salt(salt.as_bytes());
-                }
-                Kind::Header(key)
+                let salt = self.salt.as_ref().map(String::as_bytes);
+                Kind::Header(salt.into_iter().fold(key, HeaderKey::salt))
             }
             KeyKind::Global => Kind::Global,
         };

@@ -171,16 +171,11 @@ mod tests {
         let a = || Policy::gcra("interned-a", "10/s".parse().unwrap()).unwrap();
         let b = || Policy::gcra("interned-b", "5/min".parse().unwrap()).unwrap();
         let ietf_consts = |policies: &[Policy]| ietf_consts(policies).expect("interned");
-        assert!(std::ptr::eq(ietf_consts(&[a()]), ietf_consts(&[a()])));
-        assert!(std::ptr::eq(
-            ietf_consts(&[a(), b()]),
-            ietf_consts(&[a(), b()])
-        ));
-        assert!(!std::ptr::eq(ietf_consts(&[a()]), ietf_consts(&[b()])));
-        assert!(!std::ptr::eq(
-            ietf_consts(&[a(), b()]),
-            ietf_consts(&[b(), a()])
-        ));
+        let same = |x: &[Policy], y: &[Policy]| std::ptr::eq(ietf_consts(x), ietf_consts(y));
+        assert!(same(&[a()], &[a()]));
+        assert!(same(&[a(), b()], &[a(), b()]));
+        assert!(!same(&[a()], &[b()]));
+        assert!(!same(&[a(), b()], &[b(), a()]));
         // Another quota under the same name is another value.
         let a2 = Policy::gcra("interned-a", "11/s".parse().unwrap()).unwrap();
         assert_eq!(ietf_consts(&[a2]).policy, "\"interned-a\";q=11;w=1");
