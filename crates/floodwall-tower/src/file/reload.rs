@@ -70,27 +70,25 @@ impl FileLimits {
         let running = self.live.policies();
         for entry in &file.policies {
             if !running.iter().any(|(p, _)| p.name() == entry.name()) {
-                return Err(entry.name_at.with(
-                    entry.name_at.field(),
-                    "the name of a policy the service started with",
-                    Some(format!(
-                        "\"{}\", a new policy: adding a policy needs a restart",
-                        entry.name()
-                    )),
-                ));
+                let (at, name) = (&entry.name_at, entry.name());
+                let found = format!("\"{name}\", a new policy: adding a policy needs a restart");
+                let expected = "the name of a policy the service started with";
+                return Err(at.with(at.field(), expected, Some(found)));
             }
         }
         for (policy, _) in &running {
             if !file.policies.iter().any(|e| e.name() == policy.name()) {
+                let found = format!(
+                    "no policy \"{}\": removing a policy needs a restart (mode = \"off\" stops \
+                     checking it)",
+                    policy.name()
+                );
+                let expected = "every policy the service started with";
                 return Err(FileError::nowhere(
                     &file.origin,
                     "policy",
-                    "every policy the service started with",
-                    Some(format!(
-                        "no policy \"{}\": removing a policy needs a restart \
-                         (mode = \"off\" stops checking it)",
-                        policy.name()
-                    )),
+                    expected,
+                    Some(found),
                 ));
             }
         }
