@@ -237,23 +237,21 @@ where
     };
     let store: crate::wait::Holder<St> = config.clone();
     let waited = book_and_wait(&config.waiting, store, key, policies, &refused, cost).await;
-    match waited {
-        Waited::Admitted(booked) => {
-            for (i, decision) in booked {
-                tally.set(i, decision);
-            }
-            admit::<M, St, K>(config, &tally, policies)
-        }
-        Waited::Refused(booked) => {
-            for (i, decision) in booked {
-                tally.set(i, decision);
-            }
-            refuse::<M, St, K>(config, &tally, policies)
-        }
+    let (booked, admitted) = match waited {
+        Waited::Admitted(booked) => (booked, true),
+        Waited::Refused(booked) => (booked, false),
         Waited::Failed(i, e) => {
             observe::store_error(config.meter(), policies, i);
-            store_failed::<M, St, K>(config, e)
+            return store_failed::<M, St, K>(config, e);
         }
+    };
+    for (i, decision) in booked {
+        tally.set(i, decision);
+    }
+    if admitted {
+        admit::<M, St, K>(config, &tally, policies)
+    } else {
+        refuse::<M, St, K>(config, &tally, policies)
     }
 }
 

@@ -18,13 +18,11 @@ pub const NEAR_LIMIT: &str = "floodwall.rate_limiting.near_limit";
 /// Histogram, seconds: store calls the layer waited for (a Redis round trip), by
 /// `policy`; answers given at once are not timed.
 pub const STORE_DURATION: &str = "floodwall.rate_limiting.store.duration";
-/// Gauge: a circuit breaker's state, by `store` ([`record_breaker`]): 0 closed, 1 half
-/// open, 2 open.
+/// Gauge: a circuit breaker's state (0 closed, 1 half open, 2 open), by `store`.
 pub const BREAKER_STATE: &str = "floodwall.breaker.state";
-/// Counter: times a circuit breaker opened, by `store` ([`record_breaker`]).
+/// Counter: times a circuit breaker opened, by `store`.
 pub const BREAKER_OPENED: &str = "floodwall.breaker.opened";
-/// Counter: calls a circuit breaker refused without calling its store, by `store`
-/// ([`record_breaker`]).
+/// Counter: calls a circuit breaker refused without calling its store, by `store`.
 pub const BREAKER_FAILED_FAST: &str = "floodwall.breaker.failed_fast";
 
 /// The label naming the policy.

@@ -158,16 +158,14 @@ pub(crate) type Booked = SmallVec<[(usize, Decision); 2]>;
 pub(crate) enum Waited {
     /// Every slot booked and its time come: admit it, with these decisions.
     Admitted(Booked),
-    /// It could not wait (a bound reached, a slot now beyond the bound, a policy that
-    /// cannot book): refuse it as without waiting, with the decisions booked so far.
+    /// It could not wait: refuse it as without waiting, with the decisions booked so far.
     Refused(Booked),
     /// The store failed booking policy `i`.
     Failed(usize, floodwall_core::Error),
 }
 
-/// A request that policies `refused` (indexes into `policies`) refused with a
-/// `retry_after` within the layer's bound: books a slot in each of them, waits for the
-/// latest on tokio's timer, and says so; or says why it could not wait.
+/// Books a slot in each policy of `refused` (indexes into `policies`) and waits for the
+/// latest on tokio's timer; or says why it could not.
 pub(crate) async fn book_and_wait<St: Store + 'static>(
     waiting: &Waiting,
     store: Holder<St>,

@@ -196,9 +196,8 @@ mod tests {
         assert_eq!(without_root.target(&Method::GET, "/b"), &names(&["d"]));
     }
 
-    /// A route's choice worked out before the layer's handle was set (a request sent
-    /// while the layer is still being built) is worked out again once it is, and then
-    /// on every change the handle makes.
+    /// A route's choice worked out before the layer's handle was set is worked out again
+    /// once it is, and then on every change the handle makes.
     #[test]
     fn a_choice_made_before_the_handle_is_set_follows_the_handle_after() {
         use floodwall_core::MemoryStore;

@@ -49,8 +49,7 @@ impl<St: Clone, K> Version<St, K> {
     }
 }
 
-/// `template` checking `policies`, in shadow mode or not: a configuration of its own, so
-/// its interned headers and metrics handles are those of `policies`.
+/// `template` checking `policies`, with interned headers and metrics handles of its own.
 fn config<St: Clone, K>(
     template: &Config<St, K>,
     policies: Vec<Policy>,
@@ -66,11 +65,10 @@ fn config<St: Clone, K>(
     config
 }
 
-/// A layer's configuration as its services read it, one per layer (and its clones); the
-/// layer's [`Shared`](super::Shared) state sends it every live change.
+/// A layer's configuration as its services read it; [`Shared`](super::Shared) sends it
+/// every live change.
 pub(crate) struct Cell<St, K> {
-    /// Whether no live change was made and every policy of `initial` is enforced: requests
-    /// then take `initial`'s configuration, a field away, rather than load `current`.
+    /// Whether no live change was made and every policy of `initial` is enforced.
     plain: AtomicBool,
     /// Whether a live change was made: until then `initial` is current.
     #[cfg(feature = "live")]
