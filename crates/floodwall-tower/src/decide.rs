@@ -30,8 +30,8 @@ pub(crate) struct Pending {
 pub(crate) enum Checked<R> {
     /// Every policy answered: here is what to do.
     Decided(Admission<R>),
-    /// The store must be waited for: for the policies still to check, or (every policy
-    /// checked) for the slots of a refusal within the layer's wait (`wait.rs`).
+    /// The store must be waited for: for the policies still to check, or for the slots of
+    /// a refusal within the layer's wait.
     Waiting(Pending),
 }
 
@@ -43,8 +43,7 @@ enum Verdict {
     Refuse,
 }
 
-/// The verdict on `tally`: a function of the answers and of whether (and how long) a
-/// refused request may wait.
+/// The verdict on `tally`, given whether (and how long) a refused request may wait.
 fn verdict(tally: &Tally, shadow: bool, max_wait: Option<std::time::Duration>) -> Verdict {
     if tally.allowed() {
         return Verdict::Admit;
@@ -126,8 +125,7 @@ fn many<M: Refuse, St: Store, K>(
     answered::<M, St, K>(config, tally, policies)
 }
 
-/// [`now`] once every policy answered at once: the admission, or the tally handed on to
-/// [`rest`] to wait for its slots.
+/// [`now`] once every policy answered at once.
 fn answered<M: Refuse, St, K>(
     config: &Config<St, K>,
     tally: Tally,
@@ -290,8 +288,7 @@ where
     Fields::new(config.refusals.headers, consts, decisions)
 }
 
-/// The verdict on a request some policy denied: refused, or in shadow mode logged and
-/// admitted.
+/// A request some policy denied: refused, or in shadow mode logged and admitted.
 fn refuse<M: Refuse, St, K>(
     config: &Config<St, K>,
     tally: &Tally,
@@ -323,8 +320,7 @@ fn refuse<M: Refuse, St, K>(
     }))
 }
 
-/// A request the store could not decide: let through (shadow mode) or refused
-/// with the store-failure responder. Each outage is logged once.
+/// A request the store could not decide: let through (shadow mode) or refused.
 fn store_failed<M: Refuse, St, K>(
     config: &Config<St, K>,
     error: floodwall_core::Error,

@@ -154,16 +154,12 @@ mod tests {
         let missing = key(&e, "other", "x").unwrap_err();
         assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
         assert_eq!(missing.missing(), "x-api-key");
-        assert_eq!(
-            missing.to_string(),
-            "no rate-limit key: the x-api-key header is missing or empty"
-        );
+        let text = "no rate-limit key: the x-api-key header is missing or empty";
+        assert_eq!(missing.to_string(), text);
         assert_eq!(key(&e, "x-api-key", "  ").unwrap_err(), missing);
         let bearer = key(&HeaderKey::bearer(), "authorization", "Basic abc").unwrap_err();
         assert_eq!(bearer.missing(), "authorization");
-        assert_eq!(
-            bearer.reason(),
-            "no bearer token in the authorization header"
-        );
+        let reason = "no bearer token in the authorization header";
+        assert_eq!(bearer.reason(), reason);
     }
 }

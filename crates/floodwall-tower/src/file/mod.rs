@@ -64,8 +64,7 @@ pub struct PolicyFile {
 #[derive(Debug)]
 struct Entry {
     policy: Policy,
-    /// `None`: the file gives no mode, and the policy keeps the one the layer started it
-    /// with (enforced, or shadow under `layer_with` with [`Modes::all`](crate::Modes::all)).
+    /// `None`: the file gives no mode, and the policy keeps the one the layer started with.
     mode: Option<Enforcement>,
     default: bool,
     /// Where its name is, for a reload's refusal to add it.
@@ -98,8 +97,8 @@ impl PolicyFile {
         self.policies.iter().map(|e| (&e.policy, e.mode))
     }
 
-    /// The names of the policies checked on a request no route names policies for
-    /// (`default = true`), in the file's order.
+    /// The names of the `default = true` policies (for requests no route names policies
+    /// for), in the file's order.
     pub fn defaults(&self) -> impl Iterator<Item = &str> {
         self.policies.iter().filter(|e| e.default).map(|e| e.name())
     }
@@ -109,9 +108,8 @@ impl PolicyFile {
         self.key.extractor()
     }
 
-    /// The layer this file describes, over `store`, and the handle that reloads it. The
-    /// routes are the layer's [chooser](RateLimitLayer::choose), reading each route's
-    /// policies from the live handle ([`FileLimits::live`]).
+    /// The layer this file describes, over `store`, and the handle that reloads it; the
+    /// routes are its [chooser](RateLimitLayer::choose).
     pub fn layer<St>(&self, store: St) -> (RateLimitLayer<St, FileKey>, FileLimits)
     where
         St: Store + Clone + Send + Sync + 'static,

@@ -134,10 +134,8 @@ mod tests {
             .windows(2)
             .filter(|w| at(&w[1]) != at(&w[0]).wrapping_add(7))
             .count();
-        assert!(
-            apart <= 2,
-            "{apart} of 199 values were not cut after the one before"
-        );
+        let why = "of 199 values were not cut after the one before";
+        assert!(apart <= 2, "{apart} {why}");
     }
 
     #[test]

@@ -47,17 +47,15 @@ impl Shared {
         Arc::clone(&self.state)
     }
 
-    /// A new `Shared` starting from this one's state changed by `change`: what a builder
-    /// method that sets policies or modes makes, so that layers built from one base do
-    /// not share their changes.
+    /// A new `Shared` from this one's state changed by `change`, so that layers built from
+    /// one base do not share their changes.
     pub(crate) fn fork(&self, change: impl FnOnce(&mut LiveState)) -> Arc<Self> {
         let mut state = LiveState::clone(&self.state());
         change(&mut state);
         Self::new(state)
     }
 
-    /// Applies `change` to the current state and sends the result to every cell; nothing
-    /// changes if it fails.
+    /// Applies `change` and sends the result to every cell; nothing changes if it fails.
     #[cfg(feature = "live")]
     pub(crate) fn update(
         &self,

@@ -1,6 +1,5 @@
 //! Waiting for the next slot instead of refusing (feature `wait`): how long at most, how
-//! many may wait, and the jitter on their waits. Set on a layer by
-//! `RateLimitLayer::wait`; what waits and how is `src/wait.rs`'s.
+//! many may wait, and the jitter on their waits.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -176,10 +176,8 @@ mod tests {
         let (data, incomplete) = read_ready(Body::new(Partial::fails(b"part")));
         assert_eq!(data, "part");
         let why = incomplete.unwrap().to_string();
-        assert!(
-            why.contains("failed") && why.contains("source gone"),
-            "{why}"
-        );
+        let named = why.contains("failed") && why.contains("source gone");
+        assert!(named, "{why}");
         let (data, incomplete) = read_ready(Body::new(Endless));
         assert_eq!(data.len(), MAX_READY + 1);
         assert!(matches!(incomplete, Some(Incomplete::TooLong)));

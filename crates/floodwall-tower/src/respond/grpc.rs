@@ -150,10 +150,8 @@ mod tests {
             let res = Grpc.missing_key(&error);
             assert_eq!(res.status(), StatusCode::OK);
             assert!(res.headers().get(RETRY_AFTER).is_none());
-            assert_eq!(
-                res.headers()["grpc-message"],
-                "no rate-limit key: the x-api-key header is missing"
-            );
+            let message = "no rate-limit key: the x-api-key header is missing";
+            assert_eq!(res.headers()["grpc-message"], message);
             res.headers()["grpc-status"].to_str().unwrap().to_owned()
         };
         assert_eq!(code(StatusCode::BAD_REQUEST), "3");
