@@ -19,8 +19,7 @@ pub enum Choice {
     Default,
     /// This policy alone.
     Policy(Policy),
-    /// Every one of these: admitted if all admit and counted in all, counted in none if
-    /// any refuses (see [`and_policy`](crate::RateLimitLayer::and_policy)).
+    /// Every one of these, all or nothing ([`and_policy`](crate::RateLimitLayer::and_policy)).
     Policies(Arc<[Policy]>),
     /// No limit for this request (a health check, an internal caller), and no headers.
     Skip,

@@ -35,11 +35,10 @@
 //! ```
 //!
 //! For each request the [`RateLimit`] service extracts a [key](extract) (by default the
-//! peer IP), checks it against one or more [`Policy`](floodwall_core::Policy)s in a
-//! [`Store`](floodwall_core::Store) (in memory, or Redis shared by a fleet), and then either
-//! calls the inner service and adds [rate-limit headers](HeaderStyle) to its response, or
-//! answers at once with a [refusal](respond): 429 with `Retry-After` by default, 503 when
-//! the store cannot decide, gRPC `RESOURCE_EXHAUSTED` for tonic.
+//! peer IP), checks it against [`Policy`](floodwall_core::Policy)s in a
+//! [`Store`](floodwall_core::Store) (in memory, or Redis shared by a fleet), and either
+//! calls the inner service, adding [rate-limit headers](HeaderStyle), or answers at once
+//! with a [refusal](respond).
 //!
 //! - The layer and service are cheap to clone and never wait in `poll_ready`: no
 //!   `BufferLayer` needed.

@@ -26,9 +26,8 @@ use crate::{RejectWithError, RejectWithResponse};
 /// panic, a dropped future). It is a layer of its own so that rate limits do not pay for
 /// wrapping bodies; both stack on one route (`.layer(rate).layer(in_flight)`).
 ///
-/// Defaults: key by peer IP ([`PeerIp`]), store failures fail closed
-/// ([`fail_mode`](Self::fail_mode)), [`Refusals`] as by default
-/// ([`refusals`](Self::refusals)), with IETF headers:
+/// Defaults: key by peer IP ([`PeerIp`]), fail closed ([`fail_mode`](Self::fail_mode)),
+/// [`Refusals`] as by default ([`refusals`](Self::refusals)), so IETF headers:
 ///
 /// ```text
 /// RateLimit-Policy: "reports";q=2;qu="concurrent-requests"

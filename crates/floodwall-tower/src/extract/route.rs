@@ -47,8 +47,7 @@ impl ExtractKey for MethodRoute {
 }
 
 /// A path as [`MethodRoute`] keys it when no route template is known: empty segments and
-/// `.` dropped, and segments that look like ids (all digits, or 16 or more hex digits and
-/// dashes, as UUIDs and hashes are) replaced by `{id}`.
+/// `.` dropped, ids (all digits, or 16+ hex digits and dashes) replaced by `{id}`.
 ///
 /// ```
 /// use floodwall_tower::extract::normalize_path;
