@@ -148,6 +148,7 @@ mod layer;
 mod live;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+mod missing;
 mod mode;
 mod observe;
 mod options;

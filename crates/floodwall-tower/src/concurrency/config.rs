@@ -12,7 +12,6 @@ use crate::outage::Outage;
 use crate::respond::Denial;
 
 /// Everything an in-flight layer was configured with; its services share one `Arc` of it.
-/// The extractor and the responders are the rate layer's own traits, held once.
 pub(crate) struct InFlightConfig<St, K> {
     pub(crate) store: St,
     pub(crate) key: Arc<K>,

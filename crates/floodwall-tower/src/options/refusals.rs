@@ -5,9 +5,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::extract::{KeyError, OnMissingKey};
+use crate::extract::OnMissingKey;
 use crate::headers::HeaderStyle;
-use crate::mode::sealed::Refuse;
 use crate::respond::{OnReject, OnStoreFailure, ServiceUnavailable, TooManyRequests};
 
 /// How a layer answers what it refuses, and which headers it sends: taken by
@@ -79,28 +78,6 @@ impl Refusals {
     pub fn headers(mut self, style: HeaderStyle) -> Self {
         self.headers = style;
         self
-    }
-}
-
-impl Refusals {
-    /// The refusal for a request without a key, in mode `M`, built by the responder's
-    /// [`OnReject::missing_key`]; `None` lets it through (skipped, or in shadow mode).
-    /// Logged either way.
-    pub(crate) fn missing<M: Refuse>(&self, shadow: bool, error: KeyError) -> Option<M::Refusal> {
-        let status = match self.on_missing {
-            _ if shadow => None,
-            OnMissingKey::Skip => None,
-            OnMissingKey::Reject => Some(error.status()),
-            OnMissingKey::RejectWith(status) => Some(status),
-        };
-        let Some(status) = status else {
-            tracing::debug!(target: "floodwall", %error, "not rate limited: no key");
-            return None;
-        };
-        tracing::warn!(target: "floodwall", %error, %status, "request refused: no rate-limit key");
-        Some(M::missing_key(error.with_status(status), |error| {
-            self.on_reject.missing_key(error)
-        }))
     }
 }
 

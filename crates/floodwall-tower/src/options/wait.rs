@@ -37,8 +37,7 @@ pub struct Wait {
 
 impl Wait {
     /// How many requests may wait at once, over all keys, unless
-    /// [`max_waiting`](Self::max_waiting) says otherwise (a waiter costs a few hundred
-    /// bytes).
+    /// [`max_waiting`](Self::max_waiting) says otherwise.
     pub const DEFAULT_MAX_WAITING: usize = 1024;
 
     /// How many requests of one key may wait at once unless
