@@ -7,18 +7,13 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-/// A response body type a refusal can be written in.
+/// A response body type a refusal can be written in: a [`RateLimit`](crate::RateLimit)
+/// service answers with the inner service's own body type, so axum and tonic take its
+/// bodies through without boxing them again.
 ///
-/// A [`RateLimit`](crate::RateLimit) service answers with the inner service's own body
-/// type, so a framework that erases body types (axum, tonic) takes the inner service's
-/// bodies through as they are, without boxing them once more per response. A refusal's
-/// small, fixed body (built by the [responders](crate::respond)) is converted into that type
-/// with [`from_rejection`](Self::from_rejection).
-///
-/// Implemented for axum's and tonic's bodies (features `axum` and `tonic`), `String`,
-/// http-body-util's `Full<Bytes>`, `BoxBody<Bytes, E>` and `UnsyncBoxBody<Bytes, E>`, and
-/// [`ResponseBody`]. For any other body type, wrap the inner service's bodies in
-/// [`ResponseBody::new`] inside the layer:
+/// Implemented for axum's and tonic's bodies, `String`, http-body-util's `Full<Bytes>`,
+/// `BoxBody<Bytes, E>` and `UnsyncBoxBody<Bytes, E>`, and [`ResponseBody`]. For any other
+/// body type, wrap the inner service's bodies in [`ResponseBody::new`] inside the layer:
 ///
 /// ```
 /// use floodwall_core::{MemoryStore, Policy};
@@ -207,14 +202,10 @@ mod tests {
     async fn every_rejection_body_holds_the_bytes() {
         let text = Bytes::from_static(b"Too Many Requests\n");
         assert_eq!(String::from_rejection(text.clone()), "Too Many Requests\n");
-        assert_eq!(
-            String::from_rejection(Bytes::from_static(b"a\xffb")),
-            "a\u{fffd}b"
-        );
-        assert_eq!(
-            bytes_of(http_body_util::Full::from_rejection(text.clone())).await,
-            text
-        );
+        let lossy = String::from_rejection(Bytes::from_static(b"a\xffb"));
+        assert_eq!(lossy, "a\u{fffd}b");
+        let full = http_body_util::Full::from_rejection(text.clone());
+        assert_eq!(bytes_of(full).await, text);
         type Boxed = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
         assert_eq!(bytes_of(Boxed::from_rejection(text.clone())).await, text);
         let wrapped = ResponseBody::<http_body_util::Empty<Bytes>>::from_rejection(text.clone());

@@ -1,11 +1,9 @@
 //! Choosing the policies for each request by what depends on the request itself: its
 //! method, its client's tier, its key.
 //!
-//! Routes are not chosen here: with axum, a route with policies of its own gets a layer
-//! of its own with `route_layer`, each over a clone of one store (see [the crate's front
-//! page](crate#axum-layer-or-route_layer) and the workspace's `examples/routes.rs`). The
-//! policy file's routes (feature `file`) are the exception: a file names its routes, and
-//! they are its chooser.
+//! Routes are not chosen here: with axum, each gets a layer of its own
+//! ([front page](crate#axum-layer-or-route_layer)); a policy file's routes are the
+//! exception.
 
 use std::fmt;
 use std::sync::Arc;
@@ -21,8 +19,7 @@ pub enum Choice {
     Default,
     /// This policy alone.
     Policy(Policy),
-    /// Every one of these: admitted if all admit and counted in all, counted in none if
-    /// any refuses (see [`and_policy`](crate::RateLimitLayer::and_policy)).
+    /// Every one of these, all or nothing ([`and_policy`](crate::RateLimitLayer::and_policy)).
     Policies(Arc<[Policy]>),
     /// No limit for this request (a health check, an internal caller), and no headers.
     Skip,
@@ -77,9 +74,8 @@ where
 /// the key extractor writes the tier first (`b"pro:"` + user id). A key no prefix matches
 /// gets the layer's default policies.
 ///
-/// Prefixes match the key's bytes as the extractor wrote them, so pair this with an
-/// extractor that writes the prefix first (a closure), not with a combinator that adds
-/// its own framing.
+/// Prefixes match the key's bytes as written: pair this with an extractor that writes the
+/// prefix first (a closure), not a combinator that adds its own framing.
 ///
 /// ```
 /// use floodwall_core::Policy;

@@ -1,17 +1,15 @@
-//! What a layer was configured with: every service it builds shares one copy. The whole
-//! of `impl Config` is here; deciding, waiting and settling read its fields.
+//! What a layer was configured with: every service it builds shares one copy.
 
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
 use floodwall_core::Policy;
 use http::request::Parts;
 
 use crate::choose::ChoosePolicy;
-use crate::extract::OnMissingKey;
 use crate::headers::{self, HeaderStyle, IetfConsts};
 use crate::observe::{self, Meter};
-use crate::respond::{OnReject, OnStoreFailure, ServiceUnavailable, TooManyRequests};
+use crate::options::Refusals;
+use crate::outage::Outage;
 use crate::settle;
 #[cfg(feature = "wait")]
 use crate::wait::Waiting;
@@ -31,23 +29,17 @@ impl Waiting {
 
 pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
 
-/// Everything a [`RateLimitLayer`](crate::RateLimitLayer) was configured with. Services
-/// hold it behind one `Arc`, so cloning a service costs two reference counts.
-///
-/// The key extractor, the chooser and the responders are held once, behind `Arc`s, so
-/// none of them needs to be `Clone`; the store is a handle, cloned with the configuration.
+/// Everything a [`RateLimitLayer`](crate::RateLimitLayer) was configured with, held by its
+/// services behind one `Arc`. The key extractor, the chooser and the responders are held
+/// once, behind `Arc`s, so none of them needs to be `Clone`.
 pub(crate) struct Config<St, K> {
     pub(crate) store: St,
     pub(crate) key: Arc<K>,
     pub(crate) policies: Arc<[Policy]>,
     pub(crate) chooser: Option<Arc<dyn ChoosePolicy>>,
     pub(crate) cost: Option<Arc<CostFn>>,
-    pub(crate) on_reject: Arc<dyn OnReject>,
-    pub(crate) on_failure: Arc<dyn OnStoreFailure>,
-    pub(crate) on_missing: OnMissingKey,
-    pub(crate) headers: HeaderStyle,
-    /// Whether this configuration's policies are in shadow mode (the layer-wide
-    /// shadow mode of [`Modes::all`](crate::Modes::all), or a version's shadow policies).
+    pub(crate) refusals: Refusals,
+    /// Whether this configuration's policies are in shadow mode.
     pub(crate) shadow: bool,
     /// Whether the layer enforces none of its own policies (each in shadow or off): a
     /// request without a key is then let through, as in shadow mode.
@@ -55,10 +47,7 @@ pub(crate) struct Config<St, K> {
     /// The IETF header values of `policies`, found on first use (`None`: not interned,
     /// built per response).
     pub(crate) ietf_consts: OnceLock<Option<&'static IetfConsts>>,
-    /// Whether the store's last answer was a failure: failures are logged once per
-    /// outage, not once per request. Shared by every clone, as the store is: axum builds
-    /// a service per route, and one outage is still one log line.
-    pub(crate) store_down: Arc<AtomicBool>,
+    pub(crate) store_down: Outage,
     /// Waiting instead of refusing: off unless `RateLimitLayer::wait` turned it on.
     pub(crate) waiting: Waiting,
     /// The metrics handles of `policies` (nothing without the `metrics` feature).
@@ -76,14 +65,11 @@ impl<St: Clone, K> Clone for Config<St, K> {
             policies: Arc::clone(&self.policies),
             chooser: self.chooser.clone(),
             cost: self.cost.clone(),
-            on_reject: Arc::clone(&self.on_reject),
-            on_failure: Arc::clone(&self.on_failure),
-            on_missing: self.on_missing,
-            headers: self.headers,
+            refusals: self.refusals.clone(),
             shadow: self.shadow,
             enforces_none: self.enforces_none,
             ietf_consts: self.ietf_consts.clone(),
-            store_down: Arc::clone(&self.store_down),
+            store_down: self.store_down.clone(),
             waiting: self.waiting.clone(),
             metrics: self.metrics.clone(),
             settle: self.settle.clone(),
@@ -99,31 +85,19 @@ impl<St, K> Config<St, K> {
             policies: Arc::from([policy]),
             chooser: None,
             cost: None,
-            on_reject: Arc::new(TooManyRequests),
-            on_failure: Arc::new(ServiceUnavailable::default()),
-            on_missing: OnMissingKey::Reject,
-            headers: HeaderStyle::Ietf,
+            refusals: Refusals::new(),
             shadow: false,
             enforces_none: false,
             ietf_consts: OnceLock::new(),
-            store_down: Arc::new(AtomicBool::new(false)),
+            store_down: Outage::default(),
             waiting: Default::default(),
             metrics: Default::default(),
             settle: Default::default(),
         }
     }
 
-    /// The same configuration with another key extractor.
-    pub(crate) fn with_key<K2>(self, key: K2) -> Config<St, K2> {
-        self.rebuild(|store| store, |_| Arc::new(key))
-    }
-
-    /// The same configuration with the store wrapped or replaced.
-    pub(crate) fn with_store<St2>(self, store: impl FnOnce(St) -> St2) -> Config<St2, K> {
-        self.rebuild(store, |key| key)
-    }
-
-    fn rebuild<St2, K2>(
+    /// The same configuration with another store and key extractor.
+    pub(crate) fn rebuild<St2, K2>(
         self,
         store: impl FnOnce(St) -> St2,
         key: impl FnOnce(Arc<K>) -> Arc<K2>,
@@ -134,10 +108,7 @@ impl<St, K> Config<St, K> {
             policies: self.policies,
             chooser: self.chooser,
             cost: self.cost,
-            on_reject: self.on_reject,
-            on_failure: self.on_failure,
-            on_missing: self.on_missing,
-            headers: self.headers,
+            refusals: self.refusals,
             shadow: self.shadow,
             enforces_none: self.enforces_none,
             ietf_consts: self.ietf_consts,
@@ -157,11 +128,10 @@ impl<St, K> Config<St, K> {
         }
     }
 
-    /// The IETF values of the layer's own policies, worked out once: they depend on
-    /// nothing but the policies. `None` for any other list, another style, or past the
-    /// interning bound.
+    /// The IETF values of the layer's own policies, worked out once; `None` for any other
+    /// list, another style, or past the interning bound.
     pub(crate) fn ietf_consts(&self, policies: &[Policy]) -> Option<&'static IetfConsts> {
-        if self.headers != HeaderStyle::Ietf || !std::ptr::eq(policies, &*self.policies) {
+        if self.refusals.headers != HeaderStyle::Ietf || !std::ptr::eq(policies, &*self.policies) {
             return None;
         }
         *self

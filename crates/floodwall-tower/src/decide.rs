@@ -1,14 +1,9 @@
 //! The decision on one request: its key checked against its policies in the store
 //! ([`now`], and [`rest`] when the store must be waited for), the answers gathered in a
-//! [`Tally`], and the verdict drawn from the tally and the policies: admit with these
-//! headers, refuse, or (within the layer's wait) book the slots and wait for them
-//! (`wait.rs`, which answers how it ended) before admitting.
-//!
-//! The configuration only says how to answer (headers, responders, shadow mode, fail
-//! open); what to answer is the tally's.
+//! [`Tally`], and the verdict: admit with these headers, refuse, or book the slots and
+//! wait for them (`wait.rs`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use floodwall_core::store::{Op, Reply};
 use floodwall_core::{Decision, Policy, Store, StoreExt};
@@ -21,6 +16,9 @@ use crate::mode::sealed::Refuse;
 use crate::observe;
 use crate::tally::{PolicyList, Tally};
 
+/// What the outage log lines call the store.
+const WHAT: &str = "rate-limit";
+
 /// A request whose store did not answer at once: the policies still to check.
 #[derive(Default)]
 pub(crate) struct Pending {
@@ -32,8 +30,8 @@ pub(crate) struct Pending {
 pub(crate) enum Checked<R> {
     /// Every policy answered: here is what to do.
     Decided(Admission<R>),
-    /// The store must be waited for: for the policies still to check, or (every policy
-    /// checked) for the slots of a refusal within the layer's wait (`wait.rs`).
+    /// The store must be waited for: for the policies still to check, or for the slots of
+    /// a refusal within the layer's wait.
     Waiting(Pending),
 }
 
@@ -45,8 +43,7 @@ enum Verdict {
     Refuse,
 }
 
-/// The verdict on `tally`: a function of the answers and of whether (and how long) a
-/// refused request may wait.
+/// The verdict on `tally`, given whether (and how long) a refused request may wait.
 fn verdict(tally: &Tally, shadow: bool, max_wait: Option<std::time::Duration>) -> Verdict {
     if tally.allowed() {
         return Verdict::Admit;
@@ -57,13 +54,9 @@ fn verdict(tally: &Tally, shadow: bool, max_wait: Option<std::time::Duration>) -
     }
 }
 
-/// Checks `key` against every policy, in order, as far as the store answers without
-/// waiting ([`StoreExt::check_now`](floodwall_core::StoreExt::check_now); the memory store always does): the verdict, or what
-/// is left for [`rest`]. On the memory store's hot path this builds no future and clones
-/// nothing.
-///
-/// Several policies are decided at once, all or nothing ([`Store::call_now`]):
-/// see [`RateLimitLayer::and_policy`](crate::RateLimitLayer::and_policy).
+/// Checks `key` against every policy as far as the store answers without waiting (the
+/// memory store always does): the verdict, or what is left for [`rest`]. Builds no future
+/// and clones nothing.
 // Forced inline: as a call it costs instructions on every request (measured by
 // crates/floodwall-bench/benches/http_instructions.rs), most without headers.
 #[inline(always)]
@@ -77,7 +70,7 @@ pub(crate) fn now<M: Refuse, St: Store, K>(
     if let [policy] = policies {
         return match config.store.check_now(key.as_bytes(), policy, cost) {
             Some(Ok(decision)) if decision.is_allowed() => {
-                store_answered(&config.store_down);
+                config.store_down.answered(WHAT);
                 observe::decided(config.meter(), policies, 0, &decision);
                 let pairs = std::iter::once((policy, &decision));
                 Checked::Decided(Admission::Admit(fields(config, policies, pairs)))
@@ -132,14 +125,13 @@ fn many<M: Refuse, St: Store, K>(
     answered::<M, St, K>(config, tally, policies)
 }
 
-/// [`now`] once every policy answered at once: the admission, or the tally handed on to
-/// [`rest`] to wait for its slots.
+/// [`now`] once every policy answered at once.
 fn answered<M: Refuse, St, K>(
     config: &Config<St, K>,
     tally: Tally,
     policies: &[Policy],
 ) -> Checked<M::Refusal> {
-    store_answered(&config.store_down);
+    config.store_down.answered(WHAT);
     match verdict(&tally, config.shadow, config.waiting.max_wait()) {
         Verdict::Admit => Checked::Decided(admit::<M, St, K>(config, &tally, policies)),
         Verdict::Refuse => Checked::Decided(refuse::<M, St, K>(config, &tally, policies)),
@@ -208,17 +200,20 @@ where
             return store_failed::<M, St, K>(&config, e);
         }
     }
-    store_answered(&config.store_down);
+    config.store_down.answered(WHAT);
     match verdict(&tally, config.shadow, config.waiting.max_wait()) {
         Verdict::Admit => admit::<M, St, K>(&config, &tally, list),
         Verdict::Refuse => refuse::<M, St, K>(&config, &tally, list),
+        #[cfg(feature = "wait")]
         Verdict::Wait => wait::<M, St, K>(&config, key, list, cost, tally).await,
+        // Without the `wait` feature `verdict` never says so.
+        #[cfg(not(feature = "wait"))]
+        Verdict::Wait => refuse::<M, St, K>(&config, &tally, list),
     }
 }
 
 /// A request refused within the layer's wait: books a slot in each policy that refused
-/// (in each policy, when several counted none of it), waits for the latest, and admits
-/// it with the bookings' figures; or refuses it as without waiting when it cannot wait.
+/// (in each, when several counted none of it) and waits, or refuses it when it cannot.
 #[cfg(feature = "wait")]
 async fn wait<M, St, K>(
     config: &Arc<Config<St, K>>,
@@ -238,43 +233,24 @@ where
         1 => tally.refused().collect(),
         n => (0..n).collect(),
     };
-    let store = Arc::clone(config);
-    let waited =
-        book_and_wait::<St, Config<St, K>>(&config.waiting, store, key, policies, &refused, cost)
-            .await;
-    match waited {
-        Waited::Admitted(booked) => {
-            for (i, decision) in booked {
-                tally.set(i, decision);
-            }
-            admit::<M, St, K>(config, &tally, policies)
-        }
-        Waited::Refused(booked) => {
-            for (i, decision) in booked {
-                tally.set(i, decision);
-            }
-            refuse::<M, St, K>(config, &tally, policies)
-        }
+    let store: crate::wait::Holder<St> = config.clone();
+    let waited = book_and_wait(&config.waiting, store, key, policies, &refused, cost).await;
+    let (booked, admitted) = match waited {
+        Waited::Admitted(booked) => (booked, true),
+        Waited::Refused(booked) => (booked, false),
         Waited::Failed(i, e) => {
             observe::store_error(config.meter(), policies, i);
-            store_failed::<M, St, K>(config, e)
+            return store_failed::<M, St, K>(config, e);
         }
+    };
+    for (i, decision) in booked {
+        tally.set(i, decision);
     }
-}
-
-/// Without the `wait` feature nothing waits: [`verdict`] never says so.
-#[cfg(not(feature = "wait"))]
-async fn wait<M, St, K>(
-    config: &Arc<Config<St, K>>,
-    _: Key,
-    policies: &[Policy],
-    _: u64,
-    tally: Tally,
-) -> Admission<M::Refusal>
-where
-    M: Refuse,
-{
-    refuse::<M, St, K>(config, &tally, policies)
+    if admitted {
+        admit::<M, St, K>(config, &tally, policies)
+    } else {
+        refuse::<M, St, K>(config, &tally, policies)
+    }
 }
 
 /// An admitted request: counted, and the headers for its response.
@@ -292,15 +268,14 @@ fn fields<'a, St, K, I>(config: &Config<St, K>, policies: &[Policy], decisions: 
 where
     I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
 {
-    if config.headers == HeaderStyle::None {
+    if config.refusals.headers == HeaderStyle::None {
         return None;
     }
     some_fields(config, policies, decisions)
 }
 
-/// [`fields`] in a style that has some. A function of its own so that `fields` stays
-/// small enough to inline: merged, the no-headers row of the `http_instructions` bench
-/// costs more per request.
+/// [`fields`] in a style that has some: apart so that `fields` stays small enough to
+/// inline (the `http_instructions` bench).
 fn some_fields<'a, St, K, I>(
     config: &Config<St, K>,
     policies: &[Policy],
@@ -309,11 +284,11 @@ fn some_fields<'a, St, K, I>(
 where
     I: Iterator<Item = (&'a Policy, &'a Decision)> + Clone,
 {
-    Fields::new(config.headers, config.ietf_consts(policies), decisions)
+    let consts = config.ietf_consts(policies);
+    Fields::new(config.refusals.headers, consts, decisions)
 }
 
-/// The verdict on a request some policy denied: refused, or in shadow mode logged and
-/// admitted.
+/// A request some policy denied: refused, or in shadow mode logged and admitted.
 fn refuse<M: Refuse, St, K>(
     config: &Config<St, K>,
     tally: &Tally,
@@ -333,10 +308,10 @@ fn refuse<M: Refuse, St, K>(
         return Admission::Admit(fields(config, policies, tally.pairs(policies)));
     }
     Admission::Refuse(M::denied(&denial, |denial| {
-        let mut res = config.on_reject.respond(denial);
+        let mut res = config.refusals.on_reject.respond(denial);
         headers::ensure_retry_after(res.headers_mut(), denial.retry_after());
         headers::write(
-            config.headers,
+            config.refusals.headers,
             config.ietf_consts(policies),
             denial.decisions(),
             res.headers_mut(),
@@ -345,15 +320,13 @@ fn refuse<M: Refuse, St, K>(
     }))
 }
 
-/// A request the store could not decide: let through (shadow mode) or refused
-/// with the store-failure responder. Each outage is logged once.
+/// A request the store could not decide: let through (shadow mode) or refused.
 fn store_failed<M: Refuse, St, K>(
     config: &Config<St, K>,
     error: floodwall_core::Error,
 ) -> Admission<M::Refusal> {
     let open = config.shadow;
-    let down = &config.store_down;
-    if !down.load(Ordering::Relaxed) && !down.swap(true, Ordering::Relaxed) {
+    if config.store_down.failed(WHAT, &error) {
         if open {
             tracing::warn!(
                 target: "floodwall",
@@ -367,27 +340,11 @@ fn store_failed<M: Refuse, St, K>(
                 "rate-limit store failing; refusing requests (fail closed) until it answers"
             );
         }
-    } else {
-        tracing::debug!(target: "floodwall", %error, "rate-limit store failed");
     }
     if open {
         return Admission::Admit(None);
     }
     Admission::Refuse(M::store_failed(error, |error| {
-        config.on_failure.respond(error)
+        config.refusals.on_failure.respond(error)
     }))
-}
-
-/// Notes that the store answered, logging the end of an outage once.
-fn store_answered(down: &AtomicBool) {
-    if down.load(Ordering::Relaxed) {
-        store_is_back(down);
-    }
-}
-
-/// The store answers again after failing: logged once, by whichever request sees it.
-fn store_is_back(down: &AtomicBool) {
-    if down.swap(false, Ordering::Relaxed) {
-        tracing::info!(target: "floodwall", "rate-limit store answers again");
-    }
 }

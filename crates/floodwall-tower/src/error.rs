@@ -7,16 +7,10 @@ use floodwall_core::Full;
 
 use crate::respond::Denial;
 
-/// A request refused by the rate limiter, as an error rather than a response.
-///
-/// Only [`RateLimitLayer::reject_with_error`](crate::RateLimitLayer::reject_with_error)
-/// produces it, for services that turn errors into responses further out (axum's
-/// `HandleErrorLayer`, a tower `MapErr`). The service's error is then a boxed error; find
-/// this one with `err.is::<RateLimited>()` or `err.downcast_ref::<RateLimited>()`.
-///
-/// Store failures in that mode surface as the store's own [`floodwall_core::Error`], and
-/// requests without a key as [`KeyError`](crate::extract::KeyError), so each can be told
-/// apart.
+/// A request refused by the rate limiter, as an error rather than a response: what
+/// [`RateLimitLayer::reject_with_error`](crate::RateLimitLayer::reject_with_error) yields,
+/// boxed (find it with `err.is::<RateLimited>()`). Store failures are the store's own
+/// [`floodwall_core::Error`], requests without a key a [`KeyError`](crate::extract::KeyError).
 #[derive(Debug, Clone)]
 pub struct RateLimited {
     retry_after: Option<Duration>,

@@ -74,43 +74,33 @@ where
         req: Request<B>,
         settle: Option<Settler>,
     ) -> Self {
-        Self::new(State::Checking {
+        let state = State::Checking {
             check,
             inner: Some((inner, req)),
             settle,
-        })
+        };
+        Self::new(state, None)
     }
 
     pub(crate) fn calling(future: S::Future, report: Option<Fields>) -> Self {
-        Self {
-            state: State::Calling { future },
-            report,
-            _mode: PhantomData,
-        }
+        Self::new(State::Calling { future }, report)
     }
 
     pub(crate) fn refused(refusal: M::Refusal) -> Self {
-        Self::new(State::Refused {
-            refusal: Some(refusal),
-        })
+        let refusal = Some(refusal);
+        Self::new(State::Refused { refusal }, None)
     }
 
     /// [`calling`](Self::calling) for a layer that charges by the response.
     pub(crate) fn settling(future: S::Future, report: Option<Fields>, settle: Settler) -> Self {
-        Self {
-            state: State::Settling {
-                future,
-                settle: Box::new(Settling::Rule(settle)),
-            },
-            report,
-            _mode: PhantomData,
-        }
+        let settle = Box::new(Settling::Rule(settle));
+        Self::new(State::Settling { future, settle }, report)
     }
 
-    fn new(state: State<S::Future, S, B, M::Refusal, S::Response>) -> Self {
+    fn new(state: State<S::Future, S, B, M::Refusal, S::Response>, report: Option<Fields>) -> Self {
         Self {
             state,
-            report: None,
+            report,
             _mode: PhantomData,
         }
     }
@@ -229,42 +219,4 @@ where
     }
 }
 
-impl<S, B, ResB> Future for ResponseFuture<S, B, RejectWithResponse>
-where
-    S: Service<Request<B>, Response = Response<ResB>>,
-    ResB: RejectionBody,
-{
-    type Output = Result<Response<ResB>, S::Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(match ready!(self.poll_decided(cx)) {
-            Ok(called) => called,
-            Err(refusal) => Ok(refusal.map(ResB::from_rejection)),
-        })
-    }
-}
-
-impl<S, B, ResB> Future for ResponseFuture<S, B, RejectWithError>
-where
-    S: Service<Request<B>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-{
-    type Output = Result<Response<ResB>, BoxError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(match ready!(self.poll_decided(cx)) {
-            Ok(called) => called.map_err(Into::into),
-            Err(refusal) => Err(refusal),
-        })
-    }
-}
-
-impl<S, B, M> std::fmt::Debug for ResponseFuture<S, B, M>
-where
-    S: Service<Request<B>>,
-    M: RefusalMode,
-{
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResponseFuture").finish_non_exhaustive()
-    }
-}
+crate::mode::future_impls!(ResponseFuture, ResB);

@@ -27,9 +27,7 @@ use crate::settle::{Rule, Settle};
 
 /// Rate-limits the services it wraps: `.layer(RateLimitLayer::new(store, policy))`.
 ///
-/// Defaults, each changed by one builder method; an option with several settings is a
-/// value of its own ([`Refusals`], [`Wait`], [`Modes`]), shared with
-/// [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer) where both need it:
+/// Defaults, each changed by one builder method:
 ///
 /// | what | default | change with |
 /// |---|---|---|
@@ -44,15 +42,9 @@ use crate::settle::{Rule, Settle};
 /// | changes while serving | through the handle | [`live`] ([`LiveLimits`]) |
 /// | refusals are | responses | [`reject_with_error`](Self::reject_with_error) |
 ///
-/// **Per route, with axum:** a layer per route with `route_layer`, each over a clone of
-/// one store (see [the crate's front page](crate#axum-layer-or-route_layer)); keep
-/// [`choose`](Self::choose) for what depends on the request itself (method, tier, key).
-///
-/// Cloning the layer clones the store handle and the configuration (reference counts);
-/// each service it builds shares one `Arc` of it.
-///
-/// Waiting, charging and live changes are features (`wait`, `charge`, `live`): see the
-/// [crate's features](crate#features).
+/// Per route, with axum: a layer per route with `route_layer`
+/// ([front page](crate#axum-layer-or-route_layer)). Cloning the layer costs reference
+/// counts; its services share one `Arc` of the configuration.
 ///
 #[cfg_attr(feature = "charge", doc = "[`charge_by`]: Self::charge_by")]
 #[cfg_attr(not(feature = "charge"), doc = "[`charge_by`]: crate#features")]
@@ -65,13 +57,12 @@ use crate::settle::{Rule, Settle};
 #[cfg_attr(feature = "wait", doc = "[`Wait`]: crate::Wait")]
 #[cfg_attr(not(feature = "wait"), doc = "[`Wait`]: crate#features")]
 pub struct RateLimitLayer<St, K = PeerIp, M = RejectWithResponse> {
-    /// Everything but the policies and modes (its `policies` and `shadow` are unused).
+    /// Everything but the policies and modes.
     config: Config<St, K>,
-    /// The policies and modes, shared with the [`LiveLimits`] handles: the builder
-    /// methods that set them start a new one, the others keep it.
+    /// The policies and modes, shared with the [`LiveLimits`] handles.
     live: Arc<Shared>,
-    /// What the services read, made at the first `layer` (or `live`) call; clones share
-    /// it, any builder method starts a new one.
+    /// What the services read, made at the first `layer` call; a builder method starts a
+    /// new one.
     cell: Arc<OnceLock<Arc<Cell<St, K>>>>,
     _mode: PhantomData<fn() -> M>,
 }
@@ -90,8 +81,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
         }
     }
 
-    /// This layer with its policies or modes changed: a new [`Shared`], so that a layer
-    /// built from the same base keeps its own.
+    /// This layer with its policies or modes changed, in a [`Shared`] of its own.
     fn map_live(mut self, f: impl FnOnce(&mut LiveState)) -> Self {
         self.live = self.live.fork(f);
         self.cell = Arc::default();
@@ -100,21 +90,8 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
 }
 
 impl<St: Store + Clone> RateLimitLayer<St> {
-    /// Limits each client (by peer IP) to `policy`, with state in `store`.
-    ///
-    /// A store is a handle that every service the layer builds clones (the memory store
-    /// and the Redis store are an `Arc` inside); a store of your own that is not `Clone`
-    /// goes in an `Arc`: `RateLimitLayer::new(Arc::new(my_store), policy)`. Key
-    /// extractors, choosers and responders need no `Clone`: the layer holds each once.
-    ///
-    /// ```
-    /// use floodwall_core::{MemoryStore, Policy};
-    /// use floodwall_tower::RateLimitLayer;
-    ///
-    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("per-ip", "10/s burst 20".parse()?)?);
-    /// # let _ = layer;
-    /// # Ok::<(), floodwall_core::ConfigError>(())
-    /// ```
+    /// Limits each client (by peer IP) to `policy`, with state in `store`: a handle each
+    /// service clones (a store of your own that is not `Clone` goes in an `Arc`).
     pub fn new(store: St, policy: Policy) -> Self {
         let live = Shared::new(LiveState {
             own: vec![policy.clone()],
@@ -132,26 +109,10 @@ impl<S, St: Store + Clone> RateLimit<S, St> {
 }
 
 impl<St: Store, K, M> RateLimitLayer<St, K, M> {
-    /// What to do while the store fails, with a circuit breaker so a dead store costs a
-    /// fast failure instead of a timeout per request: wraps the store in
-    /// `Fallback<Breaker<St>>` with their defaults (opens after 5 consecutive failures,
-    /// probes every 500 ms, at most 1024 calls in flight; see
-    /// [`floodwall_core::resilience`]).
-    ///
-    /// - [`FailMode::local(nodes)`](FailMode::local): decide in this process with
-    ///   `1 / nodes` of each quota (`RateLimit` then counts down the local share, while
-    ///   `RateLimit-Policy` still names the fleet's quota);
-    /// - [`FailMode::Open`]: let requests through, with the policy's headers;
-    /// - [`FailMode::Closed`]: answer with the store-failure responder of
-    ///   [`refusals`](Self::refusals) (503 + `Retry-After` by default).
-    ///
-    /// Without it, the store's failures are refused (fail closed) with no breaker: each
-    /// request waits for the store's own timeout. Letting requests through while the
-    /// store fails is `FailMode::Open`, the one way to fail open.
-    ///
-    /// For other settings, or to read the breaker's and the fallback's counters, wrap the
-    /// store yourself and keep a clone:
-    /// `RateLimitLayer::new(Fallback::local(Breaker::builder().probe_interval(..).build(redis), 3), policy)`.
+    /// What to do while the store fails ([`FailMode`]), behind a circuit breaker: the
+    /// store becomes `Fallback<Breaker<St>>` with their defaults (see
+    /// [`floodwall_core::guide::failures`]). Without it, failures are refused (fail
+    /// closed) with no breaker. For other settings, wrap the store yourself.
     ///
     /// ```
     /// use floodwall_core::resilience::FailMode;
@@ -164,38 +125,18 @@ impl<St: Store, K, M> RateLimitLayer<St, K, M> {
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
     pub fn fail_mode(self, mode: FailMode) -> RateLimitLayer<Fallback<Breaker<St>>, K, M> {
-        let config = self
-            .config
-            .with_store(|store| Fallback::new(Breaker::new(store), mode));
-        Self::with_config(config, self.live)
+        let store = |store| Fallback::new(Breaker::new(store), mode);
+        Self::with_config(self.config.rebuild(store, |key| key), self.live)
     }
 }
 
 /// Waiting for the next slot instead of refusing (feature `wait`).
 #[cfg(feature = "wait")]
 impl<St, K, M> RateLimitLayer<St, K, M> {
-    /// Waits for the next slot instead of refusing, as `wait` says: up to its bound, so
-    /// many at once, with its jitter.
-    ///
-    /// Only GCRA, the token bucket and the leaky bucket can book a future slot: a window
-    /// or log policy among the layer's is refused here ([`ConfigError::WaitUnsupported`]).
-    /// Policies added later with [`and_policy`](Self::and_policy), or chosen per request,
-    /// wait when their algorithm can book and are refused as usual otherwise. Waiting
-    /// needs a tokio runtime with its timer (axum, tonic and hyper servers run on one),
-    /// and a store that books slots ([`StoreExt::reserve`](floodwall_core::StoreExt::reserve):
-    /// the memory and Redis stores, and every combinator of floodwall-core); with one that
-    /// cannot, a request is refused as without waiting.
-    ///
-    /// ```
-    /// use floodwall_core::{MemoryStore, Policy};
-    /// use floodwall_tower::{RateLimitLayer, Wait};
-    /// use std::time::Duration;
-    ///
-    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("smooth", "10/s burst 5".parse()?)?)
-    ///     .wait(Wait::up_to(Duration::from_secs(1))?)?;
-    /// # let _ = layer;
-    /// # Ok::<(), floodwall_core::ConfigError>(())
-    /// ```
+    /// Waits for the next slot instead of refusing, as `wait` says
+    /// ([guide](crate::guide::waiting)). A window or log policy among the layer's cannot
+    /// book a slot: [`ConfigError::WaitUnsupported`]. Policies added later, or chosen per
+    /// request, wait when their algorithm can book.
     pub fn wait(self, wait: Wait) -> Result<Self, ConfigError> {
         for policy in &self.live.state().own {
             policy.reservable()?;
@@ -216,35 +157,19 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// Limits by another key: `.key(ClientIp::new(trusted))`, `.key(HeaderKey::bearer())`,
     /// or any `|req: &Parts| -> Option<impl AsRef<[u8]>>`. See [`extract`](crate::extract).
     pub fn key<K2: ExtractKey>(self, key: K2) -> RateLimitLayer<St, K2, M> {
-        Self::with_config(self.config.with_key(key), self.live)
+        Self::with_config(self.config.rebuild(|s| s, |_| Arc::new(key)), self.live)
     }
 
     /// Adds a policy every request must also pass: `.and_policy(per_day)` next to a
-    /// per-second policy.
-    ///
-    /// **All or nothing.** A request is admitted only if every policy admits it, and is
-    /// then counted in all; if any refuses, none counts it, so a client refused by its
-    /// daily quota does not spend its per-second one. The store decides all the policies
-    /// at once ([`StoreExt::check_all`](floodwall_core::StoreExt::check_all)): atomically in memory, in one script call in Redis
-    /// (one slot on a cluster). The refusal names the policies that refused, and the
-    /// headers list every policy. A store without `check_all` (a store of your own that
-    /// does not implement it) is asked policy by policy instead, every policy counting
-    /// the request it admitted. The same holds for a chooser's
-    /// [`Choice::Policies`](crate::choose::Choice).
+    /// per-second policy. All or nothing: a request is counted in every policy or in none
+    /// ([`floodwall_core::guide::all_or_nothing`]).
     pub fn and_policy(self, policy: Policy) -> Self {
         self.map_live(|state| state.own.push(policy))
     }
 
-    /// Chooses the policies per request, for choices that depend on the request itself:
-    /// its method, its client's tier, its key. A `|req: &Parts, key: &[u8]| -> Choice`
-    /// closure or a [`PolicyMap`](crate::choose::PolicyMap);
-    /// [`Choice::Default`](crate::choose::Choice) falls back to the layer's own policies,
-    /// [`Choice::Skip`](crate::choose::Choice) exempts the request.
-    ///
-    /// For routes, with axum, give each route its own layer with `route_layer` instead,
-    /// each over a clone of one store: it reads as axum's routes do, and a request for an
-    /// unknown path is not limited (see [the crate's front
-    /// page](crate#axum-layer-or-route_layer)).
+    /// Chooses the policies per request by what depends on the request itself (method,
+    /// tier, key): see [`choose`](crate::choose). Routes, with axum, get a layer each
+    /// instead ([front page](crate#axum-layer-or-route_layer)).
     pub fn choose(self, chooser: impl ChoosePolicy) -> Self {
         self.map(|s| s.chooser = Some(Arc::new(chooser)))
     }
@@ -265,16 +190,10 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     }
 
     #[cfg(feature = "charge")]
-    /// Settles each admitted request's cost from its response (feature `charge`): the rule reads the
-    /// response's head (and may change it: remove a cost header the handler set) and says
-    /// what the request cost ([`Settle`](crate::Settle)); the difference from what its
-    /// check charged is charged, even past the limit, or refunded. Count only failed
-    /// logins (refund the rest), refund what the handler refused, charge the tokens an
-    /// LLM answer used. The store must support [`StoreExt::adjust`](floodwall_core::StoreExt::adjust) (memory and Redis do).
-    /// With [`cost`](Self::cost) answering 0, the check is a peek (a client past the
-    /// limit is still refused) and the rule's cost is charged whole; charging before is
-    /// stricter under concurrency. The [charging guide](floodwall_core::guide::charging)
-    /// says why, when the change lands and what each algorithm does.
+    /// Settles each admitted request's cost from its response (feature `charge`): the rule
+    /// reads (and may change) the response's head and says what the request cost
+    /// ([`Settle`](crate::Settle)); the difference from what its check charged is charged
+    /// or refunded ([`floodwall_core::guide::charging`]).
     ///
     /// ```
     /// # use floodwall_core::{MemoryStore, Policy};
@@ -297,32 +216,13 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
         self.map(|s| s.settle = Rule(Some(Arc::new(rule))))
     }
 
-    /// How refusals are answered and which headers are sent: the denial and store-failure
-    /// responders, what a missing key means, the header style. See [`Refusals`].
-    ///
-    /// ```
-    /// # use floodwall_core::{MemoryStore, Policy};
-    /// use floodwall_tower::{HeaderStyle, RateLimitLayer, Refusals};
-    /// use floodwall_tower::respond::ProblemJson;
-    ///
-    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::gcra("p", "100/s".parse()?)?)
-    ///     .refusals(Refusals::new().respond(ProblemJson).headers(HeaderStyle::GitHub));
-    /// # let _ = layer;
-    /// # Ok::<(), floodwall_core::ConfigError>(())
-    /// ```
+    /// How refusals are answered and which headers are sent: see [`Refusals`].
     pub fn refusals(self, refusals: Refusals) -> Self {
-        self.map(|s| {
-            s.on_reject = refusals.on_reject;
-            s.on_failure = refusals.on_failure;
-            s.on_missing = refusals.on_missing;
-            s.headers = refusals.headers;
-        })
+        self.map(|s| s.refusals = refusals)
     }
 
-    /// The modes of the layer's policies (shadow mode for the whole layer, a mode per
-    /// policy) and the policies it knows by name only: see [`Modes`]. Adds to what the
-    /// layer was given before. A mode for a name the layer does not know is an error, so
-    /// a typo does not go unnoticed.
+    /// The modes of the layer's policies and the policies it knows by name only, added to
+    /// what it had: see [`Modes`]. A mode for an unknown name is an error.
     ///
     /// ```
     /// use floodwall_core::{MemoryStore, Policy};
@@ -336,7 +236,7 @@ impl<St, K, M> RateLimitLayer<St, K, M> {
     /// ```
     pub fn modes(self, modes: Modes) -> Result<Self, LiveError> {
         let mut state = LiveState::clone(&self.live.state());
-        modes.apply(&mut state)?;
+        state.apply(modes)?;
         Ok(self.map_live(|s| *s = state))
     }
 
@@ -368,8 +268,7 @@ where
     St: Clone + Send + Sync + 'static,
     K: Send + Sync + 'static,
 {
-    /// What the services read: made at the first call, then the same for this layer and
-    /// its clones.
+    /// What the services read: made at the first call, then shared with the clones.
     fn cell(&self) -> Arc<Cell<St, K>> {
         let cell = self
             .cell
@@ -380,11 +279,9 @@ where
 
 #[cfg(feature = "live")]
 impl<St, K, M> RateLimitLayer<St, K, M> {
-    /// The handle on this layer's policies and modes, to change them while the service
-    /// runs ([`LiveLimits`]): this layer, its clones and every service they build follow
-    /// it. The builder methods that set policies or modes ([`and_policy`](Self::and_policy),
-    /// [`modes`](Self::modes)) give the layer a handle of their own, so take it after
-    /// them; the others keep it (a chooser built with the handle can be added after).
+    /// The handle that changes this layer's policies and modes while it serves
+    /// ([`LiveLimits`]). Take it after [`and_policy`](Self::and_policy) and
+    /// [`modes`](Self::modes), which start a handle of their own.
     pub fn live(&self) -> LiveLimits {
         LiveLimits::new(Arc::clone(&self.live))
     }
@@ -398,7 +295,7 @@ where
     type Service = RateLimit<S, St, K, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit::from_cell(inner, self.cell())
+        RateLimit::from_shared(inner, self.cell())
     }
 }
 
@@ -419,7 +316,7 @@ impl<St, K, M> fmt::Debug for RateLimitLayer<St, K, M> {
         f.debug_struct("RateLimitLayer")
             .field("policies", &state.own)
             .field("registered", &state.registered)
-            .field("headers", &self.config.headers)
+            .field("headers", &self.config.refusals.headers)
             .finish_non_exhaustive()
     }
 }

@@ -35,43 +35,31 @@
 //! ```
 //!
 //! For each request the [`RateLimit`] service extracts a [key](extract) (by default the
-//! peer IP), checks it against one or more [`Policy`](floodwall_core::Policy)s in a
-//! [`Store`](floodwall_core::Store) (in memory, or Redis shared by a fleet), and then either
-//! calls the inner service and adds [rate-limit headers](HeaderStyle) to its response, or
-//! answers at once with a [refusal](respond): 429 with `Retry-After` by default, 503 when
-//! the store cannot decide, gRPC `RESOURCE_EXHAUSTED` for tonic.
+//! peer IP), checks it against [`Policy`](floodwall_core::Policy)s in a
+//! [`Store`](floodwall_core::Store) (in memory, or Redis shared by a fleet), and either
+//! calls the inner service, adding [rate-limit headers](HeaderStyle), or answers at once
+//! with a [refusal](respond).
 //!
-//! - The layer and service are cheap to clone and never wait in `poll_ready`, so they go
-//!   straight on an axum `Router` or a tonic `Server` without a `BufferLayer`.
-//! - Responses keep the inner service's body type, so axum and tonic take them through
-//!   without boxing them again; a refusal's body is written into that type
-//!   ([`RejectionBody`]: axum's and tonic's bodies, `String`, http-body-util's; any other
-//!   body goes through [`ResponseBody`]).
-//! - Everything is one builder method on [`RateLimitLayer`], an option of several
-//!   settings a value of its own: the [key](extract), [`Refusals`] (the
-//!   [responders](respond), what a missing key means, the [header style](HeaderStyle)), a
-//!   per-request cost, a [policy chooser](choose) (per method, tier or key), several
-//!   policies on one request, [`Modes`] (shadow mode, a mode per policy), and an
-//!   [error mode](RateLimitLayer::reject_with_error) with [`RateLimited`].
-//! - Quotas and [modes](Enforcement) (enforced, shadow, off) change while the service runs,
-//!   per request atomically, through the layer's [`LiveLimits`] handle.
+//! - The layer and service are cheap to clone and never wait in `poll_ready`: no
+//!   `BufferLayer` needed.
+//! - Responses keep the inner service's body type; a refusal's body is written into it
+//!   ([`RejectionBody`]; any other body goes through [`ResponseBody`]).
+//! - Each option is one builder method on [`RateLimitLayer`]: the [key](extract),
+//!   [`Refusals`], a cost, a [policy chooser](choose), several policies, [`Modes`], an
+//!   [error mode](RateLimitLayer::reject_with_error) ([`RateLimited`]).
+//! - Quotas and [modes](Enforcement) change while the service runs, through
+//!   [`LiveLimits`].
 //!
 //! # axum: `layer` or `route_layer`
 //!
-//! `Router::new().route(..).layer(RateLimitLayer::new(store, policy))`, served with
-//! `into_make_service_with_connect_info::<SocketAddr>()` so the peer address is known
-//! (feature `axum`). A responder that answers as an axum handler does, with
-//! `impl IntoResponse`, goes in `respond::Axum`.
+//! Serve with `into_make_service_with_connect_info::<SocketAddr>()` so the peer address
+//! is known (feature `axum`).
 //!
-//! **`.layer` on a `Router` limits every request the router gets, unknown paths
-//! included**: a 404 counts against the policy, and under a policy with a
-//! [`Penalty`](floodwall_core::Penalty) a client probing paths earns a ban. That suits a
-//! limit per client on the whole app. A limit meant for some routes (a login, an export)
-//! goes on with `route_layer`, which runs only for requests whose path matches a route (a
-//! 404 is not counted; a known path asked with another method, a 405, still is).
-//!
-//! **Routes with policies of their own get a layer each, with `route_layer`**, each over a
-//! clone of one store (a handle: the counts are shared, the keys apart by policy name):
+//! **`.layer` on a `Router` limits every request, unknown paths included**: a 404 counts
+//! (and, under a [`Penalty`](floodwall_core::Penalty), earns a ban). A limit for some
+//! routes goes on with `route_layer`, which runs only for paths that match a route (a 405
+//! still counts). Routes with policies of their own get a layer each, over clones of one
+//! store:
 //!
 //! ```text
 //! let store = MemoryStore::new();
@@ -84,41 +72,31 @@
 //! let app = login.merge(api).route("/health", get(health));             // not limited
 //! ```
 //!
-//! A [chooser](RateLimitLayer::choose) is for choices that depend on the request itself
-//! (its method, its client's tier, its key), not for routes.
-//!
 //! With tonic: `Server::builder().layer(layer.refusals(Refusals::new().respond(Grpc)))`
-//! (feature `tonic`). The workspace's `examples/` show both (`routes.rs` gives routes
-//! their layers with `route_layer`).
+//! (feature `tonic`). The workspace's `examples/` show both.
 //!
 //! # Features
 //!
-//! - `axum`: read the peer from axum's `ConnectInfo` and the route from `MatchedPath`;
-//!   responders returning axum's `impl IntoResponse` (`respond::Axum`).
-//! - `tonic`: read the peer from tonic's `TcpConnectInfo`.
-//! - `metrics`: count decisions by policy and result, and time store calls, through the
-//!   `metrics` facade
+//! - `axum`: the peer from `ConnectInfo`, the route from `MatchedPath`, `respond::Axum`.
+//! - `tonic`: the peer from `TcpConnectInfo`.
+//! - `metrics`: decisions counted and store calls timed through the `metrics` facade
 #![cfg_attr(feature = "metrics", doc = "  ([`metrics`](mod@metrics)).")]
 #![cfg_attr(
     not(feature = "metrics"),
     doc = "  (the `metrics` module, with the feature)."
 )]
-//! - `file`: the policies, their modes and penalties, the key and the routes read from a
-//!   TOML file and reloaded on `SIGHUP`
+//! - `file`: policies, modes, the key and routes from a TOML file, reloaded on `SIGHUP`
 #![cfg_attr(feature = "file", doc = "  ([`file`](mod@file)).")]
 #![cfg_attr(
     not(feature = "file"),
     doc = "  (the `file` module, with the feature)."
 )]
-//! - `wait`: a refused request may wait for its slot instead
-//!   ([`RateLimitLayer::wait`], [`Wait`]), on tokio's timer.
-//! - `live`: change policies and modes while the layer serves ([`LiveLimits`], through
-//!   arc-swap).
-//! - `charge`: charge each request by its response ([`RateLimitLayer::charge_by`],
+//! - `wait`: a refused request may wait for its slot ([`RateLimitLayer::wait`], [`Wait`]).
+//! - `live`: policies and modes changed while serving ([`LiveLimits`]).
+//! - `charge`: each request charged by its response ([`RateLimitLayer::charge_by`],
 //!   [`Settle`]).
 //!
-//! None is on by default: without them the layer brings no tokio, arc-swap or serde.
-//! `file` turns on `live`.
+//! None is on by default (no tokio, arc-swap or serde without them); `file` turns on `live`.
 //!
 #![cfg_attr(
     not(feature = "wait"),
@@ -174,6 +152,7 @@ mod missing;
 mod mode;
 mod observe;
 mod options;
+mod outage;
 pub mod respond;
 mod service;
 mod settle;

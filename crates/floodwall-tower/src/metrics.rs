@@ -1,16 +1,7 @@
 //! What the layer tells a [`metrics`] recorder (feature `metrics`): the names and labels
-//! of its counters and histogram, and the handles it keeps so that counting a request
-//! costs an increment, not a lookup.
-//!
-//! Names follow OpenTelemetry's semantic conventions for rate limiting
-//! (`aspnetcore.rate_limiting.requests` with a `result` attribute) under a `floodwall.`
-//! prefix, and add envoy ratelimit's near-limit count. Labels are bounded: a policy's
-//! name and a result from a fixed set, never a request's key. The
-//! [metrics guide](crate::guide::metrics) lists them with what each means.
-//!
-//! Handles are registered with the recorder installed when a layer's first request is
-//! counted: install the recorder (an exporter) before serving. Every metric is described
-//! to it then (its `# HELP` line in Prometheus text, and its unit): see [`describe`].
+//! of its metrics, and the handles it keeps so that counting a request costs an increment,
+//! not a lookup. The [metrics guide](crate::guide::metrics) says what each means; install
+//! the recorder before serving, as handles are registered at a layer's first request.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -19,28 +10,19 @@ use floodwall_core::resilience::{Breaker, BreakerState};
 use floodwall_core::{Decision, Policy};
 use metrics::{Counter, Histogram, Unit};
 
-/// Counter: requests checked against a policy, by `policy` and [`result`](Outcome):
-/// `allowed`, `refused`, `cache_refused` (refused by a deny cache without asking the
-/// store), `shadow_refused`, `store_error`, `fallback`, `banned`. A request checked
-/// against two policies counts once under each. An in-flight limit
-/// ([`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer)) counts here too, under its
-/// name: `allowed` (a slot taken), `refused` (all taken), `shadow_refused`, `store_error`.
+/// Counter: requests checked against a policy (or in-flight limit), by `policy` and
+/// [`result`](Outcome); a request checked against two policies counts under each.
 pub const REQUESTS: &str = "floodwall.rate_limiting.requests";
-/// Counter: admitted requests that left a policy at least 80 % used (`remaining` at most
-/// a fifth of `limit`), by `policy`: envoy's `near_limit`, a warning before refusals.
+/// Counter: admitted requests that left a policy at least 80 % used, by `policy`.
 pub const NEAR_LIMIT: &str = "floodwall.rate_limiting.near_limit";
-/// Histogram, seconds: how long a store call the layer waited for took, by `policy`.
-/// Only calls that wait (a Redis round trip) are timed; a store that answers at once
-/// (the memory store, a deny cache) is not a call worth timing. Give a Prometheus
-/// exporter buckets for it (`PrometheusBuilder::set_buckets`), or it renders a summary.
+/// Histogram, seconds: store calls the layer waited for (a Redis round trip), by
+/// `policy`; answers given at once are not timed.
 pub const STORE_DURATION: &str = "floodwall.rate_limiting.store.duration";
-/// Gauge: a circuit breaker's state, by `store` ([`record_breaker`]): 0 closed, 1 half
-/// open, 2 open.
+/// Gauge: a circuit breaker's state (0 closed, 1 half open, 2 open), by `store`.
 pub const BREAKER_STATE: &str = "floodwall.breaker.state";
-/// Counter: times a circuit breaker opened, by `store` ([`record_breaker`]).
+/// Counter: times a circuit breaker opened, by `store`.
 pub const BREAKER_OPENED: &str = "floodwall.breaker.opened";
-/// Counter: calls a circuit breaker refused without calling its store, by `store`
-/// ([`record_breaker`]).
+/// Counter: calls a circuit breaker refused without calling its store, by `store`.
 pub const BREAKER_FAILED_FAST: &str = "floodwall.breaker.failed_fast";
 
 /// The label naming the policy.
@@ -50,10 +32,8 @@ pub const RESULT_LABEL: &str = "result";
 /// The label naming a store (given by the caller of [`record_breaker`]).
 pub const STORE_LABEL: &str = "store";
 
-/// Describes every metric of this module (and its unit) to the installed recorder: the
-/// `# HELP` lines of a Prometheus scrape. The layers call it themselves when they first
-/// count a request, and [`record_breaker`] when it records; call it after installing a
-/// recorder to have the descriptions before then.
+/// Describes every metric of this module (and its unit) to the installed recorder. The
+/// layers call it at their first request; call it to have the descriptions sooner.
 pub fn describe() {
     metrics::describe_counter!(
         REQUESTS,
@@ -101,15 +81,10 @@ pub enum Outcome {
     /// The policy refused the request (envoy's `over_limit`), as its store answered.
     Refused,
     /// The policy refused the request, answered by a [`DenyCache`](floodwall_core::DenyCache)
-    /// from a refusal the store gave before, without asking the store
-    /// ([`Source::Cache`](floodwall_core::Source::Cache)). `refused` + `cache_refused`
-    /// (+ `banned`) is every refusal; this part is what the cache saved the store.
+    /// without asking the store.
     CacheRefused,
-    /// The policy would have refused it, but it is in shadow mode (envoy's
-    /// `shadow_mode`: [`Enforcement::Shadow`](crate::Enforcement::Shadow), or the
-    /// layer-wide shadow, [`Modes::all`](crate::Modes::all)): it went through. A policy
-    /// that is [off](crate::Enforcement::Off) counts nothing. A deny cache's refusal counts
-    /// here too: in shadow mode what matters is that nothing was refused.
+    /// The policy would have refused it, but it is in
+    /// [shadow mode](crate::Enforcement::Shadow): it went through.
     ShadowRefused,
     /// The store failed to answer; the layer then failed open or closed as configured.
     StoreError,
@@ -117,8 +92,7 @@ pub enum Outcome {
     /// store's stead, admitting or refusing.
     Fallback,
     /// The policy refused the request because its key is banned
-    /// ([`Penalty`](floodwall_core::Penalty)): told apart from `refused` so a dashboard
-    /// shows brute-force clients held off. In shadow mode it counts as `shadow_refused`.
+    /// ([`Penalty`](floodwall_core::Penalty)).
     Banned,
 }
 
@@ -201,9 +175,8 @@ impl Handles {
     }
 }
 
-/// The handles of a layer's own policies, registered on first use and shared by the
-/// layer's clones. A policy a chooser returns from outside that list gets handles per
-/// request instead (the recorder's lookup: slower, still correct).
+/// The handles of a layer's own policies, registered on first use and shared by its
+/// clones; any other policy gets handles per request (the recorder's lookup).
 #[derive(Default, Clone)]
 pub(crate) struct Cache(Arc<CacheInner>);
 
@@ -238,9 +211,8 @@ impl Cache {
     }
 }
 
-/// Sets [`BREAKER_STATE`], [`BREAKER_OPENED`] and [`BREAKER_FAILED_FAST`] for `breaker`,
-/// labelled `store`: call it where the metrics are read (before rendering a scrape, say),
-/// as a breaker changes state on its own, between requests. Describes them too.
+/// Sets (and describes) the breaker metrics for `breaker`, labelled `store`: call it where
+/// the metrics are read (before rendering a scrape), as a breaker changes between requests.
 pub fn record_breaker<S, C>(store: &'static str, breaker: &Breaker<S, C>) {
     describe_breaker();
     let state = match breaker.state() {

@@ -4,19 +4,14 @@
 
 use crate::extract::{KeyError, OnMissingKey};
 use crate::mode::sealed::Refuse;
-use crate::respond::OnReject;
+use crate::options::Refusals;
 
-impl OnMissingKey {
-    /// The refusal for a request without a key, in mode `M`, built by the layer's
-    /// responder's [`OnReject::missing_key`]; `None`
-    /// lets it through (skipped, or in shadow mode). Logged either way.
-    pub(crate) fn refusal<M: Refuse>(
-        self,
-        shadow: bool,
-        error: KeyError,
-        on_reject: &dyn OnReject,
-    ) -> Option<M::Refusal> {
-        let status = match self {
+impl Refusals {
+    /// The refusal for a request without a key, in mode `M`, built by the responder's
+    /// [`missing_key`](crate::respond::OnReject::missing_key); `None` lets it through
+    /// (skipped, or in shadow mode). Logged either way.
+    pub(crate) fn missing<M: Refuse>(&self, shadow: bool, error: KeyError) -> Option<M::Refusal> {
+        let status = match self.on_missing {
             _ if shadow => None,
             OnMissingKey::Skip => None,
             OnMissingKey::Reject => Some(error.status()),
@@ -28,7 +23,7 @@ impl OnMissingKey {
         };
         tracing::warn!(target: "floodwall", %error, %status, "request refused: no rate-limit key");
         Some(M::missing_key(error.with_status(status), |error| {
-            on_reject.missing_key(error)
+            self.on_reject.missing_key(error)
         }))
     }
 }

@@ -17,8 +17,7 @@ pub(crate) type Cache = crate::metrics::Cache;
 pub(crate) struct Cache;
 
 /// What the hooks read of a rate layer's configuration: its metrics handles, its own
-/// policies (whose handles are cached) and whether it is in shadow mode. Built per call
-/// from three fields, and gone without the feature.
+/// policies (whose handles are cached) and whether it is in shadow mode.
 #[derive(Clone, Copy)]
 // Without the feature the hooks are empty and read none of it.
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]

@@ -25,15 +25,9 @@ use crate::tally::PolicyList;
 /// Rate-limits the requests to an inner service; built by
 /// [`RateLimitLayer`](crate::RateLimitLayer).
 ///
-/// For each request it extracts a key, checks it against the policies in the store, and
-/// either calls the inner service (adding rate-limit headers to its response) or answers
-/// with the refusal at once. `poll_ready` is the inner service's: the limiter never waits
-/// for quota and never holds back readiness, so the layer needs no `BufferLayer`.
-///
-/// Its responses have the inner service's body type (`Response<B>`, refusals included:
-/// they are written into `B` by [`RejectionBody`](crate::RejectionBody)).
-///
-/// Cloning is cheap: the configuration is shared behind one `Arc`.
+/// `poll_ready` is the inner service's: the limiter never holds back readiness. Its
+/// responses have the inner service's body type, refusals included
+/// ([`RejectionBody`](crate::RejectionBody)). Cloning is cheap.
 pub struct RateLimit<S, St = MemoryStore, K = PeerIp, M = RejectWithResponse> {
     inner: S,
     cell: Arc<Cell<St, K>>,
@@ -49,32 +43,7 @@ impl<S, St: Store + Clone> RateLimit<S, St> {
             ..LiveState::default()
         });
         let config = Config::new(store, PeerIp::new(), policy);
-        Self::from_cell(inner, Arc::new(Cell::new(config, state)))
-    }
-}
-
-impl<S, St, K, M> RateLimit<S, St, K, M> {
-    pub(crate) fn from_cell(inner: S, cell: Arc<Cell<St, K>>) -> Self {
-        Self {
-            inner,
-            cell,
-            _mode: PhantomData,
-        }
-    }
-
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// The inner service, unwrapped.
-    pub fn into_inner(self) -> S {
-        self.inner
+        Self::from_shared(inner, Arc::new(Cell::new(config, state)))
     }
 }
 
@@ -88,9 +57,9 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
         St: Store + 'static,
         K: ExtractKey,
     {
-        let call = Call::<S, M> {
+        let call = Call::<S, B, St, K, M> {
             inner: &mut self.inner,
-            _mode: PhantomData,
+            _types: PhantomData,
         };
         // The layer as built, every policy enforced: the request path as if there were no
         // live changes, one flag's load more.
@@ -102,28 +71,23 @@ impl<S, St, K, M: RefusalMode> RateLimit<S, St, K, M> {
 }
 
 /// One request's call: the ready inner service, borrowed while the version is read.
-struct Call<'a, S, M> {
+struct Call<'a, S, B, St, K, M> {
     inner: &'a mut S,
-    _mode: PhantomData<fn() -> M>,
+    _types: PhantomData<fn(B, St, K, M)>,
 }
 
-impl<S, M: RefusalMode> Call<'_, S, M> {
-    /// Starts handling a request; `M` picks how refusals are reported.
-    ///
-    /// The usual request (no cost function, no chooser, an extractor that reads the whole
-    /// request) is checked without being taken apart, and an admitted one is passed on as
-    /// it came: moving its head out to a `Parts` and back is two copies of some 200 bytes.
+impl<S, B, St, K, M> Call<'_, S, B, St, K, M>
+where
+    S: Service<Request<B>> + Clone,
+    St: Store + 'static,
+    K: ExtractKey,
+    M: RefusalMode,
+{
+    /// Starts handling a request. The usual one (no cost function, no chooser, an
+    /// extractor that reads the whole request) is never taken apart: moving its head out
+    /// to a `Parts` and back is two copies of some 200 bytes.
     #[inline(always)]
-    fn start<B, St, K>(
-        self,
-        config: &Arc<Config<St, K>>,
-        req: Request<B>,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-        St: Store + 'static,
-        K: ExtractKey,
-    {
+    fn start(self, config: &Arc<Config<St, K>>, req: Request<B>) -> ResponseFuture<S, B, M> {
         if config.chooser.is_none() && config.cost.is_none() {
             let mut key = Key::new();
             if let Some(found) = config.key.extract_request(&req, &mut key) {
@@ -136,35 +100,23 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
         self.start_parts(config, None, req)
     }
 
-    /// [`start`](Self::start) under a live change or with a policy not enforced: the
-    /// current version, read once for the whole request. Out of line and through the
-    /// request's `Parts`, so that the usual path keeps its key extractor inlined.
+    /// [`start`](Self::start) under a live change or with a policy not enforced: out of
+    /// line, so that the usual path keeps its key extractor inlined.
     #[inline(never)]
-    fn start_live<B, St, K>(self, cell: &Cell<St, K>, req: Request<B>) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-        St: Store + 'static,
-        K: ExtractKey,
-    {
+    fn start_live(self, cell: &Cell<St, K>, req: Request<B>) -> ResponseFuture<S, B, M> {
         let current = cell.current();
         let version = current.as_ref().map_or(cell.initial(), |v| &**v);
         self.start_parts(&version.enforce, Some(version), req)
     }
 
-    /// [`start`](Self::start) for a request whose key, policies or cost need its `Parts`.
-    /// `version` is `None` for the layer as built with every policy enforced: `config` is
-    /// then all there is to it.
-    fn start_parts<B, St, K>(
+    /// [`start`](Self::start) for a request whose key, policies or cost need its `Parts`;
+    /// `version` is `None` when `config` is all there is.
+    fn start_parts(
         self,
         config: &Arc<Config<St, K>>,
         version: Option<&Version<St, K>>,
         req: Request<B>,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-        St: Store + 'static,
-        K: ExtractKey,
-    {
+    ) -> ResponseFuture<S, B, M> {
         let (parts, body) = req.into_parts();
         let mut key = Key::new();
         if let Err(error) = config.key.extract(&parts, &mut key) {
@@ -190,25 +142,19 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
         }
     }
 
-    /// Checks `key` against the chosen policies (never [`Choice::Skip`]) under `config`
-    /// (which refuses, or in shadow mode only logs; [`Choice::Default`] is its own
-    /// policies), and calls the inner service if they admit the request.
+    /// Checks `key` against the chosen policies (never [`Choice::Skip`]) under `config`,
+    /// and calls the inner service if they admit the request.
     // Forced inline into `start`: as a call it costs instructions on every request
     // (measured by crates/floodwall-bench/benches/http_instructions.rs).
     #[inline(always)]
-    fn check_with<B, St, K>(
+    fn check_with(
         self,
         config: &Arc<Config<St, K>>,
         req: Request<B>,
         key: &mut Key,
         choice: Choice,
         cost: u64,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-        St: Store + 'static,
-        K: ExtractKey,
-    {
+    ) -> ResponseFuture<S, B, M> {
         let policies: &[Policy] = match &choice {
             Choice::Default | Choice::Skip => &config.policies,
             Choice::Policy(policy) => std::slice::from_ref(policy),
@@ -237,12 +183,11 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
         }
     }
 
-    /// [`check_with`](Self::check_with) under a version where some policy is not enforced: the
-    /// enforced policies decide (all or nothing among themselves); once they admit, the
-    /// shadow ones are checked and charged (all or nothing among themselves), and only
-    /// log a refusal; policies that are off are not checked. See [`crate::guide::live_changes`].
+    /// [`check_with`](Self::check_with) under a version where some policy is not enforced:
+    /// the enforced policies decide, then the shadow ones are checked and only log
+    /// ([`crate::guide::live_changes`]).
     #[inline(never)]
-    fn check_modes<B, St, K>(
+    fn check_modes(
         self,
         version: &Version<St, K>,
         shadow: &Arc<Config<St, K>>,
@@ -250,12 +195,7 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
         key: &mut Key,
         choice: Choice,
         cost: u64,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-        St: Store + 'static,
-        K: ExtractKey,
-    {
+    ) -> ResponseFuture<S, B, M> {
         let enforce = &version.enforce;
         let (enforced, shadowed): (Arc<[Policy]>, Arc<[Policy]>) = match &choice {
             Choice::Default | Choice::Skip => {
@@ -302,15 +242,12 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
     }
 
     /// A future that decides (and may wait) before calling the inner service.
-    fn checking<B>(
+    fn checking(
         self,
         check: CheckFuture<M::Refusal>,
         req: Request<B>,
         settle: Option<Settler>,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>> + Clone,
-    {
+    ) -> ResponseFuture<S, B, M> {
         // Take the ready service for this request and leave a clone to be made ready for
         // the next one.
         let clone = self.inner.clone();
@@ -319,21 +256,14 @@ impl<S, M: RefusalMode> Call<'_, S, M> {
     }
 
     /// A request without a key: refused, or let through unlimited.
-    fn missing_key<B, St, K>(
+    fn missing_key(
         self,
         config: &Config<St, K>,
         req: Request<B>,
         error: KeyError,
-    ) -> ResponseFuture<S, B, M>
-    where
-        S: Service<Request<B>>,
-        St: Store,
-    {
+    ) -> ResponseFuture<S, B, M> {
         let shadow = config.shadow || config.enforces_none;
-        match config
-            .on_missing
-            .refusal::<M>(shadow, error, &*config.on_reject)
-        {
+        match config.refusals.missing::<M>(shadow, error) {
             Some(refusal) => ResponseFuture::refused(refusal),
             None => ResponseFuture::calling(self.inner.call(req), None),
         }
@@ -358,56 +288,9 @@ fn sort(state: &LiveState, policies: &[Policy]) -> (Arc<[Policy]>, Arc<[Policy]>
     (of(Enforcement::Enforce), of(Enforcement::Shadow))
 }
 
-impl<S, St, K, B, ResB> Service<Request<B>> for RateLimit<S, St, K, RejectWithResponse>
-where
-    S: Service<Request<B>, Response = Response<ResB>> + Clone,
-    ResB: RejectionBody,
-    St: Store + 'static,
-    K: ExtractKey,
-{
-    type Response = Response<ResB>;
-    type Error = S::Error;
-    type Future = ResponseFuture<S, B, RejectWithResponse>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    // Out of line, the future is built right where the caller wants it (a frame of its
-    // own future, usually): inlined, it was built aside and copied, hundreds of bytes.
-    #[inline(never)]
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        self.start(req)
-    }
-}
-
-impl<S, St, K, B, ResB> Service<Request<B>> for RateLimit<S, St, K, RejectWithError>
-where
-    S: Service<Request<B>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    St: Store + 'static,
-    K: ExtractKey,
-{
-    type Response = Response<ResB>;
-    type Error = BoxError;
-    type Future = ResponseFuture<S, B, RejectWithError>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    // Out of line: see the other mode's `call`.
-    #[inline(never)]
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        self.start(req)
-    }
-}
-
-impl<S: Clone, St, K, M> Clone for RateLimit<S, St, K, M> {
-    fn clone(&self) -> Self {
-        Self::from_cell(self.inner.clone(), Arc::clone(&self.cell))
-    }
-}
+// `call` out of line: the future is built right where the caller wants it (a frame of its
+// own future, usually); inlined, it was built aside and copied, hundreds of bytes.
+crate::mode::service_impls!(RateLimit { cell: Cell }, ResponseFuture, ResB, #[inline(never)]);
 
 impl<S: fmt::Debug, St, K, M> fmt::Debug for RateLimit<S, St, K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

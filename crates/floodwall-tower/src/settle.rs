@@ -1,16 +1,6 @@
-//! Charging by the response: after the inner service answered, a rule says what the
-//! request really cost ([`Settle`]), and the difference from what its check charged is
-//! charged or refunded in the store
-//! ([`StoreExt::adjust`](floodwall_core::StoreExt::adjust)). See
-//! [`RateLimitLayer::charge_by`](crate::RateLimitLayer::charge_by) and
-//! [`floodwall_core::guide::charging`].
-//!
-//! The store's change is made before the response is returned: the client's next request
-//! sees it, so a sequence of requests is charged exactly (a debt refuses the very next
-//! one). On the memory store it is done at once; on Redis it adds one round trip to the
-//! responses that change anything (a layer without a rule, and a rule that answers
-//! [`Settle::Keep`], add none). A failed change is logged, never turned into an error
-//! response: the handler has already run.
+//! Charging by the response: a rule says what the request really cost, and the difference
+//! from what its check charged is charged or refunded in the store before the response is
+//! returned ([`floodwall_core::guide::charging`] says why). A failed change is logged.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -33,12 +23,10 @@ use crate::key::Key;
 pub enum Settle {
     /// What the check charged stands: the response counts as the request did.
     Keep,
-    /// Give back what the check charged: the response does not count (a successful
-    /// login, a request the handler refused).
+    /// Give back what the check charged: the response does not count.
     Refund,
-    /// The request cost this much in all (the tokens an LLM answer used, the bytes
-    /// sent): the difference from what the check charged is charged (even past the
-    /// limit: the next requests are refused until it is paid off) or refunded.
+    /// The request cost this much in all: the difference from what the check charged is
+    /// charged (even past the limit) or refunded.
     Cost(u64),
 }
 
@@ -58,8 +46,7 @@ impl Settle {
 }
 
 #[cfg(feature = "charge")]
-/// The rule: the response's head (which it may change: a cost header the handler set is
-/// usually removed) to what the request cost.
+/// The rule: the response's head (which it may change) to what the request cost.
 pub(crate) type SettleFn = dyn Fn(&mut Parts) -> Settle + Send + Sync;
 
 /// A layer's rule, if it has one: what it keeps for settling.
@@ -90,21 +77,11 @@ type RunRule = dyn FnOnce(&mut Parts) -> Option<Change> + Send;
 
 #[cfg(not(feature = "charge"))]
 impl Settler {
-    /// No settling: the layer has no rule.
-    pub(crate) fn new<St, C>(_: &Rule, _: &Arc<C>, _: &Key, _: &[Policy], _: u64) -> Option<Self>
-    where
-        St: Store + 'static,
-        C: AsRef<St> + Send + Sync + 'static,
-    {
-        None
-    }
-
     fn apply<B>(self, _: &mut Response<B>) -> Option<Change> {
         match self {}
     }
 }
 
-#[cfg(feature = "charge")]
 impl Settler {
     /// The settling of a request of `key`, checked against `policies` at `cost`, in the
     /// store `store` holds; `None` (one test, on every request) when the layer has no rule.
@@ -120,16 +97,24 @@ impl Settler {
         St: Store + 'static,
         C: AsRef<St> + Send + Sync + 'static,
     {
-        let rule = rule.0.as_ref()?;
-        Some(Self::with::<St, C>(
-            Arc::clone(rule),
+        #[cfg(feature = "charge")]
+        return Some(Self::with::<St, C>(
+            Arc::clone(rule.0.as_ref()?),
             store,
             key,
             policies,
             cost,
-        ))
+        ));
+        #[cfg(not(feature = "charge"))]
+        {
+            let _ = (rule, store, key, policies, cost);
+            None
+        }
     }
+}
 
+#[cfg(feature = "charge")]
+impl Settler {
     /// [`new`](Self::new) for a layer with a rule: out of line, off the usual path.
     #[inline(never)]
     fn with<St, C>(
@@ -168,9 +153,8 @@ impl Settler {
     }
 }
 
-/// Where a response future is with settling its cost: nothing to do (every layer without
-/// a rule), a rule to run on the response, or the store's change under way with the
-/// response held until it is done.
+/// Where a response future is with settling its cost: nothing to do, a rule to run, or
+/// the store's change under way with the response held.
 pub(crate) enum Settling<R> {
     Off,
     Rule(Settler),

@@ -9,8 +9,7 @@ use smallvec::SmallVec;
 use crate::observe::{self, Meter};
 use crate::respond::{Decisions, Denial};
 
-/// The policies one request is checked against, owned: what a check that waits for the
-/// store keeps. A check the store answers at once borrows them instead.
+/// The policies one request is checked against, owned by a check that waits for the store.
 pub(crate) enum PolicyList {
     Many(Arc<[Policy]>),
     One(Policy),
@@ -25,8 +24,7 @@ impl PolicyList {
     }
 }
 
-/// What checking one request's policies has found so far. Policies are named by their
-/// index in the request's list, so an allowed request clones none of them.
+/// What checking one request's policies has found so far, by index: cloning none.
 #[derive(Default)]
 pub(crate) struct Tally {
     decisions: SmallVec<[(usize, Decision); 2]>,
@@ -35,8 +33,8 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    /// Records the answer of every policy at once ([`StoreExt::check_all`](floodwall_core::StoreExt::check_all)): `None`s were
-    /// not asked. A store failure ends the checking.
+    /// Records the answer of every policy at once (`None`s were not asked); a store failure
+    /// ends the checking.
     pub(crate) fn record_all(
         &mut self,
         policies: &[Policy],

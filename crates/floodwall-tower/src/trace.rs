@@ -1,7 +1,5 @@
 //! The `tracing` span around a store call the layer waits for, with the decision as
-//! fields, and the keyed hash that names the request's key in it: a key (an IP, an API
-//! key) is never written in clear, yet the same key reads the same in every span of a
-//! process, so one client's calls can be followed.
+//! fields, and the keyed hash that names the request's key in it, never in clear.
 
 use std::fmt;
 use std::hash::BuildHasher;
@@ -11,11 +9,8 @@ use floodwall_core::{Decision, Policy};
 use tracing::Span;
 use tracing::field::Empty;
 
-/// A key's keyed hash, written as 16 hex digits.
-///
-/// SipHash under the process's random keys (std's `RandomState`, seeded by the OS): the
-/// same key hashes the same within a process, differently in another, and without the
-/// keys a hash cannot be reversed by trying every IPv4 address, as a plain hash could.
+/// A key's keyed hash, written as 16 hex digits: SipHash under the process's random keys,
+/// the same within a process and not reversible by trying every IPv4 address.
 pub(crate) struct HashedKey<'a>(pub(crate) &'a [u8]);
 
 impl fmt::Display for HashedKey<'_> {

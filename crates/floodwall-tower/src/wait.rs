@@ -1,11 +1,6 @@
-//! Waiting instead of refusing ([`Wait`](crate::Wait)):
-//! a request refused with a `retry_after` within the bound books the next slot in the
-//! store, waits for it on tokio's timer, then proceeds. What waits is bounded per key and
-//! in all ([`Waiters`]); a waiting request dropped before its slot cancels its booking
-//! ([`Bookings`]).
-//!
-//! Waiting holds the store, the key and the policies it books, and answers how it ended
-//! ([`Waited`]); turning that into an admission or a refusal is the decider's.
+//! Waiting instead of refusing ([`Wait`](crate::Wait)): booking the next slot and sleeping
+//! until it, bounded per key and in all ([`Waiters`]); a waiter dropped before its slot
+//! cancels its booking ([`Bookings`]). How it ended ([`Waited`]) is the decider's to answer.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -19,36 +14,15 @@ use smallvec::SmallVec;
 
 use crate::key::Key;
 
-/// How many requests may wait at once over all keys, unless the layer says otherwise
-/// (`Wait::DEFAULT_MAX_WAITING`).
-pub(crate) const DEFAULT_MAX_WAITING: usize = 1024;
-
-/// How many requests of one key may wait at once, unless the layer says otherwise
-/// (`Wait::DEFAULT_MAX_WAITING_PER_KEY`).
-pub(crate) const DEFAULT_MAX_WAITING_PER_KEY: usize = 32;
-
 /// What a layer's waiting is configured with (copied into each service's configuration;
 /// the counters are shared).
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub(crate) struct Waiting {
-    /// `None`: refuse as usual (the default).
+    /// `None`: refuse as usual (the default), and `waiters` is never entered.
     pub(crate) max_wait: Option<Duration>,
     /// Added to each wait: uniform in `0..=jitter`, never earlier than the slot.
     pub(crate) jitter: Duration,
     pub(crate) waiters: Arc<Waiters>,
-}
-
-impl Default for Waiting {
-    fn default() -> Self {
-        Self {
-            max_wait: None,
-            jitter: Duration::ZERO,
-            waiters: Arc::new(Waiters::new(
-                DEFAULT_MAX_WAITING,
-                DEFAULT_MAX_WAITING_PER_KEY,
-            )),
-        }
-    }
 }
 
 impl Waiting {
@@ -60,6 +34,7 @@ impl Waiting {
 
 /// How many requests wait, per key and in all, against their bounds: a request past
 /// either is refused at once rather than held, so waiting cannot pile up memory.
+#[derive(Default)]
 pub(crate) struct Waiters {
     max_total: usize,
     max_per_key: usize,
@@ -142,28 +117,21 @@ impl Drop for Waiter {
     }
 }
 
+/// What holds the store slots are booked in: the layer's configuration, shared.
+pub(crate) type Holder<St> = Arc<dyn AsRef<St> + Send + Sync>;
+
 /// The slots one request booked, cancelled if it is dropped before it proceeds (its
-/// client went away): each slot then goes back where the algorithm allows it. `C` holds
-/// the store (the layer's configuration, shared).
-struct Bookings<St, C>
-where
-    St: Store + 'static,
-    C: AsRef<St> + Send + Sync + 'static,
-{
-    store: Arc<C>,
+/// client went away): each slot then goes back where the algorithm allows it.
+struct Bookings<St: Store + 'static> {
+    store: Holder<St>,
     key: Key,
     held: SmallVec<[(Reservable, Reservation); 1]>,
-    _store: std::marker::PhantomData<fn() -> St>,
 }
 
-impl<St, C> Bookings<St, C>
-where
-    St: Store + 'static,
-    C: AsRef<St> + Send + Sync + 'static,
-{
+impl<St: Store + 'static> Drop for Bookings<St> {
     /// Cancels every booking, at once where the store answers without waiting (the memory
     /// store), else on a task of its own: a dropped future cannot wait.
-    fn cancel_all(&mut self) {
+    fn drop(&mut self) {
         for (policy, reservation) in self.held.drain(..) {
             let (store, key) = (Arc::clone(&self.store), self.key.clone());
             let mut cancel = Box::pin(async move {
@@ -182,16 +150,6 @@ where
     }
 }
 
-impl<St, C> Drop for Bookings<St, C>
-where
-    St: Store + 'static,
-    C: AsRef<St> + Send + Sync + 'static,
-{
-    fn drop(&mut self) {
-        self.cancel_all();
-    }
-}
-
 /// The decisions booking gave, each with its policy's index: they replace the refusals
 /// in the request's tally.
 pub(crate) type Booked = SmallVec<[(usize, Decision); 2]>;
@@ -200,29 +158,22 @@ pub(crate) type Booked = SmallVec<[(usize, Decision); 2]>;
 pub(crate) enum Waited {
     /// Every slot booked and its time come: admit it, with these decisions.
     Admitted(Booked),
-    /// It could not wait (a bound reached, a slot now beyond the bound, a policy that
-    /// cannot book): refuse it as without waiting, with the decisions booked so far.
+    /// It could not wait: refuse it as without waiting, with the decisions booked so far.
     Refused(Booked),
     /// The store failed booking policy `i`.
     Failed(usize, floodwall_core::Error),
 }
 
-/// A request that policies `refused` (indexes into `policies`) refused with a
-/// `retry_after` within the layer's bound: books a slot in each of them, waits for the
-/// latest on tokio's timer, and says so; or says why it could not wait. `store` holds
-/// the store the slots are booked in.
-pub(crate) async fn book_and_wait<St, C>(
+/// Books a slot in each policy of `refused` (indexes into `policies`) and waits for the
+/// latest on tokio's timer; or says why it could not.
+pub(crate) async fn book_and_wait<St: Store + 'static>(
     waiting: &Waiting,
-    store: Arc<C>,
+    store: Holder<St>,
     key: Key,
     policies: &[Policy],
     refused: &[usize],
     cost: u64,
-) -> Waited
-where
-    St: Store + 'static,
-    C: AsRef<St> + Send + Sync + 'static,
-{
+) -> Waited {
     let mut booked = Booked::new();
     let Some(max_wait) = waiting.max_wait else {
         return Waited::Refused(booked);
@@ -230,12 +181,8 @@ where
     let Some(waiter) = waiting.waiters.enter(key.as_bytes()) else {
         return Waited::Refused(booked);
     };
-    let mut bookings = Bookings::<St, C> {
-        store,
-        key,
-        held: SmallVec::new(),
-        _store: std::marker::PhantomData,
-    };
+    let held = SmallVec::new();
+    let mut bookings = Bookings { store, key, held };
     let mut wait = Duration::ZERO;
     for &i in refused {
         let Ok(reservable) = Reservable::new(policies[i].clone()) else {
@@ -288,10 +235,8 @@ mod tests {
         let a3 = waiters.enter(b"a").unwrap();
         drop((a2, a3, b1));
         assert_eq!(waiters.len(), 0);
-        assert!(
-            waiters.keys().is_empty(),
-            "no key is kept once nobody waits"
-        );
+        let kept = waiters.keys().len();
+        assert_eq!(kept, 0, "no key is kept once nobody waits");
         let none = Arc::new(Waiters::new(10, 0));
         assert!(none.enter(b"a").is_none());
         assert_eq!(none.len(), 0);

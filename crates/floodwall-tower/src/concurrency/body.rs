@@ -12,12 +12,8 @@ use crate::RejectionBody;
 
 pin_project! {
     /// The inner service's response body, holding the request's [`Permit`] until the body
-    /// is done: its last frame read, an error, or the body dropped (a client gone, a
-    /// server shutting down). A streaming response keeps its slot for as long as it
-    /// streams, which is when it holds the worker the limit is about.
-    ///
-    /// A [`ConcurrencyLimitService`](crate::ConcurrencyLimitService)'s responses have this
-    /// body; axum and hyper take it as any body. Refusals hold no permit.
+    /// is done (its last frame read, an error, or the body dropped): a streaming response
+    /// keeps its slot while it streams. Refusals hold no permit.
     pub struct PermitBody<B> {
         #[pin]
         body: B,

@@ -2,29 +2,26 @@
 //! what an acquisition's answer means for its request.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use floodwall_core::{Acquired, ConcurrencyLimit, Error, Permit};
 
-use crate::extract::OnMissingKey;
 use crate::headers::{HeaderStyle, InFlightHeaders};
 use crate::mode::sealed::Refuse;
-use crate::respond::{Denial, OnReject, OnStoreFailure, ServiceUnavailable, TooManyRequests};
+use crate::options::Refusals;
+use crate::outage::Outage;
+use crate::respond::Denial;
 
 /// Everything an in-flight layer was configured with; its services share one `Arc` of it.
-/// The extractor and the responders are the rate layer's own traits, held once.
 pub(crate) struct InFlightConfig<St, K> {
     pub(crate) store: St,
     pub(crate) key: Arc<K>,
     pub(crate) limit: ConcurrencyLimit,
-    pub(crate) on_reject: Arc<dyn OnReject>,
-    pub(crate) on_failure: Arc<dyn OnStoreFailure>,
-    pub(crate) on_missing: OnMissingKey,
+    /// Its `headers` are built into `headers` below.
+    pub(crate) refusals: Refusals,
     /// The headers of `limit` in the configured style, built once; `None` sends none.
     pub(crate) headers: Option<Arc<InFlightHeaders>>,
     pub(crate) shadow: bool,
-    /// Whether the store's last answer was a failure: logged once per outage.
-    pub(crate) store_down: Arc<AtomicBool>,
+    pub(crate) store_down: Outage,
     /// The limit's metrics handles (nothing without the `metrics` feature).
     pub(crate) metrics: crate::observe::InFlightCache,
 }
@@ -36,16 +33,17 @@ impl<St: Clone, K> Clone for InFlightConfig<St, K> {
             store: self.store.clone(),
             key: Arc::clone(&self.key),
             limit: self.limit.clone(),
-            on_reject: Arc::clone(&self.on_reject),
-            on_failure: Arc::clone(&self.on_failure),
-            on_missing: self.on_missing,
+            refusals: self.refusals.clone(),
             headers: self.headers.clone(),
             shadow: self.shadow,
-            store_down: Arc::clone(&self.store_down),
+            store_down: self.store_down.clone(),
             metrics: self.metrics.clone(),
         }
     }
 }
+
+/// What the outage log lines call the store.
+const WHAT: &str = "in-flight limit";
 
 /// What follows an acquisition: call the inner service (holding this, if anything), or
 /// answer with the mode's refusal.
@@ -70,11 +68,9 @@ impl<St, K> InFlightConfig<St, K> {
             key: Arc::new(key),
             headers: Some(Arc::new(InFlightHeaders::new(HeaderStyle::Ietf, &limit))),
             limit,
-            on_reject: Arc::new(TooManyRequests),
-            on_failure: Arc::new(ServiceUnavailable::default()),
-            on_missing: OnMissingKey::Reject,
+            refusals: Refusals::new(),
             shadow: false,
-            store_down: Arc::new(AtomicBool::new(false)),
+            store_down: Outage::default(),
             metrics: Default::default(),
         }
     }
@@ -89,9 +85,7 @@ impl<St, K> InFlightConfig<St, K> {
             store: store(self.store),
             key: key(self.key),
             limit: self.limit,
-            on_reject: self.on_reject,
-            on_failure: self.on_failure,
-            on_missing: self.on_missing,
+            refusals: self.refusals,
             headers: self.headers,
             shadow: self.shadow,
             store_down: self.store_down,
@@ -99,10 +93,12 @@ impl<St, K> InFlightConfig<St, K> {
         }
     }
 
-    /// Headers in another style.
-    pub(crate) fn set_style(&mut self, style: HeaderStyle) {
+    /// Refusals and headers in another style.
+    pub(crate) fn set_refusals(&mut self, refusals: Refusals) {
+        let style = refusals.headers;
         self.headers = (style != HeaderStyle::None)
             .then(|| Arc::new(InFlightHeaders::new(style, &self.limit)));
+        self.refusals = refusals;
     }
 
     fn headers_for(&self, remaining: u64) -> Option<(Arc<InFlightHeaders>, u64)> {
@@ -114,14 +110,14 @@ impl<St, K> InFlightConfig<St, K> {
         crate::observe::in_flight(&self.metrics, &self.limit, self.shadow, &result);
         match result {
             Ok(Acquired::Granted(permit)) => {
-                self.store_answered();
+                self.store_down.answered(WHAT);
                 Outcome::Admit(Granted {
                     headers: self.headers_for(permit.remaining()),
                     permit: Some(permit),
                 })
             }
             Ok(Acquired::Full(full)) => {
-                self.store_answered();
+                self.store_down.answered(WHAT);
                 let denial = Denial::in_flight(self.limit.clone(), full);
                 let remaining = full.limit.saturating_sub(full.in_flight);
                 if self.shadow {
@@ -137,7 +133,7 @@ impl<St, K> InFlightConfig<St, K> {
                     });
                 }
                 Outcome::Refuse(M::denied(&denial, |denial| {
-                    let mut res = self.on_reject.respond(denial);
+                    let mut res = self.refusals.on_reject.respond(denial);
                     if let Some(headers) = &self.headers {
                         headers.write(remaining, res.headers_mut());
                     }
@@ -150,9 +146,7 @@ impl<St, K> InFlightConfig<St, K> {
 
     fn store_failed<M: Refuse>(&self, error: Error) -> Outcome<M::Refusal> {
         let open = self.shadow;
-        if !self.store_down.load(Ordering::Relaxed)
-            && !self.store_down.swap(true, Ordering::Relaxed)
-        {
+        if self.store_down.failed(WHAT, &error) {
             let mode = if open { "shadow mode" } else { "fail closed" };
             tracing::error!(
                 target: "floodwall",
@@ -160,21 +154,12 @@ impl<St, K> InFlightConfig<St, K> {
                 mode,
                 "in-flight limit store failing; answering per the fail mode until it answers"
             );
-        } else {
-            tracing::debug!(target: "floodwall", %error, "in-flight limit store failed");
         }
         if open {
             return Outcome::Admit(Granted::default());
         }
         Outcome::Refuse(M::store_failed(error, |error| {
-            self.on_failure.respond(error)
+            self.refusals.on_failure.respond(error)
         }))
-    }
-
-    fn store_answered(&self) {
-        if self.store_down.load(Ordering::Relaxed) && self.store_down.swap(false, Ordering::Relaxed)
-        {
-            tracing::info!(target: "floodwall", "in-flight limit store answers again");
-        }
     }
 }

@@ -23,9 +23,8 @@ pub(crate) type AcquireFuture<R> = Pin<Box<dyn Future<Output = Outcome<R>> + Sen
 
 pin_project! {
     /// Waits for a slot, then calls the inner service and hands its response body the
-    /// permit ([`PermitBody`]); or resolves to the refusal. The permit lives in this future
-    /// until the response is out, so dropping the future (a client gone, a timeout, a
-    /// panic unwinding) gives the slot back.
+    /// permit ([`PermitBody`]); or resolves to the refusal. Dropping the future gives the
+    /// slot back.
     pub struct ConcurrencyLimitFuture<S, B, M>
     where
         S: Service<Request<B>>,
@@ -56,13 +55,8 @@ where
     M: RefusalMode,
 {
     pub(crate) fn acquiring(acquire: AcquireFuture<M::Refusal>, inner: S, req: Request<B>) -> Self {
-        Self::new(
-            State::Acquiring {
-                acquire,
-                inner: Some((inner, req)),
-            },
-            Granted::default(),
-        )
+        let inner = Some((inner, req));
+        Self::new(State::Acquiring { acquire, inner }, Granted::default())
     }
 
     pub(crate) fn calling(future: S::Future, granted: Granted) -> Self {
@@ -70,12 +64,8 @@ where
     }
 
     pub(crate) fn refused(refusal: M::Refusal) -> Self {
-        Self::new(
-            State::Refused {
-                refusal: Some(refusal),
-            },
-            Granted::default(),
-        )
+        let refusal = Some(refusal);
+        Self::new(State::Refused { refusal }, Granted::default())
     }
 
     fn new(state: State<S::Future, S, B, M::Refusal>, granted: Granted) -> Self {
@@ -135,43 +125,4 @@ where
     }
 }
 
-impl<S, B, ResB> Future for ConcurrencyLimitFuture<S, B, RejectWithResponse>
-where
-    S: Service<Request<B>, Response = Response<ResB>>,
-    ResB: RejectionBody,
-{
-    type Output = Result<Response<PermitBody<ResB>>, S::Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(match ready!(self.poll_decided(cx)) {
-            Ok(called) => called,
-            Err(refusal) => Ok(refusal.map(PermitBody::from_rejection)),
-        })
-    }
-}
-
-impl<S, B, ResB> Future for ConcurrencyLimitFuture<S, B, RejectWithError>
-where
-    S: Service<Request<B>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-{
-    type Output = Result<Response<PermitBody<ResB>>, BoxError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(match ready!(self.poll_decided(cx)) {
-            Ok(called) => called.map_err(Into::into),
-            Err(refusal) => Err(refusal),
-        })
-    }
-}
-
-impl<S, B, M> std::fmt::Debug for ConcurrencyLimitFuture<S, B, M>
-where
-    S: Service<Request<B>>,
-    M: RefusalMode,
-{
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConcurrencyLimitFuture")
-            .finish_non_exhaustive()
-    }
-}
+crate::mode::future_impls!(ConcurrencyLimitFuture, PermitBody<ResB>);

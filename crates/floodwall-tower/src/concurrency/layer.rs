@@ -12,38 +12,22 @@ use tower_layer::Layer;
 use super::ConcurrencyLimitService;
 use super::config::InFlightConfig;
 use crate::extract::{ExtractKey, PeerIp};
-use crate::headers::HeaderStyle;
 use crate::options::Refusals;
 use crate::{RejectWithError, RejectWithResponse};
 
 /// Limits how many requests per key run at once:
 /// `.layer(ConcurrencyLimitLayer::new(store, ConcurrencyLimit::new("reports", 2)?))`.
 ///
-/// Unlike tower's `ConcurrencyLimitLayer`, which bounds one service's calls in this
-/// process and makes the excess wait, this one is **keyed** (per client, API key, route:
-/// the same [extractors](crate::extract) as [`RateLimitLayer`](crate::RateLimitLayer)),
-/// can be **shared by a fleet** (a Redis store keeps a lease per slot), and **refuses** a
-/// full key at once (429, or gRPC `RESOURCE_EXHAUSTED` through
-/// [`Grpc`](crate::respond::Grpc)) without `Retry-After`, since when a slot comes free is
-/// not known. A slot is held from admission until the response body is done
-/// ([`PermitBody`](crate::PermitBody)), and given back on every other way out: an error,
-/// a panic, a client that disconnects, a dropped future.
+/// Unlike tower's `ConcurrencyLimitLayer`, this one is **keyed** (the
+/// [extractors](crate::extract) of [`RateLimitLayer`](crate::RateLimitLayer)), can be
+/// **shared by a fleet** (a Redis store keeps a lease per slot), and **refuses** a full
+/// key at once, without `Retry-After`. A slot is held until the response body is done
+/// ([`PermitBody`](crate::PermitBody)) and given back on every other way out (an error, a
+/// panic, a dropped future). It is a layer of its own so that rate limits do not pay for
+/// wrapping bodies; both stack on one route (`.layer(rate).layer(in_flight)`).
 ///
-/// # A layer of its own, not an option of `RateLimitLayer`
-///
-/// An in-flight limit holds something across the whole response, where a rate check is
-/// done before the handler runs: its responses must carry a body that holds the slot, so
-/// every [`RateLimitLayer`](crate::RateLimitLayer) would pay for wrapping bodies it does
-/// not need, and its store would have to count both. As a layer of its own, each reads as
-/// what it limits, both can be stacked on one route (`.layer(rate).layer(in_flight)`: the
-/// outer one decides first), and each takes the store it needs.
-///
-/// Defaults, each changed by one builder method: key by peer IP ([`PeerIp`]); store
-/// failures fail closed ([`fail_mode`](Self::fail_mode)); refusals, missing keys and
-/// headers as [`Refusals`] has them by default ([`refusals`](Self::refusals), the same
-/// value the rate layer takes): 429 from
-/// [`TooManyRequests`](crate::respond::TooManyRequests), 503 on a store failure, a
-/// missing key refused with the extractor's status, IETF headers:
+/// Defaults: key by peer IP ([`PeerIp`]), fail closed ([`fail_mode`](Self::fail_mode)),
+/// [`Refusals`] as by default ([`refusals`](Self::refusals)), so IETF headers:
 ///
 /// ```text
 /// RateLimit-Policy: "reports";q=2;qu="concurrent-requests"
@@ -65,31 +49,26 @@ pub struct ConcurrencyLimitLayer<St, K = PeerIp, M = RejectWithResponse> {
 
 impl<St: Store + Clone> ConcurrencyLimitLayer<St> {
     /// At most `limit.max()` requests in flight per client (by peer IP), counted in
-    /// `store`: a [`MemoryStore`](floodwall_core::MemoryStore) for one process, a Redis
-    /// store for a fleet, or an `Arc` of a store of your own.
+    /// `store`.
     pub fn new(store: St, limit: ConcurrencyLimit) -> Self {
-        Self {
-            config: InFlightConfig::new(store, PeerIp::new(), limit),
-            _mode: PhantomData,
-        }
+        Self::with(InFlightConfig::new(store, PeerIp::new(), limit))
+    }
+}
+
+impl<St, K, M> ConcurrencyLimitLayer<St, K, M> {
+    fn with<St2, K2, M2>(config: InFlightConfig<St2, K2>) -> ConcurrencyLimitLayer<St2, K2, M2> {
+        let _mode = PhantomData;
+        ConcurrencyLimitLayer { config, _mode }
     }
 }
 
 impl<St: Store, K, M> ConcurrencyLimitLayer<St, K, M> {
-    /// What to do while the store fails, behind a circuit breaker, as
-    /// [`RateLimitLayer::fail_mode`](crate::RateLimitLayer::fail_mode) does: the store
-    /// becomes `Fallback<Breaker<St>>`. [`FailMode::local(nodes)`](FailMode::local) counts
-    /// in this process against `max / nodes`; [`FailMode::Open`] lets requests through
-    /// uncounted; [`FailMode::Closed`] answers with the store-failure responder of
-    /// [`refusals`](Self::refusals). Without it, store failures are refused with no
-    /// breaker.
+    /// What to do while the store fails ([`FailMode`]; `local(nodes)` counts against
+    /// `max / nodes`), behind a circuit breaker, as
+    /// [`RateLimitLayer::fail_mode`](crate::RateLimitLayer::fail_mode) does.
     pub fn fail_mode(self, mode: FailMode) -> ConcurrencyLimitLayer<Fallback<Breaker<St>>, K, M> {
-        ConcurrencyLimitLayer {
-            config: self
-                .config
-                .rebuild(|store| Fallback::new(Breaker::new(store), mode), |key| key),
-            _mode: PhantomData,
-        }
+        let store = |store| Fallback::new(Breaker::new(store), mode);
+        Self::with(self.config.rebuild(store, |key| key))
     }
 }
 
@@ -97,17 +76,12 @@ impl<St, K, M> ConcurrencyLimitLayer<St, K, M> {
     /// Limits by another key: `.key(HeaderKey::bearer())`, `.key(Global)`, or any
     /// `|req: &Parts| -> Option<impl AsRef<[u8]>>`. See [`extract`](crate::extract).
     pub fn key<K2: ExtractKey>(self, key: K2) -> ConcurrencyLimitLayer<St, K2, M> {
-        ConcurrencyLimitLayer {
-            config: self.config.rebuild(|store| store, |_| Arc::new(key)),
-            _mode: PhantomData,
-        }
+        Self::with(self.config.rebuild(|store| store, |_| Arc::new(key)))
     }
 
-    /// How refusals are answered and which headers are sent, the same [`Refusals`] as
-    /// [`RateLimitLayer::refusals`](crate::RateLimitLayer::refusals) takes. A refusal's
-    /// [`Denial`](crate::respond::Denial) says
-    /// [`too_many_in_flight`](crate::respond::Denial::too_many_in_flight), and has no
-    /// `retry_after`; GitHub's header style has no reset here.
+    /// How refusals are answered and which headers are sent: see [`Refusals`]. A
+    /// refusal's [`Denial`](crate::respond::Denial) says
+    /// [`too_many_in_flight`](crate::respond::Denial::too_many_in_flight).
     ///
     /// ```
     /// use floodwall_core::{ConcurrencyLimit, MemoryStore};
@@ -120,10 +94,7 @@ impl<St, K, M> ConcurrencyLimitLayer<St, K, M> {
     /// # Ok::<(), floodwall_core::ConfigError>(())
     /// ```
     pub fn refusals(mut self, refusals: Refusals) -> Self {
-        self.config.on_reject = refusals.on_reject;
-        self.config.on_failure = refusals.on_failure;
-        self.config.on_missing = refusals.on_missing;
-        self.config.set_style(refusals.headers);
+        self.config.set_refusals(refusals);
         self
     }
 
@@ -136,10 +107,7 @@ impl<St, K, M> ConcurrencyLimitLayer<St, K, M> {
     /// Reports refusals as errors ([`RateLimited`](crate::RateLimited), with
     /// [`too_many_in_flight`](crate::RateLimited::too_many_in_flight)) instead of responses.
     pub fn reject_with_error(self) -> ConcurrencyLimitLayer<St, K, RejectWithError> {
-        ConcurrencyLimitLayer {
-            config: self.config,
-            _mode: PhantomData,
-        }
+        Self::with(self.config)
     }
 
     /// The limit.
@@ -152,16 +120,13 @@ impl<S, St: Clone, K, M> Layer<S> for ConcurrencyLimitLayer<St, K, M> {
     type Service = ConcurrencyLimitService<S, St, K, M>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        ConcurrencyLimitService::from_config(inner, Arc::new(self.config.clone()))
+        ConcurrencyLimitService::from_shared(inner, Arc::new(self.config.clone()))
     }
 }
 
 impl<St: Clone, K, M> Clone for ConcurrencyLimitLayer<St, K, M> {
     fn clone(&self) -> Self {
-        Self {
-            config: self.config.clone(),
-            _mode: PhantomData,
-        }
+        Self::with(self.config.clone())
     }
 }
 
@@ -169,14 +134,7 @@ impl<St, K, M> fmt::Debug for ConcurrencyLimitLayer<St, K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConcurrencyLimitLayer")
             .field("limit", &self.config.limit)
-            .field(
-                "headers",
-                &self
-                    .config
-                    .headers
-                    .as_ref()
-                    .map_or(HeaderStyle::None, |h| h.style()),
-            )
+            .field("headers", &self.config.refusals.headers)
             .field("shadow", &self.config.shadow)
             .finish_non_exhaustive()
     }

@@ -18,44 +18,12 @@ use crate::mode::RefusalMode;
 use crate::{Key, RejectWithError, RejectWithResponse};
 
 /// Limits the requests in flight to an inner service, per key; built by
-/// [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer).
-///
-/// For each request it extracts a key, takes a slot under the layer's
-/// [`ConcurrencyLimit`](floodwall_core::ConcurrencyLimit), and calls the inner service with
-/// the slot held until the response body is done ([`PermitBody`]); a key already at its
-/// limit is answered at once with the refusal. `poll_ready` is the inner service's: a
-/// full key is refused, never queued, so the layer needs no `BufferLayer`.
-///
-/// Cloning is cheap: the configuration is shared behind one `Arc`.
+/// [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer). A full key is refused at once,
+/// never queued; `poll_ready` is the inner service's. Cloning is cheap.
 pub struct ConcurrencyLimitService<S, St = MemoryStore, K = PeerIp, M = RejectWithResponse> {
     inner: S,
     config: Arc<InFlightConfig<St, K>>,
     _mode: PhantomData<fn() -> M>,
-}
-
-impl<S, St, K, M> ConcurrencyLimitService<S, St, K, M> {
-    pub(crate) fn from_config(inner: S, config: Arc<InFlightConfig<St, K>>) -> Self {
-        Self {
-            inner,
-            config,
-            _mode: PhantomData,
-        }
-    }
-
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// The inner service, unwrapped.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
 }
 
 impl<S, St, K, M: RefusalMode> ConcurrencyLimitService<S, St, K, M> {
@@ -77,10 +45,7 @@ impl<S, St, K, M: RefusalMode> ConcurrencyLimitService<S, St, K, M> {
             }
         };
         if let Err(error) = found {
-            return match config
-                .on_missing
-                .refusal::<M>(config.shadow, error, &*config.on_reject)
-            {
+            return match config.refusals.missing::<M>(config.shadow, error) {
                 Some(refusal) => ConcurrencyLimitFuture::refused(refusal),
                 None => ConcurrencyLimitFuture::calling(self.inner.call(req), Granted::default()),
             };
@@ -113,52 +78,13 @@ impl<S, St, K, M: RefusalMode> ConcurrencyLimitService<S, St, K, M> {
     }
 }
 
-impl<S, St, K, B, ResB> Service<Request<B>>
-    for ConcurrencyLimitService<S, St, K, RejectWithResponse>
-where
-    S: Service<Request<B>, Response = Response<ResB>> + Clone,
-    ResB: RejectionBody,
-    St: Store + 'static,
-    K: ExtractKey,
-{
-    type Response = Response<PermitBody<ResB>>;
-    type Error = S::Error;
-    type Future = ConcurrencyLimitFuture<S, B, RejectWithResponse>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        self.start(req)
-    }
-}
-
-impl<S, St, K, B, ResB> Service<Request<B>> for ConcurrencyLimitService<S, St, K, RejectWithError>
-where
-    S: Service<Request<B>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    St: Store + 'static,
-    K: ExtractKey,
-{
-    type Response = Response<PermitBody<ResB>>;
-    type Error = BoxError;
-    type Future = ConcurrencyLimitFuture<S, B, RejectWithError>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        self.start(req)
-    }
-}
-
-impl<S: Clone, St, K, M> Clone for ConcurrencyLimitService<S, St, K, M> {
-    fn clone(&self) -> Self {
-        Self::from_config(self.inner.clone(), Arc::clone(&self.config))
-    }
-}
+crate::mode::service_impls!(
+    ConcurrencyLimitService {
+        config: InFlightConfig
+    },
+    ConcurrencyLimitFuture,
+    PermitBody<ResB>
+);
 
 impl<S: fmt::Debug, St, K, M> fmt::Debug for ConcurrencyLimitService<S, St, K, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

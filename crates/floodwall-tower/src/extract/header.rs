@@ -12,16 +12,11 @@ use super::{ExtractKey, KeyError};
 use crate::Key;
 
 /// Keys requests by a header's value: an API key, or the token of
-/// `Authorization: Bearer <token>`.
+/// `Authorization: Bearer <token>`. The key is the value's SHA-256 (after an optional
+/// [`salt`](Self::salt)): the secret is never stored, sent to Redis, or logged.
 ///
-/// The key is the SHA-256 of the value (after an optional [`salt`](Self::salt)), so the
-/// secret is never stored in a store, sent to Redis, or logged: only its hash is. This
-/// extractor does not check that the key is valid; put it after your authentication, or
-/// it will happily limit every made-up key separately (use a per-IP limit alongside).
-///
-/// A missing or empty header is a missing key with status 400 (see
-/// [`OnMissingKey`](super::OnMissingKey)); [`or`](super::ExtractKey::or) falls back to
-/// another extractor instead.
+/// It does not check that the key is valid: put it after your authentication, or use a
+/// per-IP limit alongside. A missing or empty header is a missing key with status 400.
 #[derive(Clone)]
 pub struct HeaderKey {
     name: HeaderName,
@@ -58,8 +53,7 @@ impl HeaderKey {
 }
 
 impl HeaderKey {
-    /// The error for a request without the key: 400, naming the header. Only refused
-    /// requests pay for the text.
+    /// The error for a request without the key: 400, naming the header.
     #[cold]
     fn missing(&self) -> KeyError {
         let name = self.name.as_str();
@@ -160,16 +154,12 @@ mod tests {
         let missing = key(&e, "other", "x").unwrap_err();
         assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
         assert_eq!(missing.missing(), "x-api-key");
-        assert_eq!(
-            missing.to_string(),
-            "no rate-limit key: the x-api-key header is missing or empty"
-        );
+        let text = "no rate-limit key: the x-api-key header is missing or empty";
+        assert_eq!(missing.to_string(), text);
         assert_eq!(key(&e, "x-api-key", "  ").unwrap_err(), missing);
         let bearer = key(&HeaderKey::bearer(), "authorization", "Basic abc").unwrap_err();
         assert_eq!(bearer.missing(), "authorization");
-        assert_eq!(
-            bearer.reason(),
-            "no bearer token in the authorization header"
-        );
+        let reason = "no bearer token in the authorization header";
+        assert_eq!(bearer.reason(), reason);
     }
 }

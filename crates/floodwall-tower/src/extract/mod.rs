@@ -14,14 +14,11 @@
 //!
 //! # When there is no key
 //!
-//! An extractor that cannot find its key returns a [`KeyError`] that names what is missing
-//! and a status to answer with. The layer's [`OnMissingKey`] decides what then happens;
-//! the default, [`OnMissingKey::Reject`], refuses the request with that status (500 for a
-//! missing peer address, which is a server misconfiguration; 400 for a missing header) and
-//! logs a warning. The refusal is built by the layer's [responder](crate::respond)'s
-//! [`missing_key`](crate::respond::OnReject::missing_key), which says what was missing:
-//! plain text, JSON or problem+json alike, naming the header. Nothing panics. To fall back
-//! to another extractor instead, use [`ExtractKey::or`].
+//! An extractor that cannot find its key returns a [`KeyError`] naming what is missing and
+//! a status (500 for a missing peer address, a server misconfiguration; 400 for a missing
+//! header). The layer's [`OnMissingKey`] decides: by default the request is refused with
+//! that status by the responder's [`missing_key`](crate::respond::OnReject::missing_key),
+//! and a warning logged. To fall back to another extractor instead, use [`ExtractKey::or`].
 //!
 //! ```
 //! use floodwall_tower::extract::{ClientIp, ExtractKey, HeaderKey, MethodRoute};
@@ -58,14 +55,10 @@ pub use route::{MethodRoute, normalize_path};
 
 /// Reads a request's rate-limit key.
 ///
-/// Write the key's bytes into `key` (it may already hold bytes from an enclosing
-/// [`Pair`]: append, never clear). Return a [`KeyError`] when the key is not there.
-///
-/// Implemented for every `Fn(&Parts) -> Option<T>` where `T: AsRef<[u8]>`; `None` is a
-/// [`KeyError`] with status 500.
-///
-/// An extractor need not be `Clone`: the layer holds it once, behind an `Arc`, and every
-/// service it builds shares it.
+/// Append the key's bytes to `key` (an enclosing [`Pair`] may have written some: never
+/// clear), or return a [`KeyError`]. Implemented for every `Fn(&Parts) -> Option<T>` with
+/// `T: AsRef<[u8]>` (`None` is a 500). An extractor need not be `Clone`: the layer holds
+/// it once.
 ///
 /// ```
 /// use floodwall_tower::extract::ExtractKey;
@@ -82,18 +75,10 @@ pub trait ExtractKey: Send + Sync + 'static {
     /// Appends this request's key to `key`, or says why there is none.
     fn extract(&self, req: &Parts, key: &mut Key) -> Result<(), KeyError>;
 
-    /// [`extract`](Self::extract) from the whole request, for an extractor that can read
-    /// its key there: `Some` is exactly what `extract` would answer (and write) for the
-    /// request's parts; `None` (the default) means "only from the [`Parts`]", and leaves
-    /// `key` as it was.
-    ///
-    /// The layer asks this first, because taking a request apart to lend its `Parts` and
-    /// putting it back together copies its head (some 200 bytes) twice: a measurable part
-    /// of what the limiter costs per request. Every extractor of this crate answers here,
-    /// as do [`and`](Self::and) and [`or`](Self::or) of extractors that do; a closure
-    /// over `&Parts` does not. (The layer takes the request apart anyway when it has a
-    /// [cost](crate::RateLimitLayer::cost) or a [chooser](crate::RateLimitLayer::choose):
-    /// they read `Parts`.)
+    /// [`extract`](Self::extract) from the whole request: `Some` is exactly what `extract`
+    /// would answer (and write) for its parts; `None` (the default) means "only from the
+    /// [`Parts`]" and leaves `key` as it was. The layer asks this first, since taking a
+    /// request apart copies its head twice; every extractor of this crate answers here.
     fn extract_request<B>(&self, req: &Request<B>, key: &mut Key) -> Option<Result<(), KeyError>>
     where
         Self: Sized,
@@ -138,8 +123,7 @@ where
     }
 }
 
-/// A request's head, whole or taken apart: what this crate's extractors read, so that each
-/// is written once for [`ExtractKey::extract`] and [`ExtractKey::extract_request`].
+/// A request's head, whole or taken apart: what this crate's extractors read.
 pub(crate) trait Head {
     fn method(&self) -> &Method;
     fn uri(&self) -> &Uri;
@@ -177,12 +161,8 @@ impl<B> Head for Request<B> {
     }
 }
 
-/// Why an extractor found no key: what was missing, why, and the status to answer with if
-/// the request is refused.
-///
-/// A refused request's [`OnReject::missing_key`](crate::respond::OnReject::missing_key)
-/// gets it, so a responder can name what the client must send; its text is logged and sent in
-/// refusals' bodies, so it must not contain secrets.
+/// Why an extractor found no key: what was missing, why, and the status to answer with.
+/// Its text is logged and sent in refusals' bodies: it must not contain secrets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyError {
     status: StatusCode,
@@ -201,29 +181,26 @@ impl KeyError {
         }
     }
 
-    /// Names what was missing (a header's name, "peer address"), for a responder to tell
-    /// the client.
+    /// Names what was missing (a header's name, "peer address") for the client.
     #[must_use]
     pub fn naming(mut self, missing: impl Into<Cow<'static, str>>) -> Self {
         self.missing = missing.into();
         self
     }
 
-    /// This error with the status the layer answers with (its
-    /// [`OnMissingKey::RejectWith`] status).
+    /// This error with the status the layer answers with.
     pub(crate) fn with_status(mut self, status: StatusCode) -> Self {
         self.status = status;
         self
     }
 
     /// The status a rejection answers with: the extractor's, or the layer's
-    /// [`OnMissingKey::RejectWith`] status once the layer refused the request.
+    /// [`OnMissingKey::RejectWith`] once it refused the request.
     pub fn status(&self) -> StatusCode {
         self.status
     }
 
-    /// What was missing: a header's name (`x-api-key`, `authorization`), `peer address`,
-    /// or whatever a custom extractor named; `key` when it named nothing.
+    /// What was missing: a header's name, `peer address`, or `key` when nothing was named.
     pub fn missing(&self) -> &str {
         &self.missing
     }
@@ -246,8 +223,7 @@ impl std::error::Error for KeyError {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum OnMissingKey {
-    /// Refuse it with the [`KeyError`]'s status (the default): a request that cannot be
-    /// attributed is never let through unlimited by accident.
+    /// Refuse it with the [`KeyError`]'s status (the default).
     #[default]
     Reject,
     /// Refuse it with this status instead (e.g. 401 for a missing API key).
@@ -257,7 +233,7 @@ pub enum OnMissingKey {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::net::{IpAddr, SocketAddr};
 
     use http::header::HeaderName;
@@ -265,14 +241,16 @@ mod tests {
 
     use super::*;
 
-    /// Requests with and without what each extractor reads.
-    fn requests() -> Vec<Request<()>> {
+    /// Requests with and without what each extractor reads, the one with everything first.
+    pub(crate) fn requests() -> Vec<Request<()>> {
         let full = || {
             let mut req = Request::post("/users/42/").body(()).unwrap();
             let peer: SocketAddr = "10.0.0.1:5000".parse().unwrap();
             req.extensions_mut().insert(peer);
             req.headers_mut()
                 .insert("x-api-key", http::HeaderValue::from_static("k-123"));
+            req.headers_mut()
+                .insert("authorization", http::HeaderValue::from_static("Bearer t1"));
             req.headers_mut().insert(
                 "x-forwarded-for",
                 http::HeaderValue::from_static("203.0.113.9, 10.0.0.2"),
@@ -314,7 +292,7 @@ mod tests {
     /// Checks that whatever `extract_request` answers is what `extract` does; true when it
     /// answered every request.
     #[track_caller]
-    fn agrees(e: &impl ExtractKey) -> bool {
+    pub(crate) fn agrees(e: &impl ExtractKey) -> bool {
         let mut always = true;
         for req in requests() {
             let (whole, parts) = both(e, req);

@@ -31,30 +31,19 @@ pub enum ForwardedHeader {
 /// Keys requests by the client's address as recorded by reverse proxies you trust, and
 /// by the connection's address when the request did not come through one.
 ///
-/// Each proxy appends the address it received the request from to the header, so the
-/// header is read **from the right**, one entry at a time: starting at the connection's
-/// peer, every hop whose address is in a trusted network is skipped, and the first address
-/// outside them is the client. Only proxies can write the entries to the right of the
-/// client; anything a client forged sits to the left of them and is never read, whatever
-/// its bytes (text or not, quotes, commas, empty entries).
+/// The header is read **from the right**: starting at the connection's peer, every hop in
+/// a trusted network is skipped, and the first address outside them is the client.
+/// Anything a client forged sits left of what the proxies appended and is never read.
 ///
-/// - A peer outside the trusted networks is keyed by its own address, whatever headers it
-///   sent: a client connecting directly cannot pick its key.
-/// - If the entry where the walk stops is not an address (a hostname, `unknown`, an
-///   obfuscated `_node`, bytes that are not text), the client is unknown: the key is
-///   **missing** with status 400, and the layer's
-///   [`OnMissingKey`](super::OnMissingKey) decides (refuse, by default). It is never
-///   keyed by the proxy that recorded it, which would put the client in the bucket every
-///   client behind that proxy shares. To limit such requests together instead, say so:
-///   `ClientIp::new(..).or(Global)`.
-/// - Empty list entries (`a, , b`) are skipped, as HTTP's list syntax asks.
-/// - If every entry is a trusted proxy, the leftmost one is the client.
+/// - A peer outside the trusted networks is keyed by its own address, whatever it sent.
+/// - If the entry where the walk stops is not an address (`unknown`, `_node`, not text),
+///   the key is **missing** with status 400 ([`OnMissingKey`](super::OnMissingKey)
+///   decides), never the proxy's: `ClientIp::new(..).or(Global)` limits such requests
+///   together instead.
+/// - Empty entries are skipped; if every entry is trusted, the leftmost one is the client.
 ///
-/// Like [`PeerIp`](super::PeerIp), IPv6 clients are keyed by their /64. Trusted networks
-/// and addresses compare as [`PeerIp`](super::PeerIp) keys them: IPv4-mapped IPv6
-/// (`::ffff:10.0.0.0/104`) is the IPv4 network it maps (`10.0.0.0/8`).
-///
-/// There is deliberately no "leftmost entry" or "trust every proxy" mode: the leftmost
+/// IPv6 clients are keyed by their /64, and IPv4-mapped IPv6 compares as IPv4, as with
+/// [`PeerIp`](super::PeerIp). There is deliberately no "leftmost entry" mode: the leftmost
 /// entry is whatever the client wrote.
 ///
 /// ```
@@ -104,15 +93,13 @@ impl ClientIp {
     }
 
     /// The client's address for this request, as the key is built from it, or why there
-    /// is none (no peer address; an entry that is not an address where the walk stops).
-    /// Useful for logging.
+    /// is none: for logging.
     pub fn client_ip(&self, req: &Parts) -> Result<IpAddr, KeyError> {
         self.client_ip_of(req)
     }
 
     /// The key this extractor writes for a client at `ip` (as [`client_ip`](Self::client_ip)
-    /// finds it): for an operator's call on one client
-    /// ([`StoreExt::unban`](floodwall_core::StoreExt::unban)) without a request of theirs.
+    /// finds it): for an operator's call ([`StoreExt::unban`](floodwall_core::StoreExt::unban)).
     pub fn key_for(&self, ip: IpAddr) -> Key {
         let mut key = Key::new();
         write_ip(ip, self.v4_prefix, self.v6_prefix, &mut key);
@@ -151,7 +138,11 @@ impl ClientIp {
         let mut hops = 0;
         // Several header lines are one list, in order.
         let lines = headers.get_all(&name).into_iter().rev();
-        for entry in lines.flat_map(|line| RevEntries::new(line.as_bytes(), quoted)) {
+        let entries = lines.flat_map(|line| RevEntries {
+            rest: Some(line.as_bytes()),
+            quoted,
+        });
+        for entry in entries {
             let entry = entry.trim_ascii();
             if entry.is_empty() {
                 continue;
@@ -186,18 +177,14 @@ impl ExtractKey for ClientIp {
 /// The entry where the walk stopped is not an address: the client's address is missing,
 /// and the error names the header it should be in.
 fn unparseable(header: ForwardedHeader) -> KeyError {
-    let (name, reason) = match header {
-        ForwardedHeader::XForwardedFor => (
-            "x-forwarded-for",
-            "the x-forwarded-for header's entry for the client (where the trusted proxies \
-             end) is not an IP address",
-        ),
-        ForwardedHeader::Forwarded => (
-            "forwarded",
-            "the forwarded header's entry for the client (where the trusted proxies end) is \
-             not an IP address",
-        ),
+    let name = match header {
+        ForwardedHeader::XForwardedFor => "x-forwarded-for",
+        ForwardedHeader::Forwarded => "forwarded",
     };
+    let reason = format!(
+        "the {name} header's entry for the client (where the trusted proxies end) is not an \
+         IP address"
+    );
     KeyError::new(StatusCode::BAD_REQUEST, reason).naming(name)
 }
 
@@ -227,15 +214,6 @@ fn canonical_net(net: IpNet) -> IpNet {
 struct RevEntries<'a> {
     rest: Option<&'a [u8]>,
     quoted: bool,
-}
-
-impl<'a> RevEntries<'a> {
-    fn new(line: &'a [u8], quoted: bool) -> Self {
-        Self {
-            rest: Some(line),
-            quoted,
-        }
-    }
 }
 
 impl<'a> Iterator for RevEntries<'a> {
@@ -332,79 +310,51 @@ mod tests {
         extractor.resolve(ip(peer), h)
     }
 
-    #[test]
-    fn an_untrusted_peer_is_keyed_by_itself_whatever_it_forges() {
-        let forged = headers("x-forwarded-for", &["1.2.3.4"]);
-        assert_eq!(walk(&lb(), "203.0.113.9", &forged), Some(ip("203.0.113.9")));
-    }
-
-    #[test]
-    fn the_rightmost_untrusted_entry_is_the_client() {
-        // The client forged "1.2.3.4"; the proxy appended the real address.
-        let h = headers("x-forwarded-for", &["1.2.3.4, 198.51.100.7, 10.1.1.1"]);
-        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("198.51.100.7")));
-        // Several lines are one list.
-        let h = headers("x-forwarded-for", &["1.2.3.4", "198.51.100.7", "10.1.1.1"]);
-        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("198.51.100.7")));
+    /// A request's head from the trusted proxy 10.0.0.2, with these headers.
+    fn from_proxy(h: HeaderMap) -> Parts {
+        let mut req = Request::new(());
+        *req.headers_mut() = h;
+        req.extensions_mut()
+            .insert(SocketAddr::new(ip("10.0.0.2"), 1));
+        req.into_parts().0
     }
 
     #[test]
     fn an_entry_that_is_not_an_address_where_the_walk_stops_is_no_client() {
         let h = headers("x-forwarded-for", &["198.51.100.7, not-an-ip, 10.1.1.1"]);
         assert_eq!(walk(&lb(), "10.0.0.2", &h), None);
-        // Through the extractor: a 400, never the proxy's key.
-        let mut req = Request::new(());
-        *req.headers_mut() = h;
-        req.extensions_mut()
-            .insert(SocketAddr::new(ip("10.0.0.2"), 1));
-        let err = lb().client_ip(&req.into_parts().0).unwrap_err();
-        assert_eq!(err.status(), StatusCode::BAD_REQUEST);
-        // Naming the header the client's address should have been in.
-        assert_eq!(err.missing(), "x-forwarded-for");
-        assert!(
-            err.reason()
-                .starts_with("the x-forwarded-for header's entry")
-        );
-        let mut req = Request::new(());
-        req.headers_mut()
-            .insert(FORWARDED, HeaderValue::from_static("for=_hidden"));
-        req.extensions_mut()
-            .insert(SocketAddr::new(ip("10.0.0.2"), 1));
+        // Through the extractor: a 400 naming the header, never the proxy's key.
+        let err = lb().client_ip(&from_proxy(h)).unwrap_err();
+        let bad_request = StatusCode::BAD_REQUEST;
+        let (xff, reason) = ("x-forwarded-for", err.reason());
+        assert_eq!((err.status(), err.missing()), (bad_request, xff));
+        assert!(reason.starts_with("the x-forwarded-for header's entry"));
         let fwd = lb().header(ForwardedHeader::Forwarded);
-        let err = fwd.client_ip(&req.into_parts().0).unwrap_err();
-        assert_eq!(err.status(), StatusCode::BAD_REQUEST);
-        assert_eq!(err.missing(), "forwarded");
+        let hidden = from_proxy(headers("forwarded", &["for=_hidden"]));
+        let err = fwd.client_ip(&hidden).unwrap_err();
+        assert_eq!((err.status(), err.missing()), (bad_request, "forwarded"));
         assert!(err.reason().starts_with("the forwarded header's entry"));
         // No peer at all: the peer address is what is missing, a 500.
         let err = lb()
             .client_ip(&Request::new(()).into_parts().0)
             .unwrap_err();
-        assert_eq!(err.status(), StatusCode::INTERNAL_SERVER_ERROR);
-        assert_eq!(err.missing(), "peer address");
+        let server_error = StatusCode::INTERNAL_SERVER_ERROR;
+        let peer = "peer address";
+        assert_eq!((err.status(), err.missing()), (server_error, peer));
     }
 
     #[test]
     fn key_for_is_the_key_a_request_from_that_client_gets() {
         let h = headers("x-forwarded-for", &["2001:db8:1:2::7, 10.1.1.1"]);
+        let client = ip("2001:db8:1:2::7");
         for extractor in [lb(), lb().ipv6_prefix(128), lb().ipv6_prefix(48)] {
-            let mut req = Request::new(());
-            *req.headers_mut() = h.clone();
-            req.extensions_mut()
-                .insert(SocketAddr::new(ip("10.0.0.2"), 1));
             let mut key = Key::new();
-            extractor.extract(&req.into_parts().0, &mut key).unwrap();
-            let expected = extractor.key_for(ip("2001:db8:1:2::7"));
-            assert_eq!(expected.as_bytes(), key.as_bytes(), "{extractor:?}");
+            extractor.extract(&from_proxy(h.clone()), &mut key).unwrap();
+            assert_eq!(extractor.key_for(client), key, "{extractor:?}");
         }
-        let v4 = lb().ipv4_prefix(24);
-        assert_eq!(
-            v4.key_for(ip("198.51.100.7")).as_bytes(),
-            v4.key_for(ip("198.51.100.200")).as_bytes()
-        );
-        assert_ne!(
-            v4.key_for(ip("198.51.100.7")).as_bytes(),
-            v4.key_for(ip("198.51.101.7")).as_bytes()
-        );
+        let v4 = |s: &str| lb().ipv4_prefix(24).key_for(ip(s));
+        assert_eq!(v4("198.51.100.7"), v4("198.51.100.200"));
+        assert_ne!(v4("198.51.100.7"), v4("198.51.101.7"));
     }
 
     #[test]
@@ -417,23 +367,17 @@ mod tests {
 
     #[test]
     fn no_header_from_a_proxy_is_the_proxy_and_all_trusted_is_the_leftmost() {
-        assert_eq!(
-            walk(&lb(), "10.0.0.2", &HeaderMap::new()),
-            Some(ip("10.0.0.2"))
-        );
+        let none = HeaderMap::new();
+        assert_eq!(walk(&lb(), "10.0.0.2", &none), Some(ip("10.0.0.2")));
         let h = headers("x-forwarded-for", &["10.9.9.9, 10.1.1.1"]);
         assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("10.9.9.9")));
     }
 
     #[test]
-    fn ports_brackets_and_ipv6_parse() {
-        let h = headers("x-forwarded-for", &["[2001:db8::7]:4711, 10.1.1.1:80"]);
-        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("2001:db8::7")));
+    fn a_trusted_ipv6_peer_is_walked_past() {
         let h = headers("x-forwarded-for", &["198.51.100.7"]);
-        assert_eq!(
-            walk(&lb(), "2001:db8:ffff:1::1", &h),
-            Some(ip("198.51.100.7"))
-        );
+        let v6_proxy = "2001:db8:ffff:1::1";
+        assert_eq!(walk(&lb(), v6_proxy, &h), Some(ip("198.51.100.7")));
     }
 
     #[test]
@@ -448,17 +392,6 @@ mod tests {
         assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("5.6.7.8")));
         let hidden = headers("forwarded", &["for=_hidden, for=10.1.1.1"]);
         assert_eq!(walk(&fwd, "10.0.0.2", &hidden), None);
-    }
-
-    #[test]
-    fn forwarded_quotes_keep_their_commas() {
-        // A client's quoted comma is one element; the proxy's element is read whole.
-        let h = headers(
-            "forwarded",
-            &["for=\"a, b\", for=\"[2001:db8::7]:1\", for=10.1.1.1"],
-        );
-        let fwd = lb().header(ForwardedHeader::Forwarded);
-        assert_eq!(walk(&fwd, "10.0.0.2", &h), Some(ip("2001:db8::7")));
     }
 
     #[test]
@@ -477,13 +410,6 @@ mod tests {
             &["for=\"[2001:db8::7]:4711\";by=\"x,y\", for=10.1.1.1"],
         );
         assert_eq!(walk(&fwd, "10.0.0.2", &h), Some(ip("2001:db8::7")));
-    }
-
-    #[test]
-    fn the_walk_is_bounded() {
-        let long = vec!["10.1.1.1"; 100].join(",");
-        let h = headers("x-forwarded-for", &[&format!("198.51.100.7,{long}")]);
-        assert_eq!(walk(&lb(), "10.0.0.2", &h), Some(ip("10.1.1.1")));
     }
 
     #[test]

@@ -6,14 +6,11 @@ use http::request::Parts;
 use super::{ExtractKey, Head, KeyError};
 use crate::Key;
 
-/// Keys requests by method and route: `GET /users/{id}`.
-///
-/// The route is axum's `MatchedPath` where there is one (feature `axum`; the route
-/// template, so `/users/1` and `/users/2` share a key). Elsewhere it is the path,
+/// Keys requests by method and route: `GET /users/{id}`. The route is axum's
+/// `MatchedPath` where there is one (feature `axum`), elsewhere the path,
 /// [normalised](normalize_path) so that ids in it do not mint one key per resource.
-///
-/// On its own it limits each endpoint as a whole; [`and`](super::ExtractKey::and) it with
-/// a client extractor to limit each client on each endpoint.
+/// [`and`](super::ExtractKey::and) it with a client extractor to limit each client on
+/// each endpoint.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MethodRoute;
 
@@ -50,8 +47,7 @@ impl ExtractKey for MethodRoute {
 }
 
 /// A path as [`MethodRoute`] keys it when no route template is known: empty segments and
-/// `.` dropped, and segments that look like ids (all digits, or 16 or more hex digits and
-/// dashes, as UUIDs and hashes are) replaced by `{id}`.
+/// `.` dropped, ids (all digits, or 16+ hex digits and dashes) replaced by `{id}`.
 ///
 /// ```
 /// use floodwall_tower::extract::normalize_path;

@@ -47,15 +47,12 @@ pub(super) fn parse(source: Source<'_>) -> Result<PolicyFile, FileError> {
         let entry = check.policy(i, policy.get_ref())?;
         if let Some(first) = policies.iter().position(|e| e.name() == entry.name()) {
             let name = &policy.get_ref().name;
-            return Err(source.error(
-                Some(name.span()),
-                format!("policy[{i}].name"),
-                "a name no other policy has",
-                Some(format!(
-                    "\"{}\", already the name of policy[{first}]",
-                    name.get_ref()
-                )),
-            ));
+            let found = format!(
+                "\"{}\", already the name of policy[{first}]",
+                name.get_ref()
+            );
+            let expected = "a name no other policy has";
+            return Err(check.at(name, format!("policy[{i}].name"), expected, found));
         }
         policies.push(entry);
     }
@@ -163,6 +160,16 @@ impl Check<'_> {
         self.span(value.span(), field, expected, found)
     }
 
+    /// An error at `value`, which was there instead of `expected`: found, quoted.
+    fn bad(
+        &self,
+        value: &Spanned<String>,
+        field: impl Into<String>,
+        expected: impl Into<String>,
+    ) -> FileError {
+        self.at(value, field, expected, format!("\"{}\"", value.get_ref()))
+    }
+
     fn span(
         &self,
         span: Range<usize>,
@@ -181,15 +188,12 @@ impl Check<'_> {
             .iter()
             .find(|(name, _)| *name == raw.kind.get_ref().trim())
             .map(|(_, kind)| *kind)
-            .ok_or_else(|| {
-                self.at(
-                    &raw.kind,
-                    "key.kind",
-                    format!("one of {kinds}"),
-                    format!("\"{}\"", raw.kind.get_ref()),
-                )
-            })?;
+            .ok_or_else(|| self.bad(&raw.kind, "key.kind", format!("one of {kinds}")))?;
         let kind_name = raw.kind.get_ref().trim();
+        // What each field that only some kinds take applies to.
+        const CLIENT_IP: &str = "kind = \"client_ip\"";
+        const HASHED: &str = "kind = \"header\" or \"bearer\"";
+        const IPS: &str = "kind = \"peer_ip\" or \"client_ip\"";
         let misplaced = |span: Range<usize>, field: &str, applies: &str| {
             self.span(
                 span,
@@ -206,79 +210,49 @@ impl Check<'_> {
         };
         if let Some(list) = &raw.trusted_proxies {
             if kind != KeyKind::ClientIp {
-                return Err(misplaced(
-                    list.span(),
-                    "trusted_proxies",
-                    "kind = \"client_ip\"",
-                ));
+                return Err(misplaced(list.span(), "trusted_proxies", CLIENT_IP));
             }
             for (i, net) in list.get_ref().iter().enumerate() {
                 let parsed = crate::extract::parse_cidrs(net.get_ref())
                     .ok()
                     .filter(|nets| nets.len() == 1)
                     .ok_or_else(|| {
-                        self.at(
-                            net,
-                            format!("key.trusted_proxies[{i}]"),
-                            "a network such as \"10.0.0.0/8\" or an address such as \"127.0.0.1\"",
-                            format!("\"{}\"", net.get_ref()),
-                        )
+                        let expected =
+                            "a network such as \"10.0.0.0/8\" or an address such as \"127.0.0.1\"";
+                        self.bad(net, format!("key.trusted_proxies[{i}]"), expected)
                     })?;
                 spec.trusted.extend(parsed);
             }
         }
         if let Some(header) = &raw.forwarded_header {
             if kind != KeyKind::ClientIp {
-                return Err(misplaced(
-                    header.span(),
-                    "forwarded_header",
-                    "kind = \"client_ip\"",
-                ));
+                return Err(misplaced(header.span(), "forwarded_header", CLIENT_IP));
             }
             spec.forwarded = match header.get_ref().to_ascii_lowercase().as_str() {
                 "x-forwarded-for" => false,
                 "forwarded" => true,
                 _ => {
-                    return Err(self.at(
-                        header,
-                        "key.forwarded_header",
-                        "\"x-forwarded-for\" or \"forwarded\"",
-                        format!("\"{}\"", header.get_ref()),
-                    ));
+                    let expected = "\"x-forwarded-for\" or \"forwarded\"";
+                    return Err(self.bad(header, "key.forwarded_header", expected));
                 }
             };
         }
         match (&raw.header, kind) {
             (Some(name), KeyKind::Header) => {
-                let parsed =
-                    HeaderName::from_bytes(name.get_ref().trim().as_bytes()).map_err(|_| {
-                        self.at(
-                            name,
-                            "key.header",
-                            "a header name such as \"x-api-key\"",
-                            format!("\"{}\"", name.get_ref()),
-                        )
-                    })?;
-                spec.header = Some(parsed);
+                let expected = "a header name such as \"x-api-key\"";
+                let parsed = HeaderName::from_bytes(name.get_ref().trim().as_bytes());
+                spec.header = Some(parsed.map_err(|_| self.bad(name, "key.header", expected))?);
             }
             (Some(name), _) => return Err(misplaced(name.span(), "header", "kind = \"header\"")),
             (None, KeyKind::Header) => {
-                return Err(self.at(
-                    &raw.kind,
-                    "key.header",
-                    "a `header` field naming the header (kind = \"header\" reads one)",
-                    None,
-                ));
+                let expected = "a `header` field naming the header (kind = \"header\" reads one)";
+                return Err(self.at(&raw.kind, "key.header", expected, None));
             }
             (None, _) => {}
         }
         if let Some(salt) = &raw.salt {
             if !hashed {
-                return Err(misplaced(
-                    salt.span(),
-                    "salt",
-                    "kind = \"header\" or \"bearer\"",
-                ));
+                return Err(misplaced(salt.span(), "salt", HASHED));
             }
             spec.salt = Some(salt.get_ref().clone());
         }
@@ -288,11 +262,7 @@ impl Check<'_> {
         ] {
             let Some(value) = value else { continue };
             if !ips {
-                return Err(misplaced(
-                    value.span(),
-                    field,
-                    "kind = \"peer_ip\" or \"client_ip\"",
-                ));
+                return Err(misplaced(value.span(), field, IPS));
             }
             if *value.get_ref() > max {
                 return Err(self.at(
@@ -313,12 +283,8 @@ impl Check<'_> {
         let algorithm = match &raw.algorithm {
             Some(text) => text.get_ref().parse::<Algorithm>().map_err(|_| {
                 let names: Vec<&str> = Algorithm::all().iter().map(|a| a.name()).collect();
-                self.at(
-                    text,
-                    field("algorithm"),
-                    format!("one of {}", names.join(", ")),
-                    format!("\"{}\"", text.get_ref()),
-                )
+                let expected = format!("one of {}", names.join(", "));
+                self.bad(text, field("algorithm"), expected)
             })?,
             None => Algorithm::Gcra,
         };
@@ -337,15 +303,9 @@ impl Check<'_> {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b));
         if !valid_name {
-            return Err(self.at(
-                &raw.name,
-                field("name"),
-                format!(
-                    "a name of 1 to {} characters from A-Z a-z 0-9 _ . : -",
-                    Policy::MAX_NAME_LEN
-                ),
-                format!("\"{name}\""),
-            ));
+            let max = Policy::MAX_NAME_LEN;
+            let expected = format!("a name of 1 to {max} characters from A-Z a-z 0-9 _ . : -");
+            return Err(self.bad(&raw.name, field("name"), expected));
         }
         let mut policy = Policy::new(name.as_str(), algorithm, quota).map_err(|e| {
             self.at(
@@ -365,12 +325,8 @@ impl Check<'_> {
                 "shadow" => Enforcement::Shadow,
                 "off" => Enforcement::Off,
                 other => {
-                    return Err(self.at(
-                        mode,
-                        field("mode"),
-                        "\"enforce\", \"shadow\" or \"off\"",
-                        format!("\"{other}\""),
-                    ));
+                    let expected = "\"enforce\", \"shadow\" or \"off\"";
+                    return Err(self.at(mode, field("mode"), expected, format!("\"{other}\"")));
                 }
             }),
         };
@@ -419,12 +375,8 @@ impl Check<'_> {
                     .map_err(|e| refused(e, "growth", growth.span()))?;
             }
             (None, Some(max_ban)) => {
-                return Err(self.at(
-                    max_ban,
-                    field("max_ban"),
-                    "`growth` beside `max_ban` (without growth every ban lasts `ban`)",
-                    None,
-                ));
+                let expected = "`growth` beside `max_ban` (without growth every ban lasts `ban`)";
+                return Err(self.at(max_ban, field("max_ban"), expected, None));
             }
         }
         if let Some(forget) = &p.forget_after {
@@ -455,41 +407,25 @@ impl Check<'_> {
             let field = |name: &str| format!("route[{i}].{name}");
             let path = route.path.get_ref().trim();
             if !path.starts_with('/') || path.contains(['?', '#', ' ']) {
-                return Err(self.at(
-                    &route.path,
-                    field("path"),
-                    "a path prefix starting with \"/\", such as \"/login\"",
-                    format!("\"{}\"", route.path.get_ref()),
-                ));
+                let expected = "a path prefix starting with \"/\", such as \"/login\"";
+                return Err(self.bad(&route.path, field("path"), expected));
             }
             let methods = match &route.methods {
                 None => None,
                 Some(list) if list.is_empty() => {
-                    return Err(self.at(
-                        spanned,
-                        field("methods"),
-                        "at least one method (leave `methods` out for every method)",
-                        None,
-                    ));
+                    let expected = "at least one method (leave `methods` out for every method)";
+                    return Err(self.at(spanned, field("methods"), expected, None));
                 }
                 Some(list) => {
                     let mut methods = Vec::with_capacity(list.len());
                     for (j, text) in list.iter().enumerate() {
                         let upper = text.get_ref().trim().to_ascii_uppercase();
-                        let method =
-                            METHODS
-                                .iter()
-                                .find(|m| m.as_str() == upper)
-                                .ok_or_else(|| {
-                                    let names: Vec<&str> =
-                                        METHODS.iter().map(Method::as_str).collect();
-                                    self.at(
-                                        text,
-                                        format!("route[{i}].methods[{j}]"),
-                                        format!("one of {}", names.join(", ")),
-                                        format!("\"{}\"", text.get_ref()),
-                                    )
-                                })?;
+                        let Some(method) = METHODS.iter().find(|m| m.as_str() == upper) else {
+                            let names: Vec<&str> = METHODS.iter().map(Method::as_str).collect();
+                            let expected = format!("one of {}", names.join(", "));
+                            let at = format!("route[{i}].methods[{j}]");
+                            return Err(self.bad(text, at, expected));
+                        };
                         if !methods.contains(method) {
                             methods.push(method.clone());
                         }
@@ -501,40 +437,26 @@ impl Check<'_> {
             let skip = route.skip.as_ref().is_some_and(|s| *s.get_ref());
             let target = match (&route.policies, skip) {
                 (Some(list), true) => {
-                    return Err(self.at(
-                        list,
-                        field("policies"),
-                        "either `policies` or `skip = true`, not both",
-                        None,
-                    ));
+                    let expected = "either `policies` or `skip = true`, not both";
+                    return Err(self.at(list, field("policies"), expected, None));
                 }
                 (None, true) => Target::Skip,
                 (None, false) => {
-                    return Err(self.at(
-                        &route.path,
-                        field("policies"),
-                        "`policies = [..]` naming the route's policies, or `skip = true`",
-                        None,
-                    ));
+                    let expected =
+                        "`policies = [..]` naming the route's policies, or `skip = true`";
+                    return Err(self.at(&route.path, field("policies"), expected, None));
                 }
                 (Some(list), false) => {
                     if list.get_ref().is_empty() {
-                        return Err(self.at(
-                            list,
-                            field("policies"),
-                            "at least one policy name (or `skip = true` for none)",
-                            None,
-                        ));
+                        let expected = "at least one policy name (or `skip = true` for none)";
+                        return Err(self.at(list, field("policies"), expected, None));
                     }
                     let mut names: Vec<String> = Vec::with_capacity(list.get_ref().len());
                     for (j, name) in list.get_ref().iter().enumerate() {
                         if !policies.iter().any(|e| e.name() == name.get_ref()) {
-                            return Err(self.at(
-                                name,
-                                format!("route[{i}].policies[{j}]"),
-                                format!("the name of a [[policy]]: {}", known()),
-                                format!("\"{}\"", name.get_ref()),
-                            ));
+                            let expected = format!("the name of a [[policy]]: {}", known());
+                            let at = format!("route[{i}].policies[{j}]");
+                            return Err(self.bad(name, at, expected));
                         }
                         if !names.contains(name.get_ref()) {
                             names.push(name.get_ref().clone());
@@ -549,12 +471,9 @@ impl Check<'_> {
                 trimmed => trimmed,
             };
             if let Some(first) = seen.insert((prefix.to_owned(), methods.clone()), i) {
-                return Err(self.at(
-                    &route.path,
-                    field("path"),
-                    "a path and methods no other route has",
-                    format!("the same as route[{first}]"),
-                ));
+                let found = format!("the same as route[{first}]");
+                let expected = "a path and methods no other route has";
+                return Err(self.at(&route.path, field("path"), expected, found));
             }
             routes.push(Route::new(path, methods, target));
         }

@@ -26,8 +26,8 @@ impl FileError {
         &self.origin
     }
 
-    /// The line of the problem, from 1; `None` when it is not at one place (the file
-    /// could not be read; a policy a reload left out).
+    /// The line of the problem, from 1; `None` when it is at no one place (an unreadable
+    /// file, a policy a reload left out).
     pub fn line(&self) -> Option<usize> {
         self.position.map(|(line, _)| line)
     }
@@ -83,12 +83,11 @@ impl FileError {
         expected: impl Into<String>,
         found: Option<String>,
     ) -> FileError {
+        let origin = &self.origin;
+        let error = Source { origin, text: "" }.error(None, field, expected, found);
         FileError {
-            origin: self.origin.clone(),
             position: self.position,
-            field: field.into(),
-            expected: expected.into(),
-            found,
+            ..error
         }
     }
 
@@ -99,13 +98,7 @@ impl FileError {
         expected: impl Into<String>,
         found: Option<String>,
     ) -> FileError {
-        FileError {
-            origin: origin.to_owned(),
-            position: None,
-            field: field.into(),
-            expected: expected.into(),
-            found,
-        }
+        Source { origin, text: "" }.error(None, field, expected, found)
     }
 }
 
@@ -185,10 +178,8 @@ mod tests {
             "a quota",
             Some("\"1\"".into()),
         );
-        assert_eq!(
-            e.to_string(),
-            "p.toml:2:1: policy[0].quota: expected a quota (found \"1\")"
-        );
+        let shown = "p.toml:2:1: policy[0].quota: expected a quota (found \"1\")";
+        assert_eq!(e.to_string(), shown);
         assert_eq!((e.line(), e.column()), (Some(2), Some(1)));
     }
 }

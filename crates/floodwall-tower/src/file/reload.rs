@@ -13,16 +13,8 @@ use crate::Enforcement;
 use crate::live::LiveLimits;
 
 /// The handle on a layer built from a policy file: reloads the file into the running
-/// layer. Cheap to clone; `Send + Sync`.
-///
-/// A reload reads and checks the whole new file first; an invalid one changes nothing
-/// and its [`FileError`] is returned. A valid one must keep the key and the set of policy
-/// names (a new key would move every count to new keys; the layer knows its policies from
-/// its start): otherwise it is refused, naming what needs a restart. Then each policy
-/// whose quota, algorithm, penalty or mode changed is replaced through the layer's
-/// [`LiveLimits`] (a request in flight sees a policy's version old or new, never a mix;
-/// its quota and its mode are two changes, [`crate::guide::policy_file`]), and the routes are
-/// swapped in whole.
+/// layer, through its [`LiveLimits`]. Cheap to clone. An invalid file, or one with another
+/// key or other policy names, changes nothing ([`crate::guide::policy_file`]).
 #[derive(Clone)]
 pub struct FileLimits {
     live: LiveLimits,
@@ -78,41 +70,35 @@ impl FileLimits {
         let running = self.live.policies();
         for entry in &file.policies {
             if !running.iter().any(|(p, _)| p.name() == entry.name()) {
-                return Err(entry.name_at.with(
-                    entry.name_at.field(),
-                    "the name of a policy the service started with",
-                    Some(format!(
-                        "\"{}\", a new policy: adding a policy needs a restart",
-                        entry.name()
-                    )),
-                ));
+                let (at, name) = (&entry.name_at, entry.name());
+                let found = format!("\"{name}\", a new policy: adding a policy needs a restart");
+                let expected = "the name of a policy the service started with";
+                return Err(at.with(at.field(), expected, Some(found)));
             }
         }
         for (policy, _) in &running {
             if !file.policies.iter().any(|e| e.name() == policy.name()) {
+                let found = format!(
+                    "no policy \"{}\": removing a policy needs a restart (mode = \"off\" stops \
+                     checking it)",
+                    policy.name()
+                );
+                let expected = "every policy the service started with";
                 return Err(FileError::nowhere(
                     &file.origin,
                     "policy",
-                    "every policy the service started with",
-                    Some(format!(
-                        "no policy \"{}\": removing a policy needs a restart \
-                         (mode = \"off\" stops checking it)",
-                        policy.name()
-                    )),
+                    expected,
+                    Some(found),
                 ));
             }
         }
         let mut changed = Vec::new();
         for entry in &file.policies {
             let name = entry.name();
-            let refused = |e: crate::live::LiveError| {
-                let at = &entry.name_at;
-                at.with(
-                    at.field(),
-                    "a policy the layer accepts",
-                    Some(e.to_string()),
-                )
-            };
+            let at = &entry.name_at;
+            let expected = "a policy the layer accepts";
+            let refused =
+                |e: crate::live::LiveError| at.with(at.field(), expected, Some(e.to_string()));
             let mut differs = false;
             if self.live.policy(name).as_ref() != Some(&entry.policy) {
                 self.live
@@ -136,15 +122,9 @@ impl FileLimits {
         Ok(changed)
     }
 
-    /// Reloads the file at `path` on every `SIGHUP`, on a task of its own, for as long as
-    /// the runtime runs; each outcome is logged (`info` with the changed policies, `warn`
-    /// with the file's error, which changed nothing). Call it within a tokio runtime.
-    ///
-    /// A signal rather than a watch on the file: an editor or a deployment writes a file
-    /// in several steps (truncate, write, rename), and a watch would read the steps in
-    /// between; a signal reloads once, when the operator says the file is complete, and
-    /// needs no watcher thread nor dependency. An app that wants another trigger (an
-    /// admin route, its own watcher) calls [`reload`](Self::reload).
+    /// Reloads the file at `path` on every `SIGHUP`, on a task of its own (call it within
+    /// a tokio runtime), logging each outcome. Why a signal and not a watch:
+    /// [`crate::guide::policy_file`]; other triggers call [`reload`](Self::reload).
     #[cfg(unix)]
     pub fn reload_on_hangup(
         &self,

@@ -92,23 +92,19 @@ impl RouteTable {
 }
 
 /// The chooser a file's layer runs: its route table swaps whole on a reload, and the
-/// policies are those of the layer's [`LiveLimits`], so a quota changed by a reload (or by
-/// any holder of the handle) applies to the routes at once.
+/// policies are those of the layer's [`LiveLimits`], so a changed quota applies at once.
 pub(super) struct FileChooser {
     pub(super) table: Arc<ArcSwap<RouteTable>>,
-    /// The handle of the layer this chooser is in, set once the layer is built (a layer's
-    /// handle exists only after its last builder method).
+    /// The handle of the layer this chooser is in, set once the layer is built.
     pub(super) live: Arc<OnceLock<LiveLimits>>,
     /// The file's policies, for a layer whose handle was never set.
     pub(super) parsed: Arc<[Policy]>,
-    /// Each route's choice for one route table and one version of the live policies,
-    /// worked out again when either changes: a request clones one `Arc` instead of
-    /// looking its policies up by name and collecting them.
+    /// Each route's choice for one route table and one version of the live policies, so
+    /// that a request clones one `Arc` instead of looking its policies up by name.
     pub(super) resolved: ArcSwapOption<Resolved>,
 }
 
-/// [`FileChooser::resolved`]: what it was worked out from, and a choice per target of
-/// [`RouteTable::targets`].
+/// [`FileChooser::resolved`]: what it was worked out from, and a choice per target.
 pub(super) struct Resolved {
     table: Arc<RouteTable>,
     state: Option<Arc<LiveState>>,
@@ -200,9 +196,8 @@ mod tests {
         assert_eq!(without_root.target(&Method::GET, "/b"), &names(&["d"]));
     }
 
-    /// A route's choice worked out before the layer's handle was set (a request sent
-    /// while the layer is still being built) is worked out again once it is, and then
-    /// on every change the handle makes.
+    /// A route's choice worked out before the layer's handle was set is worked out again
+    /// once it is, and then on every change the handle makes.
     #[test]
     fn a_choice_made_before_the_handle_is_set_follows_the_handle_after() {
         use floodwall_core::MemoryStore;

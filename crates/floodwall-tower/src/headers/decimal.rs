@@ -13,11 +13,9 @@ pub(super) fn decimal_value(n: u64) -> HeaderValue {
 }
 
 thread_local! {
-    /// Where this thread writes the header values it formats per response. Each value is
-    /// a slice of a shared buffer, so formatting one allocates nothing: a buffer of its own
-    /// would cost an allocation, and later its freeing, on every response. The buffer is
-    /// reused from the start once every value cut from it has been dropped (responses are
-    /// sent and dropped quickly), and replaced by a new one when some are still held.
+    /// Where this thread writes the header values it formats per response: each a slice
+    /// of one buffer, so formatting allocates nothing. The buffer is reused from its start
+    /// once every value cut from it is dropped, and replaced while some are held.
     static VALUES: RefCell<BytesMut> = RefCell::new(BytesMut::new());
 }
 
@@ -136,10 +134,8 @@ mod tests {
             .windows(2)
             .filter(|w| at(&w[1]) != at(&w[0]).wrapping_add(7))
             .count();
-        assert!(
-            apart <= 2,
-            "{apart} of 199 values were not cut after the one before"
-        );
+        let why = "of 199 values were not cut after the one before";
+        assert!(apart <= 2, "{apart} {why}");
     }
 
     #[test]

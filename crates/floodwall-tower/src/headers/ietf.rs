@@ -37,21 +37,11 @@ pub(super) static INTERNED: LazyLock<Mutex<HashMap<&'static str, &'static IetfCo
 /// The most distinct lists of policies [`INTERNED`] keeps: what it leaks is bounded.
 pub(super) const MAX_INTERNED: usize = 1024;
 
-/// The IETF values of a layer's own policies, kept for the life of the process; `None`
-/// once [`MAX_INTERNED`] other lists are kept, and the layer builds its values for each
-/// response instead (the same bytes).
-///
-/// Why `'static`: a header value that lives as long as the process is put on a response by
-/// copying a pointer, while a value built at run time is reference-counted, and counting
-/// it up and down for every response is two atomic operations on one cache line that every
-/// thread serving the layer shares (measured by crates/floodwall-bench/benches/http_instructions.rs: values built
-/// per layer and shared by reference count cost 35 more instructions per response with
-/// these headers, four of them atomic). So each distinct list of policies is formatted
-/// once and kept (about a hundred bytes), deduplicated by value: layers built again with the same
-/// policies (on each configuration reload, in each test) share it. Only a layer's own
-/// policies are interned, never the ones a chooser picks per request; but a process can
-/// still build layers with ever new policies (a reload per tenant, names or quotas made at
-/// run time), so the number kept is bounded.
+/// The IETF values of a layer's own policies, kept for the life of the process and shared
+/// by layers with the same policies; `None` past [`MAX_INTERNED`] lists (the values are
+/// then built per response). `'static` because a reference-counted value costs every
+/// response two atomic operations on a cache line all threads share (the
+/// `http_instructions` bench).
 pub(crate) fn ietf_consts(policies: &[Policy]) -> Option<&'static IetfConsts> {
     let mut interned = INTERNED.lock().unwrap_or_else(PoisonError::into_inner);
     intern(&mut interned, MAX_INTERNED, policies)
@@ -181,16 +171,11 @@ mod tests {
         let a = || Policy::gcra("interned-a", "10/s".parse().unwrap()).unwrap();
         let b = || Policy::gcra("interned-b", "5/min".parse().unwrap()).unwrap();
         let ietf_consts = |policies: &[Policy]| ietf_consts(policies).expect("interned");
-        assert!(std::ptr::eq(ietf_consts(&[a()]), ietf_consts(&[a()])));
-        assert!(std::ptr::eq(
-            ietf_consts(&[a(), b()]),
-            ietf_consts(&[a(), b()])
-        ));
-        assert!(!std::ptr::eq(ietf_consts(&[a()]), ietf_consts(&[b()])));
-        assert!(!std::ptr::eq(
-            ietf_consts(&[a(), b()]),
-            ietf_consts(&[b(), a()])
-        ));
+        let same = |x: &[Policy], y: &[Policy]| std::ptr::eq(ietf_consts(x), ietf_consts(y));
+        assert!(same(&[a()], &[a()]));
+        assert!(same(&[a(), b()], &[a(), b()]));
+        assert!(!same(&[a()], &[b()]));
+        assert!(!same(&[a(), b()], &[b(), a()]));
         // Another quota under the same name is another value.
         let a2 = Policy::gcra("interned-a", "11/s".parse().unwrap()).unwrap();
         assert_eq!(ietf_consts(&[a2]).policy, "\"interned-a\";q=11;w=1");

@@ -48,11 +48,6 @@ impl InFlightHeaders {
         }
     }
 
-    /// The style these headers are written in.
-    pub(crate) fn style(&self) -> HeaderStyle {
-        self.style
-    }
-
     /// Adds the style's headers, with `remaining` slots left on the key.
     pub(crate) fn write(&self, remaining: u64, headers: &mut HeaderMap) {
         match self.style {
@@ -85,21 +80,14 @@ mod tests {
         let limit = ConcurrencyLimit::new("uploads", 4).unwrap();
         let mut h = HeaderMap::new();
         InFlightHeaders::new(HeaderStyle::Ietf, &limit).write(3, &mut h);
-        assert_eq!(
-            h["ratelimit-policy"],
-            "\"uploads\";q=4;qu=\"concurrent-requests\""
-        );
+        let policy = "\"uploads\";q=4;qu=\"concurrent-requests\"";
+        assert_eq!(h["ratelimit-policy"], policy);
         assert_eq!(h["ratelimit"], "\"uploads\";r=3");
         assert_eq!(h.len(), 2);
         let mut g = HeaderMap::new();
         InFlightHeaders::new(HeaderStyle::GitHub, &limit).write(0, &mut g);
-        assert_eq!(
-            (&g["x-ratelimit-limit"], &g["x-ratelimit-remaining"]),
-            (
-                &"4".parse::<HeaderValue>().unwrap(),
-                &"0".parse::<HeaderValue>().unwrap()
-            )
-        );
+        assert_eq!(g["x-ratelimit-limit"], "4");
+        assert_eq!(g["x-ratelimit-remaining"], "0");
         assert!(g.get("x-ratelimit-reset").is_none());
         let mut none = HeaderMap::new();
         InFlightHeaders::new(HeaderStyle::None, &limit).write(1, &mut none);

@@ -17,9 +17,8 @@ pub(crate) use ietf::{IetfConsts, IetfOne, ietf_consts};
 use ietf::{ietf_figures, ietf_limit, ietf_policy_value};
 pub(crate) use in_flight::InFlightHeaders;
 
-/// Which rate-limit headers go on responses (allowed and refused alike).
-///
-/// `Retry-After` is sent on every refusal whatever the style.
+/// Which rate-limit headers go on responses (allowed and refused alike); `Retry-After` is
+/// sent on every refusal whatever the style.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum HeaderStyle {
@@ -33,16 +32,13 @@ pub enum HeaderStyle {
     /// ```
     ///
     /// `q` is the quota's count and `w` its period in whole seconds (a sub-second period is
-    /// scaled to one second); a burst other than the count is the vendor parameter
-    /// `floodwall-burst`. `r` is what remains now and `t` the seconds until the limit is
-    /// full again, rounded up. Every integer is capped at 999,999,999,999,999, the most a
-    /// structured field may carry (strict parsers drop a field with more digits). This is
-    /// the default: it is on the standards track, and names each policy.
+    /// scaled to one second); a burst other than the count is `floodwall-burst`. `r` is
+    /// what remains and `t` the seconds until the limit is full again, rounded up. Integers
+    /// are capped at 15 digits, the most a structured field may carry. The default.
     #[default]
     Ietf,
-    /// GitHub's `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix
-    /// time in seconds when the limit is full again), for the most restrictive policy
-    /// checked: the one that refused, else the one with least remaining.
+    /// GitHub's `X-RateLimit-Limit`, `-Remaining` and `-Reset` (Unix seconds) of the most
+    /// restrictive policy: the one that refused, else the one with least remaining.
     GitHub,
     /// No rate-limit headers (still `Retry-After` on refusals).
     None,
@@ -50,9 +46,7 @@ pub enum HeaderStyle {
 
 /// Seconds to wait as `Retry-After` says them: whole seconds, rounded up, never 0.
 pub fn retry_after_secs(d: Duration) -> u64 {
-    d.as_secs()
-        .saturating_add(u64::from(d.subsec_nanos() > 0))
-        .max(1)
+    ceil_secs(d).max(1)
 }
 
 fn ceil_secs(d: Duration) -> u64 {
@@ -78,16 +72,11 @@ const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit
 const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
-/// The rate-limit headers of one response, worked out when its request was decided: what
-/// an allowed request's future carries to its response, instead of the policies and
-/// decisions themselves. Kept small (a few words), since every admitted request's future
-/// holds one and moves it about.
-///
-/// The usual cases (one policy of the layer's own; GitHub's figures) carry numbers, and
-/// their values are formatted when the headers are written, into this thread's buffer
-/// ([`pooled`]). The others are formatted when the request is decided, each into an
-/// allocation of its own: the value is held for the whole inner call, and a slice of the
-/// shared buffer held that long would keep its whole chunk from being used again.
+/// The rate-limit headers of one response, worked out when its request was decided and
+/// kept small, since every admitted request's future holds one. The usual cases carry
+/// numbers, formatted into this thread's buffer ([`pooled`]) when the headers are written;
+/// the others are formatted at once into an allocation of their own (a slice of the shared
+/// buffer held through the inner call would keep its chunk from reuse).
 pub(crate) enum Fields {
     /// The IETF fields of a layer's own single policy: `RateLimit` is its interned prefix
     /// and these two figures.
@@ -101,9 +90,8 @@ pub(crate) enum Fields {
         consts: &'static IetfConsts,
         limit: Bytes,
     },
-    /// The IETF fields of other policies (a chooser's, or a layer's own past the interning
-    /// bound): both values built for this request (boxed: this keeps `Fields` small for
-    /// the usual cases above).
+    /// The IETF fields of other policies (a chooser's, or past the interning bound): both
+    /// values built for this request, boxed.
     IetfBuilt(Box<(HeaderValue, Option<HeaderValue>)>),
     /// The most restrictive decision's figures; `X-RateLimit-Reset` is Unix time, read
     /// when the headers are written.
@@ -271,14 +259,11 @@ mod tests {
             (c, decision(true, 5, 5, 0)),
         ];
         write(HeaderStyle::Ietf, None, &ds, &mut h);
-        assert_eq!(
-            h["ratelimit-policy"],
-            "\"per-ip\";q=10;w=1;floodwall-burst=20, \"daily\";q=1000;w=86400, \"fast\";q=50;w=1"
-        );
-        assert_eq!(
-            h["ratelimit"],
-            "\"per-ip\";r=19;t=1, \"daily\";r=0;t=86400, \"fast\";r=5;t=0"
-        );
+        let policy =
+            "\"per-ip\";q=10;w=1;floodwall-burst=20, \"daily\";q=1000;w=86400, \"fast\";q=50;w=1";
+        assert_eq!(h["ratelimit-policy"], policy);
+        let limit = "\"per-ip\";r=19;t=1, \"daily\";r=0;t=86400, \"fast\";r=5;t=0";
+        assert_eq!(h["ratelimit"], limit);
     }
 
     #[test]
@@ -298,10 +283,8 @@ mod tests {
         assert_eq!(h["x-ratelimit-limit"], "100");
         assert_eq!(h["x-ratelimit-remaining"], "50");
         let reset: u64 = h["x-ratelimit-reset"].to_str().unwrap().parse().unwrap();
-        assert!(
-            reset >= before && reset <= before + 2,
-            "{reset} vs {before}"
-        );
+        let soon = (before..=before + 2).contains(&reset);
+        assert!(soon, "{reset} vs {before}");
         let mut none = HeaderMap::new();
         write(HeaderStyle::None, None, &ds, &mut none);
         assert!(none.is_empty());
@@ -367,10 +350,8 @@ mod tests {
             let (r, t) = (sf_integer(remaining), sf_integer(ceil_secs(reset)));
             let expected = format!("\"{name}\";r={r};t={t}");
             assert_eq!(own["ratelimit"], expected.as_str());
-            assert_eq!(
-                own["ratelimit-policy"],
-                format!("\"{name}\";q=10;w=1;floodwall-burst=12").as_str()
-            );
+            let policy = format!("\"{name}\";q=10;w=1;floodwall-burst=12");
+            assert_eq!(own["ratelimit-policy"], policy.as_str());
         }
     }
 }

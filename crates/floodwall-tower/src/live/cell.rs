@@ -17,11 +17,9 @@ use crate::enforcement::Enforcement;
 /// What one request is checked with: the configuration of the enforced policies, and, when
 /// some policy is not enforced, that of the shadow ones.
 pub(crate) struct Version<St, K> {
-    /// The layer's own enforced policies (all of them when every policy is enforced),
-    /// refusing as the layer is configured to.
+    /// The layer's own enforced policies (all of them when every policy is enforced).
     pub(crate) enforce: Arc<Config<St, K>>,
-    /// The layer's own policies in shadow mode (checked, never refusing); `None` when
-    /// every policy is enforced, the usual case, which then costs nothing per request.
+    /// The layer's own policies in shadow mode; `None` when every policy is enforced.
     pub(crate) shadow: Option<Arc<Config<St, K>>>,
     /// The policies and modes: a chooser's policies are sorted by name with them.
     pub(crate) state: Arc<LiveState>,
@@ -51,8 +49,7 @@ impl<St: Clone, K> Version<St, K> {
     }
 }
 
-/// `template` checking `policies`, in shadow mode or not: a configuration of its own, so
-/// its interned headers and metrics handles are those of `policies`.
+/// `template` checking `policies`, with interned headers and metrics handles of its own.
 fn config<St: Clone, K>(
     template: &Config<St, K>,
     policies: Vec<Policy>,
@@ -68,11 +65,10 @@ fn config<St: Clone, K>(
     config
 }
 
-/// A layer's configuration as its services read it, one per layer (and its clones); the
-/// layer's [`Shared`](super::Shared) state sends it every live change.
+/// A layer's configuration as its services read it; [`Shared`](super::Shared) sends it
+/// every live change.
 pub(crate) struct Cell<St, K> {
-    /// Whether no live change was made and every policy of `initial` is enforced: requests
-    /// then take `initial`'s configuration, a field away, rather than load `current`.
+    /// Whether no live change was made and every policy of `initial` is enforced.
     plain: AtomicBool,
     /// Whether a live change was made: until then `initial` is current.
     #[cfg(feature = "live")]
@@ -103,8 +99,7 @@ impl<St: Clone, K> Cell<St, K> {
 }
 
 impl<St, K> Cell<St, K> {
-    /// Whether [`initial`](Self::initial)'s `enforce` is all a request needs: no live
-    /// change, every policy enforced.
+    /// Whether [`initial`](Self::initial)'s `enforce` is all a request needs.
     pub(crate) fn plain(&self) -> bool {
         self.plain.load(Ordering::Acquire)
     }
@@ -114,8 +109,7 @@ impl<St, K> Cell<St, K> {
         &self.initial
     }
 
-    /// The current version once a live change was made; until then `None`: the initial
-    /// one is current.
+    /// The current version once a live change was made; until then `None`.
     #[cfg(feature = "live")]
     pub(crate) fn current(&self) -> Option<Guard<Arc<Version<St, K>>>> {
         if !self.changed.load(Ordering::Acquire) {

@@ -24,17 +24,10 @@ use crate::enforcement::Enforcement;
 /// The handle on a layer's policies and their modes, changeable while the service runs:
 /// from [`RateLimitLayer::live`](crate::RateLimitLayer::live).
 ///
-/// Every service the layer builds reads the current version once per request (one
-/// lock-free load; a flag until the first change), so a request is checked, charged and
-/// answered under one version, the old or the new, never a mix. A change builds a new
-/// version and swaps it in: it never waits for requests, nor they for it.
-///
-/// Known policies are the layer's own (`new`, `and_policy`) and the
-/// [registered](crate::Modes::register) ones; a mode applies by name to any
-/// policy a request is checked against, a chooser's included, so a chooser that returns
-/// `live.policy("login")` gets the live quota and mode of `login`.
-///
-/// Cheap to clone (one `Arc`); `Send + Sync`.
+/// A request is checked, charged and answered under one version, old or new, never a mix;
+/// a change never waits for requests, nor they for it ([`crate::guide::live_changes`]).
+/// Known policies are the layer's own and the [registered](crate::Modes::register) ones.
+/// Cheap to clone.
 ///
 /// ```
 /// use floodwall_core::{MemoryStore, Policy};
@@ -67,8 +60,7 @@ impl LiveLimits {
         Self { target }
     }
 
-    /// The current policies and modes, for a chooser that works out its choices once per
-    /// version (the policy file's).
+    /// The current policies and modes (for the policy file's chooser).
     #[cfg(feature = "file")]
     pub(crate) fn state(&self) -> Arc<LiveState> {
         self.target.state()
@@ -94,21 +86,15 @@ impl LiveLimits {
         all.map(|p| (p.clone(), state.mode(p.name()))).collect()
     }
 
-    /// Replaces the policy of `policy.name()`, which must be known: its quota, algorithm
-    /// or penalty. Requests that start after this returns are checked against it.
-    ///
-    /// The stores keep state per policy version where the state's shape allows it (see
-    /// [`floodwall_core::guide::quota_changes`]); otherwise a key starts afresh under the new policy.
+    /// Replaces the known policy of `policy.name()`, for requests that start after this
+    /// returns (what the stores keep: [`floodwall_core::guide::quota_changes`]).
     pub fn set_policy(&self, policy: Policy) -> Result<(), LiveError> {
         self.target.update(|state| state.replace(policy))
     }
 
-    /// Gives the policy of this name a new quota, keeping its algorithm and penalty. The
-    /// new policy is built by [`Policy::new`], so a [`Policy::redis_cell`]'s whole-second
-    /// rounding is not kept: give such a policy with [`set_policy`](Self::set_policy).
-    ///
-    /// The error is the algorithm's refusal of the quota ([`LiveError::Config`]), or
-    /// an unknown name; either way nothing changes.
+    /// Gives the policy of this name a new quota, keeping its algorithm and penalty, built
+    /// by [`Policy::new`] (a [`Policy::redis_cell`] goes through
+    /// [`set_policy`](Self::set_policy)). On an error nothing changes.
     pub fn set_quota(&self, name: &str, quota: Quota) -> Result<(), LiveError> {
         self.target.update(|state| {
             let old = state.find(name).ok_or_else(|| state::unknown(name))?;

@@ -47,17 +47,15 @@ impl Shared {
         Arc::clone(&self.state)
     }
 
-    /// A new `Shared` starting from this one's state changed by `change`: what a builder
-    /// method that sets policies or modes makes, so that layers built from one base do
-    /// not share their changes.
+    /// A new `Shared` from this one's state changed by `change`, so that layers built from
+    /// one base do not share their changes.
     pub(crate) fn fork(&self, change: impl FnOnce(&mut LiveState)) -> Arc<Self> {
         let mut state = LiveState::clone(&self.state());
         change(&mut state);
         Self::new(state)
     }
 
-    /// Applies `change` to the current state and sends the result to every cell; nothing
-    /// changes if it fails.
+    /// Applies `change` and sends the result to every cell; nothing changes if it fails.
     #[cfg(feature = "live")]
     pub(crate) fn update(
         &self,
@@ -78,29 +76,22 @@ impl Shared {
         Ok(())
     }
 
-    /// A cell for services configured as `template`, following this state's changes.
-    #[cfg(feature = "live")]
+    /// A cell for services configured as `template`, following this state's changes (none
+    /// without the `live` feature).
     pub(crate) fn cell<St, K>(&self, template: Config<St, K>) -> Arc<Cell<St, K>>
     where
         St: Clone + Send + Sync + 'static,
         K: Send + Sync + 'static,
     {
+        #[cfg(feature = "live")]
         let mut cells = self.cells.lock().unwrap_or_else(PoisonError::into_inner);
-        let cell = Arc::new(Cell::new(template, self.state.load_full()));
-        let weak: Weak<dyn Apply> = Arc::downgrade(&cell) as Weak<Cell<St, K>>;
-        cells.retain(|c| c.strong_count() > 0);
-        cells.push(weak);
+        let cell = Arc::new(Cell::new(template, self.state()));
+        #[cfg(feature = "live")]
+        {
+            let weak: Weak<dyn Apply> = Arc::downgrade(&cell) as Weak<Cell<St, K>>;
+            cells.retain(|c| c.strong_count() > 0);
+            cells.push(weak);
+        }
         cell
-    }
-
-    /// A cell for services configured as `template`: without the `live` feature, the
-    /// state it starts with is the state it keeps.
-    #[cfg(not(feature = "live"))]
-    pub(crate) fn cell<St, K>(&self, template: Config<St, K>) -> Arc<Cell<St, K>>
-    where
-        St: Clone + Send + Sync + 'static,
-        K: Send + Sync + 'static,
-    {
-        Arc::new(Cell::new(template, self.state()))
     }
 }

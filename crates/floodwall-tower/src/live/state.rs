@@ -1,5 +1,4 @@
-//! What a live handle reads and changes: the policies a layer knows and their modes. Not
-//! generic, so [`LiveLimits`](super::LiveLimits) is one type for every layer.
+//! What a live handle reads and changes: the policies a layer knows and their modes.
 
 use std::collections::HashMap;
 
@@ -7,6 +6,7 @@ use floodwall_core::Policy;
 
 use super::LiveError;
 use crate::Enforcement;
+use crate::options::Modes;
 
 /// One version of a layer's policies and modes.
 #[derive(Clone, Debug, Default)]
@@ -18,8 +18,7 @@ pub(crate) struct LiveState {
     pub(crate) registered: Vec<Policy>,
     /// Modes set by name; a name not here has `fallback`.
     pub(crate) modes: HashMap<String, Enforcement>,
-    /// The mode of every policy without one of its own: `Shadow` under the layer-wide
-    /// [`shadow`](crate::RateLimitLayer::shadow), else `Enforce`.
+    /// The mode of every policy without one of its own ([`Modes::all`](crate::Modes::all)).
     pub(crate) fallback: Enforcement,
 }
 
@@ -67,6 +66,20 @@ impl LiveState {
             Some(slot) => *slot = policy,
             None => self.registered.push(policy),
         }
+    }
+
+    /// Applies `modes`: the registered policies first, so that their modes can be set.
+    pub(crate) fn apply(&mut self, modes: Modes) -> Result<(), LiveError> {
+        if let Some(all) = modes.all {
+            self.fallback = all;
+        }
+        for policy in modes.registered {
+            self.register(policy);
+        }
+        for (name, mode) in &modes.by_name {
+            self.set_mode(name, *mode)?;
+        }
+        Ok(())
     }
 
     /// Sets the mode of a known policy.

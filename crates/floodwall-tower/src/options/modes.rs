@@ -4,21 +4,14 @@
 use floodwall_core::Policy;
 
 use crate::enforcement::Enforcement;
-use crate::live::{LiveError, LiveState};
 
 /// The modes of a layer's policies, and the policies it knows by name without checking
 /// them on every request: set with [`RateLimitLayer::modes`](crate::RateLimitLayer::modes),
 /// changed while serving through a `LiveLimits` handle (feature `live`).
 ///
-/// - [`all`](Self::all): the mode of every policy without one of its own, a chooser's
-///   too. [`Enforcement::Shadow`] is shadow mode for the whole layer: decide, log what
-///   would have been refused (at `info`, target `floodwall`), add the headers, but never
-///   refuse, not even on a store failure or a missing key. For trying a limit on real
-///   traffic before enforcing it.
-/// - [`policy`](Self::policy): the mode of the policy of this name.
-/// - [`register`](Self::register): a policy known by name but checked only when a
-///   chooser picks it (`live.policy("login")`); a [`LiveLimits`] handle can change its
-///   quota and mode.
+/// [`Modes::all`]`(Enforcement::Shadow)` is shadow mode for the whole layer: decide, log,
+/// add the headers, never refuse (not even on a store failure or a missing key). The
+/// [live changes guide](crate::guide::live_changes) says what each mode does.
 ///
 /// ```
 /// use floodwall_core::{MemoryStore, Policy};
@@ -30,14 +23,11 @@ use crate::live::{LiveError, LiveState};
 /// # let _ = layer;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-///
-#[cfg_attr(feature = "live", doc = "[`LiveLimits`]: crate::LiveLimits")]
-#[cfg_attr(not(feature = "live"), doc = "[`LiveLimits`]: crate#features")]
 #[derive(Debug, Clone, Default)]
 pub struct Modes {
-    all: Option<Enforcement>,
-    registered: Vec<Policy>,
-    by_name: Vec<(String, Enforcement)>,
+    pub(crate) all: Option<Enforcement>,
+    pub(crate) registered: Vec<Policy>,
+    pub(crate) by_name: Vec<(String, Enforcement)>,
 }
 
 impl Modes {
@@ -53,37 +43,19 @@ impl Modes {
         self
     }
 
-    /// The mode of the policy of this name (the layer's own or [registered](Self::register))
-    /// when the layer is built: [`Enforcement::Shadow`] to try it on real traffic,
-    /// [`Enforcement::Off`] to skip it. Modes apply by name to whatever a request is
-    /// checked against, so a chooser's policy of this name has it too. A name the layer
-    /// does not know is an error of [`RateLimitLayer::modes`](crate::RateLimitLayer::modes),
-    /// so a typo does not go unnoticed.
+    /// The mode of the policy of this name (the layer's own or [registered](Self::register)),
+    /// a chooser's policy of this name included. An unknown name is an error of
+    /// [`RateLimitLayer::modes`](crate::RateLimitLayer::modes).
     pub fn policy(mut self, name: impl Into<String>, mode: Enforcement) -> Self {
         self.by_name.push((name.into(), mode));
         self
     }
 
     /// Makes a policy known by name without checking it on every request: a chooser picks
-    /// it (`live.policy("login")`), and a live handle can change its quota and mode. A
-    /// policy of the same name already known (the layer's own or registered) is replaced.
+    /// it (`live.policy("login")`), and a live handle can change it. One of the
+    /// same name already known is replaced.
     pub fn register(mut self, policy: Policy) -> Self {
         self.registered.push(policy);
         self
-    }
-
-    /// Applies these to a layer's policies and modes: the registered policies first, so
-    /// that their modes can be set.
-    pub(crate) fn apply(self, state: &mut LiveState) -> Result<(), LiveError> {
-        if let Some(all) = self.all {
-            state.fallback = all;
-        }
-        for policy in self.registered {
-            state.register(policy);
-        }
-        for (name, mode) in &self.by_name {
-            state.set_mode(name, *mode)?;
-        }
-        Ok(())
     }
 }

@@ -9,8 +9,7 @@ use crate::extract::OnMissingKey;
 use crate::headers::HeaderStyle;
 use crate::respond::{OnReject, OnStoreFailure, ServiceUnavailable, TooManyRequests};
 
-/// How a layer answers what it refuses, and which headers it sends: one value for what
-/// would otherwise be four layer methods, shared by
+/// How a layer answers what it refuses, and which headers it sends: taken by
 /// [`RateLimitLayer::refusals`](crate::RateLimitLayer::refusals) and
 /// [`ConcurrencyLimitLayer::refusals`](crate::ConcurrencyLimitLayer::refusals).
 ///
@@ -55,22 +54,14 @@ impl Refusals {
         }
     }
 
-    /// Builds denials with this responder: [`Json`](crate::respond::Json),
-    /// [`ProblemJson`](crate::respond::ProblemJson), [`Grpc`](crate::respond::Grpc) for
-    /// tonic, or a `|denial: &Denial| -> Response<_>` closure. With the `axum` feature, a
-    /// closure answering axum's `impl IntoResponse` goes in `respond::Axum(..)`; a named
-    /// `fn` for it returns `axum::response::Response` (`.into_response()`), since a
-    /// returned `impl IntoResponse` would borrow the denial. A request without a key is
-    /// answered by the responder's [`OnReject::missing_key`] (plain text with the key's
-    /// status unless the responder says otherwise), never by its 429.
+    /// Builds denials with this responder (see [`respond`](crate::respond)); a request
+    /// without a key is answered by its [`OnReject::missing_key`], never by its 429.
     pub fn respond(mut self, responder: impl OnReject) -> Self {
         self.on_reject = Arc::new(responder);
         self
     }
 
-    /// Builds store-failure responses with this responder (default: 503 with
-    /// `Retry-After`; [`GrpcUnavailable`](crate::respond::GrpcUnavailable) for tonic; with
-    /// the `axum` feature, `respond::Axum(|error: &Error| ..)` for axum's responses).
+    /// Builds store-failure responses with this responder (see [`respond`](crate::respond)).
     pub fn store_failure(mut self, responder: impl OnStoreFailure) -> Self {
         self.on_failure = Arc::new(responder);
         self

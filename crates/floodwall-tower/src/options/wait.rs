@@ -1,30 +1,19 @@
 //! Waiting for the next slot instead of refusing (feature `wait`): how long at most, how
-//! many may wait, and the jitter on their waits. Set on a layer by
-//! `RateLimitLayer::wait`; what waits and how is `src/wait.rs`'s.
+//! many may wait, and the jitter on their waits.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use floodwall_core::{ConfigError, Reservable};
 
-use crate::wait::{self, Waiters, Waiting};
+use crate::wait::{Waiters, Waiting};
 
 /// Waits for the next slot instead of refusing, up to a bound (feature `wait`): a request
-/// refused with a `retry_after` of at most that bound books the next slot in the store,
-/// waits for it on tokio's timer (no polling), then goes to the inner service; one whose
-/// slot is further away is refused at once, as without waiting. This smooths bursts into
-/// the policy's pace (nginx's `limit_req` delay), at the price of holding the request
-/// meanwhile. Set with [`RateLimitLayer::wait`](crate::RateLimitLayer::wait); the
-/// [waiting guide](crate::guide::waiting) says what each algorithm does.
-///
-/// - Waiting is bounded: at most [`DEFAULT_MAX_WAITING`](Self::DEFAULT_MAX_WAITING)
-///   requests in all and [`DEFAULT_MAX_WAITING_PER_KEY`](Self::DEFAULT_MAX_WAITING_PER_KEY)
-///   per key ([`max_waiting`](Self::max_waiting)); past either a request is refused at
-///   once, with the usual refusal.
-/// - A waiting request whose future is dropped (its client went away) cancels its
-///   booking: the slot goes to the next request where the algorithm allows it.
-/// - With several policies, a request books a slot in each of them and waits for the
-///   latest; a policy that cannot book then refuses it, cancelling the others' slots.
+/// refused with a `retry_after` within it books the next slot in the store and waits for
+/// it; one whose slot is further away, or past [`max_waiting`](Self::max_waiting), is
+/// refused at once. A waiter dropped before its slot cancels its booking. Set with
+/// [`RateLimitLayer::wait`](crate::RateLimitLayer::wait); see the
+/// [waiting guide](crate::guide::waiting).
 ///
 /// ```
 /// use floodwall_core::{MemoryStore, Policy};
@@ -47,16 +36,13 @@ pub struct Wait {
 }
 
 impl Wait {
-    /// How many requests may wait for their slot at once, over all keys, unless
-    /// [`max_waiting`](Self::max_waiting) says otherwise. A waiting request holds its
-    /// connection and a future of a few hundred bytes: a thousand of them cost well under
-    /// a megabyte.
-    pub const DEFAULT_MAX_WAITING: usize = wait::DEFAULT_MAX_WAITING;
+    /// How many requests may wait at once, over all keys, unless
+    /// [`max_waiting`](Self::max_waiting) says otherwise.
+    pub const DEFAULT_MAX_WAITING: usize = 1024;
 
     /// How many requests of one key may wait at once unless
-    /// [`max_waiting`](Self::max_waiting) says otherwise: enough to smooth a client's
-    /// burst, few enough that one client cannot take every place.
-    pub const DEFAULT_MAX_WAITING_PER_KEY: usize = wait::DEFAULT_MAX_WAITING_PER_KEY;
+    /// [`max_waiting`](Self::max_waiting) says otherwise.
+    pub const DEFAULT_MAX_WAITING_PER_KEY: usize = 32;
 
     /// Waits up to `max_wait` for the next slot, cut to
     /// [`Reservable::MAX_WAIT`](floodwall_core::Reservable::MAX_WAIT) (an hour). Zero is
@@ -83,11 +69,9 @@ impl Wait {
         self
     }
 
-    /// Adds a random delay of up to `jitter` (uniform) to every wait, so that requests
-    /// booked at one instant (a token bucket's tick) do not all wake at once. Only ever
-    /// later than the slot, never earlier; the pace then holds over spans longer than
-    /// `jitter` rather than between each two requests. Off (zero) by default; cut to
-    /// [`Reservable::MAX_WAIT`](floodwall_core::Reservable::MAX_WAIT).
+    /// Adds a uniform random delay of up to `jitter` to every wait (never earlier than the
+    /// slot), so that requests booked at one instant do not all wake at once. Off by
+    /// default; cut to [`Reservable::MAX_WAIT`](floodwall_core::Reservable::MAX_WAIT).
     pub fn jitter(mut self, jitter: Duration) -> Self {
         self.jitter = jitter.min(Reservable::MAX_WAIT);
         self

@@ -10,21 +10,18 @@ use http_body::Body as _;
 
 use super::{Denial, OnReject, OnStoreFailure};
 
-/// Lets a closure answer refusals as an axum handler would: with anything that is
-/// [`IntoResponse`] (`(StatusCode, String)`, [`Html`](axum::response::Html), `Json`, a
-/// `Response`...). Wrap a `Fn(&Denial) -> impl IntoResponse` for
-/// [`Refusals::respond`](crate::Refusals::respond), or a
+/// Lets a closure answer refusals as an axum handler would, with anything that is
+/// [`IntoResponse`]: a `Fn(&Denial) -> impl IntoResponse` for
+/// [`Refusals::respond`](crate::Refusals::respond), a
 /// `Fn(&floodwall_core::Error) -> impl IntoResponse` for
-/// [`Refusals::store_failure`](crate::Refusals::store_failure); annotate the closure's
-/// argument type, which is how Rust tells which. Status and headers are kept, and the layer
-/// adds its own as for any responder. A request without a key gets the provided
-/// [`OnReject::missing_key`] (its status, plain text), not the closure's answer.
+/// [`Refusals::store_failure`](crate::Refusals::store_failure) (annotate the argument's
+/// type). A named `fn` returns `axum::response::Response`, since a returned
+/// `impl IntoResponse` would borrow its argument. A missing key gets the provided
+/// [`OnReject::missing_key`].
 ///
-/// The layer answers a refusal without waiting, so the body is read as soon as the closure
-/// returns; bodies built from text, bytes, JSON, `Html` or `()` are complete by then. A
-/// body that is not (a stream still producing, one that fails, or more than 64 KiB ready
-/// at once) is a responder's error: the refusal carries what was ready, without its
-/// `Content-Length`, and a warning is logged for it. Trailers are dropped.
+/// The body is read as soon as the closure returns: one not complete by then (a stream,
+/// one that fails, more than 64 KiB) is cut where it stops, without its `Content-Length`,
+/// and a warning logged. Trailers are dropped.
 ///
 /// ```
 /// use axum::http::{StatusCode, header};
@@ -119,8 +116,7 @@ impl std::fmt::Display for Incomplete {
     }
 }
 
-/// The body's data as far as it is ready without waiting (polled with a waker that does
-/// nothing: nobody waits for a wake-up), and why that is not all of it, if it is not.
+/// The body's data as far as it is ready without waiting, and why that is not all of it.
 fn read_ready(mut body: axum::body::Body) -> (Bytes, Option<Incomplete>) {
     let mut cx = Context::from_waker(Waker::noop());
     let mut data = BytesMut::new();
@@ -180,10 +176,8 @@ mod tests {
         let (data, incomplete) = read_ready(Body::new(Partial::fails(b"part")));
         assert_eq!(data, "part");
         let why = incomplete.unwrap().to_string();
-        assert!(
-            why.contains("failed") && why.contains("source gone"),
-            "{why}"
-        );
+        let named = why.contains("failed") && why.contains("source gone");
+        assert!(named, "{why}");
         let (data, incomplete) = read_ready(Body::new(Endless));
         assert_eq!(data.len(), MAX_READY + 1);
         assert!(matches!(incomplete, Some(Incomplete::TooLong)));

@@ -8,12 +8,9 @@ use http::{Response, StatusCode};
 use super::{OnStoreFailure, TEXT_PLAIN, response_with as response};
 
 /// `503 Service Unavailable` with `Retry-After` (the default when the store cannot decide):
-/// the configured delay, or, when a [`Breaker`](floodwall_core::resilience::Breaker) is
-/// open, the time until it next probes the store if that is later.
-///
-/// This fails closed: while the store is down, requests are refused rather than let
-/// through unlimited. To fail open instead, use
-/// [`RateLimitLayer::fail_mode`](crate::RateLimitLayer::fail_mode) with `FailMode::Open`.
+/// the configured delay, or an open [`Breaker`](floodwall_core::resilience::Breaker)'s next
+/// probe if that is later. To fail open instead, see
+/// [`RateLimitLayer::fail_mode`](crate::RateLimitLayer::fail_mode).
 #[derive(Debug, Clone, Copy)]
 pub struct ServiceUnavailable {
     retry_after: Duration,
@@ -34,9 +31,7 @@ impl Default for ServiceUnavailable {
 }
 
 impl OnStoreFailure for ServiceUnavailable {
-    /// An open circuit breaker knows when it will next try the store: a client retrying
-    /// before then would only be refused again, so `Retry-After` is the later of that and
-    /// the configured delay.
+    /// A client retrying before an open breaker's next probe would only be refused again.
     fn respond(&self, error: &floodwall_core::Error) -> Response<Bytes> {
         let retry_after = match error {
             floodwall_core::Error::CircuitOpen { retry_in } => self.retry_after.max(*retry_in),

@@ -10,18 +10,13 @@ use super::{Denial, OnReject, OnStoreFailure};
 use crate::extract::KeyError;
 
 /// gRPC's `RESOURCE_EXHAUSTED` (code 8) as a trailers-only response, for tonic services:
-/// HTTP 200, `content-type: application/grpc`, `grpc-status: 8`, a `grpc-message`, and the
-/// wait as `retry-after` (seconds) and `grpc-retry-pushback-ms` (the header gRPC clients'
-/// retry policies obey) metadata. The body is empty.
+/// HTTP 200, `grpc-status: 8`, a `grpc-message`, and the wait as `retry-after` and
+/// `grpc-retry-pushback-ms` metadata (gRPC clients never see a 429: an HTTP error status
+/// would reach them as `UNAVAILABLE` or `UNKNOWN`).
 ///
-/// A tonic client sees `Err(Status)` with `code() == Code::ResourceExhausted` and the
-/// metadata above in `status.metadata()`. gRPC clients never see a 429: an HTTP error
-/// status would reach them as `UNAVAILABLE` or `UNKNOWN`, not as a rate limit.
-///
-/// A request without a key ([`OnReject::missing_key`]) is the client's error, not a rate
-/// limit: its status becomes the gRPC code a client can act on (`UNAUTHENTICATED` for
-/// 401, `PERMISSION_DENIED` for 403, `INVALID_ARGUMENT` for any other 4xx, `INTERNAL` for
-/// a 5xx such as a missing peer address), with the error's text as `grpc-message`.
+/// A request without a key ([`OnReject::missing_key`]) gets the gRPC code of its status:
+/// `UNAUTHENTICATED` for 401, `PERMISSION_DENIED` for 403, `INVALID_ARGUMENT` for any other
+/// 4xx, `INTERNAL` for a 5xx.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Grpc;
 
@@ -73,11 +68,9 @@ fn missing_key_code(status: StatusCode) -> u16 {
 }
 
 /// gRPC's `UNAVAILABLE` (code 14) as a trailers-only response, for a store that cannot
-/// decide: the tonic counterpart of [`ServiceUnavailable`](super::ServiceUnavailable).
-/// When a [`Breaker`](floodwall_core::resilience::Breaker) is open it also carries the time
-/// until the breaker next probes the store, as `retry-after` and `grpc-retry-pushback-ms`:
-/// a client retrying sooner would only be refused again. Otherwise the client's own retry
-/// policy decides (`UNAVAILABLE` is the status gRPC retries by default).
+/// decide: the tonic counterpart of [`ServiceUnavailable`](super::ServiceUnavailable),
+/// with an open [`Breaker`](floodwall_core::resilience::Breaker)'s next probe as
+/// `retry-after` and `grpc-retry-pushback-ms`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrpcUnavailable;
 
@@ -91,8 +84,7 @@ impl OnStoreFailure for GrpcUnavailable {
     }
 }
 
-/// The wait as `retry-after` (whole seconds, at least 1) and `grpc-retry-pushback-ms` (at
-/// least 1: 0 would tell a client to retry at once).
+/// The wait as `retry-after` (seconds) and `grpc-retry-pushback-ms` (at least 1).
 fn push_back(res: &mut Response<Bytes>, wait: std::time::Duration) {
     let headers = res.headers_mut();
     headers.insert(RETRY_AFTER, crate::headers::retry_after_value(wait));
@@ -158,10 +150,8 @@ mod tests {
             let res = Grpc.missing_key(&error);
             assert_eq!(res.status(), StatusCode::OK);
             assert!(res.headers().get(RETRY_AFTER).is_none());
-            assert_eq!(
-                res.headers()["grpc-message"],
-                "no rate-limit key: the x-api-key header is missing"
-            );
+            let message = "no rate-limit key: the x-api-key header is missing";
+            assert_eq!(res.headers()["grpc-message"], message);
             res.headers()["grpc-status"].to_str().unwrap().to_owned()
         };
         assert_eq!(code(StatusCode::BAD_REQUEST), "3");

@@ -17,12 +17,9 @@ const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+
 /// {"error":"rate_limited","message":"Too Many Requests","retry_after":3,"violated_policies":["per-ip"]}
 /// ```
 ///
-/// `retry_after` is whole seconds (as in `Retry-After`), `null` when the request's cost
-/// can never pass. A banned key ([`Denial::banned`]) gets `"banned":true` at the end, with
-/// `retry_after` the ban's remainder.
-///
-/// A request without a key ([`OnReject::missing_key`]) gets that error's status (400 for a
-/// missing header) and what was missing:
+/// `retry_after` is whole seconds, `null` when the request's cost can never pass; a banned
+/// key ([`Denial::banned`]) gets `"banned":true` at the end. A request without a key
+/// ([`OnReject::missing_key`]) gets that error's status and what was missing:
 ///
 /// ```json
 /// {"error":"missing_key","message":"no rate-limit key: the x-api-key header is missing or empty","missing":"x-api-key"}
@@ -64,9 +61,8 @@ impl OnReject for Json {
 ///
 /// A banned key ([`Denial::banned`]) gets the extension member `"banned":true` at the end.
 ///
-/// A request without a key ([`OnReject::missing_key`]) is no quota problem: it gets that
-/// error's status (400 for a missing header) and a problem of no particular type
-/// (`about:blank`, titled by its status), with what was missing as an extension member:
+/// A request without a key ([`OnReject::missing_key`]) gets that error's status and an
+/// `about:blank` problem titled by it, with what was missing as an extension member:
 ///
 /// ```json
 /// {"type":"about:blank","title":"Bad Request","status":400,

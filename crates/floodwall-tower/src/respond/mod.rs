@@ -4,13 +4,9 @@
 //! decide (Redis down, a timeout) goes to a separate [`OnStoreFailure`] responder, so
 //! clients and dashboards can tell "slow down" (429) from "we are broken" (503).
 //!
-//! A request refused because its key is missing (no API key header: see
-//! [`OnMissingKey`](crate::extract::OnMissingKey)) is the client's error, not a rate
-//! limit: it goes to the responder's [`OnReject::missing_key`], with the
-//! [`KeyError`] that names what was missing and the status to
-//! answer with (400 for a missing header). Unless a responder says otherwise, that is the
-//! status with the error's text as plain text; this crate's responders answer it in their
-//! own format. A closure answers denials only, so it never turns a 400 into its 429.
+//! A request refused because its key is missing is the client's error, not a rate limit:
+//! it goes to the responder's [`OnReject::missing_key`] (by default the [`KeyError`]'s
+//! status, plain text; this crate's responders answer in their own format).
 //!
 //! | responder | for | answers |
 //! |---|---|---|
@@ -31,9 +27,8 @@
     doc = "| [`Axum`] around any `Fn(&floodwall_core::Error) -> impl IntoResponse` | store failures, axum (feature `axum`) | what it returns |"
 )]
 //!
-//! Whatever the responder, the layer then adds `Retry-After` to a denial when the
-//! responder did not set it, and the rate-limit headers of the chosen
-//! [`HeaderStyle`](crate::HeaderStyle).
+//! The layer then adds `Retry-After` to a denial unless the responder set it, and the
+//! rate-limit headers of the chosen [`HeaderStyle`](crate::HeaderStyle).
 //!
 //! ```
 //! use bytes::Bytes;
@@ -106,15 +101,13 @@ impl Denial {
     }
 
     /// When an in-flight limit refused the request: how many of its key's requests were
-    /// in flight, and the limit. Its [`retry_after`](Self::retry_after) is `None`: a slot
-    /// comes free when a running request ends, which no one can tell in advance.
+    /// in flight, and the limit ([`retry_after`](Self::retry_after) is then `None`).
     pub fn too_many_in_flight(&self) -> Option<Full> {
         self.in_flight.as_ref().map(|(_, full)| *full)
     }
 
-    /// How long until the same request would pass every policy that denied it: the
-    /// longest of their `retry_after`s. `None` when it never can (its cost is above a
-    /// policy's limit), or when no one can tell (an in-flight limit is full).
+    /// How long until the same request would pass every policy that denied it; `None` when
+    /// it never can (too costly) or no one can tell (an in-flight limit is full).
     pub fn retry_after(&self) -> Option<Duration> {
         if self.too_costly.is_some() {
             return None;
@@ -125,8 +118,7 @@ impl Denial {
             .max()
     }
 
-    /// [`retry_after`](Self::retry_after) as `Retry-After` says it: whole seconds, rounded
-    /// up, never 0.
+    /// [`retry_after`](Self::retry_after) in `Retry-After`'s whole seconds, never 0.
     pub fn retry_after_secs(&self) -> Option<u64> {
         self.retry_after().map(crate::headers::retry_after_secs)
     }
@@ -146,9 +138,8 @@ impl Denial {
             .chain(self.in_flight.iter().map(|(l, _)| l.name()))
     }
 
-    /// Whether a policy refused because the request's key is banned
-    /// ([`Penalty`](floodwall_core::Penalty)): [`retry_after`](Self::retry_after) is then
-    /// (at least) the ban's remainder. For a body that tells the client so.
+    /// Whether a policy refused because the key is banned
+    /// ([`Penalty`](floodwall_core::Penalty)); the retry is then the ban's remainder.
     pub fn banned(&self) -> bool {
         self.decisions.iter().any(|(_, d)| d.is_banned())
     }
@@ -159,15 +150,10 @@ impl Denial {
     }
 }
 
-/// Builds the response to a denied request, and to one refused because its key is
-/// missing ([`missing_key`](Self::missing_key): the client's error, answered with its
-/// status, e.g. 400 for a missing header).
+/// Builds the response to a denied request, and to one whose key is missing.
 ///
-/// Implemented for every `Fn(&Denial) -> Response<T>` with `T: Into<Bytes>` (`String`,
-/// `&'static str`, `Vec<u8>`, `Bytes`): rejections are small, fixed bodies. Such a
-/// closure answers denials; a missing key gets the provided
-/// [`missing_key`](Self::missing_key). To answer that too, implement the trait on a type
-/// of your own.
+/// Implemented for every `Fn(&Denial) -> Response<T>` with `T: Into<Bytes>`; such a closure
+/// answers denials, and a missing key gets the provided [`missing_key`](Self::missing_key).
 #[cfg_attr(
     feature = "axum",
     doc = "A closure returning axum's `impl IntoResponse` goes in [`Axum`]."
@@ -176,12 +162,9 @@ pub trait OnReject: Send + Sync + 'static {
     /// The response for this denial.
     fn respond(&self, denial: &Denial) -> Response<Bytes>;
 
-    /// The response to a request refused because its key is missing: `error` names what
-    /// was missing and the status to answer with ([`KeyError::status`]: the extractor's,
-    /// 400 for a header, or the layer's
-    /// [`OnMissingKey::RejectWith`](crate::extract::OnMissingKey::RejectWith) status). By
-    /// default that status, with the error's text as plain text: a client's error, not a
-    /// rate limit, so no `Retry-After`. The error's text names no secret.
+    /// The response to a request refused because its key is missing, with
+    /// [`KeyError::status`]. By default that status with the error's text as plain text
+    /// (no `Retry-After`: a client's error, not a rate limit).
     fn missing_key(&self, error: &KeyError) -> Response<Bytes> {
         response_with(error.status(), TEXT_PLAIN, format!("{error}\n"))
     }
@@ -200,8 +183,7 @@ where
 /// Builds the response when the store could not decide (unreachable, timed out, failed).
 ///
 /// Implemented for every `Fn(&floodwall_core::Error) -> Response<T>` with `T: Into<Bytes>`.
-/// The error is for logging and choosing a status; do not send its text to clients, it may
-/// name internal hosts.
+/// Do not send the error's text to clients: it may name internal hosts.
 #[cfg_attr(
     feature = "axum",
     doc = "A closure returning axum's `impl IntoResponse` goes in [`Axum`]."
@@ -224,12 +206,8 @@ where
 /// `Content-Type` of the plain-text refusals.
 pub(crate) const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
 
-/// A response with a status, a content type and a body.
-///
-/// The content type comes as a `HeaderValue` constant, not a `&'static str`:
-/// `HeaderValue::from_static` on a parameter checks every byte on every refusal, where a
-/// constant is checked at compile time (the refusing row of the `http_instructions` bench
-/// in crates/floodwall-bench shows the difference).
+/// A response with a status, a content type (a constant: `from_static` on a parameter
+/// would check its bytes on every refusal) and a body.
 pub(crate) fn response_with(
     status: http::StatusCode,
     content_type: HeaderValue,

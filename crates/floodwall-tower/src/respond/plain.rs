@@ -8,12 +8,7 @@ use http::{Response, StatusCode};
 use super::{Denial, OnReject, TEXT_PLAIN, response_with as response};
 
 /// `429 Too Many Requests` with a one-line plain-text body and `Retry-After` (the default).
-///
-/// A request whose cost can never pass also gets 429, without `Retry-After` and with a body
-/// that says retrying will not help. A request without a key
-/// ([`OnReject::missing_key`], as provided) gets that error's status (400 for a missing header: the
-/// client's error, not a rate limit) and a body naming what was missing:
-/// `no rate-limit key: the x-api-key header is missing or empty`.
+/// A request whose cost can never pass gets no `Retry-After` and a body that says so.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TooManyRequests;
 
