@@ -7,7 +7,7 @@
 //! use floodwall_rls::config::Config;
 //!
 //! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
-//! let config = Config::load("examples/rls/")?;
+//! let config = Config::load("/etc/ratelimit/config")?;
 //! let service = RateLimitService::new(config, MemoryStore::new());
 //! tonic::transport::Server::builder()
 //!     .add_service(service.clone().into_server())
@@ -203,7 +203,7 @@ impl<S: Store + 'static> RateLimitService<S> {
                     status.limit_remaining = u32::MAX;
                 }
                 Plan::RefuseAll(limit) => {
-                    *status = limit_status(limit, false, None);
+                    *status = limit_status(limit, limit.shadow_mode(), None);
                 }
                 Plan::Check {
                     limit,
@@ -213,14 +213,20 @@ impl<S: Store + 'static> RateLimitService<S> {
                 } => {
                     let shadow = limit.shadow_mode();
                     if refused {
-                        // Only read: the request is refused already.
-                        let peek = match self.store.check(key, policy, 0).await {
-                            Ok(d) => d,
-                            Err(e) => return Err(unavailable(&e)),
-                        };
-                        let passes = peek.is_allowed() && *cost <= peek.remaining;
-                        *status = limit_status(limit, passes || shadow, Some(&peek));
-                        decided.push((i, peek));
+                        // Only read: the request is refused already. A store that fails
+                        // to answer changes nothing of that: the status then says the
+                        // limit and no code (UNKNOWN).
+                        match self.store.check(key, policy, 0).await {
+                            Ok(peek) => {
+                                let passes = peek.is_allowed() && *cost <= peek.remaining;
+                                *status = limit_status(limit, passes || shadow, Some(&peek));
+                                decided.push((i, peek));
+                            }
+                            Err(_) => {
+                                *status = limit_status(limit, false, None);
+                                status.code = Code::Unknown as i32;
+                            }
+                        }
                         continue;
                     }
                     match self.store.check(key, policy, *cost).await {
@@ -288,6 +294,7 @@ impl<S: Store + 'static> RateLimitService<S> {
             if let Plan::Check {
                 policy, key, cost, ..
             } = &plans[i]
+                && *cost > 0
             {
                 let _ = self
                     .store
@@ -430,6 +437,9 @@ fn headers(plans: &[Plan<'_>], decided: &[(usize, Decision)], over: bool) -> Vec
             policy.name(),
             limit.requests_per_unit()
         ));
+        if policy.limit() != u64::from(limit.requests_per_unit()) {
+            policy_field.push_str(&format!(";floodwall-burst={}", policy.limit()));
+        }
         limit_field.push_str(&format!(
             "{sep}\"{}\";r={};t={}",
             policy.name(),

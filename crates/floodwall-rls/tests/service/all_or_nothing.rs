@@ -1,6 +1,7 @@
 //! A request's descriptors are all or nothing: a refused request charges none of them; a
 //! store that fails answers UNAVAILABLE and leaves nothing charged either.
 
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use floodwall_core::store::{Op, Reply};
 use floodwall_core::{Error, ManualClock, MemoryStore, Store};
 
@@ -123,4 +124,21 @@ async fn a_failing_store_is_unavailable_and_charges_nothing() {
     );
     // alice's unit was given back.
     assert_eq!(codes(&rls.one(&[("user", "alice")]).await), [(OK, 2)]);
+}
+
+#[tokio::test]
+async fn a_store_failing_after_a_refusal_leaves_the_refusal() {
+    let store = MemoryStore::builder().clock(ManualClock::new(T0)).build();
+    let rls = start_with(CONFIG, FailOn(store, "api.ip")).await;
+    let r = rls
+        .ask(request(
+            "api",
+            vec![
+                descriptor(&[("path", "/blocked")]),
+                descriptor(&[("ip", "192.0.2.1")]),
+            ],
+        ))
+        .await;
+    assert_eq!(r.overall_code, OVER);
+    assert_eq!(r.statuses[1].code, Code::Unknown as i32);
 }

@@ -3,11 +3,15 @@
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
-use floodwall_core::MemoryStore;
+use std::sync::Arc;
+
+use floodwall_core::{DynStore, MemoryStore};
 use floodwall_rls::RateLimitService;
 use floodwall_rls::config::Config;
 
-use super::{CONFIG, OK, OVER, codes, costing, descriptor, request, reset, start, start_service};
+use super::{
+    CONFIG, OK, OVER, codes, costing, descriptor, request, reset, start, start_service, start_with,
+};
 
 #[tokio::test]
 async fn the_quota_is_exact_and_each_value_counted_apart() {
@@ -153,6 +157,19 @@ async fn shadow_mode_counts_but_answers_ok() {
         ))
         .await;
     assert_eq!((r.overall_code, codes(&r)), (OK, vec![(OK, 0), (OK, 2)]));
+    // `requests_per_unit: 0` in shadow mode: OK, the store untouched.
+    let before = rls.service.store().len();
+    let r = rls.one(&[("path", "/retired")]).await;
+    assert_eq!((r.overall_code, codes(&r)), (OK, vec![(OK, 0)]));
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        0
+    );
+    assert_eq!(rls.service.store().len(), before);
 }
 
 #[tokio::test]
@@ -246,4 +263,11 @@ async fn response_headers_on_request() {
             .response_headers_to_add
             .is_empty()
     );
+}
+
+#[tokio::test]
+async fn a_store_chosen_at_run_time_serves_too() {
+    let store: Arc<dyn DynStore> = Arc::new(MemoryStore::new());
+    let rls = start_with(CONFIG, store).await;
+    assert_eq!(codes(&rls.one(&[("user", "alice")]).await), [(OK, 2)]);
 }

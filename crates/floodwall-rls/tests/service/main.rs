@@ -39,6 +39,10 @@ descriptors:
     value: /blocked
     rate_limit: {unit: hour, requests_per_unit: 0}
   - key: path
+    value: /retired
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 0}
+  - key: path
     rate_limit: {unit: day, requests_per_unit: 1000, algorithm: fixed_window}
   - key: tenant
     descriptors:
