@@ -3,6 +3,9 @@
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
+use tonic::codegen::http::uri::PathAndQuery;
+
 use super::{CONFIG, OK, OVER, codes, costing, descriptor, request, start};
 
 #[tokio::test]
@@ -97,4 +100,61 @@ async fn the_largest_hits_addend_is_refused_and_charges_nothing() {
     assert_eq!((r.overall_code, codes(&r)), (OVER, vec![(OVER, 0)]));
     assert_eq!(codes(&rls.one(&[("user", "alice")]).await), [(OK, 2)]);
     assert_eq!(codes(&rls.one(&[("path", "/orders")]).await), [(OK, 999)]);
+}
+
+/// `RateLimitRequest` with its entries as bytes, which need not be UTF-8.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawRequest {
+    #[prost(string, tag = "1")]
+    domain: String,
+    #[prost(message, repeated, tag = "2")]
+    descriptors: Vec<RawDescriptor>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawDescriptor {
+    #[prost(message, repeated, tag = "1")]
+    entries: Vec<RawEntry>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawEntry {
+    #[prost(bytes = "vec", tag = "1")]
+    key: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    value: Vec<u8>,
+}
+
+#[tokio::test]
+async fn entries_that_are_not_utf8_are_refused_before_the_service() {
+    let (rls, _clock) = start(CONFIG).await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", rls.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let raw = RawRequest {
+        domain: "api".to_owned(),
+        descriptors: vec![RawDescriptor {
+            entries: vec![RawEntry {
+                key: b"user".to_vec(),
+                value: vec![0xff, 0xfe, b'a'],
+            }],
+        }],
+    };
+    let path =
+        PathAndQuery::from_static("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit");
+    let codec = tonic_prost::ProstCodec::<RawRequest, RateLimitResponse>::default();
+    let status = grpc
+        .unary(tonic::Request::new(raw), path, codec)
+        .await
+        .expect_err("not UTF-8");
+    // tonic refuses the message as it decodes it: a status naming the cause.
+    assert_eq!(status.code(), tonic::Code::Internal, "{status:?}");
+    assert!(status.message().contains("UTF-8"), "{}", status.message());
+    assert!(rls.service.store().is_empty());
+    // The server still answers.
+    assert_eq!(codes(&rls.one(&[("user", "alice")]).await), [(OK, 2)]);
 }

@@ -64,6 +64,7 @@ descriptors:
 
 /// A server and a client to it.
 struct Rls<S> {
+    addr: std::net::SocketAddr,
     client: RateLimitServiceClient<Channel>,
     service: RateLimitService<S>,
     server: tokio::task::JoinHandle<()>,
@@ -99,6 +100,7 @@ async fn start_service<S: Store + 'static>(service: RateLimitService<S>) -> Rls<
         .await
         .unwrap();
     Rls {
+        addr,
         client,
         service,
         server,
