@@ -30,6 +30,10 @@
 //! - a counted limit: the store decides a request of the descriptor's cost for the key
 //!   made of the request's entries under the limit's policy.
 //!
+//! A descriptor's `limit` override, in a known domain, replaces the configured limit as
+//! the reference's does (no name, `replaces` or shadow mode), counted with GCRA; one whose
+//! unit is unknown or whose rate floodwall cannot enforce is an `INVALID_ARGUMENT`.
+//!
 //! The cost is the descriptor's `hits_addend` when set (0 then only reads the state, as
 //! the reference's "check without incrementing"), else the request's `hits_addend`, 0
 //! counting as 1 (as the reference does). A cost the limit can never admit (above its
@@ -59,6 +63,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService as RateLimitServiceTrait, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::envoy::r#type::v3::RateLimitUnit as OverrideUnit;
 use envoy_types::pb::google::protobuf::Duration as DurationMessage;
 use floodwall_core::{Adjustment, Decision, Error, Policy, Store, StoreExt};
 use tonic::{Request, Response, Status};
@@ -174,7 +179,8 @@ impl<S: Store + 'static> RateLimitService<S> {
             )));
         }
         let config = self.config.load_full();
-        let plans = plan(&config, request);
+        let overrides = overrides(&config, request)?;
+        let plans = plan(&config, &overrides, request);
 
         let mut statuses: Vec<DescriptorStatus> =
             plans.iter().map(|_| DescriptorStatus::default()).collect();
@@ -315,14 +321,62 @@ impl<S: Store + 'static> RateLimitServiceTrait for RateLimitService<S> {
     }
 }
 
-/// Each descriptor's plan: its limit as the configuration finds it, `replaces` applied.
-fn plan<'a>(config: &'a Config, request: &RateLimitRequest) -> Vec<Plan<'a>> {
+/// The limit of each descriptor's `limit` override, where it has one and the domain is
+/// known (the reference ignores an override in an unknown domain); an override the
+/// service cannot apply is an `INVALID_ARGUMENT`.
+fn overrides(
+    config: &Config,
+    request: &RateLimitRequest,
+) -> Result<Vec<Option<RateLimit>>, Status> {
+    let known = config.domain(&request.domain).is_some();
+    let mut out = Vec::with_capacity(request.descriptors.len());
+    for (i, descriptor) in request.descriptors.iter().enumerate() {
+        let Some(asked) = descriptor.limit.filter(|_| known) else {
+            out.push(None);
+            continue;
+        };
+        let unit = match OverrideUnit::try_from(asked.unit) {
+            Ok(OverrideUnit::Second) => Unit::Second,
+            Ok(OverrideUnit::Minute) => Unit::Minute,
+            Ok(OverrideUnit::Hour) => Unit::Hour,
+            Ok(OverrideUnit::Day) => Unit::Day,
+            Ok(OverrideUnit::Month) => Unit::Month,
+            Ok(OverrideUnit::Year) => Unit::Year,
+            _ => {
+                return Err(Status::invalid_argument(format!(
+                    "descriptor {i}'s limit override has no unit this service knows (unit {})",
+                    asked.unit
+                )));
+            }
+        };
+        let limit = RateLimit::from_override(&request.domain, asked.requests_per_unit, unit)
+            .map_err(|e| {
+                Status::invalid_argument(format!(
+                    "descriptor {i}'s limit override of {} per {unit} cannot be enforced: {e}",
+                    asked.requests_per_unit
+                ))
+            })?;
+        out.push(Some(limit));
+    }
+    Ok(out)
+}
+
+/// Each descriptor's plan: its override's limit, else its limit as the configuration
+/// finds it; `replaces` applied.
+fn plan<'a>(
+    config: &'a Config,
+    overrides: &'a [Option<RateLimit>],
+    request: &RateLimitRequest,
+) -> Vec<Plan<'a>> {
     let mut limits: Vec<Option<&RateLimit>> = request
         .descriptors
         .iter()
-        .map(|d| {
-            let entries = d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
-            config.limit(&request.domain, entries)
+        .zip(overrides)
+        .map(|(d, over)| {
+            over.as_ref().or_else(|| {
+                let entries = d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
+                config.limit(&request.domain, entries)
+            })
         })
         .collect();
     drop_replaced(&mut limits);

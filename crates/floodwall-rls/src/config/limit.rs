@@ -183,13 +183,50 @@ impl RateLimit {
     }
 }
 
+impl RateLimit {
+    /// The limit a request descriptor's `limit` override asks for, in `domain`: as the
+    /// reference applies one, without a name, `replaces` or shadow mode; counted with
+    /// GCRA, `requests_per_unit` 0 refusing every request. Its policy is named after the
+    /// domain and the unit only (`api.override_minute:` and 16 hexadecimal digits of a
+    /// SHA-256 that no configured limit's name shares), so that a descriptor keeps its
+    /// state while the override's quota changes, as the reference's counters do.
+    pub(crate) fn from_override(
+        domain: &str,
+        requests_per_unit: u32,
+        unit: Unit,
+    ) -> Result<RateLimit, floodwall_core::ConfigError> {
+        let full_key = format!("{domain}.override_{unit}");
+        let rule = if requests_per_unit == 0 {
+            Rule::RefuseAll
+        } else {
+            let mut hash = Sha256::new();
+            hash.update(b"override\0");
+            hash.update((domain.len() as u64).to_le_bytes());
+            hash.update(domain.as_bytes());
+            hash.update(unit.name().as_bytes());
+            let name = readable_name(&full_key, &hash.finalize());
+            let quota = floodwall_core::Quota::new(u64::from(requests_per_unit), unit.duration())?;
+            Rule::Limited(Policy::gcra(name, quota)?)
+        };
+        Ok(RateLimit {
+            rule,
+            unit: Some(unit),
+            requests_per_unit,
+            name: None,
+            replaces: Vec::new(),
+            shadow_mode: false,
+            detailed_metric: false,
+            full_key,
+        })
+    }
+}
+
 /// A descriptor on the path to a limit: its key and optional value.
 pub(crate) type Step<'a> = (&'a str, Option<&'a str>);
 
 /// The name of the policy of the limit at `path` in `domain`, as [`RateLimit::policy`]
 /// says: the digest hashes each part length-prefixed, a value told apart from none.
 pub(crate) fn policy_name(domain: &str, path: &[Step<'_>]) -> String {
-    const READABLE: usize = Policy::MAX_NAME_LEN - 17;
     let mut hash = Sha256::new();
     let mut part = |bytes: &[u8]| {
         hash.update((bytes.len() as u64).to_le_bytes());
@@ -206,8 +243,14 @@ pub(crate) fn policy_name(domain: &str, path: &[Step<'_>]) -> String {
             None => part(b""),
         }
     }
-    let digest = hash.finalize();
-    let mut name: String = full_key(domain, path)
+    readable_name(&full_key(domain, path), &hash.finalize())
+}
+
+/// `full_key` made a policy name: its characters outside `A-Z a-z 0-9 _ . -` made `_`,
+/// cut to 47 characters, then `:` and the first 8 bytes of `digest` in hexadecimal.
+fn readable_name(full_key: &str, digest: &[u8]) -> String {
+    const READABLE: usize = Policy::MAX_NAME_LEN - 17;
+    let mut name: String = full_key
         .chars()
         .take(READABLE)
         .map(|c| {
@@ -285,5 +328,22 @@ mod tests {
         let long = policy_name(&"é".repeat(300), &[("/api/v1/*", Some(&"x".repeat(500)))]);
         assert_eq!(long.chars().count(), Policy::MAX_NAME_LEN);
         assert!(Policy::gcra(long, "1/s".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn overrides_are_named_by_domain_and_unit_apart_from_configured_limits() {
+        let name = |domain: &str, rpu, unit| {
+            let limit = RateLimit::from_override(domain, rpu, unit).unwrap();
+            limit.policy().unwrap().name().to_owned()
+        };
+        let a = name("api", 5, Unit::Minute);
+        assert!(a.starts_with("api.override_minute:"), "{a}");
+        assert_eq!(a, name("api", 50, Unit::Minute));
+        assert_ne!(a, name("api", 5, Unit::Hour));
+        assert_ne!(a, policy_name("api", &[("override", Some("minute"))]));
+        assert!(name(&"é".repeat(100), 1, Unit::Day).len() <= Policy::MAX_NAME_LEN);
+        let refuse = RateLimit::from_override("api", 0, Unit::Second).unwrap();
+        assert_eq!(refuse.rule(), &Rule::RefuseAll);
+        assert!(RateLimit::from_override("api", u32::MAX, Unit::Second).is_err());
     }
 }

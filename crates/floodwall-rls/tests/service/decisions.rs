@@ -271,3 +271,95 @@ async fn a_store_chosen_at_run_time_serves_too() {
     let rls = start_with(CONFIG, store).await;
     assert_eq!(codes(&rls.one(&[("user", "alice")]).await), [(OK, 2)]);
 }
+
+#[tokio::test]
+async fn a_limit_override_replaces_the_configured_limit() {
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
+    use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
+
+    let (rls, _clock) = start(CONFIG).await;
+    let over = |entries: &[(&str, &str)], requests_per_unit: u32, unit: RateLimitUnit| {
+        let mut d = descriptor(entries);
+        d.limit = Some(RateLimitOverride {
+            requests_per_unit,
+            unit: unit as i32,
+        });
+        d
+    };
+    let r = rls
+        .ask(request(
+            "api",
+            vec![over(&[("user", "alice")], 2, RateLimitUnit::Hour)],
+        ))
+        .await;
+    let limit = r.statuses[0].current_limit.as_ref().unwrap();
+    assert_eq!(
+        (limit.requests_per_unit, limit.unit),
+        (2, Unit::Hour as i32)
+    );
+    assert_eq!(codes(&r), [(OK, 1)]);
+    let r = rls
+        .ask(request(
+            "api",
+            vec![over(&[("user", "alice")], 2, RateLimitUnit::Hour)],
+        ))
+        .await;
+    assert_eq!(codes(&r), [(OK, 0)]);
+    let r = rls
+        .ask(request(
+            "api",
+            vec![over(&[("user", "alice")], 2, RateLimitUnit::Hour)],
+        ))
+        .await;
+    assert_eq!(codes(&r), [(OVER, 0)]);
+    // The configured limit's own state is apart.
+    assert_eq!(codes(&rls.one(&[("user", "alice")]).await), [(OK, 2)]);
+    // Any descriptor, even one the file has no limit for.
+    let r = rls
+        .ask(request(
+            "api",
+            vec![over(&[("colour", "blue")], 5, RateLimitUnit::Second)],
+        ))
+        .await;
+    assert_eq!(codes(&r), [(OK, 4)]);
+    // 0 refuses; an unknown domain ignores the override, as the reference.
+    let r = rls
+        .ask(request(
+            "api",
+            vec![over(&[("colour", "red")], 0, RateLimitUnit::Second)],
+        ))
+        .await;
+    assert_eq!(codes(&r), [(OVER, 0)]);
+    let r = rls
+        .ask(request(
+            "elsewhere",
+            vec![over(&[("colour", "red")], 1, RateLimitUnit::Second)],
+        ))
+        .await;
+    assert_eq!(codes(&r), [(OK, 0)]);
+    assert!(r.statuses[0].current_limit.is_none());
+    // A unit or a rate the service cannot apply: INVALID_ARGUMENT, nothing charged.
+    for (rpu, unit) in [
+        (1, RateLimitUnit::Unknown),
+        (u32::MAX, RateLimitUnit::Second),
+    ] {
+        let before = rls.service.store().len();
+        let status = rls
+            .call(request(
+                "api",
+                vec![
+                    descriptor(&[("user", "bob")]),
+                    over(&[("user", "bob")], rpu, unit),
+                ],
+            ))
+            .await
+            .expect_err("refused");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(
+            status.message().contains("descriptor 1"),
+            "{}",
+            status.message()
+        );
+        assert_eq!(rls.service.store().len(), before);
+    }
+}
