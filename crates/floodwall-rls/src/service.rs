@@ -102,6 +102,9 @@ impl<S> std::fmt::Debug for RateLimitService<S> {
     }
 }
 
+/// Each descriptor's status, and the decisions behind them by descriptor index.
+type Charged = (Vec<DescriptorStatus>, Vec<(usize, Decision)>);
+
 /// What one descriptor of a request asks of the store, once its limit is known.
 enum Plan<'a> {
     /// No limit applies: `OK`, nothing else said.
@@ -182,23 +185,40 @@ impl<S: Store + 'static> RateLimitService<S> {
         let overrides = overrides(&config, request)?;
         let plans = plan(&config, &overrides, request);
 
+        let (statuses, decided) = self.charge(&plans).await?;
+
+        let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
+        let mut response = RateLimitResponse {
+            overall_code: if over { Code::OverLimit } else { Code::Ok } as i32,
+            statuses,
+            ..RateLimitResponse::default()
+        };
+        if self.headers {
+            response.response_headers_to_add = headers(&plans, &decided, over);
+        }
+        Ok(response)
+    }
+
+    /// Each descriptor's status, and the decisions behind them (for the headers), with a
+    /// request's descriptors charged all or nothing.
+    ///
+    /// INTERIM, until the store can decide several keys in one operation: the descriptors
+    /// are checked one by one, in order; at the first refusal, what the admitted ones were
+    /// charged is given back (`Adjustment::Refund`) and the rest are only read (a check of
+    /// cost 0). Every algorithm refunds: GCRA and the buckets exactly; the windows and the
+    /// log take the units back from their oldest entries, so a key refunded there can pass
+    /// again a little later than if it had never been charged, never sooner. A refund the
+    /// store fails to make leaves its charge: the key is counted once too often, never
+    /// admitted past its quota. Between a check and its refund, another request may see
+    /// the charge and be refused.
+    async fn charge(&self, plans: &[Plan<'_>]) -> Result<Charged, Status> {
         let mut statuses: Vec<DescriptorStatus> =
             plans.iter().map(|_| DescriptorStatus::default()).collect();
-        // For the headers: each counted limit's policy and decision.
         let mut decided: Vec<(usize, Decision)> = Vec::new();
         // A non-shadow `requests_per_unit: 0` refuses the request before the store is asked.
         let mut refused = plans
             .iter()
             .any(|p| matches!(p, Plan::RefuseAll(limit) if !limit.shadow_mode()));
-        // INTERIM all-or-nothing, until the store can decide several keys in one operation:
-        // the descriptors are checked one by one, in order; at the first refusal, what the
-        // admitted ones were charged is given back (`Adjustment::Refund`) and the rest are
-        // only read (a check of cost 0). Every algorithm refunds: GCRA and the buckets
-        // exactly; the windows and the log take the units back from their oldest entries,
-        // so a key refunded there can pass again a little later than if it had never been
-        // charged, never sooner. A refund the store fails to make leaves its charge: the
-        // key is counted once too often, never admitted past its quota. Between the check
-        // and the refund, another request may see the charge and be refused.
         let mut admitted: Vec<usize> = Vec::new();
         for (i, plan) in plans.iter().enumerate() {
             let status = &mut statuses[i];
@@ -264,12 +284,12 @@ impl<S: Store + 'static> RateLimitService<S> {
                             }
                         }
                         Err(e) => {
-                            self.refund(&plans, &admitted).await;
+                            self.refund(plans, &admitted).await;
                             return Err(unavailable(&e));
                         }
                     }
                     if refused {
-                        self.refund(&plans, &admitted).await;
+                        self.refund(plans, &admitted).await;
                         for &j in &admitted {
                             if let Plan::Check { cost, .. } = &plans[j] {
                                 give_back(&mut statuses[j], &mut decided, j, *cost);
@@ -280,21 +300,11 @@ impl<S: Store + 'static> RateLimitService<S> {
                 }
             }
         }
-
-        let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
-        let mut response = RateLimitResponse {
-            overall_code: if over { Code::OverLimit } else { Code::Ok } as i32,
-            statuses,
-            ..RateLimitResponse::default()
-        };
-        if self.headers {
-            response.response_headers_to_add = headers(&plans, &decided, over);
-        }
-        Ok(response)
+        Ok((statuses, decided))
     }
 
     /// Gives back what the `admitted` descriptors were charged. A refund that fails leaves
-    /// its charge (see the INTERIM note in [`decide`](Self::decide)).
+    /// its charge (see the INTERIM note in [`charge`](Self::charge)).
     async fn refund(&self, plans: &[Plan<'_>], admitted: &[usize]) {
         for &i in admitted {
             if let Plan::Check {

@@ -142,3 +142,20 @@ async fn a_store_failing_after_a_refusal_leaves_the_refusal() {
     assert_eq!(r.overall_code, OVER);
     assert_eq!(r.statuses[1].code, Code::Unknown as i32);
 }
+
+#[tokio::test]
+async fn concurrent_requests_get_exactly_the_quota() {
+    let (rls, _clock) = start(CONFIG).await;
+    let rls = std::sync::Arc::new(rls);
+    let calls: Vec<_> = (0..60)
+        .map(|_| {
+            let rls = std::sync::Arc::clone(&rls);
+            tokio::spawn(async move { rls.one(&[("user", "crowd")]).await.overall_code })
+        })
+        .collect();
+    let mut admitted = 0;
+    for call in calls {
+        admitted += usize::from(call.await.unwrap() == OK);
+    }
+    assert_eq!(admitted, 3);
+}
