@@ -1,0 +1,161 @@
+//! A request's descriptors are all or nothing: a refused request charges none of them; a
+//! store that fails answers UNAVAILABLE and leaves nothing charged either.
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use floodwall_core::store::{Op, Reply};
+use floodwall_core::{Error, ManualClock, MemoryStore, Store};
+
+use super::{CONFIG, OK, OVER, T0, codes, descriptor, request, start, start_with};
+
+#[tokio::test]
+async fn a_refused_request_charges_nothing() {
+    let (rls, _clock) = start(CONFIG).await;
+    for _ in 0..3 {
+        rls.one(&[("user", "bob")]).await;
+    }
+    // alice is admitted first, then bob is refused: alice's unit is given back.
+    let r = rls
+        .ask(request(
+            "api",
+            vec![
+                descriptor(&[("user", "alice")]),
+                descriptor(&[("user", "bob")]),
+            ],
+        ))
+        .await;
+    assert_eq!(
+        (r.overall_code, codes(&r)),
+        (OVER, vec![(OK, 3), (OVER, 0)])
+    );
+    assert_eq!(codes(&rls.one(&[("user", "alice")]).await), [(OK, 2)]);
+
+    // bob is refused first: carol, after it, is only read.
+    let r = rls
+        .ask(request(
+            "api",
+            vec![
+                descriptor(&[("user", "bob")]),
+                descriptor(&[("user", "carol")]),
+            ],
+        ))
+        .await;
+    assert_eq!(
+        (r.overall_code, codes(&r)),
+        (OVER, vec![(OVER, 0), (OK, 3)])
+    );
+    assert_eq!(codes(&rls.one(&[("user", "carol")]).await), [(OK, 2)]);
+}
+
+#[tokio::test]
+async fn requests_per_unit_0_anywhere_charges_nothing() {
+    let (rls, _clock) = start(CONFIG).await;
+    let r = rls
+        .ask(request(
+            "api",
+            vec![
+                descriptor(&[("user", "alice")]),
+                descriptor(&[("path", "/blocked")]),
+            ],
+        ))
+        .await;
+    assert_eq!(
+        (r.overall_code, codes(&r)),
+        (OVER, vec![(OK, 3), (OVER, 0)])
+    );
+    assert_eq!(codes(&rls.one(&[("user", "alice")]).await), [(OK, 2)]);
+}
+
+#[tokio::test]
+async fn windows_and_shadow_limits_are_given_back_too() {
+    let (rls, _clock) = start(CONFIG).await;
+    for _ in 0..3 {
+        rls.one(&[("user", "bob")]).await;
+    }
+    let r = rls
+        .ask(request(
+            "api",
+            vec![
+                descriptor(&[("path", "/orders")]),
+                descriptor(&[("trial", "t")]),
+                descriptor(&[("user", "bob")]),
+            ],
+        ))
+        .await;
+    assert_eq!(r.overall_code, OVER);
+    assert_eq!(codes(&r), [(OK, 1000), (OK, 1), (OVER, 0)]);
+    // The fixed window and the shadow limit were charged, then refunded.
+    assert_eq!(codes(&rls.one(&[("path", "/orders")]).await), [(OK, 999)]);
+    assert_eq!(codes(&rls.one(&[("trial", "t")]).await), [(OK, 0)]);
+}
+
+/// A memory store whose checks under the policies starting with `prefix` time out.
+struct FailOn(MemoryStore<ManualClock>, &'static str);
+
+impl Store for FailOn {
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        if let Op::Check { policy, .. } = &op
+            && policy.name().starts_with(self.1)
+        {
+            return Err(Error::Timeout);
+        }
+        self.0.call(op).await
+    }
+}
+
+#[tokio::test]
+async fn a_failing_store_is_unavailable_and_charges_nothing() {
+    let store = MemoryStore::builder().clock(ManualClock::new(T0)).build();
+    let rls = start_with(CONFIG, FailOn(store, "api.ip")).await;
+    let status = rls
+        .call(request(
+            "api",
+            vec![
+                descriptor(&[("user", "alice")]),
+                descriptor(&[("ip", "192.0.2.1")]),
+            ],
+        ))
+        .await
+        .expect_err("the store failed");
+    assert_eq!(status.code(), tonic::Code::Unavailable);
+    assert!(
+        status.message().contains("timed out"),
+        "{}",
+        status.message()
+    );
+    // alice's unit was given back.
+    assert_eq!(codes(&rls.one(&[("user", "alice")]).await), [(OK, 2)]);
+}
+
+#[tokio::test]
+async fn a_store_failing_after_a_refusal_leaves_the_refusal() {
+    let store = MemoryStore::builder().clock(ManualClock::new(T0)).build();
+    let rls = start_with(CONFIG, FailOn(store, "api.ip")).await;
+    let r = rls
+        .ask(request(
+            "api",
+            vec![
+                descriptor(&[("path", "/blocked")]),
+                descriptor(&[("ip", "192.0.2.1")]),
+            ],
+        ))
+        .await;
+    assert_eq!(r.overall_code, OVER);
+    assert_eq!(r.statuses[1].code, Code::Unknown as i32);
+}
+
+#[tokio::test]
+async fn concurrent_requests_get_exactly_the_quota() {
+    let (rls, _clock) = start(CONFIG).await;
+    let rls = std::sync::Arc::new(rls);
+    let calls: Vec<_> = (0..60)
+        .map(|_| {
+            let rls = std::sync::Arc::clone(&rls);
+            tokio::spawn(async move { rls.one(&[("user", "crowd")]).await.overall_code })
+        })
+        .collect();
+    let mut admitted = 0;
+    for call in calls {
+        admitted += usize::from(call.await.unwrap() == OK);
+    }
+    assert_eq!(admitted, 3);
+}
