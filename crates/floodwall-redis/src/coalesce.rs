@@ -2,11 +2,8 @@
 //! checks of one key or of many.
 //!
 //! Checks that could share a call form a [`Group`]; one with no call in flight is sent at
-//! once by its own caller, the others queue here (bounded: [`MAX_QUEUED_PER_GROUP`],
-//! [`MAX_QUEUED`], past which [`Error::Overloaded`]) and go as the next batch, sent by a
-//! driver task (`flight.rs`); behind a batch in flight the [`OVERLAP_AT`]-th waiting check
-//! starts a second call ([`CALLS_IN_FLIGHT`]). Why batches are exact, what a failed batch
-//! wrote, how a cluster's batches are routed, and what becomes of callers that give up:
+//! once by its own caller, the others queue here (bounded) and go as the next batch, sent
+//! by a driver task (`flight.rs`). Why batches are exact, and the rest:
 //! [`crate::guide::redis`] ("Coalescing").
 
 mod flight;
@@ -27,16 +24,12 @@ use crate::unpack::ScriptAnswer;
 pub(crate) const MAX_BATCH: usize = 256;
 
 /// The most calls of one group in flight: one, and a second for a batch of at least
-/// [`OVERLAP_AT`] checks while a batch is in flight. Chosen by measurement (BENCHMARKS.md
-/// §2, "Against redis-cell"): with one call, Redis waits while this process reads a
-/// batch's answers and wakes their callers, and the next batch waits for Redis, so the two
-/// rarely work at once; a second call for any number of checks makes batches too small
-/// to pay for a call's fixed cost in Redis.
+/// [`OVERLAP_AT`] checks while a batch is in flight (why: [`crate::guide::redis`], "How many
+/// calls in flight").
 pub(crate) const CALLS_IN_FLIGHT: usize = 2;
 
-/// How many checks must wait before a group's second call goes out: a call's fixed cost in
-/// Redis (reading it, the script's set-up, `TIME`, replying) is about what three checks in
-/// a batch cost, so a tenth of this batch's.
+/// How many checks must wait before a group's second call goes out (measured, as
+/// [`CALLS_IN_FLIGHT`]).
 pub(crate) const OVERLAP_AT: usize = 32;
 
 /// The most checks of one group waiting behind its calls in flight: four batches' worth,
