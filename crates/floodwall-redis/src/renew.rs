@@ -331,11 +331,8 @@ mod tests {
         let r = leases.lock();
         assert_eq!(r.renewer, None);
         // None left out for renewal: every held lease is due.
-        assert!(
-            r.held
-                .iter()
-                .all(|(&seq, &(at, _))| r.due.contains(&(at, seq)))
-        );
+        let due_again = |(&seq, &(at, _)): (&u64, &(Instant, Held))| r.due.contains(&(at, seq));
+        assert!(r.held.iter().all(due_again));
         // The renewed one at its next time, the one still out for renewal due at once.
         let due: Vec<_> = r.due.iter().copied().collect();
         assert_eq!(due, [(now, 2), (now + Duration::from_millis(100), 0)]);
