@@ -1,11 +1,7 @@
-//! Charges and refunds ([`StoreExt::adjust`](floodwall_core::StoreExt::adjust)): one script call
-//! per policy, never coalesced. `crate::script` puts the script together as for checks:
-//! the prelude, the algorithm's parameters, and the driver `lua/adjust.lua` with the
-//! algorithm's `@load` and `@save` sections and its adjust section
-//! (`lua/adjust_<algorithm>.lua`, the only new arithmetic), so a key's state is read and
-//! written exactly as its checks do. GCRA, the funnel, the token
-//! bucket and the fixed window have one; the sliding window and log (whole scripts, with no
-//! sections to reuse) answer [`Error::Unsupported`].
+//! Charges and refunds ([`StoreExt::adjust`](floodwall_core::StoreExt::adjust)): one script
+//! call per policy, never coalesced: `lua/adjust.lua` with the algorithm's `@load` and
+//! `@save` sections and its `lua/adjust_<algorithm>.lua`, so a key's state is read and
+//! written as its checks do. The sliding window and log answer [`Error::Unsupported`].
 
 use std::sync::LazyLock;
 

@@ -77,9 +77,8 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Connects through redis-rs's multiplexed `ConnectionManager`: one connection that
-    /// pipelines concurrent checks and reconnects by itself after a failure. The usual
-    /// choice for a single node: no pool to size, and a check costs one round trip.
+    /// Connects through redis-rs's multiplexed, self-reconnecting `ConnectionManager`: the
+    /// usual choice for a single node.
     ///
     /// `url` is `redis://[user:password@]host[:port][/db]`, `redis+unix:///path/to.sock`,
     /// or `rediss://` (which needs redis-rs's TLS support, not enabled by this crate).
@@ -125,20 +124,11 @@ impl RedisStoreBuilder {
         Ok(self.finish(conn))
     }
 
-    /// Connects to the primary that Redis Sentinel names for `service_name` (the name in
-    /// the sentinels' `sentinel monitor <name> ...`), asking the sentinels at
-    /// `sentinel_urls` (`redis://host:26379/`; the first that answers will do), over one
-    /// multiplexed connection, as [`multiplexed`](Self::multiplexed). The sentinels' answer
-    /// is checked with `ROLE` on the node itself.
-    ///
-    /// After a failure the next check asks the sentinels again, and they are asked every
-    /// [`SENTINEL_REFRESH`](RedisStore::SENTINEL_REFRESH) in the background besides: how a
-    /// failover is followed and how long it leaves checks undecided, the
-    /// [Redis store guide](crate::guide::redis#sentinel-failover).
-    ///
-    /// For credentials or a database other than 0 on the data nodes (or TLS, with
-    /// redis-rs's TLS support enabled), build a `SentinelClient` and use
-    /// [`from_sentinel_client`](Self::from_sentinel_client).
+    /// Connects, over one multiplexed connection, to the primary that the sentinels at
+    /// `sentinel_urls` (`redis://host:26379/`; the first that answers will do) name for
+    /// `service_name` (as in `sentinel monitor <name> ...`), and follows its failovers: the
+    /// [Redis store guide](crate::guide::redis#sentinel-failover). For credentials, a
+    /// database or TLS on the data nodes, see [`from_sentinel_client`](Self::from_sentinel_client).
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), floodwall_redis::BuildError> {
@@ -222,31 +212,21 @@ impl RedisStoreBuilder {
         Ok(self.finish(Connection::cluster_from(conn)))
     }
 
-    /// Merges checks that arrive while a call of theirs is in flight into one script call
-    /// (default on), whatever their keys, so a busy policy costs Redis one call per round
-    /// trip instead of one per check; exact for GCRA, the buckets and the fixed window (the
-    /// sliding window and log are never coalesced). A queued check whose caller is gone is
-    /// never sent; past [`MAX_QUEUED_PER_GROUP`](RedisStore::MAX_QUEUED_PER_GROUP) or
-    /// [`MAX_QUEUED`](RedisStore::MAX_QUEUED) queued checks a check fails with
-    /// [`Error::Overloaded`](floodwall_core::Error::Overloaded). Why it is exact, what it
-    /// costs, and what becomes of stalls and callers that give up: the
-    /// [Redis store guide](crate::guide::redis#coalescing). `coalesce(false)` sends every
-    /// check alone.
+    /// Merges checks that arrive while a call of theirs is in flight into one exact script
+    /// call (default on; not the sliding window and log), past
+    /// [`MAX_QUEUED_PER_GROUP`](RedisStore::MAX_QUEUED_PER_GROUP) or
+    /// [`MAX_QUEUED`](RedisStore::MAX_QUEUED) waiting failing with
+    /// [`Error::Overloaded`](floodwall_core::Error::Overloaded): the
+    /// [Redis store guide](crate::guide::redis#coalescing).
     pub fn coalesce(mut self, on: bool) -> Self {
         self.coalesce = on;
         self
     }
 
     /// Refuses locally, without a script call, what Redis is known to refuse (default on),
-    /// for at most [`deny_cache_max_refusal_hold`](Self::deny_cache_max_refusal_hold)
-    /// before one check asks Redis again (bans:
-    /// [`deny_cache_max_ban_hold`](Self::deny_cache_max_ban_hold)): a client flooding a key
-    /// past its quota then costs about one call per admitted request and one per hold. It
-    /// is a [`DenyCache`](floodwall_core::DenyCache) over this store's direct path, with a
-    /// wait bound of at least the [timeout](Self::timeout). It is exact given Redis's clock
-    /// runs at the local rate, and sees resets made elsewhere within the refusal hold
-    /// ([`floodwall_core::guide::deny_cache`]); the `_at` methods bypass it.
-    /// `deny_cache(false)` sends every check to Redis.
+    /// through a [`DenyCache`](floodwall_core::DenyCache) whose holds are set below; the
+    /// `_at` methods bypass it. What it assumes: the
+    /// [Redis store guide](crate::guide::redis#the-deny-cache).
     pub fn deny_cache(mut self, on: bool) -> Self {
         self.deny_cache = on;
         self
@@ -269,11 +249,9 @@ impl RedisStoreBuilder {
     }
 
     /// For how many parameter sets (default
-    /// [`DEFAULT_WRITTEN_SCRIPTS`](RedisStore::DEFAULT_WRITTEN_SCRIPTS)) the store loads a
-    /// script with the parameters written in, so that a check of cost 1 sends no argument;
-    /// checks under more send them to a generic script. The bound is for policies made on
-    /// the fly (a quota per tenant): each script stays in Redis's script cache. 0 always
-    /// sends arguments ([`crate::guide::redis`], "What a check costs Redis").
+    /// [`DEFAULT_WRITTEN_SCRIPTS`](RedisStore::DEFAULT_WRITTEN_SCRIPTS)) a script has them
+    /// written in; past it (or with 0), checks send them (the
+    /// [Redis store guide](crate::guide::redis#what-a-check-costs-redis)).
     pub fn written_scripts(mut self, n: usize) -> Self {
         self.written_scripts = n;
         self

@@ -1,11 +1,6 @@
-//! The script call a check or a batch makes, and the scripts a store holds for them.
-//!
-//! Every call is an EVALSHA (a `SCRIPT LOAD` and one retry on `NOSCRIPT`). A single
-//! check's script declares its one key (and a penalty's three after it); a batch declares
-//! its keys except on a cluster ([`Batch::call`]). [`Scripts`] holds the scripts with a
-//! policy's parameters written in, for a bounded number of parameter sets; others run the
-//! kind's generic script, reading them from `ARGV` ([`crate::guide::redis`], "What a check
-//! costs Redis").
+//! The EVALSHA a check or a batch makes, and the scripts a store holds for them: with a
+//! policy's parameters written in, for a bounded number of parameter sets
+//! ([`crate::guide::redis`], "What a check costs Redis").
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
@@ -45,10 +40,8 @@ pub(crate) struct BatchScript {
     text: String,
 }
 
-/// The single-check scripts of one store: for each parameter set, up to a bound, a script
-/// with the parameters written in, made and hashed once. Policies are usually a handful;
-/// the bound keeps policies made on the fly (a quota per tenant) from filling Redis's
-/// script cache, which nothing empties.
+/// The scripts of one store with the parameters written in, made and hashed once per
+/// parameter set, up to a bound (nothing empties Redis's script cache).
 pub(crate) struct Scripts {
     written: ScriptMap<(ScriptKind, [u64; 3])>,
     /// The same for policies with a penalty, by their parameters and the penalty's, up to
@@ -58,9 +51,7 @@ pub(crate) struct Scripts {
     /// their policies' parameter sets, up to the same bound.
     all: ScriptMap<Vec<TextOf>>,
     /// Past the bound, the scripts of several policies that read their numbers from
-    /// `ARGV`, by the policies' kinds and which have a penalty: policies made on the fly
-    /// (a quota per tenant) share them, so their number is that of the combinations in use,
-    /// not of the parameter sets.
+    /// `ARGV`, by the policies' kinds and which have a penalty.
     all_read: ScriptMap<Vec<(ScriptKind, bool)>>,
     bound: usize,
 }
@@ -232,12 +223,8 @@ impl Batch {
     }
 
     /// The call deciding `plan`'s checks (each costing `cost_of(i)`, `i` its place in
-    /// the batch) at `now` in one batch. `ARGV`: the number of checks, the parameters
-    /// padded to three, the time (`''` reads the server's clock), the number of keys; the
-    /// keys unless declared; how many checks each key has, if some has several; then the
-    /// costs in the plan's order, unless every one is 1. The keys are `KEYS` when
-    /// `declare`, else arguments: a cluster node's batch spans slots, which Redis refuses
-    /// among declared keys, and is routed to the node serving its first key.
+    /// the batch) at `now` in one batch, its keys `KEYS` when `declare`, else arguments (a
+    /// cluster node's batch spans slots). `ARGV` is as `lua/batch.lua` reads it.
     pub(crate) fn call(
         self,
         plan: &Plan<'_>,

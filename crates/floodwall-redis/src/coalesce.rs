@@ -2,11 +2,8 @@
 //! checks of one key or of many.
 //!
 //! Checks that could share a call form a [`Group`]; one with no call in flight is sent at
-//! once by its own caller, the others queue here (bounded: [`MAX_QUEUED_PER_GROUP`],
-//! [`MAX_QUEUED`], past which [`Error::Overloaded`]) and go as the next batch, sent by a
-//! driver task (`flight.rs`); behind a batch in flight the [`OVERLAP_AT`]-th waiting check
-//! starts a second call ([`CALLS_IN_FLIGHT`]). Why batches are exact, what a failed batch
-//! wrote, how a cluster's batches are routed, and what becomes of callers that give up:
+//! once by its own caller, the others queue here (bounded) and go as the next batch, sent
+//! by a driver task (`flight.rs`). Why batches are exact, and the rest:
 //! [`crate::guide::redis`] ("Coalescing").
 
 mod flight;
@@ -27,16 +24,12 @@ use crate::unpack::ScriptAnswer;
 pub(crate) const MAX_BATCH: usize = 256;
 
 /// The most calls of one group in flight: one, and a second for a batch of at least
-/// [`OVERLAP_AT`] checks while a batch is in flight. Chosen by measurement (BENCHMARKS.md
-/// §2, "Against redis-cell"): with one call, Redis waits while this process reads a
-/// batch's answers and wakes their callers, and the next batch waits for Redis, so the two
-/// rarely work at once; a second call for any number of checks makes batches too small
-/// to pay for a call's fixed cost in Redis.
+/// [`OVERLAP_AT`] checks while a batch is in flight (why: [`crate::guide::redis`], "How many
+/// calls in flight").
 pub(crate) const CALLS_IN_FLIGHT: usize = 2;
 
-/// How many checks must wait before a group's second call goes out: a call's fixed cost in
-/// Redis (reading it, the script's set-up, `TIME`, replying) is about what three checks in
-/// a batch cost, so a tenth of this batch's.
+/// How many checks must wait before a group's second call goes out (measured, as
+/// [`CALLS_IN_FLIGHT`]).
 pub(crate) const OVERLAP_AT: usize = 32;
 
 /// The most checks of one group waiting behind its calls in flight: four batches' worth,
@@ -324,8 +317,7 @@ mod tests {
 
     /// Sends a check of `g` alone, so that later checks of `g` queue.
     fn fill(c: &Coalescer, g: Group, t0: Instant) {
-        let turn = c.join(g, &mut b"k".to_vec(), 1, t0 + SECOND, t0).unwrap();
-        assert!(matches!(turn, Turn::Alone), "goes out alone");
+        assert!(alone(c, g, "k", t0 + SECOND, t0), "goes out alone");
     }
 
     /// Queues a check of `key` that waits until `deadline`.
@@ -334,6 +326,12 @@ mod tests {
             Ok(Turn::Queued(answer)) => answer,
             _ => panic!("calls are in flight: the check queues"),
         }
+    }
+
+    /// Whether a check of `key` goes out alone.
+    fn alone(c: &Coalescer, g: Group, key: &str, deadline: Instant, now: Instant) -> bool {
+        let turn = c.join(g, &mut key.as_bytes().to_vec(), 1, deadline, now);
+        matches!(turn, Ok(Turn::Alone))
     }
 
     fn timed_out(answer: &mut Pending) -> bool {
@@ -350,18 +348,14 @@ mod tests {
             .map(|k| queue(&c, g, k, t0 + SECOND, t0))
             .collect();
         // Another node's checks are another group: they go out alone.
-        let other = c.join(group(1), &mut b"d".to_vec(), 1, t0 + SECOND, t0);
-        assert!(matches!(other, Ok(Turn::Alone)));
+        assert!(alone(&c, group(1), "d", t0 + SECOND, t0));
         assert!(c.hand_over(&g, t0), "a batch is waiting");
         let batch = c.next_batch(&g, t0).unwrap();
         let keys: Vec<&[u8]> = batch.iter().map(|w| &w.key[..]).collect();
         assert_eq!(keys, [b"a", b"b", b"a", b"c"]);
         // The driver finds nothing more and frees its place: a new check goes out alone.
         assert!(c.next_batch(&g, t0).is_none());
-        assert!(matches!(
-            c.join(g, &mut b"e".to_vec(), 1, t0 + SECOND, t0),
-            Ok(Turn::Alone)
-        ));
+        assert!(alone(&c, g, "e", t0 + SECOND, t0));
     }
 
     #[test]
@@ -396,11 +390,8 @@ mod tests {
         assert_eq!(c.next_batch(&g, t0).unwrap().len(), OVERLAP_AT + 1);
         let _last = join("last");
         assert!(c.next_batch(&g, t0).is_none(), "too few for a second call");
-        assert_eq!(
-            c.next_batch(&g, t0).unwrap().len(),
-            1,
-            "the only call left takes it"
-        );
+        let last = c.next_batch(&g, t0).unwrap();
+        assert_eq!(last.len(), 1, "the only call left takes it");
     }
 
     #[test]
@@ -442,13 +433,8 @@ mod tests {
         let mut late = queue(&c, g, "k", t0 + SECOND, t0);
         assert!(!c.hand_over(&g, t0 + SECOND), "no driver for nobody");
         assert!(timed_out(&mut late));
-        assert!(
-            matches!(
-                c.join(g, &mut b"k".to_vec(), 1, t0 + 2 * SECOND, t0),
-                Ok(Turn::Alone)
-            ),
-            "the freed place goes to a new check"
-        );
+        let freed = alone(&c, g, "k", t0 + 2 * SECOND, t0);
+        assert!(freed, "the freed place goes to a new check");
         assert_eq!(c.lock().queued, 0);
     }
 
@@ -460,20 +446,16 @@ mod tests {
         let first = queue(&c, a, "x", t0 + SECOND, t0);
         let _second = queue(&c, a, "y", t0 + SECOND, t0);
         let full = c.join(a, &mut b"z".to_vec(), 1, t0 + SECOND, t0);
-        assert!(
-            matches!(full, Err(Error::Overloaded { max_in_flight: 2 })),
-            "the group's bound"
-        );
+        let group_bound = matches!(full, Err(Error::Overloaded { max_in_flight: 2 }));
+        assert!(group_bound, "the group's bound");
         drop(first);
         let _third = queue(&c, a, "z", t0 + SECOND, t0);
         // One more in another group reaches the bound over all groups.
         fill(&c, b, t0);
         let _fourth = queue(&c, b, "x", t0 + SECOND, t0);
         let full = c.join(b, &mut b"y".to_vec(), 1, t0 + SECOND, t0);
-        assert!(
-            matches!(full, Err(Error::Overloaded { max_in_flight: 3 })),
-            "the bound over all groups"
-        );
+        let bound = matches!(full, Err(Error::Overloaded { max_in_flight: 3 }));
+        assert!(bound, "the bound over all groups");
         // A deadline passing frees a place too: b's expired check leaves for this one.
         let _fifth = queue(&c, b, "y", t0 + 3 * SECOND, t0 + 2 * SECOND);
         assert_eq!(c.lock().groups[&b].waiting.len(), 1);
@@ -490,9 +472,6 @@ mod tests {
         assert!(answers.iter_mut().all(timed_out));
         assert_eq!(c.lock().queued, 0);
         assert!(c.lock().groups.is_empty(), "its place is freed");
-        assert!(matches!(
-            c.join(g, &mut b"k".to_vec(), 1, t0 + SECOND, t0),
-            Ok(Turn::Alone)
-        ));
+        assert!(alone(&c, g, "k", t0 + SECOND, t0));
     }
 }

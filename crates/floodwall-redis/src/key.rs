@@ -5,7 +5,7 @@
 //! the formats' history: [`crate::guide::redis`] ("Keys and their formats", "Penalties in
 //! Redis").
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
 use floodwall_core::{Parameters, Policy};
 use sha2::{Digest, Sha256};
@@ -25,18 +25,17 @@ pub(crate) const MAX_PREFIX_LEN: usize = 64;
 /// Whether `prefix` can start every key: short, printable, and free of `{` and `}`, which
 /// would make the prefix the hash tag and put every key in one cluster slot.
 pub(crate) fn valid_prefix(prefix: &str) -> bool {
-    prefix.len() <= MAX_PREFIX_LEN
-        && prefix
-            .chars()
-            .all(|c| !c.is_control() && !c.is_whitespace() && c != '{' && c != '}')
+    prefix.len() <= MAX_PREFIX_LEN && prefix.chars().all(plain)
+}
+
+/// A character a key can hold as it is.
+fn plain(c: char) -> bool {
+    !c.is_control() && !c.is_whitespace() && c != '{' && c != '}'
 }
 
 fn raw_ok(key: &[u8]) -> Option<&str> {
     let s = std::str::from_utf8(key).ok()?;
-    let ok = (1..=MAX_RAW_KEY_LEN).contains(&s.len())
-        && s.chars()
-            .all(|c| !c.is_control() && !c.is_whitespace() && c != '{' && c != '}');
-    ok.then_some(s)
+    ((1..=MAX_RAW_KEY_LEN).contains(&s.len()) && s.chars().all(plain)).then_some(s)
 }
 
 /// The tag, the stored format's version and the parameters that shape the state
@@ -71,10 +70,21 @@ fn fnv1a(tag: &str, format: u8, numbers: &[u64; 2]) -> u32 {
 /// The Redis key holding `user_key`'s state under `policy`.
 pub(crate) fn redis_key(prefix: &str, policy: &Policy, user_key: &[u8]) -> Vec<u8> {
     let (tag, format, numbers) = tag_and_numbers(policy.parameters());
-    let mut out = String::with_capacity(prefix.len() + policy.name().len() + 24 + 68);
+    let fingerprint = fnv1a(tag, format, &numbers);
+    key_of(
+        prefix,
+        policy.name(),
+        format_args!(":{tag}.{fingerprint:08x}:"),
+        user_key,
+    )
+}
+
+/// `<prefix><name><middle>` and the user key, tagged.
+fn key_of(prefix: &str, name: &str, middle: fmt::Arguments<'_>, user_key: &[u8]) -> Vec<u8> {
+    let mut out = String::with_capacity(prefix.len() + name.len() + 24 + 68);
     out.push_str(prefix);
-    out.push_str(policy.name());
-    let _ = write!(out, ":{tag}.{:08x}:", fnv1a(tag, format, &numbers));
+    out.push_str(name);
+    let _ = out.write_fmt(middle);
     push_tagged(&mut out, user_key);
     out.into_bytes()
 }
@@ -86,28 +96,14 @@ pub(crate) fn redis_key(prefix: &str, policy: &Policy, user_key: &[u8]) -> Vec<u
 /// limit nor the lease time is in it: processes disagreeing on them (a rolling deploy)
 /// still count the same requests.
 pub(crate) fn lease_key(prefix: &str, name: &str, user_key: &[u8]) -> Vec<u8> {
-    let mut out = String::with_capacity(prefix.len() + name.len() + 7 + 68);
-    out.push_str(prefix);
-    out.push_str(name);
-    out.push_str(":lease:");
-    push_tagged(&mut out, user_key);
-    out.into_bytes()
+    key_of(prefix, name, format_args!(":lease:"), user_key)
 }
 
 /// The keys of `user_key`'s ban, refusals counted and bans remembered under the policy
 /// `name` (see the module docs), in the order the penalty's script declares them after the
 /// rate key.
 pub(crate) fn penalty_keys(prefix: &str, name: &str, user_key: &[u8]) -> [Vec<u8>; 3] {
-    ["ban", "strikes", "bans"].map(|what| {
-        let mut out = String::with_capacity(prefix.len() + name.len() + 10 + 68);
-        out.push_str(prefix);
-        out.push_str(name);
-        out.push(':');
-        out.push_str(what);
-        out.push(':');
-        push_tagged(&mut out, user_key);
-        out.into_bytes()
-    })
+    ["ban", "strikes", "bans"].map(|what| key_of(prefix, name, format_args!(":{what}:"), user_key))
 }
 
 /// `{<user key>}`, `x{<hex>}` or `#{<sha-256 hex>}` (see the module docs): never an empty
@@ -184,27 +180,13 @@ mod tests {
         assert_ne!(redis_key("", &p, b"x{01"), short);
     }
 
+    /// The SHA-256 of the empty key, in hex.
+    const SHA_OF_EMPTY: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
     /// User keys of every form, and keys that read like another key's form.
     fn tricky_keys() -> Vec<Vec<u8>> {
-        let mut keys: Vec<Vec<u8>> = [
-            &b""[..],
-            b"{",
-            b"}",
-            b"{}",
-            b"x{}",
-            b"#{}",
-            b"x",
-            b"#",
-            b"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-            b"x{00}",
-            b"00",
-            b"0",
-            b" ",
-            b"alice",
-        ]
-        .iter()
-        .map(|k| k.to_vec())
-        .collect();
+        let listed = format!("|{{|}}|{{}}|x{{}}|#{{}}|x|#|{SHA_OF_EMPTY}|x{{00}}|00|0| |alice");
+        let mut keys: Vec<Vec<u8>> = listed.split('|').map(|k| k.as_bytes().to_vec()).collect();
         keys.extend([
             vec![0],
             vec![0, 0],
@@ -234,31 +216,19 @@ mod tests {
         }
         // The empty key is no other key's: it takes the hashed form.
         let empty = String::from_utf8(redis_key("", &p, b"")).unwrap();
-        assert!(
-            empty.ends_with(&concat!(
-                ":#{",
-                "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-                "}"
-            )),
-            "{empty}"
-        );
+        assert!(empty.ends_with(&format!(":#{{{SHA_OF_EMPTY}}}")), "{empty}");
     }
 
     #[test]
     fn a_quota_change_keeps_keys_unless_it_reshapes_the_state() {
         use floodwall_core::Algorithm;
         let key = |a: Algorithm, q: &str| {
-            redis_key(
-                "",
-                &Policy::new("api", a, q.parse().unwrap()).unwrap(),
-                b"k",
-            )
+            let p = Policy::new("api", a, q.parse().unwrap()).unwrap();
+            redis_key("", &p, b"k")
         };
         // Rate, burst and count shape nothing: the same key.
-        assert_eq!(
-            key(Algorithm::Gcra, "10/s"),
-            key(Algorithm::Gcra, "20/s burst 5")
-        );
+        let gcra = Algorithm::Gcra;
+        assert_eq!(key(gcra, "10/s"), key(gcra, "20/s burst 5"));
         let lb = Algorithm::LeakyBucket;
         assert_eq!(key(lb, "10/s"), key(lb, "1/min burst 3"));
         let tb = Algorithm::TOKEN_BUCKET;
@@ -274,14 +244,10 @@ mod tests {
         assert_ne!(key(fw, "10/s"), key(fw, "10/min"), "the period");
         assert_ne!(key(sw, "10/s"), key(sw, "10/min"), "the buckets' width");
         assert_ne!(key(sl, "10/s"), key(sl, "10/min"), "the period");
-        assert_ne!(
-            key(Algorithm::Gcra, "10/s"),
-            key(lb, "10/s"),
-            "the algorithm"
-        );
+        assert_ne!(key(gcra, "10/s"), key(lb, "10/s"), "the algorithm");
         // Rounding shapes nothing either.
         let cell = Policy::redis_cell("api", 9, 10, std::time::Duration::from_secs(1)).unwrap();
-        assert_eq!(redis_key("", &cell, b"k"), key(Algorithm::Gcra, "10/s"));
+        assert_eq!(redis_key("", &cell, b"k"), key(gcra, "10/s"));
     }
 
     #[test]

@@ -30,16 +30,10 @@
 //!   cluster, and the primary Redis Sentinel names, followed through failovers.
 //! - **Failures** map onto [`floodwall_core::Error`]: never a panic, never a silent allow.
 //!
-//! # Keys, costs, and the guides
-//!
-//! A decision's key is `<prefix><policy name>:<tag>.<fingerprint>:{<user key>}` (the user
-//! key as is, hex or hashed beyond [`MAX_RAW_KEY_LEN`] and [`MAX_HEX_KEY_LEN`]; see
-//! [`RedisStore::redis_key`] and [`RedisStore::penalty_keys`]); a check is one `EVALSHA`
-//! round trip, or none when the [deny cache](RedisStoreBuilder::deny_cache) knows the
-//! answer. The [Redis store guide](guide::redis) says why the keys and scripts are shaped
-//! so, what each algorithm costs Redis in commands and memory, how coalesced batches decide
-//! exactly as single calls, and how the store differs from the memory store; the
-//! [in-flight guide](guide::in_flight) how in-flight leases are timed and renewed.
+//! A check is one `EVALSHA` round trip, or none when the
+//! [deny cache](RedisStoreBuilder::deny_cache) knows the answer. Keys
+//! ([`RedisStore::redis_key`]), costs and coalescing: the [Redis store guide](guide::redis);
+//! in-flight leases: the [in-flight guide](guide::in_flight).
 
 mod adjust;
 mod all;
@@ -74,12 +68,7 @@ pub use script::{penalized_script_for, script_for};
 pub use stats::RedisStats;
 pub use store::RedisStore;
 
-/// The redis-rs crate this store is built on, to configure a connection for
-/// [`RedisStoreBuilder::from_connection_manager`] or
-/// [`RedisStoreBuilder::from_cluster`].
-///
-/// Using it ties your code to the redis-rs major version floodwall-redis depends on (1.x):
-/// a floodwall release that moves to redis-rs 2 is a breaking release for you too. The
-/// URL-based builders ([`RedisStoreBuilder::multiplexed`], [`pool`](RedisStoreBuilder::pool),
-/// [`cluster`](RedisStoreBuilder::cluster)) need none of it.
+/// The redis-rs crate (1.x) this store is built on, to configure a connection for
+/// [`RedisStoreBuilder::from_connection_manager`] or [`RedisStoreBuilder::from_cluster`]:
+/// using it ties your code to that major version, which the URL-based builders do not.
 pub use redis;

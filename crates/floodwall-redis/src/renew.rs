@@ -1,11 +1,5 @@
-//! The leases a store holds, and the one task that renews them.
-//!
-//! One renewer per store, not a task per permit: it sleeps until the earliest renewal is
-//! due, sends every renewal due within a quarter interval at once (one `EVALSHA` per key),
-//! and runs only while the store holds leases. If the runtime that started it shuts down
-//! first, its [`Running`] guard puts back the leases it had taken out for renewal, so the
-//! next acquisition, from any runtime, starts a renewer that renews them all
-//! ([`crate::guide::in_flight`], "One renewer per store").
+//! The leases a store holds, and the one task that renews them (why one, and what a
+//! runtime shutting down does to it: [`crate::guide::in_flight`], "One renewer per store").
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
@@ -337,11 +331,8 @@ mod tests {
         let r = leases.lock();
         assert_eq!(r.renewer, None);
         // None left out for renewal: every held lease is due.
-        assert!(
-            r.held
-                .iter()
-                .all(|(&seq, &(at, _))| r.due.contains(&(at, seq)))
-        );
+        let due_again = |(&seq, &(at, _)): (&u64, &(Instant, Held))| r.due.contains(&(at, seq));
+        assert!(r.held.iter().all(due_again));
         // The renewed one at its next time, the one still out for renewal due at once.
         let due: Vec<_> = r.due.iter().copied().collect();
         assert_eq!(due, [(now, 2), (now + Duration::from_millis(100), 0)]);

@@ -25,13 +25,9 @@ pub(crate) fn unexpected(reply: &Value) -> Error {
 pub(crate) fn single(layout: Layout, cost: u64, reply: &Value) -> Result<ScriptAnswer, Error> {
     match reply {
         Value::Int(v) => {
-            let (allowed, x) = match u64::try_from(*v) {
-                Ok(x) => (true, x),
-                Err(_) => (
-                    false,
-                    u64::try_from(-(v + 1)).map_err(|_| unexpected(reply))?,
-                ),
-            };
+            // A refusal is `-1 - x`, which never overflows back.
+            let allowed = *v >= 0;
+            let x = if allowed { *v } else { -1 - *v }.unsigned_abs();
             (layout.kind.spec().unpack)(layout.args, cost, allowed, x)
                 .ok_or_else(|| unexpected(reply))
         }
@@ -46,10 +42,8 @@ pub(crate) fn banned(reply: &Value) -> Option<u64> {
     let Value::BulkString(bytes) = reply else {
         return None;
     };
-    std::str::from_utf8(bytes.strip_prefix(b"ban ")?)
-        .ok()?
-        .parse()
-        .ok()
+    let left = std::str::from_utf8(bytes.strip_prefix(b"ban ")?).ok()?;
+    left.parse().ok()
 }
 
 /// 'allowed remaining retry_after reset_after'.
@@ -126,6 +120,11 @@ mod tests {
         Layout { kind, args }
     }
 
+    /// A single check's integer answer `v`, read.
+    fn int(layout: Layout, cost: u64, v: i64) -> Result<ScriptAnswer, Error> {
+        single(layout, cost, &Value::Int(v))
+    }
+
     /// 1 per 100 µs, burst 3.
     const G: Layout = Layout {
         kind: ScriptKind::Gcra,
@@ -135,12 +134,12 @@ mod tests {
     #[test]
     fn gcra_integers_give_what_the_algorithm_gives() {
         // As algorithm/gcra.rs's unit test: 1 per 100 µs, burst 3.
-        assert_eq!(single(G, 1, &Value::Int(100)).unwrap(), [1, 2, 0, 100]);
-        assert_eq!(single(G, 1, &Value::Int(300)).unwrap(), [1, 0, 0, 300]);
-        assert_eq!(single(G, 0, &Value::Int(0)).unwrap(), [1, 3, 0, 0]);
+        assert_eq!(int(G, 1, 100).unwrap(), [1, 2, 0, 100]);
+        assert_eq!(int(G, 1, 300).unwrap(), [1, 0, 0, 300]);
+        assert_eq!(int(G, 0, 0).unwrap(), [1, 3, 0, 0]);
         // Denied with TAT 300 µs ahead: retry after 100, reset after 300.
-        assert_eq!(single(G, 1, &Value::Int(-301)).unwrap(), [0, 0, 100, 300]);
-        assert_eq!(single(G, 2, &Value::Int(-251)).unwrap(), [0, 0, 150, 250]);
+        assert_eq!(int(G, 1, -301).unwrap(), [0, 0, 100, 300]);
+        assert_eq!(int(G, 2, -251).unwrap(), [0, 0, 150, 250]);
     }
 
     #[test]
@@ -148,86 +147,58 @@ mod tests {
         // Capacity 3, a token per 100 µs.
         let tb = layout(ScriptKind::TokenBucket, [3, 100, 1]);
         // 2 tokens left, 30 µs into the tick: the next token in 70 µs.
-        assert_eq!(single(tb, 1, &Value::Int(230)).unwrap(), [1, 2, 0, 70]);
+        assert_eq!(int(tb, 1, 230).unwrap(), [1, 2, 0, 70]);
         // 1 token, cost 2: one more in 70 µs, full in 170.
-        assert_eq!(single(tb, 2, &Value::Int(-131)).unwrap(), [0, 1, 70, 170]);
+        assert_eq!(int(tb, 2, -131).unwrap(), [0, 1, 70, 170]);
         let fw = layout(ScriptKind::FixedWindow, [5, 1000, 0]);
-        assert_eq!(
-            single(fw, 1, &Value::Int(3 * 1001 + 400)).unwrap(),
-            [1, 2, 0, 400]
-        );
-        assert_eq!(single(fw, 0, &Value::Int(400)).unwrap(), [1, 5, 0, 0]);
-        assert_eq!(
-            single(fw, 1, &Value::Int(-1 - (5 * 1001 + 400))).unwrap(),
-            [0, 0, 400, 400]
-        );
+        assert_eq!(int(fw, 1, 3 * 1001 + 400).unwrap(), [1, 2, 0, 400]);
+        assert_eq!(int(fw, 0, 400).unwrap(), [1, 5, 0, 0]);
+        assert_eq!(int(fw, 1, -1 - (5 * 1001 + 400)).unwrap(), [0, 0, 400, 400]);
         // Numbers no state can have: more tokens than the capacity, a window ending now,
         // a denial the cost would fit, an integer for the sliding algorithms.
-        assert!(single(tb, 1, &Value::Int(430)).is_err());
-        assert!(single(fw, 1, &Value::Int(1001)).is_err());
-        assert!(single(tb, 1, &Value::Int(-131)).is_err());
+        assert!(int(tb, 1, 430).is_err());
+        assert!(int(fw, 1, 1001).is_err());
+        assert!(int(tb, 1, -131).is_err());
         let sliding = layout(ScriptKind::SlidingLog, [10, 1000, 0]);
-        assert_eq!(
-            single(sliding, 1, &Value::Int(7 * 1001 + 250)).unwrap(),
-            [1, 7, 0, 250]
-        );
-        assert!(single(sliding, 1, &Value::Int(11 * 1001)).is_err());
-        assert!(single(sliding, 1, &Value::Int(-5)).is_err());
+        assert_eq!(int(sliding, 1, 7 * 1001 + 250).unwrap(), [1, 7, 0, 250]);
+        assert!(int(sliding, 1, 11 * 1001).is_err());
+        assert!(int(sliding, 1, -5).is_err());
         // 10 per 4 buckets of 100 µs, 30 µs left in the current bucket; 2 remaining,
         // the newest count 1 bucket back (leaves in 2 more: 230 µs), the retry's 3 back
         // (the oldest: leaves when the current one ends, 30 µs).
         let window = layout(ScriptKind::SlidingWindow, [10, 100, 4]);
         let x = ((2 * 4 + 1) * 4 + 3) * 101 + 30;
-        assert_eq!(
-            single(window, 3, &Value::Int(-1 - x)).unwrap(),
-            [0, 2, 30, 230]
-        );
+        assert_eq!(int(window, 3, -1 - x).unwrap(), [0, 2, 30, 230]);
         // Admissions read as the other sliding algorithm's, over the whole period.
-        assert_eq!(
-            single(window, 1, &Value::Int(7 * 401 + 250)).unwrap(),
-            [1, 7, 0, 250]
-        );
+        assert_eq!(int(window, 1, 7 * 401 + 250).unwrap(), [1, 7, 0, 250]);
         // A bucket that has ended, more remaining than the limit.
-        assert!(single(window, 1, &Value::Int(-1 - (7 * 101))).is_err());
-        assert!(single(window, 1, &Value::Int(-1 - (11 * 16 * 101 + 5))).is_err());
+        assert!(int(window, 1, -1 - (7 * 101)).is_err());
+        assert!(int(window, 1, -1 - (11 * 16 * 101 + 5)).is_err());
     }
 
     #[test]
     fn anything_else_is_an_unexpected_reply_not_a_panic() {
-        let bad = [
-            Value::Int(-1),
-            Value::Nil,
-            Value::BulkString(b"1 2 3".to_vec()),
-            Value::BulkString(b"1 2 3 4 5".to_vec()),
-            Value::BulkString(b"1 2 x 4".to_vec()),
-            Value::BulkString(b"1 -2 3 4".to_vec()),
-        ];
+        let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let strings = ["1 2 3", "1 2 3 4 5", "1 2 x 4", "1 -2 3 4"].map(text);
         // A string reads the same under every kind, so `G` serves for all of these.
-        for v in &bad {
+        for v in [Value::Int(-1), Value::Nil].iter().chain(&strings) {
             assert!(single(G, 1, v).is_err(), "{v:?}");
         }
-        assert_eq!(
-            single(G, 1, &Value::BulkString(b"0 5 10 20".to_vec())).unwrap(),
-            [0, 5, 10, 20]
-        );
+        assert_eq!(single(G, 1, &text("0 5 10 20")).unwrap(), [0, 5, 10, 20]);
         assert!(batch(G, [1, 1].into_iter(), &Value::Array(vec![Value::Int(1)])).is_err());
-        let answers = batch(
-            G,
-            [1, 1].into_iter(),
-            &Value::Array(vec![Value::Int(100); 2]),
-        );
-        assert_eq!(answers.unwrap().len(), 2);
+        let two = Value::Array(vec![Value::Int(100); 2]);
+        assert_eq!(batch(G, [1, 1].into_iter(), &two).unwrap().len(), 2);
         // A ban reads only as a ban.
-        assert_eq!(banned(&Value::BulkString(b"ban 1500".to_vec())), Some(1500));
-        for v in [&b"ban -1"[..], b"ban", b"ban 1 2", b"0 5 10 20"] {
-            assert_eq!(banned(&Value::BulkString(v.to_vec())), None, "{v:?}");
-            if v.starts_with(b"ban") {
-                assert!(single(G, 1, &Value::BulkString(v.to_vec())).is_err());
+        assert_eq!(banned(&text("ban 1500")), Some(1500));
+        for v in ["ban -1", "ban", "ban 1 2", "0 5 10 20"] {
+            assert_eq!(banned(&text(v)), None, "{v:?}");
+            if v.starts_with("ban") {
+                assert!(single(G, 1, &text(v)).is_err());
             }
         }
         assert_eq!(banned(&Value::Int(5)), None);
         // The extreme is read without overflowing.
-        assert!(single(G, 1, &Value::Int(i64::MIN)).is_ok());
-        assert!(single(G, u64::MAX, &Value::Int(i64::MIN)).is_err());
+        assert!(int(G, 1, i64::MIN).is_ok());
+        assert!(int(G, u64::MAX, i64::MIN).is_err());
     }
 }

@@ -1,14 +1,10 @@
 //! Reservations in Redis: booking the next slot of a request, and giving it back, each in
 //! one script on the key.
 //!
-//! The booking script is the driver `lua/reserve.lua` with the algorithm's `@load`,
-//! `@step` and `@save` sections pasted in, put together by `crate::script`: its state
-//! is read, decided and written by the very text a check runs, so a booking and the checks
-//! of a key stay one algorithm. It reads its parameters from `ARGV` (a booking is not the
-//! hot path: no script per parameter set) and is never coalesced: each booking is one
-//! call. Cancelling is a script of its own per state kind (`lua/cancel_gcra.lua`,
-//! `lua/cancel_token_bucket.lua`): it gives the slot back only while the key still holds
-//! what the booking stored (see [`Cancelled`]).
+//! The booking script is `lua/reserve.lua` with the algorithm's sections pasted in
+//! (`crate::script`), so a booking and the checks of a key stay one algorithm; it reads its
+//! parameters from `ARGV` and is never coalesced. Cancelling gives the slot back only while
+//! the key still holds what the booking stored (see [`Cancelled`]).
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -71,9 +67,8 @@ impl RedisStore {
         self.inner.counters.single();
         let reply: Value = self.bounded(Op::Script(&inv)).await?;
         if let Some(left) = reply::banned(&reply) {
-            return Ok(Reservation::refused(floodwall_core::store::ban_decision(
-                p, left,
-            )));
+            let banned = floodwall_core::store::ban_decision(p, left);
+            return Ok(Reservation::refused(banned));
         }
         let bad = || reply::unexpected(&reply);
         let Value::Array(items) = &reply else {
@@ -190,14 +185,10 @@ mod tests {
 
     #[test]
     fn tickets_read_what_the_scripts_store() {
-        assert_eq!(
-            ticket(2, b"1700000000123456"),
-            Some(floodwall_core::store::ticket(2, [1_700_000_000_123_456, 0]))
-        );
-        assert_eq!(
-            ticket(1, b"12 34"),
-            Some(floodwall_core::store::ticket(1, [12, 34]))
-        );
+        let expected = floodwall_core::store::ticket;
+        let tat = 1_700_000_000_123_456;
+        assert_eq!(ticket(2, b"1700000000123456"), Some(expected(2, [tat, 0])));
+        assert_eq!(ticket(1, b"12 34"), Some(expected(1, [12, 34])));
         for bad in [&b""[..], b"x", b"1 2 3", b"-1", b"1  2"] {
             assert_eq!(ticket(1, bad), None, "{bad:?}");
         }

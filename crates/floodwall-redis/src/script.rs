@@ -57,18 +57,6 @@ fn penalty_sections() -> (&'static str, &'static str) {
     rest.split_once("-- @strike\n").expect(CUT)
 }
 
-/// `source` with the penalty's placeholders `{q1}`..`{q6}` written as numbers, or as reads
-/// of `ARGV[first..]` when `written` is `None`.
-fn with_penalty(source: &str, written: Option<&PenaltyParams>, first: usize) -> String {
-    (0..PENALTY_PARAMS).fold(source.to_owned(), |text, i| {
-        let value = match written {
-            Some(params) => params[i].to_string(),
-            None => format!("tonumber(ARGV[{}])", first + i),
-        };
-        text.replace(&format!("{{q{}}}", i + 1), &value)
-    })
-}
-
 /// Where a batch's explicit time sits: after the count of checks and three (padded)
 /// parameters; the count of keys follows it.
 const BATCH_NOW: usize = 5;
@@ -79,16 +67,27 @@ fn at_now(source: &str, now: usize) -> String {
     source.replace("{now}", &now.to_string())
 }
 
-/// `source` with its parameter placeholders `{p1}`..`{p3}` written as numbers, or as reads
-/// of `ARGV[first..]` when `written` is `None` (a placeholder the text lacks is left alone).
-fn with_params(source: &str, written: Option<&[u64; 3]>, first: usize) -> String {
-    (0..3).fold(source.to_owned(), |text, i| {
+/// `source` with its placeholders `{<letter>1}`..`{<letter>N}` (`p`: the parameters, `q`: a
+/// penalty's numbers) written as numbers, or as reads of `ARGV[first..]` when `written` is
+/// `None` (a placeholder the text lacks is left alone).
+fn fill<const N: usize>(
+    source: &str,
+    letter: char,
+    written: Option<&[u64; N]>,
+    first: usize,
+) -> String {
+    (0..N).fold(source.to_owned(), |text, i| {
         let value = match written {
-            Some(params) => params[i].to_string(),
+            Some(numbers) => numbers[i].to_string(),
             None => format!("tonumber(ARGV[{}])", first + i),
         };
-        text.replace(&format!("{{p{}}}", i + 1), &value)
+        text.replace(&format!("{{{letter}{}}}", i + 1), &value)
     })
+}
+
+/// `text` reading its parameters from `ARGV` after the cost (or signed amount).
+fn reading_params(text: &str) -> String {
+    fill::<3>(text, 'p', None, 2)
 }
 
 /// A stepped algorithm's file, cut at its markers.
@@ -189,7 +188,7 @@ pub(crate) fn single(kind: ScriptKind, written: Option<&[u64; 3]>) -> String {
         Lua::Stepped(algorithm) => assemble(algorithm, SINGLE, now, false),
         Lua::Whole(script) => format!("{}{script}", at_now(PRELUDE, now)),
     };
-    with_params(&text, written, 2)
+    fill(&text, 'p', written, 2)
 }
 
 /// A single check's script of `kind` under a penalty: as [`single`], with the penalty's
@@ -218,19 +217,17 @@ pub(crate) fn penalized(kind: ScriptKind, written: Option<(&[u64; 3], &PenaltyPa
             )
         }
     };
-    let text = with_params(&text, written.map(|w| w.0), 2);
-    with_penalty(&text, written.map(|w| w.1), spec.params + 2)
+    let text = fill(&text, 'p', written.map(|w| w.0), 2);
+    fill(&text, 'q', written.map(|w| w.1), spec.params + 2)
 }
 
 /// The batch script of `kind` (see `crate::coalesce`), which reads its parameters from
 /// `ARGV`; `None` for a kind that is never batched.
 pub(crate) fn batch(kind: ScriptKind) -> Option<String> {
     match kind.spec().lua {
-        Lua::Stepped(algorithm) => Some(with_params(
-            &assemble(algorithm, BATCH, BATCH_NOW, false),
-            None,
-            2,
-        )),
+        Lua::Stepped(algorithm) => Some(reading_params(&assemble(
+            algorithm, BATCH, BATCH_NOW, false,
+        ))),
         Lua::Whole(_) => None,
     }
 }
@@ -248,11 +245,9 @@ pub(crate) fn reserve(kind: ScriptKind, penalized: bool) -> Option<String> {
     match kind.spec().lua {
         Lua::Stepped(algorithm) if bookable => {
             let now = kind.spec().params + 2;
-            Some(with_params(
-                &assemble(algorithm, RESERVE, now, penalized),
-                None,
-                2,
-            ))
+            Some(reading_params(&assemble(
+                algorithm, RESERVE, now, penalized,
+            )))
         }
         _ => None,
     }
@@ -266,11 +261,7 @@ pub(crate) fn adjust(kind: ScriptKind, section: &str) -> Option<String> {
         Lua::Stepped(algorithm) => {
             let driver = ADJUST.replace("-- {adjust}\n", section);
             let now = kind.spec().params + 2;
-            Some(with_params(
-                &assemble(algorithm, &driver, now, false),
-                None,
-                2,
-            ))
+            Some(reading_params(&assemble(algorithm, &driver, now, false)))
         }
         Lua::Whole(_) => None,
     }
@@ -301,21 +292,8 @@ mod tests {
 
     #[test]
     fn no_algorithm_uses_a_name_of_the_batch_drivers() {
-        const DRIVER: [&str; 13] = [
-            "IMPORTING",
-            "n",
-            "nkeys",
-            "at",
-            "keys",
-            "counts",
-            "costs",
-            "values",
-            "missing",
-            "out",
-            "sent",
-            "answer",
-            "changed",
-        ];
+        let names = "IMPORTING n nkeys at keys counts costs values missing out sent answer changed";
+        let driver_names: Vec<&str> = names.split_whitespace().collect();
         // The names in a Lua text's code, its comments left out.
         fn words(text: &str) -> impl Iterator<Item = &str> {
             text.lines()
@@ -323,7 +301,7 @@ mod tests {
                 .flat_map(|l| l.split(|c: char| !c.is_alphanumeric() && c != '_'))
         }
         let driver: Vec<&str> = words(BATCH).collect();
-        assert!(DRIVER.iter().all(|name| driver.contains(name)));
+        assert!(driver_names.iter().all(|name| driver.contains(name)));
         // The penalty's sections and the several-policies driver's own names.
         const PENALTY_NAMES: [&str; 4] = ["ALL_KEYS", "banned", "strike", "allowed"];
         for kind in ScriptKind::ALL {
@@ -333,11 +311,8 @@ mod tests {
             for word in words(text) {
                 assert!(!word.starts_with("pen_"), "{kind:?} uses `{word}`");
                 if matches!(kind.spec().lua, Lua::Stepped(_)) {
-                    assert!(!DRIVER.contains(&word), "{kind:?} uses `{word}`");
-                    assert!(
-                        !PENALTY_NAMES[..3].contains(&word),
-                        "{kind:?} uses `{word}`"
-                    );
+                    let own = driver_names.contains(&word) || PENALTY_NAMES[..3].contains(&word);
+                    assert!(!own, "{kind:?} uses `{word}`");
                 } else {
                     // A whole script runs in a function; the wrapper's `allowed` follows it.
                     assert!(!PENALTY_NAMES.contains(&word), "{kind:?} uses `{word}`");
@@ -350,14 +325,8 @@ mod tests {
     fn a_penalized_script_has_the_penalty_around_the_step_and_no_placeholder_left() {
         let (ban, strike) = penalty_sections();
         assert!(ban.contains("KEYS[2]") && strike.contains("KEYS[4]"));
-        let numbers = [
-            5,
-            60_000_000,
-            600_000_000,
-            2,
-            86_400_000_000,
-            90_000_000_000,
-        ];
+        const S: u64 = 1_000_000;
+        let numbers = [5, 60 * S, 600 * S, 2, 86_400 * S, 90_000 * S];
         for a in floodwall_core::Algorithm::all() {
             let p = floodwall_core::Policy::new("p", a, "10/s".parse().unwrap()).unwrap();
             let layout = Layout::of(p.parameters()).unwrap();
@@ -403,17 +372,8 @@ mod tests {
             let generic = single(kind, None);
             let batch = batch(kind);
             for text in [&source, &generic].into_iter().chain(&batch) {
-                for marker in [
-                    "{now}",
-                    "{p1}",
-                    "{p2}",
-                    "{p3}",
-                    "-- {",
-                    "-- @load",
-                    "-- @step",
-                    "-- @save",
-                    "-- @reply",
-                ] {
+                let markers = "{now}|{p1}|{p2}|{p3}|-- {|-- @load|-- @step|-- @save|-- @reply";
+                for marker in markers.split('|') {
                     assert!(!text.contains(marker), "{a}: {marker}");
                 }
             }
@@ -421,14 +381,9 @@ mod tests {
                 // No table is built for a single check's answer.
                 assert!(!text.contains("return {"), "{a}");
             }
-            assert!(
-                !source.contains("tonumber(ARGV[3])"),
-                "{a}: parameters written in"
-            );
-            assert!(
-                generic.contains("tonumber(ARGV[3])"),
-                "{a}: parameters read"
-            );
+            let read = "tonumber(ARGV[3])";
+            assert!(!source.contains(read), "{a}: parameters written in");
+            assert!(generic.contains(read), "{a}: parameters read");
         }
     }
 }

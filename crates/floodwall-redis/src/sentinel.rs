@@ -105,10 +105,8 @@ impl SentinelConnection {
     ) -> Result<Arc<Primary>, RedisError> {
         let client = lookup.client.async_get_client().await?;
         let addr = client.get_connection_info().addr().clone();
-        self.next_refresh_ms.store(
-            self.now_ms() + REFRESH.as_millis() as u64,
-            Ordering::Relaxed,
-        );
+        let next = self.now_ms() + REFRESH.as_millis() as u64;
+        self.next_refresh_ms.store(next, Ordering::Relaxed);
         if let Some(keep) = keep
             && keep.addr == addr
         {
@@ -160,10 +158,10 @@ impl SentinelConnection {
         let now = self.now_ms();
         let due = self.next_refresh_ms.load(Ordering::Relaxed);
         let next = now + REFRESH.as_millis() as u64;
+        let (relaxed, refresh) = (Ordering::Relaxed, &self.next_refresh_ms);
         if now < due
-            || self
-                .next_refresh_ms
-                .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+            || refresh
+                .compare_exchange(due, next, relaxed, relaxed)
                 .is_err()
         {
             return;

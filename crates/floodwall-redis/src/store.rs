@@ -25,23 +25,9 @@ use crate::unpack::ScriptAnswer;
 /// Rate-limit state in Redis, shared by every server that points at it.
 ///
 /// Each check runs one Lua script, atomically, on the server's clock (`TIME`), so a fleet
-/// of servers with skewed clocks enforces one limit exactly. Cloning is cheap (an `Arc`):
-/// clones share the connection.
-///
-/// Built by [`RedisStore::builder`] on one of four connection kinds:
-/// [`multiplexed`](RedisStoreBuilder::multiplexed) (redis-rs's `ConnectionManager`: one
-/// connection that pipelines concurrent calls and reconnects by itself; the leanest),
-/// [`pool`](RedisStoreBuilder::pool) (a `bb8-redis` pool),
-/// [`cluster`](RedisStoreBuilder::cluster) (Redis Cluster) or
-/// [`sentinel`](RedisStoreBuilder::sentinel) (the primary Redis Sentinel names, followed
-/// through failovers).
-///
-/// A check never panics and never allows silently: [`Error::CostTooHigh`] before any call,
-/// else [`Error::Timeout`], [`Error::Unavailable`], [`Error::Backend`] or
-/// [`Error::Overloaded`], as the [Redis store guide](crate::guide::redis#failures) tells.
-/// [Coalescing](RedisStoreBuilder::coalesce) and the [deny cache](RedisStoreBuilder::deny_cache)
-/// are on by default; [`stats`](Self::stats) and [`deny_cache_stats`](Self::deny_cache_stats)
-/// count the calls they save.
+/// of servers with skewed clocks enforces one limit exactly. Clones share the connection;
+/// [`RedisStore::builder`] chooses it. A check never panics and never allows silently
+/// (its errors: the [Redis store guide](crate::guide::redis#failures)).
 #[derive(Clone)]
 pub struct RedisStore {
     pub(crate) inner: Arc<Inner>,
@@ -121,11 +107,8 @@ impl RedisStore {
     /// The pool size unless [`RedisStoreBuilder::pool_size`] says otherwise.
     pub const DEFAULT_POOL_SIZE: u32 = 8;
 
-    /// With [coalescing](RedisStoreBuilder::coalesce), the most checks that can share a
-    /// call (the same algorithm and parameters, the same node) waiting behind their calls
-    /// in flight: four batches' worth. The next is refused with [`Error::Overloaded`], which
-    /// the tower layer answers as any store failure (503, or its fail mode), rather than
-    /// piling up while Redis stalls.
+    /// With [coalescing](RedisStoreBuilder::coalesce), the most checks that could share a
+    /// call waiting behind their calls in flight; the next fails with [`Error::Overloaded`].
     pub const MAX_QUEUED_PER_GROUP: usize = coalesce::MAX_QUEUED_PER_GROUP;
 
     /// With coalescing, the most checks waiting behind calls in flight over all keys of
@@ -232,9 +215,7 @@ impl RedisStore {
         decision(policy, self.answer(redis_key, layout, cost, now).await?)
     }
 
-    /// One check under a policy with `penalty`, one script call, never coalesced (its
-    /// script is its own, and reads the penalty's keys besides the rate key): a banned key
-    /// is answered [`store::ban_decision`](floodwall_core::store::ban_decision) with the ban's remainder.
+    /// One check under a policy with `penalty`, one script call of its own, never coalesced.
     async fn penalized(
         &self,
         key: &[u8],
@@ -304,9 +285,7 @@ pub(crate) fn decision(
 }
 
 impl RedisStore {
-    /// An operation without the deny cache, at `now` (µs; `None` reads the server's clock):
-    /// one script call or command (an unban one `DEL` of the penalty keys, a reset one of
-    /// the quota state), or a lease (`src/lease/`).
+    /// An operation without the deny cache, at `now` (µs; `None` reads the server's clock).
     pub(crate) async fn direct(&self, op: StoreOp<'_>, now: Option<u64>) -> Result<Reply, Error> {
         Ok(match op {
             StoreOp::Check { key, policy, cost } => {

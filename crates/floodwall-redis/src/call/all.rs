@@ -41,11 +41,9 @@ impl All {
 }
 
 impl Scripts {
-    /// The script deciding one key under each of `layouts` (with `penalties`) at once;
-    /// `None` when one of them has no sections to paste (see [`script::all::all`]). Up to the
-    /// bound, with the numbers written in, as [`single`](Self::single); past it, the
-    /// script of these kinds and penalties that reads them from `ARGV`, so that Redis's
-    /// script cache holds one per combination in use rather than one per parameter set.
+    /// The script deciding one key under each of `layouts` (with `penalties`) at once, or
+    /// `None` (see [`script::all::all`]): numbers written in up to the bound, past it one
+    /// script per combination of kinds and penalties, reading them from `ARGV`.
     pub(crate) fn all(
         &self,
         layouts: &[Layout],
@@ -116,10 +114,8 @@ mod tests {
             numbers.extend(penalty);
             assert_eq!(all.numbers, numbers, "{n}");
             let first = shared.get_or_insert_with(|| Arc::clone(&all.script));
-            assert!(
-                Arc::ptr_eq(first, &all.script),
-                "{n}: one script past the bound"
-            );
+            let one = Arc::ptr_eq(first, &all.script);
+            assert!(one, "{n}: one script past the bound");
         }
         assert_eq!(scripts.all.len(), BOUND);
         assert_eq!(scripts.all_read.len(), 1);

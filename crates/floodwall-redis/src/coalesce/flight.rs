@@ -119,16 +119,10 @@ impl RedisStore {
             .unwrap_or(Err(Error::Timeout))?;
         let costs = plan.order.iter().map(|&i| waiters[i].cost);
         let answers = reply::batch(batch.layout(), costs, &reply)?;
-        // Back from the plan's order to the waiters'.
-        let mut out: Vec<Option<Result<ScriptAnswer, Error>>> =
-            waiters.iter().map(|_| None).collect();
-        for (&i, answer) in plan.order.iter().zip(answers) {
-            out[i] = Some(answer);
-        }
-        Ok(out
-            .into_iter()
-            .map(|a| a.unwrap_or_else(|| Err(Error::backend("a batch left a check unanswered"))))
-            .collect())
+        // Back from the plan's order (a permutation, answered in full) to the waiters'.
+        let mut placed: Vec<_> = plan.order.iter().copied().zip(answers).collect();
+        placed.sort_unstable_by_key(|&(i, _)| i);
+        Ok(placed.into_iter().map(|(_, answer)| answer).collect())
     }
 }
 
@@ -240,10 +234,10 @@ impl Driver {
             .max()
             .unwrap_or_else(Instant::now);
         let result = {
-            let mut call = pin!(
-                self.store
-                    .batch(&self.group, self.batch, &waiters, deadline)
-            );
+            let call = self
+                .store
+                .batch(&self.group, self.batch, &waiters, deadline);
+            let mut call = pin!(call);
             // Polled once, which sends it; then `meanwhile` runs while it is in flight.
             let sent = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
             meanwhile();
@@ -281,11 +275,8 @@ impl Driver {
 impl Drop for Driver {
     fn drop(&mut self) {
         if !self.done {
-            self.coalescer.abandon(
-                &self.group,
-                false,
-                Error::unavailable("the runtime stopped the batch"),
-            );
+            let stopped = Error::unavailable("the runtime stopped the batch");
+            self.coalescer.abandon(&self.group, false, stopped);
         }
     }
 }

@@ -1,17 +1,9 @@
 //! In-flight limits in Redis: acquiring a slot of a [`RedisStore`] ([`StoreExt::acquire`](floodwall_core::StoreExt::acquire)) takes a lease per slot.
 //!
-//! Each key's slots are a sorted set (`crate::key::lease_key`: the user key is its hash
-//! tag, so it runs on Redis Cluster): members are lease ids, unique across processes
-//! (`id.rs`), scored by their expiry in µs on the server's clock. Taking a slot is one
-//! script (`lua/lease_acquire.lua`): count the leases (a full key drops its expired ones
-//! and counts again), add ours if below the limit, keep the key alive as long as its
-//! latest lease. Giving it back is one
-//! `ZREM`, sent by the store's runtime when the permit drops (a drop cannot wait). A
-//! request that runs longer than [`renew_every`](ConcurrencyLimit::renew_every) has its
-//! lease pushed back by the store's renewer (`crate::renew`, `lua/lease_renew.lua`).
-//!
-//! A process that dies sends no `ZREM` and no renewal: its leases expire by themselves,
-//! within one [lease time](ConcurrencyLimit::lease).
+//! Each key's slots are a sorted set of lease ids (unique across processes: `id.rs`),
+//! scored by their expiry on the server's clock; `lua/lease_acquire.lua` takes one, a
+//! `ZREM` gives it back, the store's renewer (`crate::renew`) pushes it back. Why leases,
+//! and their timing: [`crate::guide::in_flight`].
 
 use std::sync::{Arc, LazyLock};
 
@@ -89,13 +81,8 @@ impl RedisStore {
                 return Err(explain(e, limit));
             }
         };
-        let seq = inner.leases.hold(
-            inner,
-            &runtime,
-            Arc::clone(&redis_key),
-            Arc::clone(&id),
-            limit,
-        );
+        let (held_key, held_id) = (Arc::clone(&redis_key), Arc::clone(&id));
+        let seq = inner.leases.hold(inner, &runtime, held_key, held_id, limit);
         let inner = Arc::clone(inner);
         Ok(Acquired::Granted(Permit::new(
             in_flight,

@@ -2,33 +2,18 @@
 //! `crate::all`): `lua/all.lua` with each policy's sections in a function of its own, and
 //! `lua/all_penalty.lua`'s where some of them have a penalty.
 
-use super::{
-    PENALTY_PARAMS, PRELUDE, PenaltyParams, Sections, at_now, penalty_sections, with_params,
-    with_penalty,
-};
+use super::{PENALTY_PARAMS, PRELUDE, PenaltyParams, Sections, at_now, fill, penalty_sections};
 use crate::kind::{Layout, Lua};
 
 const ALL: &str = include_str!("../lua/all.lua");
 const ALL_PENALTY: &str = include_str!("../lua/all_penalty.lua");
 
-/// The script deciding one key under each of `layouts` at once, all or nothing (see
-/// `crate::all`): the prelude, then `lua/all.lua` with each policy's sections pasted into a
-/// function of its own. `None` when one of them is not [stepped](Lua::Stepped) (the
-/// sliding window and log are whole scripts). `ARGV`, as a single check's
-/// ([`single`](super::single)): the cost, the numbers unless written in, then the time
-/// (absent or `''`: the server's clock).
-///
-/// With `written`, each policy's parameters (and penalty's numbers) are written into its
-/// function: a script per set of parameters. Without, they are read from `ARGV[2]` on,
-/// policy by policy in their order: its parameters ([`Layout::params`]), then its
-/// penalty's [`PENALTY_PARAMS`] numbers if it has one; one script then serves every set of
-/// parameters of these algorithms and penalties.
-///
-/// `penalties` has each policy's penalty numbers, if any: then `lua/all_penalty.lua`'s
-/// sections go where `lua/all.lua` marks them, and each penalized policy's ban and strike
-/// (`lua/penalty.lua`) are functions of their own, on its three keys, which follow the
-/// rate keys in the order of the policies. Without any penalty the text is as it was
-/// before penalties existed.
+/// The script deciding one key under each of `layouts` at once, all or nothing: the
+/// prelude, then `lua/all.lua` with each policy's sections in a function of its own; `None`
+/// when one is a whole script. `ARGV`: the cost, the numbers unless `written` in (each
+/// policy's [`Layout::params`], then its penalty's [`PENALTY_PARAMS`]), then the time.
+/// A penalized policy's ban and strike are functions too, on its three keys, which follow
+/// the rate keys; without any penalty the text is as it was before penalties existed.
 pub(crate) fn all(
     layouts: &[Layout],
     penalties: &[Option<PenaltyParams>],
@@ -54,8 +39,9 @@ pub(crate) fn all(
             save = s.save,
             reply = s.reply,
         );
-        policies.push_str(&with_params(
+        policies.push_str(&fill(
             &function,
+            'p',
             written.then_some(&layout.args),
             next_arg,
         ));
@@ -75,11 +61,8 @@ pub(crate) fn all(
                     &format!("ALL_KEYS[\u{1}{}]", next_key + k - 2),
                 )
             });
-            policies.push_str(&with_penalty(
-                &functions.replace('\u{1}', ""),
-                written.then_some(numbers),
-                next_arg,
-            ));
+            let functions = functions.replace('\u{1}', "");
+            policies.push_str(&fill(&functions, 'q', written.then_some(numbers), next_arg));
             if !written {
                 next_arg += PENALTY_PARAMS;
             }
@@ -113,33 +96,34 @@ fn all_penalty_sections() -> [(&'static str, &'static str); 4] {
 
 #[cfg(test)]
 mod tests {
+    use floodwall_core::Policy;
+
     use super::*;
+
+    fn layout(policy: Result<Policy, floodwall_core::ConfigError>) -> Layout {
+        Layout::of(policy.unwrap().parameters()).unwrap()
+    }
+
+    fn rate(q: &str) -> floodwall_core::Quota {
+        q.parse().unwrap()
+    }
 
     #[test]
     fn several_policies_with_penalties_read_their_own_keys_after_the_rate_keys() {
-        let layout = |p: floodwall_core::Policy| Layout::of(p.parameters()).unwrap();
-        let gcra = layout(floodwall_core::Policy::gcra("a", "10/s".parse().unwrap()).unwrap());
-        let fw =
-            layout(floodwall_core::Policy::fixed_window("b", "7/min".parse().unwrap()).unwrap());
+        let gcra = layout(Policy::gcra("a", rate("10/s")));
+        let fw = layout(Policy::fixed_window("b", rate("7/min")));
         let numbers = [3, 1, 2, 1, 2, 9];
         let plain = all(&[gcra, fw, gcra], &[None, None, None], true).unwrap();
         assert!(!plain.contains("pen_") && !plain.contains("ALL_KEYS"));
         // The first and third penalized: keys 4..6, then 7..9.
-        let text = all(
-            &[gcra, fw, gcra],
-            &[Some(numbers), None, Some(numbers)],
-            true,
-        )
-        .unwrap();
+        let penalties = [Some(numbers), None, Some(numbers)];
+        let text = all(&[gcra, fw, gcra], &penalties, true).unwrap();
         for marker in ["{now}", "{p1}", "{q1}", "{m}", "-- {", "-- @", "\u{1}"] {
             assert!(!text.contains(marker), "{marker}");
         }
         assert!(text.contains("local KEYS = {unpack(ALL_KEYS, 1, 3)}"));
         for (i, first) in [(1, 4), (3, 7)] {
-            let strike = text
-                .split_once(&format!("strike[{i}] = function"))
-                .unwrap()
-                .1;
+            let (_, strike) = text.split_once(&format!("strike[{i}] = function")).unwrap();
             let strike = strike.split_once("\nend\n").unwrap().0;
             for k in first..first + 3 {
                 assert!(strike.contains(&format!("ALL_KEYS[{k}]")), "{i}: {k}");
@@ -151,41 +135,29 @@ mod tests {
 
     #[test]
     fn a_script_of_several_policies_has_a_function_each_and_no_placeholder_left() {
-        let layout = |p: floodwall_core::Policy| Layout::of(p.parameters()).unwrap();
-        let gcra = layout(floodwall_core::Policy::gcra("a", "10/s".parse().unwrap()).unwrap());
-        let fw =
-            layout(floodwall_core::Policy::fixed_window("b", "7/min".parse().unwrap()).unwrap());
+        let gcra = layout(Policy::gcra("a", rate("10/s")));
+        let fw = layout(Policy::fixed_window("b", rate("7/min")));
         let text = all(&[gcra, fw], &[None, None], true).unwrap();
         assert!(text.starts_with("-- floodwall: prepended"));
-        assert!(
-            text.contains("decide[1] = function(c)") && text.contains("decide[2] = function(c)")
-        );
-        for marker in [
-            "{now}", "{p1}", "{p2}", "{p3}", "-- {", "-- @load", "-- @step", "-- @save",
-        ] {
+        assert!((1..3).all(|i| text.contains(&format!("decide[{i}] = function(c)"))));
+        for marker in "{now}|{p1}|{p2}|{p3}|-- {|-- @load|-- @step|-- @save".split('|') {
             assert!(!text.contains(marker), "{marker}");
         }
         // Each policy's parameters are written into its own function.
-        assert!(
-            text.contains(&gcra.args[0].to_string()) && text.contains("local limit, period = 7,")
-        );
+        let fw_written = text.contains("local limit, period = 7,");
+        assert!(text.contains(&gcra.args[0].to_string()) && fw_written);
         // A sliding log has no sections to paste.
-        let log = layout(floodwall_core::Policy::sliding_log("c", "5/s".parse().unwrap()).unwrap());
+        let log = layout(Policy::sliding_log("c", rate("5/s")));
         assert!(all(&[gcra, log], &[None, None], true).is_none());
     }
 
     #[test]
     fn a_script_of_several_policies_past_the_bound_reads_each_ones_numbers_in_turn() {
-        let layout = |p: floodwall_core::Policy| Layout::of(p.parameters()).unwrap();
-        let tb =
-            layout(floodwall_core::Policy::token_bucket("a", "10/s".parse().unwrap()).unwrap());
-        let fw =
-            layout(floodwall_core::Policy::fixed_window("b", "7/min".parse().unwrap()).unwrap());
+        let tb = layout(Policy::token_bucket("a", rate("10/s")));
+        let fw = layout(Policy::fixed_window("b", rate("7/min")));
         let numbers = [3, 1, 2, 1, 2, 9];
         let text = all(&[tb, fw, tb], &[None, Some(numbers), None], false).unwrap();
-        for marker in [
-            "{now}", "{p1}", "{p2}", "{p3}", "{q1}", "{q6}", "{m}", "-- {", "-- @",
-        ] {
+        for marker in "{now}|{p1}|{p2}|{p3}|{q1}|{q6}|{m}|-- {|-- @".split('|') {
             assert!(!text.contains(marker), "{marker}");
         }
         // No number written in: not the fixed window's limit, nor the penalty's.
@@ -194,17 +166,10 @@ mod tests {
         // second token bucket's three, then the time at ARGV[16].
         assert!(text.contains("local now, slack = ARGV[16], 0") && !text.contains("ARGV[17]"));
         let function = |i: usize| {
-            let f = text
-                .split_once(&format!("decide[{i}] = function"))
-                .unwrap()
-                .1;
+            let (_, f) = text.split_once(&format!("decide[{i}] = function")).unwrap();
             f.split_once("\nend\n").unwrap().0.to_owned()
         };
-        let reads = |from: usize, to: usize| {
-            (from..=to)
-                .map(|k| format!("tonumber(ARGV[{k}])"))
-                .collect::<Vec<_>>()
-        };
+        let reads = |from: usize, to: usize| (from..=to).map(|k| format!("tonumber(ARGV[{k}])"));
         for (i, (from, to)) in [(1, (2, 4)), (2, (5, 6)), (3, (13, 15))] {
             for read in reads(from, to) {
                 assert!(function(i).contains(&read), "{i}: {read}");
