@@ -71,6 +71,16 @@ pub(crate) struct Args {
     /// when over the limit) for Envoy to add to the response.
     #[arg(long, env = "RESPONSE_HEADERS")]
     pub(crate) response_headers: bool,
+
+    /// After SIGTERM or Ctrl-C, how long requests in flight and open connections get to
+    /// finish (a client that keeps its connection open past it is cut off), in seconds.
+    #[arg(
+        long,
+        env = "SHUTDOWN_GRACE",
+        default_value_t = 10,
+        value_name = "SECONDS"
+    )]
+    pub(crate) shutdown_grace: u64,
 }
 
 impl Args {

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
@@ -14,6 +15,7 @@ use floodwall_core::DynStore;
 use floodwall_rls::RateLimitService;
 use floodwall_rls::config::Config;
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::oneshot;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::server::HealthReporter;
@@ -102,17 +104,34 @@ async fn run(args: cli::Args, config: Config) -> Result<(), String> {
         response_headers = args.response_headers,
         "serving envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1.Health"
     );
-    Server::builder()
+    let (stopping, stopped) = oneshot::channel();
+    let grace = Duration::from_secs(args.shutdown_grace);
+    let server = Server::builder()
         .add_service(health_service)
         .add_service(service.into_server())
-        .serve_with_incoming_shutdown(incoming, shutdown(terminate, health))
-        .await
-        .map_err(|e| format!("the server failed: {e}"))
+        .serve_with_incoming_shutdown(incoming, shutdown(terminate, health, stopping));
+    // The server returns once every connection is closed: a client that keeps an idle
+    // one open (or stops reading) would hold the process forever without this bound.
+    let cut_off = async {
+        if stopped.await.is_ok() {
+            tokio::time::sleep(grace).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        served = server => served.map_err(|e| format!("the server failed: {e}")),
+        () = cut_off => {
+            warn!(grace_secs = grace.as_secs(), "connections still open after the grace period: closing them");
+            Ok(())
+        }
+    }
 }
 
-/// Resolves on SIGTERM or Ctrl-C, after telling health checkers the service is going.
-/// Requests in flight then finish; new connections are refused.
-async fn shutdown(mut terminate: Signal, health: HealthReporter) {
+/// Resolves on SIGTERM or Ctrl-C, after telling health checkers the service is going
+/// and `stopping` that the grace period starts. Requests in flight then finish; new
+/// connections are refused.
+async fn shutdown(mut terminate: Signal, health: HealthReporter, stopping: oneshot::Sender<()>) {
     let which = tokio::select! {
         _ = terminate.recv() => "SIGTERM",
         _ = tokio::signal::ctrl_c() => "Ctrl-C",
@@ -124,6 +143,7 @@ async fn shutdown(mut terminate: Signal, health: HealthReporter) {
     health
         .set_service_status("", tonic_health::ServingStatus::NotServing)
         .await;
+    let _ = stopping.send(());
 }
 
 /// On each SIGHUP, reads the whole configuration again and swaps it in; one that does not
