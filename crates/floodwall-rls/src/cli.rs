@@ -23,7 +23,7 @@ pub(crate) struct Args {
     #[arg(long, env = "RLS_CONFIG", value_name = "FILE_OR_DIR")]
     pub(crate) config: PathBuf,
 
-    /// The address the gRPC server listens on (`:0` picks a free port, logged at startup).
+    /// The address the gRPC server listens on (port 0 picks a free one, logged at startup).
     #[arg(
         long,
         env = "LISTEN",
@@ -35,7 +35,7 @@ pub(crate) struct Args {
     /// Counts on one Redis node, shared by every instance pointed at it
     /// (`redis://[user:password@]host[:port][/db]`). Without a Redis option the counts are
     /// in this process's memory.
-    #[arg(long, env = "REDIS_URL", value_name = "URL")]
+    #[arg(long, env = "REDIS_URL", value_name = "URL", hide_env_values = true)]
     pub(crate) redis: Option<String>,
 
     /// Counts on a Redis Cluster, reached through any of these nodes (comma-separated).
@@ -43,7 +43,8 @@ pub(crate) struct Args {
         long,
         env = "REDIS_CLUSTER_URLS",
         value_name = "URL,URL,...",
-        value_delimiter = ','
+        value_delimiter = ',',
+        hide_env_values = true
     )]
     pub(crate) redis_cluster: Option<Vec<String>>,
 
@@ -54,7 +55,8 @@ pub(crate) struct Args {
         env = "REDIS_SENTINEL_URLS",
         value_name = "URL,URL,...",
         value_delimiter = ',',
-        requires = "service"
+        requires = "service",
+        hide_env_values = true
     )]
     pub(crate) sentinel: Option<Vec<String>>,
 
