@@ -8,7 +8,12 @@
 //!   floodwall store, as a tonic service to add to a server of your own
 //!   ([`into_server`](RateLimitService::into_server)).
 //!
-//! The binary comes next.
+//! The binary `floodwall-rls` (feature `bin`, on by default) serves it: `floodwall-rls
+//! --config <file or directory> [--listen 127.0.0.1:8081] [--redis <url> | --redis-cluster
+//! <url,...> | --sentinel <url,...> --service <name>] [--response-headers]`, with the
+//! standard gRPC health service, a reload on SIGHUP and a graceful stop on SIGTERM
+//! (`floodwall-rls --help`). A program that embeds the service depends on this crate with
+//! `default-features = false` and builds none of the binary's dependencies.
 
 pub mod config;
 pub mod service;

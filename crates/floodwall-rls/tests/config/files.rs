@@ -83,3 +83,31 @@ fn unreadable_empty_and_non_utf8() {
         (ErrorKind::NotUtf8, Some(3), Some(13))
     );
 }
+
+#[test]
+fn the_shipped_example_configuration_loads_cleanly() {
+    // examples/rls/ at the repository's root, which the README serves.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/rls");
+    let config = Config::load(&dir).unwrap_or_else(|e| panic!("{e}"));
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    let domains: Vec<&str> = config.domains().map(|d| d.name()).collect();
+    assert_eq!(domains, ["api", "messaging"]);
+    let gold = [("api_key", "k"), ("plan", "gold")];
+    assert_eq!(rate(&config, "api", &gold), Some((100, Unit::Second)));
+    let silver = [("api_key", "k"), ("plan", "silver")];
+    assert_eq!(rate(&config, "api", &silver), Some((10, Unit::Minute)));
+    assert!(
+        config
+            .limit("api", [("path", "/healthz")])
+            .unwrap()
+            .is_unlimited()
+    );
+    assert!(
+        config
+            .limit("api", [("path", "/search")])
+            .unwrap()
+            .shadow_mode()
+    );
+    let marketing = [("message_type", "marketing"), ("to_number", "1")];
+    assert_eq!(rate(&config, "messaging", &marketing), Some((5, Unit::Day)));
+}
