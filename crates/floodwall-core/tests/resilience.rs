@@ -17,6 +17,8 @@ use floodwall_core::{
 
 #[path = "resilience/fallback.rs"]
 mod fallback;
+#[path = "resilience/fallback_ops.rs"]
+mod fallback_ops;
 #[path = "resilience/logging.rs"]
 mod logging;
 
@@ -41,6 +43,8 @@ struct Flaky {
     calls: Arc<AtomicUsize>,
     /// Whether `check_now` answers (a store without I/O) or defers to `check`.
     sync: bool,
+    /// What the store's health is read with for operations other than a check.
+    probe: Policy,
 }
 
 impl Flaky {
@@ -50,6 +54,7 @@ impl Flaky {
             health: Arc::new(AtomicU8::new(Health::Up as u8)),
             calls: Arc::new(AtomicUsize::new(0)),
             sync: false,
+            probe: Policy::gcra("probe", "1/s".parse().unwrap()).unwrap(),
         }
     }
 
@@ -80,7 +85,11 @@ impl Store for Flaky {
                 .answer(key, policy, cost)
                 .map(|r| r.map(Reply::Decision)),
             Op::Reset { .. } => self.memory.call_now(op),
-            other => Some(Err(other.unsupported())),
+            // Every other operation fails as a check would, or reaches the memory store.
+            other => match self.answer(b"", &self.probe, 0) {
+                Some(Ok(_)) => self.memory.call_now(other),
+                failed => failed.map(|r| r.map(Reply::Decision)),
+            },
         };
         // Ready at once with the answer, or pending for good without one.
         std::future::poll_fn(move |_| answer.take().map_or(Poll::Pending, Poll::Ready))
