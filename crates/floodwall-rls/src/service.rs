@@ -50,6 +50,7 @@
 //! timeout) is a gRPC `UNAVAILABLE`, so that Envoy's filter applies its
 //! `failure_mode_deny`. Nothing panics, whatever the request.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -332,16 +333,21 @@ impl<S: Store + 'static> RateLimitServiceTrait for RateLimitService<S> {
 }
 
 /// The limit of each descriptor's `limit` override, where it has one and the domain is
-/// known (the reference ignores an override in an unknown domain); an override the
-/// service cannot apply is an `INVALID_ARGUMENT`.
+/// known (the reference ignores an override in an unknown domain), by descriptor; empty
+/// when no descriptor has one. An override the service cannot apply is an
+/// `INVALID_ARGUMENT`.
 fn overrides(
     config: &Config,
     request: &RateLimitRequest,
 ) -> Result<Vec<Option<RateLimit>>, Status> {
+    // The usual request has no override: no list to allocate.
     let known = config.domain(&request.domain).is_some();
+    if !known || request.descriptors.iter().all(|d| d.limit.is_none()) {
+        return Ok(Vec::new());
+    }
     let mut out = Vec::with_capacity(request.descriptors.len());
     for (i, descriptor) in request.descriptors.iter().enumerate() {
-        let Some(asked) = descriptor.limit.filter(|_| known) else {
+        let Some(asked) = descriptor.limit else {
             out.push(None);
             continue;
         };
@@ -381,9 +387,9 @@ fn plan<'a>(
     let mut limits: Vec<Option<&RateLimit>> = request
         .descriptors
         .iter()
-        .zip(overrides)
-        .map(|(d, over)| {
-            over.as_ref().or_else(|| {
+        .enumerate()
+        .map(|(i, d)| {
+            overrides.get(i).and_then(Option::as_ref).or_else(|| {
                 let entries = d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
                 config.limit(&request.domain, entries)
             })
@@ -496,20 +502,19 @@ fn headers(plans: &[Plan<'_>], decided: &[(usize, Decision)], over: bool) -> Vec
         };
         let sep = if policy_field.is_empty() { "" } else { ", " };
         let window = limit.unit().map_or(1, Unit::seconds);
-        policy_field.push_str(&format!(
-            "{sep}\"{}\";q={};w={window}",
-            policy.name(),
+        // Writing to a String cannot fail.
+        let name = policy.name();
+        let _ = write!(
+            policy_field,
+            "{sep}\"{name}\";q={};w={window}",
             limit.requests_per_unit()
-        ));
+        );
         if policy.limit() != u64::from(limit.requests_per_unit()) {
-            policy_field.push_str(&format!(";floodwall-burst={}", policy.limit()));
+            let _ = write!(policy_field, ";floodwall-burst={}", policy.limit());
         }
-        limit_field.push_str(&format!(
-            "{sep}\"{}\";r={};t={}",
-            policy.name(),
-            d.remaining.min(SF_INTEGER_MAX),
-            ceil_secs(d.reset_after).min(SF_INTEGER_MAX)
-        ));
+        let remaining = d.remaining.min(SF_INTEGER_MAX);
+        let reset = ceil_secs(d.reset_after).min(SF_INTEGER_MAX);
+        let _ = write!(limit_field, "{sep}\"{name}\";r={remaining};t={reset}");
         if let Some(r) = d.retry_after {
             retry = Some(retry.map_or(r, |before| before.max(r)));
         }

@@ -12,12 +12,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tonic::transport::Channel;
+
+#[path = "../common/envoy.rs"]
+mod envoy;
+use envoy::{OK, OVER, descriptor, request};
 
 mod examples;
 mod redis;
@@ -41,9 +42,6 @@ const ENV: [&str; 8] = [
     "RESPONSE_HEADERS",
     "SHUTDOWN_GRACE",
 ];
-
-const OK: i32 = Code::Ok as i32;
-const OVER: i32 = Code::OverLimit as i32;
 
 /// A fresh directory under the system's temporary one, removed on drop.
 struct TempDir(PathBuf);
@@ -230,29 +228,11 @@ async fn ask(
     domain: &str,
     entries: &[(&str, &str)],
 ) -> RateLimitResponse {
-    let request = RateLimitRequest {
-        domain: domain.to_owned(),
-        descriptors: vec![descriptor(entries)],
-        hits_addend: 0,
-    };
     client
-        .should_rate_limit(request)
+        .should_rate_limit(request(domain, vec![descriptor(entries)]))
         .await
         .unwrap_or_else(|s| panic!("{s:?}"))
         .into_inner()
-}
-
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: entries
-            .iter()
-            .map(|(k, v)| Entry {
-                key: (*k).to_owned(),
-                value: (*v).to_owned(),
-            })
-            .collect(),
-        ..RateLimitDescriptor::default()
-    }
 }
 
 /// How many of `n` calls for `entries` of domain `api` are admitted, one after another.

@@ -15,13 +15,7 @@ async fn a_refused_request_charges_nothing() {
     }
     // alice is admitted first, then bob is refused: alice's unit is given back.
     let r = rls
-        .ask(request(
-            "api",
-            vec![
-                descriptor(&[("user", "alice")]),
-                descriptor(&[("user", "bob")]),
-            ],
-        ))
+        .several(&[&[("user", "alice")], &[("user", "bob")]])
         .await;
     assert_eq!(
         (r.overall_code, codes(&r)),
@@ -31,13 +25,7 @@ async fn a_refused_request_charges_nothing() {
 
     // bob is refused first: carol, after it, is only read.
     let r = rls
-        .ask(request(
-            "api",
-            vec![
-                descriptor(&[("user", "bob")]),
-                descriptor(&[("user", "carol")]),
-            ],
-        ))
+        .several(&[&[("user", "bob")], &[("user", "carol")]])
         .await;
     assert_eq!(
         (r.overall_code, codes(&r)),
@@ -50,13 +38,7 @@ async fn a_refused_request_charges_nothing() {
 async fn requests_per_unit_0_anywhere_charges_nothing() {
     let (rls, _clock) = start(CONFIG).await;
     let r = rls
-        .ask(request(
-            "api",
-            vec![
-                descriptor(&[("user", "alice")]),
-                descriptor(&[("path", "/blocked")]),
-            ],
-        ))
+        .several(&[&[("user", "alice")], &[("path", "/blocked")]])
         .await;
     assert_eq!(
         (r.overall_code, codes(&r)),
@@ -72,14 +54,11 @@ async fn windows_and_shadow_limits_are_given_back_too() {
         rls.one(&[("user", "bob")]).await;
     }
     let r = rls
-        .ask(request(
-            "api",
-            vec![
-                descriptor(&[("path", "/orders")]),
-                descriptor(&[("trial", "t")]),
-                descriptor(&[("user", "bob")]),
-            ],
-        ))
+        .several(&[
+            &[("path", "/orders")],
+            &[("trial", "t")],
+            &[("user", "bob")],
+        ])
         .await;
     assert_eq!(r.overall_code, OVER);
     assert_eq!(codes(&r), [(OK, 1000), (OK, 1), (OVER, 0)]);
@@ -131,13 +110,7 @@ async fn a_store_failing_after_a_refusal_leaves_the_refusal() {
     let store = MemoryStore::builder().clock(ManualClock::new(T0)).build();
     let rls = start_with(CONFIG, FailOn(store, "api.ip")).await;
     let r = rls
-        .ask(request(
-            "api",
-            vec![
-                descriptor(&[("path", "/blocked")]),
-                descriptor(&[("ip", "192.0.2.1")]),
-            ],
-        ))
+        .several(&[&[("path", "/blocked")], &[("ip", "192.0.2.1")]])
         .await;
     assert_eq!(r.overall_code, OVER);
     assert_eq!(r.statuses[1].code, Code::Unknown as i32);

@@ -150,12 +150,7 @@ async fn shadow_mode_counts_but_answers_ok() {
         assert!(r.statuses[0].current_limit.is_some());
     }
     // Beside a limit in force, it refuses nothing; the other is charged as usual.
-    let r = rls
-        .ask(request(
-            "api",
-            vec![descriptor(&[("trial", "t")]), descriptor(&[("user", "u")])],
-        ))
-        .await;
+    let r = rls.several(&[&[("trial", "t")], &[("user", "u")]]).await;
     assert_eq!((r.overall_code, codes(&r)), (OK, vec![(OK, 0), (OK, 2)]));
     // `requests_per_unit: 0` in shadow mode: OK, the store untouched.
     let before = rls.service.store().len();

@@ -7,8 +7,7 @@
 use std::time::Duration;
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::UInt64Value;
@@ -17,6 +16,10 @@ use floodwall_rls::RateLimitService;
 use floodwall_rls::config::Config;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
+
+#[path = "../common/envoy.rs"]
+mod envoy;
+use envoy::{OK, OVER, descriptor, request};
 
 mod all_or_nothing;
 mod decisions;
@@ -122,30 +125,15 @@ impl<S> Rls<S> {
         self.call(request).await.unwrap_or_else(|s| panic!("{s:?}"))
     }
 
+    /// The answer to several descriptors of domain `api`, each of `entries`, cost 1.
+    async fn several(&self, entries: &[&[(&str, &str)]]) -> RateLimitResponse {
+        let descriptors = entries.iter().map(|e| descriptor(e)).collect();
+        self.ask(request("api", descriptors)).await
+    }
+
     /// The answer to one descriptor of domain `api`, cost 1.
     async fn one(&self, entries: &[(&str, &str)]) -> RateLimitResponse {
         self.ask(request("api", vec![descriptor(entries)])).await
-    }
-}
-
-fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: domain.to_owned(),
-        descriptors,
-        hits_addend: 0,
-    }
-}
-
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: entries
-            .iter()
-            .map(|(k, v)| Entry {
-                key: (*k).to_owned(),
-                value: (*v).to_owned(),
-            })
-            .collect(),
-        ..RateLimitDescriptor::default()
     }
 }
 
@@ -154,9 +142,6 @@ fn costing(mut descriptor: RateLimitDescriptor, hits: u64) -> RateLimitDescripto
     descriptor.hits_addend = Some(UInt64Value { value: hits });
     descriptor
 }
-
-const OK: i32 = Code::Ok as i32;
-const OVER: i32 = Code::OverLimit as i32;
 
 /// `(code, limit_remaining)` of each status.
 fn codes(response: &RateLimitResponse) -> Vec<(i32, u32)> {
