@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use floodwall_core::Source;
 use floodwall_core::Store;
-use floodwall_core::store::{Op, Reply};
+use floodwall_core::store::{Checks, Op, Reply};
 use floodwall_core::{Algorithm, DenyCache, ManualClock, MemoryStore, Policy, Quota, StoreExt};
 
 mod common;
@@ -190,9 +190,11 @@ fn a_cached_refusal_of_one_policy_refuses_all_without_the_store() {
     let dynamic: Arc<dyn floodwall_core::DynStore> = Arc::new(cache);
     let d = dynamic
         .call_now(Op::CheckAll {
-            key: b"k",
-            policies: &both,
-            cost: 1,
+            checks: Checks::OneKey {
+                key: b"k",
+                policies: &both,
+                cost: 1,
+            },
         })
         .map(|r| r.and_then(Reply::into_decisions))
         .unwrap()

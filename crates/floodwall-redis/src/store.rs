@@ -291,11 +291,7 @@ impl RedisStore {
             StoreOp::Check { key, policy, cost } => {
                 Reply::Decision(self.decide(key, policy, cost, now).await?)
             }
-            StoreOp::CheckAll {
-                key,
-                policies,
-                cost,
-            } => Reply::Decisions(self.decide_all(key, policies, cost, now).await?),
+            StoreOp::CheckAll { checks } => Reply::Decisions(self.decide_all(checks, now).await?),
             StoreOp::Reserve {
                 key,
                 policy,

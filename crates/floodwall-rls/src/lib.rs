@@ -15,6 +15,7 @@
 //! (`floodwall-rls --help`). A program that embeds the service depends on this crate with
 //! `default-features = false` and builds none of the binary's dependencies.
 
+mod charge;
 pub mod config;
 pub mod service;
 

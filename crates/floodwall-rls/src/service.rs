@@ -40,7 +40,11 @@
 //! burst, or its window's count) is `OVER_LIMIT`, never an error.
 //!
 //! A request's descriptors are all or nothing: if one is over its limit, none is charged
-//! (the reference charges the others; its issue #185). `shadow_mode` descriptors are
+//! (the reference charges the others; its issue #185). The store decides them in one
+//! atomic step ([`StoreExt::check_all_of`](floodwall_core::StoreExt::check_all_of)), so a
+//! concurrent request never sees a charge that is not kept; where it cannot (on a Redis
+//! Cluster, descriptors whose keys are in different slots), one by one, giving the
+//! charges back on a refusal: never past a quota. `shadow_mode` descriptors are
 //! decided and counted as usual but answered `OK`, with `limit_remaining` 0 when they
 //! would have been refused (the reference's answer), and never make the request refused.
 //! The overall code is `OVER_LIMIT` if any descriptor's is.
@@ -66,9 +70,10 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::envoy::r#type::v3::RateLimitUnit as OverrideUnit;
 use envoy_types::pb::google::protobuf::Duration as DurationMessage;
-use floodwall_core::{Adjustment, Decision, Error, Policy, Store, StoreExt};
+use floodwall_core::{Decision, Error, Policy, Store};
 use tonic::{Request, Response, Status};
 
+use crate::charge;
 use crate::config::{Config, RateLimit, Rule, Unit, drop_replaced};
 
 /// floodwall as Envoy's rate-limit service: decides each `ShouldRateLimit` request with
@@ -103,11 +108,8 @@ impl<S> std::fmt::Debug for RateLimitService<S> {
     }
 }
 
-/// Each descriptor's status, and the decisions behind them by descriptor index.
-type Charged = (Vec<DescriptorStatus>, Vec<(usize, Decision)>);
-
 /// What one descriptor of a request asks of the store, once its limit is known.
-enum Plan<'a> {
+pub(crate) enum Plan<'a> {
     /// No limit applies: `OK`, nothing else said.
     Free,
     /// `unlimited: true`.
@@ -186,7 +188,7 @@ impl<S: Store + 'static> RateLimitService<S> {
         let overrides = overrides(&config, request)?;
         let plans = plan(&config, &overrides, request);
 
-        let (statuses, decided) = self.charge(&plans).await?;
+        let (statuses, decided) = charge::all_or_nothing(&*self.store, &plans).await?;
 
         let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
         let mut response = RateLimitResponse {
@@ -198,127 +200,6 @@ impl<S: Store + 'static> RateLimitService<S> {
             response.response_headers_to_add = headers(&plans, &decided, over);
         }
         Ok(response)
-    }
-
-    /// Each descriptor's status, and the decisions behind them (for the headers), with a
-    /// request's descriptors charged all or nothing.
-    ///
-    /// INTERIM, until the store can decide several keys in one operation: the descriptors
-    /// are checked one by one, in order; at the first refusal, what the admitted ones were
-    /// charged is given back (`Adjustment::Refund`) and the rest are only read (a check of
-    /// cost 0). Every algorithm refunds: GCRA and the buckets exactly; the windows and the
-    /// log take the units back from their oldest entries, so a key refunded there can pass
-    /// again a little later than if it had never been charged, never sooner. A refund the
-    /// store fails to make leaves its charge: the key is counted once too often, never
-    /// admitted past its quota. Between a check and its refund, another request may see
-    /// the charge and be refused.
-    async fn charge(&self, plans: &[Plan<'_>]) -> Result<Charged, Status> {
-        let mut statuses: Vec<DescriptorStatus> =
-            plans.iter().map(|_| DescriptorStatus::default()).collect();
-        let mut decided: Vec<(usize, Decision)> = Vec::new();
-        // A non-shadow `requests_per_unit: 0` refuses the request before the store is asked.
-        let mut refused = plans
-            .iter()
-            .any(|p| matches!(p, Plan::RefuseAll(limit) if !limit.shadow_mode()));
-        let mut admitted: Vec<usize> = Vec::new();
-        for (i, plan) in plans.iter().enumerate() {
-            let status = &mut statuses[i];
-            match plan {
-                Plan::Free => status.code = Code::Ok as i32,
-                Plan::Unlimited => {
-                    status.code = Code::Ok as i32;
-                    status.limit_remaining = u32::MAX;
-                }
-                Plan::RefuseAll(limit) => {
-                    *status = limit_status(limit, limit.shadow_mode(), None);
-                }
-                Plan::Check {
-                    limit,
-                    policy,
-                    key,
-                    cost,
-                } => {
-                    let shadow = limit.shadow_mode();
-                    if refused {
-                        // Only read: the request is refused already. A store that fails
-                        // to answer changes nothing of that: the status then says the
-                        // limit and no code (UNKNOWN).
-                        match self.store.check(key, policy, 0).await {
-                            Ok(peek) => {
-                                let passes = peek.is_allowed() && *cost <= peek.remaining;
-                                *status = limit_status(limit, passes || shadow, Some(&peek));
-                                decided.push((i, peek));
-                            }
-                            Err(_) => {
-                                *status = limit_status(limit, false, None);
-                                status.code = Code::Unknown as i32;
-                            }
-                        }
-                        continue;
-                    }
-                    match self.store.check(key, policy, *cost).await {
-                        Ok(d) if d.is_allowed() => {
-                            *status = limit_status(limit, true, Some(&d));
-                            admitted.push(i);
-                            decided.push((i, d));
-                        }
-                        Ok(d) => {
-                            *status = limit_status(limit, shadow, Some(&d));
-                            if shadow {
-                                status.limit_remaining = 0;
-                            } else {
-                                refused = true;
-                            }
-                            decided.push((i, d));
-                        }
-                        Err(Error::CostTooHigh { .. }) => {
-                            // Never admissible, and nothing was recorded: refused, with
-                            // the key's figures as they stand.
-                            let peek = self.store.check(key, policy, 0).await.ok();
-                            *status = limit_status(limit, shadow, peek.as_ref());
-                            status.limit_remaining = 0;
-                            if !shadow {
-                                refused = true;
-                            }
-                            if let Some(peek) = peek {
-                                decided.push((i, peek));
-                            }
-                        }
-                        Err(e) => {
-                            self.refund(plans, &admitted).await;
-                            return Err(unavailable(&e));
-                        }
-                    }
-                    if refused {
-                        self.refund(plans, &admitted).await;
-                        for &j in &admitted {
-                            if let Plan::Check { cost, .. } = &plans[j] {
-                                give_back(&mut statuses[j], &mut decided, j, *cost);
-                            }
-                        }
-                        admitted.clear();
-                    }
-                }
-            }
-        }
-        Ok((statuses, decided))
-    }
-
-    /// Gives back what the `admitted` descriptors were charged. A refund that fails leaves
-    /// its charge (see the INTERIM note in [`charge`](Self::charge)).
-    async fn refund(&self, plans: &[Plan<'_>], admitted: &[usize]) {
-        for &i in admitted {
-            if let Plan::Check {
-                policy, key, cost, ..
-            } = &plans[i]
-                && *cost > 0
-            {
-                let _ = self
-                    .store
-                    .adjust(key, policy, Adjustment::Refund(*cost))
-                    .await;
-            }
-        }
     }
 }
 
@@ -437,7 +318,11 @@ fn store_key(descriptor: &RateLimitDescriptor) -> Vec<u8> {
 
 /// The status of a descriptor under `limit`: `OK` or `OVER_LIMIT`, the limit as
 /// configured, and what remains and when it is full again from `decision`.
-fn limit_status(limit: &RateLimit, ok: bool, decision: Option<&Decision>) -> DescriptorStatus {
+pub(crate) fn limit_status(
+    limit: &RateLimit,
+    ok: bool,
+    decision: Option<&Decision>,
+) -> DescriptorStatus {
     DescriptorStatus {
         code: if ok { Code::Ok } else { Code::OverLimit } as i32,
         current_limit: Some(LimitMessage {
@@ -448,19 +333,6 @@ fn limit_status(limit: &RateLimit, ok: bool, decision: Option<&Decision>) -> Des
         limit_remaining: decision.map_or(0, |d| saturate(d.remaining)),
         duration_until_reset: decision.map(|d| duration_message(d.reset_after)),
         quota: None,
-    }
-}
-
-/// An admitted descriptor's status and decision once its charge was given back.
-fn give_back(
-    status: &mut DescriptorStatus,
-    decided: &mut [(usize, Decision)],
-    i: usize,
-    cost: u64,
-) {
-    if let Some((_, d)) = decided.iter_mut().find(|(j, _)| *j == i) {
-        d.remaining = d.remaining.saturating_add(cost).min(d.limit);
-        status.limit_remaining = saturate(d.remaining);
     }
 }
 
@@ -476,7 +348,7 @@ fn unit_message(unit: Unit) -> UnitMessage {
     }
 }
 
-fn saturate(n: u64) -> u32 {
+pub(crate) fn saturate(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
@@ -487,7 +359,7 @@ fn duration_message(d: Duration) -> DurationMessage {
     }
 }
 
-fn unavailable(e: &Error) -> Status {
+pub(crate) fn unavailable(e: &Error) -> Status {
     Status::unavailable(format!("the rate limit store could not decide: {e}"))
 }
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use floodwall_core::store::{Op, Reply};
+use floodwall_core::store::{Checks, Op, Reply};
 use floodwall_core::{Decision, Policy, Store, StoreExt};
 
 use crate::config::Config;
@@ -108,9 +108,11 @@ fn many<M: Refuse, St: Store, K>(
     let Some(result) = config
         .store
         .call_now(Op::CheckAll {
-            key: key.as_bytes(),
-            policies,
-            cost,
+            checks: Checks::OneKey {
+                key: key.as_bytes(),
+                policies,
+                cost,
+            },
         })
         .map(|r| r.and_then(Reply::into_decisions))
     else {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::FailMode;
-use crate::store::{Op, Reply, Store};
+use crate::store::{Check, Checks, Op, Reply, Store};
 use crate::{
     Cancelled, Clock, Decision, Error, MemoryStore, Policy, Reservable, Reservation, Source,
     SystemClock,
@@ -194,28 +194,31 @@ impl<S, C: Clock> Backstop<S, C> {
         self.settle(result, || policy.check_cost(cost), || open(policy), local)
     }
 
-    /// A check of several policies' answer: the local mode decides all the shares at once.
+    /// A check of several's answer: the local mode decides all the shares at once.
     fn settle_all(
         &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
+        checks: &Checks<'_>,
         result: Result<Vec<Option<Decision>>, Error>,
     ) -> Result<Vec<Option<Decision>>, Error> {
-        let cost_ok = || policies.iter().try_for_each(|p| p.check_cost(cost));
         let local = |nodes| {
-            let shares: Vec<Policy> = (policies.iter())
-                .map(|p| self.with_share(p, nodes, Policy::clone))
+            let shares: Vec<Policy> = (checks.iter())
+                .map(|c| self.with_share(c.policy, nodes, Policy::clone))
                 .collect();
-            let cost = shares.iter().fold(cost, |c, s| c.min(s.limit()));
-            let decisions = self.local.check_all_sync(key, &shares, cost)?;
+            let local: Vec<Check<'_>> = (checks.iter().zip(&shares))
+                .map(|(c, share)| Check {
+                    key: c.key,
+                    policy: share,
+                    cost: c.cost.min(share.limit()),
+                })
+                .collect();
+            let decisions = self.local.check_all_sync(Checks::Each(&local))?;
             Ok(decisions
                 .into_iter()
                 .map(|d| d.map(Decision::by_fallback))
                 .collect())
         };
-        let open_all = || policies.iter().map(|p| Some(open(p))).collect();
-        self.settle(result, cost_ok, open_all, local)
+        let open_all = || checks.iter().map(|c| Some(open(c.policy))).collect();
+        self.settle(result, || checks.check_costs(), open_all, local)
     }
 
     /// A reservation's answer: failing open books nothing; a local mode books in the share.
@@ -335,12 +338,8 @@ impl<S, C: Clock> Backstop<S, C> {
             Op::Check { key, policy, cost } => self
                 .settle_check(key, policy, cost, result.and_then(Reply::into_decision))
                 .map(Reply::Decision),
-            Op::CheckAll {
-                key,
-                policies,
-                cost,
-            } => self
-                .settle_all(key, policies, cost, result.and_then(Reply::into_decisions))
+            Op::CheckAll { checks } => self
+                .settle_all(&checks, result.and_then(Reply::into_decisions))
                 .map(Reply::Decisions),
             Op::Reserve {
                 key,

@@ -59,6 +59,7 @@ pub(crate) struct KeyRef<'a> {
 }
 
 /// Holds the digest of a long key for as long as a lookup needs it.
+#[derive(Clone)]
 pub(crate) enum KeyBuf<'a> {
     Short(&'a [u8]),
     Long([u8; 32]),

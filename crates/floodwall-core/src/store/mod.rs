@@ -11,6 +11,7 @@ use crate::{
     Reservation,
 };
 
+mod checks;
 mod deny_cache;
 mod evict;
 pub(crate) mod key;
@@ -19,6 +20,7 @@ mod memory;
 mod op;
 mod parts;
 
+pub use checks::{Check, Checks};
 pub use deny_cache::{DenyCache, DenyCacheBuilder, DenyCacheStats};
 pub use local_verdicts::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};
 pub use memory::{MemoryStore, MemoryStoreBuilder};
@@ -139,13 +141,30 @@ pub trait StoreExt: Store {
         cost: u64,
     ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
         async move {
-            self.call(Op::CheckAll {
+            let checks = Checks::OneKey {
                 key,
                 policies,
                 cost,
-            })
-            .await?
-            .into_decisions()
+            };
+            self.call(Op::CheckAll { checks }).await?.into_decisions()
+        }
+    }
+
+    /// [`check_all`](Self::check_all) for checks that each have their own key and cost
+    /// (an Envoy request's descriptors): all recorded if all allow, else none.
+    ///
+    /// One entry per check, in order, as `check_all` answers. The memory store holds any
+    /// checks together. A store that cannot hold these together answers
+    /// [`Error::Unsupported`] and records nothing (`RedisStore`: keys in different slots
+    /// of a cluster, different costs, a sliding window or log beside other policies); the
+    /// caller then decides them some other way.
+    fn check_all_of(
+        &self,
+        checks: &[Check<'_>],
+    ) -> impl Future<Output = Result<Vec<Option<Decision>>, Error>> + Send {
+        async move {
+            let checks = Checks::Each(checks);
+            self.call(Op::CheckAll { checks }).await?.into_decisions()
         }
     }
 

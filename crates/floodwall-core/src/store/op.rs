@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::Checks;
 use crate::{
     Acquired, Adjustment, Cancelled, ConcurrencyLimit, Decision, Error, Policy, Reservable,
     Reservation,
@@ -27,16 +28,12 @@ pub enum Op<'a> {
         /// What the request spends.
         cost: u64,
     },
-    /// Decide a request of `cost` against every policy at once: recorded in all only if
-    /// all allow it (see [`StoreExt::check_all`](super::StoreExt::check_all)). Answers
+    /// Decide several checks at once: recorded in all only if all allow (see
+    /// [`StoreExt::check_all`](super::StoreExt::check_all)). Answers
     /// [`Reply::Decisions`].
     CheckAll {
-        /// The client's key.
-        key: &'a [u8],
-        /// The limits, all or nothing.
-        policies: &'a [Policy],
-        /// What the request spends under each.
-        cost: u64,
+        /// The checks, all or nothing.
+        checks: Checks<'a>,
     },
     /// Book the earliest slot at most `max_wait` away (see
     /// [`StoreExt::reserve`](super::StoreExt::reserve)). Answers [`Reply::Reservation`].
@@ -113,9 +110,7 @@ impl Op<'_> {
     pub fn check_cost(&self) -> Result<(), Error> {
         match *self {
             Self::Check { policy, cost, .. } => policy.check_cost(cost),
-            Self::CheckAll { policies, cost, .. } => {
-                policies.iter().try_for_each(|p| p.check_cost(cost))
-            }
+            Self::CheckAll { checks } => checks.check_costs(),
             Self::Reserve { policy, cost, .. } => policy.policy().check_cost(cost),
             _ => Ok(()),
         }
@@ -128,7 +123,7 @@ impl Op<'_> {
 pub enum Reply {
     /// To [`Op::Check`].
     Decision(Decision),
-    /// To [`Op::CheckAll`]: one entry per policy, in order (see
+    /// To [`Op::CheckAll`]: one entry per check, in order (see
     /// [`StoreExt::check_all`](super::StoreExt::check_all) for when one is `None`).
     Decisions(Vec<Option<Decision>>),
     /// To [`Op::Reserve`].

@@ -2,8 +2,12 @@
 //! store that fails answers UNAVAILABLE and leaves nothing charged either.
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use floodwall_core::store::{Op, Reply};
 use floodwall_core::{Error, ManualClock, MemoryStore, Store};
+use tokio::sync::Notify;
 
 use super::{CONFIG, OK, OVER, T0, codes, descriptor, request, start, start_with};
 
@@ -72,13 +76,83 @@ struct FailOn(MemoryStore<ManualClock>, &'static str);
 
 impl Store for FailOn {
     async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
-        if let Op::Check { policy, .. } = &op
-            && policy.name().starts_with(self.1)
-        {
+        let fails = match &op {
+            Op::Check { policy, .. } => policy.name().starts_with(self.1),
+            Op::CheckAll { checks } => checks.iter().any(|c| c.policy.name().starts_with(self.1)),
+            _ => false,
+        };
+        if fails {
             return Err(Error::Timeout);
         }
         self.0.call(op).await
     }
+}
+
+/// A memory store that holds a single check charging a key containing `held` until
+/// `go`, after saying so on `reached`: the moment a request checked one descriptor at a
+/// time would have charged the ones before it.
+struct Gate {
+    store: MemoryStore<ManualClock>,
+    held: &'static [u8],
+    armed: AtomicBool,
+    reached: Notify,
+    go: Notify,
+}
+
+impl Store for Gate {
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        if let Op::Check { key, cost, .. } = &op
+            && *cost > 0
+            && self.armed.load(Ordering::SeqCst)
+            && key.windows(self.held.len()).any(|w| w == self.held)
+        {
+            self.reached.notify_one();
+            self.go.notified().await;
+        }
+        self.store.call(op).await
+    }
+}
+
+/// While a request is being refused (bob is over), alice's own requests never see the
+/// unit it would have charged her: she gets all three of hers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_request_sees_the_charge_of_a_refused_one() {
+    let gate = Arc::new(Gate {
+        store: MemoryStore::builder().clock(ManualClock::new(T0)).build(),
+        held: b"bob",
+        armed: AtomicBool::new(false),
+        reached: Notify::new(),
+        go: Notify::new(),
+    });
+    let rls = Arc::new(start_with(CONFIG, Arc::clone(&gate)).await);
+    for _ in 0..3 {
+        rls.one(&[("user", "bob")]).await;
+    }
+    gate.armed.store(true, Ordering::SeqCst);
+    let mut refused = tokio::spawn({
+        let rls = Arc::clone(&rls);
+        async move {
+            rls.several(&[&[("user", "alice")], &[("user", "bob")]])
+                .await
+        }
+    });
+    // Either the refused request is held at bob's check (alice charged before it, if the
+    // descriptors were checked one by one), or it ended without one.
+    let done = tokio::select! {
+        () = gate.reached.notified() => None,
+        r = &mut refused => Some(r.unwrap()),
+    };
+    let mut alice = Vec::new();
+    for _ in 0..3 {
+        alice.extend(codes(&rls.one(&[("user", "alice")]).await));
+    }
+    gate.go.notify_one();
+    let r = match done {
+        Some(r) => r,
+        None => refused.await.unwrap(),
+    };
+    assert_eq!(r.overall_code, OVER);
+    assert_eq!(alice, [(OK, 2), (OK, 1), (OK, 0)]);
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
-//! Checks of several policies at once through the cache: a cached refusal of any policy
-//! refuses all, and answers for the others what the store's last answer said of them
+//! Checks of several at once through the cache: a cached refusal of any refuses all, and
+//! answers for the others of its key what the store's last answer said of them
 //! ([`Answer`]), so the refusal reads the same whoever gave it.
 
 use std::sync::Arc;
@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::DenyCache;
 use super::entry::{exact, refusal};
 use super::route::{Mode, Route};
+use crate::store::Checks;
 use crate::{Clock, Decision, Error, Policy};
 
 /// When each policy of a check of several was sent (`None`: its answer is not recorded).
@@ -33,9 +34,10 @@ struct Figures {
 
 impl Answer {
     /// The figures of every policy answered; `None` when any lacks its exact ones.
-    fn new(policies: &[Policy], decisions: &[Option<Decision>], sent: u64) -> Option<Self> {
-        let mut figures = Vec::with_capacity(policies.len());
-        for (policy, d) in policies.iter().zip(decisions) {
+    fn new(checks: &Checks<'_>, decisions: &[Option<Decision>], sent: u64) -> Option<Self> {
+        let mut figures = Vec::with_capacity(checks.len());
+        for (check, d) in checks.iter().zip(decisions) {
+            let policy = check.policy;
             let Some(d) = d else { continue };
             let (retry, reset) = exact(policy, d)?;
             figures.push(Figures {
@@ -81,21 +83,24 @@ impl<S, C: Clock> DenyCache<S, C> {
     /// A check of several policies: `Ok` refused from the cache, or `Err` with the sends.
     pub(super) fn route_all(
         &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
+        checks: &Checks<'_>,
     ) -> Result<Result<Vec<Option<Decision>>, SentAll>, Error> {
-        let mut sent = Vec::with_capacity(policies.len());
-        for (i, policy) in policies.iter().enumerate() {
+        let mut sent = Vec::with_capacity(checks.len());
+        for (i, check) in checks.iter().enumerate() {
             // `Mode::All` never leads a flight, so a refusal here leaves nothing behind.
-            match self.route(key, policy, cost, Mode::All)? {
+            match self.route(check.key, check.policy, check.cost, Mode::All)? {
                 Route::Local(d, others) => {
+                    // The answer cached with the refusal is of its key: it speaks for the
+                    // checks of that key only. The refused check's own answer is `d`.
                     let mut answer: Vec<Option<Decision>> = match others {
-                        // The refused policy's own answer is `d`, set below.
-                        Some((others, now)) => (policies.iter().enumerate())
-                            .map(|(j, p)| if j == i { None } else { others.repeat(p, now) })
+                        Some((others, now)) => (checks.iter().enumerate())
+                            .map(|(j, c)| {
+                                (j != i && c.key == check.key)
+                                    .then(|| others.repeat(c.policy, now))
+                                    .flatten()
+                            })
                             .collect(),
-                        None => vec![None; policies.len()],
+                        None => vec![None; checks.len()],
                     };
                     answer[i] = Some(d);
                     return Ok(Ok(answer));
@@ -113,9 +118,7 @@ impl<S, C: Clock> DenyCache<S, C> {
     /// the refusals otherwise (the others recorded nothing). Each fact shares the answer.
     pub(super) fn record_all(
         &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
+        checks: &Checks<'_>,
         sent: &[Option<(u64, u64)>],
         result: &Result<Vec<Option<Decision>>, Error>,
     ) {
@@ -123,7 +126,10 @@ impl<S, C: Clock> DenyCache<S, C> {
         let all = decisions.iter().flatten().all(|d| d.is_allowed());
         // Built once, at the first fact learnt; from the earliest send.
         let mut answer: Option<Option<Arc<Answer>>> = None;
-        for ((policy, at), d) in policies.iter().zip(sent).zip(decisions) {
+        // What the others said is kept only where all are of one key (see `route_all`).
+        let shared = checks.shared_key().is_some();
+        for ((check, at), d) in checks.iter().zip(sent).zip(decisions) {
+            let policy = check.policy;
             let (Some((at, epoch)), Some(d)) = (at, d) else {
                 continue;
             };
@@ -133,17 +139,19 @@ impl<S, C: Clock> DenyCache<S, C> {
             let Some(figures) = self.teaches(policy, *epoch, d) else {
                 continue;
             };
-            let Some((mut entry, now)) = self.learn(policy, cost, *at, d, figures) else {
+            let Some((mut entry, now)) = self.learn(policy, check.cost, *at, d, figures) else {
                 continue;
             };
-            entry.others = answer
-                .get_or_insert_with(|| {
-                    // `at` is among the sends: the earliest is at most it.
-                    let first = sent.iter().flatten().map(|&(s, _)| s).fold(*at, u64::min);
-                    Answer::new(policies, decisions, first).map(Arc::new)
-                })
-                .clone();
-            self.remember(key, policy, *epoch, entry, now);
+            if shared {
+                entry.others = answer
+                    .get_or_insert_with(|| {
+                        // `at` is among the sends: the earliest is at most it.
+                        let first = sent.iter().flatten().map(|&(s, _)| s).fold(*at, u64::min);
+                        Answer::new(checks, decisions, first).map(Arc::new)
+                    })
+                    .clone();
+            }
+            self.remember(check.key, policy, *epoch, entry, now);
         }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::evict::Cap;
-use super::{Op, Reply, Store, StoreExt};
+use super::{Checks, Op, Reply, Store, StoreExt};
 use crate::{Clock, Decision, Error, Parameters, Policy, SystemClock};
 
 mod all;
@@ -280,43 +280,30 @@ impl<S: Store, C: Clock> DenyCache<S, C> {
 
     /// Refused here when any policy has a cached refusal (`all.rs`); else the store
     /// decides all at once, and its refusals are cached.
-    async fn decide_all(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Result<Vec<Option<Decision>>, Error> {
-        let sent = match self.route_all(key, policies, cost)? {
+    async fn decide_all(&self, checks: Checks<'_>) -> Result<Vec<Option<Decision>>, Error> {
+        let sent = match self.route_all(&checks)? {
             Ok(local) => return Ok(local),
             Err(sent) => sent,
         };
         self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
-        let result = self.store.check_all(key, policies, cost).await;
-        self.record_all(key, policies, cost, &sent, &result);
+        let result = self.store.call(Op::CheckAll { checks }).await;
+        let result = result.and_then(Reply::into_decisions);
+        self.record_all(&checks, &sent, &result);
         result
     }
 
-    fn decide_all_now(
-        &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
-    ) -> Option<Result<Vec<Option<Decision>>, Error>> {
-        let sent = match self.route_all(key, policies, cost) {
+    fn decide_all_now(&self, checks: Checks<'_>) -> Option<Result<Vec<Option<Decision>>, Error>> {
+        let sent = match self.route_all(&checks) {
             Ok(Ok(local)) => return Some(Ok(local)),
             Ok(Err(sent)) => sent,
             Err(e) => return Some(Err(e)),
         };
         let result = self
             .store
-            .call_now(Op::CheckAll {
-                key,
-                policies,
-                cost,
-            })
+            .call_now(Op::CheckAll { checks })
             .map(|r| r?.into_decisions())?;
         self.cache.store_calls.fetch_add(1, Ordering::Relaxed);
-        self.record_all(key, policies, cost, &sent, &result);
+        self.record_all(&checks, &sent, &result);
         Some(result)
     }
 }
@@ -327,14 +314,7 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
             Op::Check { key, policy, cost } => {
                 self.decide(key, policy, cost).await.map(Reply::Decision)
             }
-            Op::CheckAll {
-                key,
-                policies,
-                cost,
-            } => self
-                .decide_all(key, policies, cost)
-                .await
-                .map(Reply::Decisions),
+            Op::CheckAll { checks } => self.decide_all(checks).await.map(Reply::Decisions),
             Op::Reserve {
                 key,
                 policy,
@@ -370,14 +350,7 @@ impl<S: Store, C: Clock> Store for DenyCache<S, C> {
             Op::Check { key, policy, cost } => {
                 Some(self.decide_now(key, policy, cost)?.map(Reply::Decision))
             }
-            Op::CheckAll {
-                key,
-                policies,
-                cost,
-            } => Some(
-                self.decide_all_now(key, policies, cost)?
-                    .map(Reply::Decisions),
-            ),
+            Op::CheckAll { checks } => Some(self.decide_all_now(checks)?.map(Reply::Decisions)),
             Op::Acquire { .. } => self.store.call_now(op),
             _ => None,
         }

@@ -1,5 +1,5 @@
-//! The memory store's check of one key against several policies at once: every policy's
-//! state is held (a lock, or a GCRA TAT swapped for `BUSY`), in address order, each policy
+//! The memory store's checks of several keys or policies at once: every check's
+//! state is held (a lock, or a GCRA TAT swapped for `BUSY`), in address order, each check
 //! decides on it, and the states are written only if all allowed
 //! ([`crate::guide::all_or_nothing`] argues it).
 
@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{BUSY, KeyState, Locked, MemoryStore, settled};
 use crate::algorithm::clamp_now;
+use crate::store::Checks;
 use crate::store::key::KeyBuf;
 use crate::store::lock;
 use crate::{Clock, Decision, Error, Policy, State};
@@ -18,52 +19,46 @@ impl<C: Clock> MemoryStore<C> {
     /// [`StoreExt::check_all`](crate::StoreExt::check_all) without the future.
     pub(crate) fn check_all_sync(
         &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
+        checks: Checks<'_>,
     ) -> Result<Vec<Option<Decision>>, Error> {
-        let mut penalized = false;
-        for policy in policies {
-            policy.check_cost(cost)?;
-            penalized |= policy.penalty().is_some();
-        }
-        // A peek records nothing, and one policy is a check: nothing to hold together.
-        if cost == 0 || policies.len() < 2 {
-            return policies
+        checks.check_costs()?;
+        // A peek records nothing, and one check is a check: nothing to hold together.
+        if checks.len() < 2 || checks.iter().all(|c| c.cost == 0) {
+            return checks
                 .iter()
-                .map(|p| self.check_sync(key, p, cost).map(Some))
+                .map(|c| self.check_sync(c.key, c.policy, c.cost).map(Some))
                 .collect();
         }
-        if penalized {
-            return self.check_all_penalized(key, policies, cost);
+        let bufs = key_bufs(&checks);
+        if checks.iter().any(|c| c.policy.penalty().is_some()) {
+            return self.check_all_penalized(&checks, &bufs);
         }
-        self.check_all_quotas(key, policies, cost)
+        self.check_all_quotas(&checks, &bufs)
     }
 
     /// [`check_all_sync`](Self::check_all_sync) when a policy has a penalty (rule 8 of
     /// [penalties](crate::guide::penalties)).
     fn check_all_penalized(
         &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
+        checks: &Checks<'_>,
+        bufs: &[KeyBuf<'_>],
     ) -> Result<Vec<Option<Decision>>, Error> {
         let now = clamp_now(self.inner.clock.now_micros());
-        if let Some(bans) = self.bans_of(key, policies, now) {
-            return policies
+        if let Some(bans) = self.bans_of(checks, bufs, now) {
+            return checks
                 .iter()
                 .zip(bans)
-                .map(|(p, ban)| match ban {
+                .map(|(c, ban)| match ban {
                     Some(ban) => Ok(Some(ban)),
-                    None => self.check_quota(key, p, 0).map(Some),
+                    None => self.check_quota(c.key, c.policy, 0).map(Some),
                 })
                 .collect();
         }
-        let mut decisions = self.check_all_quotas(key, policies, cost)?;
-        for (p, d) in policies.iter().zip(&mut decisions) {
-            if let (Some(penalty), Some(d)) = (p.penalty(), d.as_mut())
+        let mut decisions = self.check_all_quotas(checks, bufs)?;
+        for ((c, buf), d) in checks.iter().zip(bufs).zip(&mut decisions) {
+            if let (Some(penalty), Some(d)) = (c.policy.penalty(), d.as_mut())
                 && !d.is_allowed()
-                && let Some(ban) = self.strike(key, p, penalty, now)
+                && let Some(ban) = self.strike(buf, c.policy, penalty, now)
             {
                 *d = ban;
             }
@@ -71,40 +66,51 @@ impl<C: Clock> MemoryStore<C> {
         Ok(decisions)
     }
 
-    /// The quotas of several policies (two at least, cost 1 at least) held and decided
+    /// The quotas of several checks (two at least, one with a cost) held and decided
     /// together, without their penalties.
     fn check_all_quotas(
         &self,
-        key: &[u8],
-        policies: &[Policy],
-        cost: u64,
+        checks: &Checks<'_>,
+        bufs: &[KeyBuf<'_>],
     ) -> Result<Vec<Option<Decision>>, Error> {
         let now = clamp_now(self.inner.clock.now_micros());
-        let buf = KeyBuf::new(key);
         let map = self.inner.map.pin();
         loop {
-            // Every policy's entry, made if new, before any is held: making room may
+            // Every check's entry, made if new, before any is held: making room may
             // sweep, and a sweep kills entries.
-            let entries: SmallVec<[&KeyState; 4]> = policies
+            let entries: SmallVec<[&KeyState; 4]> = checks
                 .iter()
-                .map(|p| {
-                    let k = buf.as_ref(p.state_namespace());
+                .zip(bufs)
+                .map(|(c, buf)| {
+                    let k = buf.as_ref(c.policy.state_namespace());
                     match map.get(&k) {
                         Some(entry) => entry,
-                        None => self.insert(&map, k, KeyState::fresh(p), now),
+                        None => self.insert(&map, k, KeyState::fresh(c.policy), now),
                     }
                 })
                 .collect();
-            match decide_all(&entries, policies, now, cost) {
+            match decide_all(&entries, checks, now) {
                 Some(result) => return result,
                 // One was evicted under our feet: help remove it, then look again.
                 None => {
-                    for p in policies {
-                        let _ = map.remove_if(&buf.as_ref(p.state_namespace()), |_, s| s.is_dead());
+                    for (c, buf) in checks.iter().zip(bufs) {
+                        let k = buf.as_ref(c.policy.state_namespace());
+                        let _ = map.remove_if(&k, |_, s| s.is_dead());
                     }
                 }
             }
         }
+    }
+}
+
+/// Each check's key in the map's form, hashed once when the checks share it.
+fn key_bufs<'a>(checks: &Checks<'a>) -> SmallVec<[KeyBuf<'a>; 4]> {
+    match checks.shared_key() {
+        Some(key) => {
+            let buf = KeyBuf::new(key);
+            (0..checks.len()).map(|_| buf.clone()).collect()
+        }
+        None => checks.iter().map(|c| KeyBuf::new(c.key)).collect(),
     }
 }
 
@@ -244,9 +250,8 @@ impl Drop for Held<'_> {
 /// states, writes them only if all allowed. `None`: an entry was evicted; look again.
 fn decide_all(
     entries: &[&KeyState],
-    policies: &[Policy],
+    checks: &Checks<'_>,
     now: u64,
-    cost: u64,
 ) -> Option<Result<Vec<Option<Decision>>, Error>> {
     let mut order: SmallVec<[*const KeyState; 4]> =
         entries.iter().map(|e| *e as *const _).collect();
@@ -258,13 +263,13 @@ fn decide_all(
         // Dropping `held` on the way out lets go of what is held so far.
         held.push(Held::take(entry)?);
     }
-    let mut decisions = Vec::with_capacity(policies.len());
-    for (policy, entry) in policies.iter().zip(entries) {
+    let mut decisions = Vec::with_capacity(checks.len());
+    for (check, entry) in checks.iter().zip(entries) {
         let h = held
             .iter_mut()
             .find(|h| std::ptr::eq(h.entry(), *entry))
             .expect("every entry is held");
-        match h.decide(policy, now, cost) {
+        match h.decide(check.policy, now, check.cost) {
             Ok(d) => decisions.push(Some(d)),
             Err(e) => {
                 held.iter_mut().for_each(Held::roll_back);
@@ -278,10 +283,10 @@ fn decide_all(
     }
     // Refused: nothing is recorded, and the policies that would have allowed the request
     // say what they hold as it stays.
-    for ((policy, entry), d) in policies.iter().zip(entries).zip(&mut decisions) {
+    for ((check, entry), d) in checks.iter().zip(entries).zip(&mut decisions) {
         if d.is_some_and(|d| d.is_allowed()) {
             let h = held.iter().find(|h| std::ptr::eq(h.entry(), *entry))?;
-            match h.peek(policy, now) {
+            match h.peek(check.policy, now) {
                 Ok(peek) => *d = Some(peek),
                 Err(e) => return Some(Err(e)),
             }

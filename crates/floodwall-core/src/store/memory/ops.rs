@@ -34,11 +34,7 @@ impl<C: Clock> MemoryStore<C> {
     fn answer_other(&self, op: Op<'_>) -> Result<Reply, Error> {
         Ok(match op {
             Op::Check { key, policy, cost } => Reply::Decision(self.check_sync(key, policy, cost)?),
-            Op::CheckAll {
-                key,
-                policies,
-                cost,
-            } => Reply::Decisions(self.check_all_sync(key, policies, cost)?),
+            Op::CheckAll { checks } => Reply::Decisions(self.check_all_sync(checks)?),
             Op::Reserve {
                 key,
                 policy,

@@ -9,6 +9,7 @@ use smallvec::SmallVec;
 
 use super::{Locked, MemoryStore};
 use crate::algorithm::{Raw, clamp_now};
+use crate::store::Checks;
 use crate::store::evict::{Cap, evict_soonest};
 use crate::store::key::{KeyBuf, KeyRef, MapKey};
 use crate::store::{lock, micros, new_map};
@@ -188,21 +189,21 @@ impl<C: Clock> MemoryStore<C> {
         })
     }
 
-    /// For a check of several policies: each policy's ban, or `None` if none bans the key.
+    /// For a check of several: each check's ban, or `None` if none bans its key.
     pub(super) fn bans_of(
         &self,
-        key: &[u8],
-        policies: &[Policy],
+        checks: &Checks<'_>,
+        bufs: &[KeyBuf<'_>],
         now: u64,
     ) -> Option<SmallVec<[Option<Decision>; 4]>> {
-        let buf = KeyBuf::new(key);
         let records = &self.inner.penalties;
-        let bans: SmallVec<[Option<Decision>; 4]> = policies
+        let bans: SmallVec<[Option<Decision>; 4]> = checks
             .iter()
-            .map(|p| {
-                p.penalty()?;
-                let remainder = records.banned(buf.as_ref(p.name_namespace()), now)?;
-                Some(p.ban_decision(remainder))
+            .zip(bufs)
+            .map(|(c, buf)| {
+                c.policy.penalty()?;
+                let remainder = records.banned(buf.as_ref(c.policy.name_namespace()), now)?;
+                Some(c.policy.ban_decision(remainder))
             })
             .collect();
         bans.iter().any(Option::is_some).then_some(bans)
@@ -211,12 +212,11 @@ impl<C: Clock> MemoryStore<C> {
     /// Counts a strike for a policy of a check of several; its ban, if the key is banned.
     pub(super) fn strike(
         &self,
-        key: &[u8],
+        buf: &KeyBuf<'_>,
         policy: &Policy,
         penalty: &Penalty,
         now: u64,
     ) -> Option<Decision> {
-        let buf = KeyBuf::new(key);
         let ns = buf.as_ref(policy.name_namespace());
         Some(policy.ban_decision(self.inner.penalties.strike(ns, penalty, now)?))
     }
