@@ -62,11 +62,15 @@ pub fn python_with(packages: &[&str], import_check: &str, venv_dir: &Path) -> Pa
     ];
     install.extend_from_slice(packages);
     let installed = run(&partial_python, &install);
+    if !installed.status.success() {
+        // Nothing half-made stays behind for a later run to trip over.
+        let _ = std::fs::remove_dir_all(&partial);
+    }
     assert!(
         installed.status.success(),
-        "python3 cannot run `{import_check}`, and installing {packages:?} into {} failed (is \
-         the package index reachable?): {}",
-        partial.display(),
+        "python3 cannot run `{import_check}`, and installing {packages:?} into a virtual \
+         environment at {} failed (is the package index reachable?): {}",
+        venv_dir.display(),
         String::from_utf8_lossy(&installed.stderr)
     );
     assert!(
