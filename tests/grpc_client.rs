@@ -6,10 +6,13 @@
 //! grpc_client` run alone, `cargo build --all-features --example tonic`). It needs only
 //! `python3`: when that lacks the two packages, the test installs them from the package
 //! index into a virtual environment of its own under cargo's target directory, once, and
-//! reuses it after. A package that cannot be had is a failure that says why, never a skip.
+//! reuses it after (floodwall-test-support's `python_with`). A package that cannot be had
+//! is a failure that says why, never a skip.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use floodwall_test_support::python_with;
 
 /// The client's Python packages, as pip names them.
 const PACKAGES: [&str; 2] = ["grpcio", "grpcio-health-checking"];
@@ -26,69 +29,14 @@ fn run(program: &Path, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()))
 }
 
-/// Whether `python` runs and imports both packages.
-fn has_packages(python: &Path) -> bool {
-    Command::new(python)
-        .args(["-c", "import grpc, grpc_health.v1.health_pb2"])
-        .output()
-        .is_ok_and(|out| out.status.success())
-}
-
-/// A Python that has the client's packages: `python3` itself when it has them, else the
-/// interpreter of a virtual environment under cargo's target directory, made and filled
-/// from the package index on first use. It is built under a name of its own and renamed
-/// into place once complete, so two test runs at once never share a half-made one.
+/// A Python that has the client's packages: `python3` itself when it has them, else a
+/// virtual environment of this test's own under cargo's target directory, made on first use.
 fn python_with_grpc() -> PathBuf {
-    let system = PathBuf::from("python3");
-    if has_packages(&system) {
-        return system;
-    }
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let venv = root.join("grpc-venv");
-    let python = venv.join("bin").join("python");
-    if has_packages(&python) {
-        return python;
-    }
-    let partial = root.join(format!("grpc-venv.partial-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&partial);
-    let made = run(&system, &["-m", "venv", &partial.to_string_lossy()]);
-    assert!(
-        made.status.success(),
-        "python3 lacks {PACKAGES:?} and cannot make a virtual environment to install them \
-         into (python3 -m venv: {})",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let partial_python = partial.join("bin").join("python");
-    let mut install = vec![
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-    ];
-    install.extend(PACKAGES);
-    let installed = run(&partial_python, &install);
-    assert!(
-        installed.status.success(),
-        "python3 lacks {PACKAGES:?}, and installing them into {} failed (is the package \
-         index reachable?): {}",
-        partial.display(),
-        String::from_utf8_lossy(&installed.stderr)
-    );
-    // One left unusable (its Python upgraded or removed since) gives way to ours; one a
-    // concurrent run has just finished stays, and ours is dropped.
-    if venv.exists() && !has_packages(&python) {
-        let _ = std::fs::remove_dir_all(&venv);
-    }
-    if std::fs::rename(&partial, &venv).is_err() {
-        let _ = std::fs::remove_dir_all(&partial);
-    }
-    assert!(
-        has_packages(&python),
-        "{} lacks {PACKAGES:?} after installing them",
-        python.display()
-    );
-    python
+    python_with(
+        &PACKAGES,
+        "import grpc, grpc_health.v1.health_pb2",
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("grpc-venv"),
+    )
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! What floodwall's tests share: a memory store on a manual clock, policies, requests from
 //! an address, services that answer, a store that is down, a body that stalls or fails, a
-//! subscriber that records what is logged, and a tiny HTTP/1.1 client that talks to real
-//! servers over loopback. Not published.
+//! subscriber that records what is logged, a tiny HTTP/1.1 client that talks to real
+//! servers over loopback, and a Python with a client's packages ([`python_with`]). Not
+//! published.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -12,6 +13,9 @@ use floodwall_core::store::{Op, Reply};
 use floodwall_core::{Error, ManualClock, MemoryStore, Policy, Store};
 use http::{Request, Response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+mod python;
+pub use python::python_with;
 
 /// A memory store on a manual clock (at a whole day, so windows start with it), and the clock.
 pub fn store() -> (MemoryStore<ManualClock>, ManualClock) {

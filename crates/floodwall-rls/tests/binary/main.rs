@@ -2,7 +2,8 @@
 //! 127.0.0.1:0`, the port read from its startup log) with a configuration in a temporary
 //! directory, called through envoy-types' generated client. serving.rs: decisions,
 //! health, exit codes; reload.rs: SIGHUP and SIGTERM; redis.rs: two processes on one
-//! Redis; examples.rs: the shipped examples/rls/ configuration.
+//! Redis; examples.rs: the shipped examples/rls/ configuration; python.rs: Python's grpcio
+//! with Envoy's generated code (xds-protos) as the client.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -21,6 +22,7 @@ mod envoy;
 use envoy::{OK, OVER, descriptor, request};
 
 mod examples;
+mod python;
 mod redis;
 mod reload;
 mod serving;
