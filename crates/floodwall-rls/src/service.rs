@@ -106,8 +106,9 @@ impl<S> std::fmt::Debug for RateLimitService<S> {
 /// Each descriptor's status, and the decisions behind them by descriptor index.
 type Charged = (Vec<DescriptorStatus>, Vec<(usize, Decision)>);
 
-/// What one descriptor of a request asks of the store, once its limit is known.
-enum Plan<'a> {
+/// What one descriptor of a request asks of the store, once its limit is known (read by
+/// [`metrics`](crate::metrics) too).
+pub(crate) enum Plan<'a> {
     /// No limit applies: `OK`, nothing else said.
     Free,
     /// `unlimited: true`.
@@ -186,7 +187,14 @@ impl<S: Store + 'static> RateLimitService<S> {
         let overrides = overrides(&config, request)?;
         let plans = plan(&config, &overrides, request);
 
-        let (statuses, decided) = self.charge(&plans).await?;
+        let watch = crate::metrics::Stopwatch::start();
+        let (statuses, decided) = match self.charge(&plans).await {
+            Ok(charged) => charged,
+            Err(status) => {
+                crate::metrics::failed(request, &plans, &watch);
+                return Err(status);
+            }
+        };
 
         let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
         let mut response = RateLimitResponse {
@@ -197,6 +205,7 @@ impl<S: Store + 'static> RateLimitService<S> {
         if self.headers {
             response.response_headers_to_add = headers(&plans, &decided, over);
         }
+        crate::metrics::decided(request, &plans, &response.statuses, &decided, &watch);
         Ok(response)
     }
 
