@@ -37,7 +37,7 @@
 //! One observation per request that asked the store anything (a descriptor with a counted
 //! limit), failed or not: the seconds from its first store call to its last, refunds
 //! included. Its count is the number of such requests; the binary renders it with buckets
-//! from 0.5 ms to 10 s.
+//! from 0.1 ms to 10 s.
 
 use std::fmt;
 

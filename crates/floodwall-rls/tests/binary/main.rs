@@ -2,7 +2,8 @@
 //! 127.0.0.1:0`, the port read from its startup log) with a configuration in a temporary
 //! directory, called through envoy-types' generated client. serving.rs: decisions,
 //! health, exit codes; reload.rs: SIGHUP and SIGTERM; redis.rs: two processes on one
-//! Redis; examples.rs: the shipped examples/rls/ configuration.
+//! Redis; faults.rs: Redis killed and restarted under load, `--fail-mode`; metrics.rs:
+//! `--metrics`; examples.rs: the shipped examples/rls/ configuration.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -21,6 +22,8 @@ mod envoy;
 use envoy::{OK, OVER, descriptor, request};
 
 mod examples;
+mod faults;
+mod metrics;
 mod redis;
 mod reload;
 mod serving;
@@ -32,7 +35,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_floodwall-rls");
 const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The variables the binary reads: cleared, so that a developer's own do not leak in.
-const ENV: [&str; 8] = [
+const ENV: [&str; 13] = [
     "RLS_CONFIG",
     "LISTEN",
     "REDIS_URL",
@@ -41,6 +44,11 @@ const ENV: [&str; 8] = [
     "REDIS_SENTINEL_SERVICE",
     "RESPONSE_HEADERS",
     "SHUTDOWN_GRACE",
+    "REDIS_TIMEOUT_MS",
+    "REDIS_PREFIX",
+    "FAIL_MODE",
+    "INSTANCES",
+    "METRICS_LISTEN",
 ];
 
 /// A fresh directory under the system's temporary one, removed on drop.
