@@ -267,8 +267,8 @@ mod tests {
     #[test]
     fn the_fail_mode_and_redis_options_need_redis() {
         let redis = ["--config", "c", "--redis", "redis://a/"];
-        let local = parse(&[&redis[..], &["--fail-mode", "local", "--instances", "3"]].concat())
-            .unwrap();
+        let local =
+            parse(&[&redis[..], &["--fail-mode", "local", "--instances", "3"]].concat()).unwrap();
         assert_eq!(
             (local.fail_mode, local.instances, local.check().is_ok()),
             (FailMode::Local, Some(3), true)
@@ -290,9 +290,14 @@ mod tests {
         }
         assert!(parse(&["--config", "c", "--fail-mode", "unavailable"]).is_ok());
         assert!(parse(&[&redis[..], &["--redis-timeout", "0"]].concat()).is_err());
-        assert!(parse(&[&redis[..], &["--fail-mode", "local", "--instances", "0"]].concat()).is_err());
+        assert!(
+            parse(&[&redis[..], &["--fail-mode", "local", "--instances", "0"]].concat()).is_err()
+        );
         let stray = parse(&[&redis[..], &["--instances", "2"]].concat()).unwrap();
-        assert_eq!(stray.check().unwrap_err().kind(), ErrorKind::ArgumentConflict);
+        assert_eq!(
+            stray.check().unwrap_err().kind(),
+            ErrorKind::ArgumentConflict
+        );
     }
 
     #[test]

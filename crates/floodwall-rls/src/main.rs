@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 after a graceful stop (SIGTERM, Ctrl-C), 2 for a command line or a
 //! configuration that is not valid (the configuration's error names its file, line,
-//! column and field), 1 when the store cannot be reached or the address bound at startup.
+//! column and field), 1 when the store cannot be reached or an address (`--listen`,
+//! `--metrics`) bound at startup.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

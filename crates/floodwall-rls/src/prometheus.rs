@@ -22,8 +22,8 @@ use tracing::{debug, warn};
 /// The store duration's histogram buckets, in seconds: from the memory store's answers
 /// and a fast Redis round trip to past the longest timeout anyone sets.
 const BUCKETS: [f64; 16] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-    2.5, 5.0, 10.0,
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
 ];
 
 /// How often the recorder's upkeep runs (it keeps histogram storage from growing between

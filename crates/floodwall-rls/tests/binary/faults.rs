@@ -52,10 +52,8 @@ async fn load_through_a_kill(
                 let value = format!("load-{n}");
                 while !stop.load(Ordering::SeqCst) {
                     let after_kill = killed.load(Ordering::SeqCst);
-                    let call = client.should_rate_limit(request(
-                        "api",
-                        vec![descriptor(&[("user", &value)])],
-                    ));
+                    let call = client
+                        .should_rate_limit(request("api", vec![descriptor(&[("user", &value)])]));
                     let code = match tokio::time::timeout(BOUND, call).await {
                         Ok(Ok(response)) => Some(Ok(response.into_inner().overall_code)),
                         Ok(Err(status)) => Some(Err(status.code())),
@@ -133,7 +131,10 @@ async fn a_redis_outage_answers_unavailable_in_time_then_decides_exactly_again()
     let metrics = metrics_addr(&mut rls);
 
     let answers = load_through_a_kill(&rls, &mut redis, 60, 100).await;
-    assert!(answers.iter().all(|a| a.code.is_some()), "a call hung past {BOUND:?}");
+    assert!(
+        answers.iter().all(|a| a.code.is_some()),
+        "a call hung past {BOUND:?}"
+    );
     for answer in &answers {
         let code = answer.code.unwrap();
         if answer.after_kill {
@@ -158,7 +159,10 @@ async fn a_redis_outage_answers_unavailable_in_time_then_decides_exactly_again()
             .unwrap_or(0)
     };
     assert_eq!(series("error"), count(Err(GrpcCode::Unavailable)));
-    assert_eq!(series("ok") + series("over_limit"), count(Ok(OK)) + count(Ok(OVER)));
+    assert_eq!(
+        series("ok") + series("over_limit"),
+        count(Ok(OK)) + count(Ok(OVER))
+    );
 
     redis.restart();
     wait_for_redis(&rls, &redis).await;
@@ -208,13 +212,18 @@ async fn with_fail_mode_local_an_outage_is_decided_in_memory() {
 
     let answers = load_through_a_kill(&rls, &mut redis, 60, 100).await;
     for answer in &answers {
-        let code = answer.code.unwrap_or_else(|| panic!("a call hung past {BOUND:?}"));
+        let code = answer
+            .code
+            .unwrap_or_else(|| panic!("a call hung past {BOUND:?}"));
         assert!([Ok(OK), Ok(OVER)].contains(&code), "{code:?}");
     }
     assert!(answers.iter().filter(|a| a.after_kill).count() >= 100);
     // A key first seen during the outage: this instance's share, then OVER_LIMIT.
     let share = (QUOTA / INSTANCES) as usize;
-    assert_eq!(admitted(&mut client, &[("user", "outage")], share + 3).await, share);
+    assert_eq!(
+        admitted(&mut client, &[("user", "outage")], share + 3).await,
+        share
+    );
 
     redis.restart();
     wait_for_redis(&rls, &redis).await;
@@ -222,6 +231,49 @@ async fn with_fail_mode_local_an_outage_is_decided_in_memory() {
         admitted(&mut client, &[("user", "after")], QUOTA as usize + 3).await,
         QUOTA as usize
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_redis_answers_unavailable_within_the_timeout() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new();
+    dir.write("api.yaml", &quota_config(100));
+    let timeout = TIMEOUT_MS.to_string();
+    let rls = Rls::start(
+        dir.path(),
+        &["--redis", &redis.url(), "--redis-timeout", &timeout],
+    );
+    let client = rls.client().await;
+    assert_eq!(
+        ask(&mut client.clone(), "api", &[("user", "warm-up")])
+            .await
+            .overall_code,
+        OK
+    );
+
+    // Stalled for longer than BOUND: only the store's timeout can answer in time.
+    redis.pause(BOUND.as_millis() as u64 * 2);
+    let calls: Vec<_> = (0..CALLERS)
+        .map(|n| {
+            let mut client = client.clone();
+            tokio::spawn(async move {
+                let value = format!("stalled-{n}");
+                let call =
+                    client.should_rate_limit(request("api", vec![descriptor(&[("user", &value)])]));
+                match tokio::time::timeout(BOUND, call).await {
+                    Ok(answer) => Some(answer.map(|r| r.into_inner().overall_code)),
+                    Err(_) => None,
+                }
+            })
+        })
+        .collect();
+    for call in calls {
+        let answer = call
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("a call hung past {BOUND:?}"));
+        assert_eq!(answer.map_err(|s| s.code()), Err(GrpcCode::Unavailable));
+    }
 }
 
 #[test]

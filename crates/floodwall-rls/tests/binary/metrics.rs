@@ -90,7 +90,10 @@ descriptors:
 async fn metrics_count_each_decision_by_domain_key_and_result() {
     let dir = TempDir::new();
     dir.write("api.yaml", API);
-    dir.write("web.yaml", &quota_config(1).replace("domain: api", "domain: web"));
+    dir.write(
+        "web.yaml",
+        &quota_config(1).replace("domain: api", "domain: web"),
+    );
     let mut rls = Rls::start(dir.path(), &["--metrics", "127.0.0.1:0"]);
     let addr = metrics_addr(&mut rls);
     let mut client = rls.client().await;
@@ -106,7 +109,14 @@ async fn metrics_count_each_decision_by_domain_key_and_result() {
     assert_eq!(codes(answers), [OK, OK, OK, OVER, OVER, OK]);
     let mut answers = Vec::new();
     for _ in 0..3 {
-        answers.push(ask(&mut client, "api", &[("client_id", "acme"), ("path", "/v1")]).await);
+        answers.push(
+            ask(
+                &mut client,
+                "api",
+                &[("client_id", "acme"), ("path", "/v1")],
+            )
+            .await,
+        );
     }
     assert_eq!(codes(answers), [OK, OK, OVER]);
     // Shadow mode: every answer OK, the last two would have been refused.
@@ -116,14 +126,37 @@ async fn metrics_count_each_decision_by_domain_key_and_result() {
     }
     assert_eq!(codes(answers), [OK, OK, OK]);
     for _ in 0..2 {
-        assert_eq!(ask(&mut client, "api", &[("internal", "x")]).await.overall_code, OK);
+        assert_eq!(
+            ask(&mut client, "api", &[("internal", "x")])
+                .await
+                .overall_code,
+            OK
+        );
     }
-    assert_eq!(ask(&mut client, "api", &[("blocked", "y")]).await.overall_code, OVER);
+    assert_eq!(
+        ask(&mut client, "api", &[("blocked", "y")])
+            .await
+            .overall_code,
+        OVER
+    );
     // No limit: not counted, whatever the domain.
-    assert_eq!(ask(&mut client, "api", &[("path", "/")]).await.overall_code, OK);
-    assert_eq!(ask(&mut client, "nope", &[("user", "zed")]).await.overall_code, OK);
+    assert_eq!(
+        ask(&mut client, "api", &[("path", "/")]).await.overall_code,
+        OK
+    );
+    assert_eq!(
+        ask(&mut client, "nope", &[("user", "zed")])
+            .await
+            .overall_code,
+        OK
+    );
     for code in [OK, OVER] {
-        assert_eq!(ask(&mut client, "web", &[("user", "alice")]).await.overall_code, code);
+        assert_eq!(
+            ask(&mut client, "web", &[("user", "alice")])
+                .await
+                .overall_code,
+            code
+        );
     }
     // Refused by `blocked` before the store is asked: `user` fits (ok), and the shadow
     // limit, used up, would refuse (shadow_over_limit); each only read.
@@ -160,13 +193,20 @@ async fn metrics_count_each_decision_by_domain_key_and_result() {
     }
     // Requests that asked the store: user 6, client 3, shadow 3, web 2, the two refused
     // by `blocked` (their other descriptor read); not unlimited, blocked alone, or free.
-    assert_eq!(sample(&text, "floodwall_rls_store_duration_count"), Some(16), "{text}");
+    assert_eq!(
+        sample(&text, "floodwall_rls_store_duration_count"),
+        Some(16),
+        "{text}"
+    );
     assert_eq!(
         sample(&text, "floodwall_rls_store_duration_bucket{le=\"+Inf\"}"),
         Some(16),
         "{text}"
     );
-    assert!(text.contains("# TYPE floodwall_rls_store_duration histogram"), "{text}");
+    assert!(
+        text.contains("# TYPE floodwall_rls_store_duration histogram"),
+        "{text}"
+    );
 
     let (status, _) = get(addr, "/other");
     assert!(status.starts_with("HTTP/1.1 404"), "{status}");
