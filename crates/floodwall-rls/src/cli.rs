@@ -195,8 +195,12 @@ impl Args {
         }
     }
 
-    /// `--fail-mode`, for the startup log.
+    /// `--fail-mode`, for the startup log (`none` for the memory store, which does not
+    /// fail).
     pub(crate) fn fail_mode_name(&self) -> String {
+        if self.redis.is_none() && self.redis_cluster.is_none() && self.sentinel.is_none() {
+            return "none".to_owned();
+        }
         match self.fail_mode {
             FailMode::Unavailable => "unavailable".to_owned(),
             FailMode::Local => format!("local/{}", self.instances.unwrap_or(1)),

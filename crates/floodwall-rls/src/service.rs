@@ -188,13 +188,9 @@ impl<S: Store + 'static> RateLimitService<S> {
         let plans = plan(&config, &overrides, request);
 
         let watch = crate::metrics::Stopwatch::start();
-        let (statuses, decided) = match self.charge(&plans).await {
-            Ok(charged) => charged,
-            Err(status) => {
-                crate::metrics::failed(request, &plans, &watch);
-                return Err(status);
-            }
-        };
+        let charged = self.charge(&plans).await;
+        let (statuses, decided) =
+            charged.inspect_err(|_| crate::metrics::failed(request, &plans, &watch))?;
 
         let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
         let mut response = RateLimitResponse {
