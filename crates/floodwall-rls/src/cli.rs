@@ -4,9 +4,12 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use clap::{ArgGroup, Parser};
-use floodwall_core::{DynStore, MemoryStore};
+use clap::error::ErrorKind;
+use clap::{ArgGroup, CommandFactory, Parser, ValueEnum};
+use floodwall_core::resilience::Fallback;
+use floodwall_core::{DynStore, MemoryStore, Store};
 use floodwall_redis::{BuildError, RedisStore};
 
 /// floodwall as Envoy's rate-limit service (RLS v3, gRPC): envoyproxy/ratelimit's YAML
@@ -69,6 +72,50 @@ pub(crate) struct Args {
     )]
     pub(crate) service: Option<String>,
 
+    /// The most one Redis call may take, connecting included, in milliseconds (default
+    /// 1000); past it the request is answered as --fail-mode says.
+    #[arg(
+        long,
+        env = "REDIS_TIMEOUT_MS",
+        value_name = "MS",
+        requires = "store",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub(crate) redis_timeout: Option<u64>,
+
+    /// Every Redis key starts with this (default `floodwall:`), so that several services
+    /// can share one Redis: at most 64 printable characters, no braces or whitespace.
+    #[arg(long, env = "REDIS_PREFIX", value_name = "PREFIX", requires = "store")]
+    pub(crate) redis_prefix: Option<String>,
+
+    /// What a request gets while Redis fails: `unavailable`, a gRPC UNAVAILABLE (Envoy's
+    /// filter then applies its failure_mode_deny), or `local`, a decision in this
+    /// process's memory with 1/--instances of each quota until Redis answers again.
+    #[arg(
+        long,
+        env = "FAIL_MODE",
+        value_enum,
+        default_value_t = FailMode::Unavailable,
+        requires_if("local", "store")
+    )]
+    pub(crate) fail_mode: FailMode,
+
+    /// With --fail-mode local: how many instances share each quota. Alone, each enforces
+    /// 1/N of it (at least 1 request), so that the fleet stays about as limited as with
+    /// Redis. Default 1.
+    #[arg(
+        long,
+        env = "INSTANCES",
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub(crate) instances: Option<u32>,
+
+    /// Serves Prometheus text on http://ADDR/metrics: decisions by domain, descriptor key
+    /// and result, and the store's latency (port 0 picks a free one, logged at startup).
+    #[arg(long, env = "METRICS_LISTEN", value_name = "ADDR")]
+    pub(crate) metrics: Option<SocketAddr>,
+
     /// Answers carry the IETF `RateLimit` and `RateLimit-Policy` headers (and `Retry-After`
     /// when over the limit) for Envoy to add to the response.
     #[arg(long, env = "RESPONSE_HEADERS")]
@@ -85,21 +132,79 @@ pub(crate) struct Args {
     pub(crate) shutdown_grace: u64,
 }
 
+/// What a request gets while Redis fails (`--fail-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum FailMode {
+    /// A gRPC UNAVAILABLE, within the Redis timeout.
+    Unavailable,
+    /// A decision in this process's memory, with a share of each quota.
+    Local,
+}
+
 impl Args {
+    /// The command line, with what clap cannot check itself checked: exits 2 with usage
+    /// on an error, as clap does.
+    pub(crate) fn read() -> Args {
+        let args = Args::parse();
+        if let Err(e) = args.check() {
+            e.exit();
+        }
+        args
+    }
+
+    /// `--instances` means something with `--fail-mode local` only.
+    fn check(&self) -> Result<(), clap::Error> {
+        if self.instances.is_some() && self.fail_mode != FailMode::Local {
+            return Err(Args::command().error(
+                ErrorKind::ArgumentConflict,
+                "--instances shares each quota for --fail-mode local only",
+            ));
+        }
+        Ok(())
+    }
+
     /// The store the options name, connected: Redis (one node, a cluster or through
-    /// sentinels), else memory.
+    /// sentinels) with its timeout, prefix and fail mode, else memory.
     pub(crate) async fn store(&self) -> Result<Arc<dyn DynStore>, BuildError> {
-        let builder = RedisStore::builder();
-        let store: Arc<dyn DynStore> = if let Some(url) = &self.redis {
-            Arc::new(builder.multiplexed(url).await?)
+        let mut builder = RedisStore::builder();
+        if let Some(ms) = self.redis_timeout {
+            builder = builder.timeout(Duration::from_millis(ms));
+        }
+        if let Some(prefix) = &self.redis_prefix {
+            builder = builder.prefix(prefix.clone());
+        }
+        let store = if let Some(url) = &self.redis {
+            self.failing(builder.multiplexed(url).await?)
         } else if let Some(urls) = &self.redis_cluster {
-            Arc::new(builder.cluster(urls).await?)
+            self.failing(builder.cluster(urls).await?)
         } else if let (Some(urls), Some(service)) = (&self.sentinel, &self.service) {
-            Arc::new(builder.sentinel(urls, service).await?)
+            self.failing(builder.sentinel(urls, service).await?)
         } else {
             Arc::new(MemoryStore::new())
         };
         Ok(store)
+    }
+
+    /// The shared store as `--fail-mode` has it fail: its errors passed on (the service
+    /// answers UNAVAILABLE), or decided locally by a [`Fallback`] with `1/instances` of
+    /// each quota.
+    fn failing<S: Store + 'static>(&self, store: S) -> Arc<dyn DynStore> {
+        match self.fail_mode {
+            FailMode::Unavailable => Arc::new(store),
+            FailMode::Local => Arc::new(Fallback::local(store, self.instances.unwrap_or(1))),
+        }
+    }
+
+    /// `--fail-mode`, for the startup log (`none` for the memory store, which does not
+    /// fail).
+    pub(crate) fn fail_mode_name(&self) -> String {
+        if self.redis.is_none() && self.redis_cluster.is_none() && self.sentinel.is_none() {
+            return "none".to_owned();
+        }
+        match self.fail_mode {
+            FailMode::Unavailable => "unavailable".to_owned(),
+            FailMode::Local => format!("local/{}", self.instances.unwrap_or(1)),
+        }
     }
 
     /// The store, for the startup log; credentials in URLs are not logged.
@@ -161,6 +266,42 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(sentinel.sentinel.unwrap().len(), 2);
+    }
+
+    #[test]
+    fn the_fail_mode_and_redis_options_need_redis() {
+        let redis = ["--config", "c", "--redis", "redis://a/"];
+        let local =
+            parse(&[&redis[..], &["--fail-mode", "local", "--instances", "3"]].concat()).unwrap();
+        assert_eq!(
+            (local.fail_mode, local.instances, local.check().is_ok()),
+            (FailMode::Local, Some(3), true)
+        );
+        let defaults = parse(&redis).unwrap();
+        assert_eq!(defaults.fail_mode, FailMode::Unavailable);
+        // The memory store has no Redis to fail, time out or prefix.
+        for extra in [
+            &["--fail-mode", "local"][..],
+            &["--redis-timeout", "100"],
+            &["--redis-prefix", "p:"],
+        ] {
+            let error = parse(&[&["--config", "c"][..], extra].concat()).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                ErrorKind::MissingRequiredArgument,
+                "{extra:?}"
+            );
+        }
+        assert!(parse(&["--config", "c", "--fail-mode", "unavailable"]).is_ok());
+        assert!(parse(&[&redis[..], &["--redis-timeout", "0"]].concat()).is_err());
+        assert!(
+            parse(&[&redis[..], &["--fail-mode", "local", "--instances", "0"]].concat()).is_err()
+        );
+        let stray = parse(&[&redis[..], &["--instances", "2"]].concat()).unwrap();
+        assert_eq!(
+            stray.check().unwrap_err().kind(),
+            ErrorKind::ArgumentConflict
+        );
     }
 
     #[test]

@@ -2,14 +2,14 @@
 //!
 //! Exit codes: 0 after a graceful stop (SIGTERM, Ctrl-C), 2 for a command line or a
 //! configuration that is not valid (the configuration's error names its file, line,
-//! column and field), 1 when the store cannot be reached or the address bound at startup.
+//! column and field), 1 when the store cannot be reached or an address (`--listen`,
+//! `--metrics`) bound at startup.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use floodwall_core::DynStore;
 use floodwall_rls::RateLimitService;
@@ -22,12 +22,13 @@ use tonic_health::server::HealthReporter;
 use tracing::{error, info, warn};
 
 mod cli;
+mod prometheus;
 
 /// The service as this binary runs it.
 type Service = RateLimitService<Arc<dyn DynStore>>;
 
 fn main() -> ExitCode {
-    let args = cli::Args::parse();
+    let args = cli::Args::read();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -75,6 +76,11 @@ async fn run(args: cli::Args, config: Config) -> Result<(), String> {
         .map_err(|e| format!("could not connect to {}: {e}", args.store_name()))?;
     let service: Service =
         RateLimitService::new(config, store).response_headers(args.response_headers);
+    // The recorder is in place before the first request is decided.
+    let metrics = match args.metrics {
+        Some(addr) => prometheus::serve(addr).await?.to_string(),
+        None => "off".to_owned(),
+    };
 
     // The handlers are in place before the server says it serves: SIGHUP's default action
     // would end the process.
@@ -101,6 +107,8 @@ async fn run(args: cli::Args, config: Config) -> Result<(), String> {
     info!(
         %addr,
         store = %args.store_name(),
+        fail_mode = %args.fail_mode_name(),
+        %metrics,
         response_headers = args.response_headers,
         "serving envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1.Health"
     );

@@ -108,7 +108,8 @@ impl<S> std::fmt::Debug for RateLimitService<S> {
     }
 }
 
-/// What one descriptor of a request asks of the store, once its limit is known.
+/// What one descriptor of a request asks of the store, once its limit is known (read by
+/// [`metrics`](crate::metrics) too).
 pub(crate) enum Plan<'a> {
     /// No limit applies: `OK`, nothing else said.
     Free,
@@ -188,7 +189,10 @@ impl<S: Store + 'static> RateLimitService<S> {
         let overrides = overrides(&config, request)?;
         let plans = plan(&config, &overrides, request);
 
-        let (statuses, decided) = charge::all_or_nothing(&*self.store, &plans).await?;
+        let watch = crate::metrics::Stopwatch::start();
+        let charged = charge::all_or_nothing(&*self.store, &plans).await;
+        let (statuses, decided) =
+            charged.inspect_err(|_| crate::metrics::failed(request, &plans, &watch))?;
 
         let over = statuses.iter().any(|s| s.code == Code::OverLimit as i32);
         let mut response = RateLimitResponse {
@@ -199,6 +203,7 @@ impl<S: Store + 'static> RateLimitService<S> {
         if self.headers {
             response.response_headers_to_add = headers(&plans, &decided, over);
         }
+        crate::metrics::decided(request, &plans, &response.statuses, &decided, &watch);
         Ok(response)
     }
 }

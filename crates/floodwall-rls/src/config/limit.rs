@@ -170,8 +170,8 @@ impl RateLimit {
     }
 
     /// Whether the descriptor asks for the request's values in its metrics
-    /// (`detailed_metric: true`); without it, metrics name the descriptor's keys and
-    /// the values written in the file only.
+    /// (`detailed_metric: true`); without it, metrics name the descriptor's keys only
+    /// (see [`metrics`](crate::metrics)).
     pub fn detailed_metric(&self) -> bool {
         self.detailed_metric
     }

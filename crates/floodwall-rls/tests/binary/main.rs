@@ -2,8 +2,9 @@
 //! 127.0.0.1:0`, the port read from its startup log) with a configuration in a temporary
 //! directory, called through envoy-types' generated client. serving.rs: decisions,
 //! health, exit codes; reload.rs: SIGHUP and SIGTERM; redis.rs: two processes on one
-//! Redis; examples.rs: the shipped examples/rls/ configuration; python.rs: Python's grpcio
-//! with Envoy's generated code (xds-protos) as the client.
+//! Redis; faults.rs: Redis killed and restarted under load, `--fail-mode`; metrics.rs:
+//! `--metrics`; examples.rs: the shipped examples/rls/ configuration; python.rs: Python's
+//! grpcio with Envoy's generated code (xds-protos) as the client.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -22,6 +23,8 @@ mod envoy;
 use envoy::{OK, OVER, descriptor, request};
 
 mod examples;
+mod faults;
+mod metrics;
 mod python;
 mod redis;
 mod reload;
@@ -34,7 +37,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_floodwall-rls");
 const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The variables the binary reads: cleared, so that a developer's own do not leak in.
-const ENV: [&str; 8] = [
+const ENV: [&str; 13] = [
     "RLS_CONFIG",
     "LISTEN",
     "REDIS_URL",
@@ -43,6 +46,11 @@ const ENV: [&str; 8] = [
     "REDIS_SENTINEL_SERVICE",
     "RESPONSE_HEADERS",
     "SHUTDOWN_GRACE",
+    "REDIS_TIMEOUT_MS",
+    "REDIS_PREFIX",
+    "FAIL_MODE",
+    "INSTANCES",
+    "METRICS_LISTEN",
 ];
 
 /// A fresh directory under the system's temporary one, removed on drop.

@@ -6,17 +6,24 @@ use redis_harness::{RedisCluster, RedisSentinel, RedisServer};
 use super::*;
 
 /// Two processes started with `store` (the Redis options) answer `CALLS` concurrent calls
-/// for one key, half each, and admit exactly `QUOTA` of them between them.
+/// for one key, half each over a few connections, and admit exactly `QUOTA` of them
+/// between them.
 async fn two_processes_share_the_quota(store: &[&str]) {
-    const CALLS: usize = 200;
-    const QUOTA: u32 = 50;
+    const CALLS: usize = 400;
+    const QUOTA: u32 = 150;
+    const CONNECTIONS: usize = 3;
     let dir = TempDir::new();
     dir.write("api.yaml", &quota_config(QUOTA));
     let a = Rls::start(dir.path(), store);
     let b = Rls::start(dir.path(), store);
     assert!(a.log().contains("store=redis"), "{}", a.log());
-    let mut clients = [a.client().await, b.client().await];
-    // Both warm (connected, Redis scripts loaded) before the race, on a key of its own.
+    let mut clients = Vec::new();
+    for _ in 0..CONNECTIONS {
+        clients.push(a.client().await);
+        clients.push(b.client().await);
+    }
+    // Every connection warm (connected, Redis scripts loaded) before the race, on a key
+    // of its own.
     for client in &mut clients {
         assert_eq!(
             ask(client, "api", &[("user", "warm-up")])
@@ -26,10 +33,10 @@ async fn two_processes_share_the_quota(store: &[&str]) {
         );
     }
 
-    // All at once, half through each process.
+    // All at once, half through each process (even calls through `a`).
     let calls: Vec<_> = (0..CALLS)
         .map(|i| {
-            let mut client = clients[i % 2].clone();
+            let mut client = clients[i % clients.len()].clone();
             tokio::spawn(async move { ask(&mut client, "api", &[("user", "shared")]).await })
         })
         .collect();

@@ -2,7 +2,8 @@
 //! envoy-types' generated client, on the memory store with a manual clock (time moves only
 //! when a test moves it). decisions.rs: what each kind of limit answers, with every
 //! status field; all_or_nothing.rs: a refused request charges nothing, a failing store
-//! answers UNAVAILABLE; hostile.rs: hostile requests get a clear status and charge nothing.
+//! answers UNAVAILABLE; hostile.rs: hostile requests get a clear status and charge nothing;
+//! metrics.rs: what the service records (feature `metrics`).
 
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use envoy::{OK, OVER, descriptor, request};
 mod all_or_nothing;
 mod decisions;
 mod hostile;
+mod metrics;
 
 /// A Unix time in µs, on a whole day.
 const T0: u64 = 1_700_006_400_000_000;
