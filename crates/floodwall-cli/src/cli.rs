@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use floodwall_core::Algorithm;
 
 /// floodwall's operator tool: see what a policy does to traffic before shipping it
@@ -112,6 +112,9 @@ pub(crate) enum OutputFormat {
 
 /// The key, the policy and the store that `inspect`, `reset` and `unban` act on.
 #[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("store").args(["redis", "redis_cluster", "sentinel"]).required(true).multiple(false)
+))]
 pub(crate) struct Target {
     /// The key as the layer's extractor reads it from a request: a client's IP (the
     /// default), a header's value (--header, --bearer, or the policy file's `[key]`), or
@@ -177,7 +180,7 @@ pub(crate) struct Target {
 
 /// Which Redis, as floodwall-rls takes it.
 #[derive(Debug, Args)]
-#[group(required = true, multiple = false, id = "store")]
+#[group(skip)]
 pub(crate) struct RedisArgs {
     /// One Redis node (`redis://[user:password@]host[:port][/db]`).
     #[arg(long, env = "REDIS_URL", value_name = "URL", hide_env_values = true)]
