@@ -100,7 +100,7 @@ fn extract(
 /// Hex digits (either case) as bytes.
 pub(crate) fn hex_decode(s: &str) -> Option<Vec<u8>> {
     let s = s.as_bytes();
-    if s.is_empty() || s.len() % 2 != 0 || !s.iter().all(u8::is_ascii_hexdigit) {
+    if s.is_empty() || !s.len().is_multiple_of(2) || !s.iter().all(u8::is_ascii_hexdigit) {
         return None;
     }
     s.chunks(2)

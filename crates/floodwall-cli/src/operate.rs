@@ -198,7 +198,7 @@ fn shown(given: &str, bytes: &[u8]) -> String {
 fn report(given: &str, key: &[u8], policy: &Policy, peek: &Decision, store: &RedisStore) -> String {
     let mut out = String::new();
     let mut line = |name: &str, value: String| {
-        let _ = writeln!(out, "{:<12}{value}", format!("{name}:"));
+        let _ = writeln!(out, "{:<14}{value}", format!("{name}:"));
     };
     line("key", shown(given, key));
     line(

@@ -7,8 +7,8 @@ use crate::cli::TimestampFormat;
 use crate::error::Failure;
 use crate::traffic::{MAX_REQUESTS, Traffic};
 
-/// The file's requests, from the multiple of `period_us` at or before the first, so that
-/// a window's edges fall where a live store's would. Blank lines and `#` comments are
+/// The file's requests, from the multiple of `period_us` at or before the first to the
+/// end of the last one's period, so that a window's edges fall where a live store's would. Blank lines and `#` comments are
 /// skipped; a line without a timestamp is an error naming it.
 pub(crate) fn read_file(
     path: &str,
@@ -50,7 +50,9 @@ pub(crate) fn read_file(
     for t in &mut times {
         *t -= origin;
     }
-    let span = times.last().map_or(0, |&t| t + 1);
+    // To the end of the last request's period: the chart ends on a window's edge.
+    let period = period_us.max(1);
+    let span = times.last().map_or(0, |&t| (t / period + 1) * period);
     Ok(Traffic { times, span })
 }
 

@@ -323,3 +323,46 @@ fn the_svg_parses_as_xml_with_one_series_per_algorithm() {
         assert!(texts.contains(&caption), "no {caption:?} in {texts:?}");
     }
 }
+
+/// The README's charts are what the tool draws today, with the commands the README gives.
+#[test]
+fn the_readme_charts_are_what_the_tool_draws() {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    let readme = std::fs::read_to_string(docs.join("../README.md")).unwrap();
+    let edge = docs.join("simulate-edge.txt");
+    let edge = edge.to_str().unwrap();
+    for (chart, traffic, extra) in [
+        (
+            "simulate-poisson.svg",
+            "poisson:14/s",
+            &["--duration", "20s"][..],
+        ),
+        ("simulate-edge.svg", edge, &[][..]),
+    ] {
+        let out = file("readme", chart, "");
+        let mut args = vec!["simulate", "--policy", "10/s"];
+        for a in [
+            "gcra",
+            "token_bucket",
+            "fixed_window",
+            "sliding_window",
+            "sliding_log",
+        ] {
+            args.extend(["--algorithm", a]);
+        }
+        args.extend(["--traffic", traffic]);
+        args.extend_from_slice(extra);
+        args.extend(["--out", out.to_str().unwrap()]);
+        ok(&args);
+        let drawn = std::fs::read_to_string(&out).unwrap();
+        let committed = std::fs::read_to_string(docs.join(chart)).unwrap();
+        assert!(
+            drawn == committed,
+            "docs/{chart} is not what the tool draws now: redraw it with the README's command"
+        );
+        assert!(
+            readme.contains(&format!("docs/{chart}")),
+            "the README shows docs/{chart}"
+        );
+    }
+}
