@@ -6,16 +6,14 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{file, ok};
+use common::{field, file, ok, seconds, status};
 use floodwall_core::StoreExt;
 use floodwall_redis::RedisStore;
-use floodwall_test_support::{from, hello};
 use floodwall_tower::RateLimitLayer;
 use floodwall_tower::extract::PeerIp;
 use floodwall_tower::file::{FileKey, PolicyFile};
 use http::StatusCode;
 use redis_harness::RedisServer;
-use tower::{Layer, ServiceExt};
 
 /// 3 an hour per client (GCRA: one back every 20 min), and logins at 2 an hour whose
 /// first refusal bans the client for an hour.
@@ -37,24 +35,6 @@ policies = ["login"]
 
 const HOUR: f64 = 3600.0;
 
-/// `inspect`'s `name: value` line for `name`.
-fn field<'a>(report: &'a str, name: &str) -> &'a str {
-    report
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in {report}"))
-        .trim()
-}
-
-/// A `1.234567s` duration in seconds.
-fn seconds(text: &str) -> f64 {
-    text.split_whitespace()
-        .next()
-        .and_then(|s| s.strip_suffix('s'))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("not a duration: {text}"))
-}
-
 /// A node: the layer the policy file describes, over a `RedisStore` of its own whose
 /// deny cache holds refusals and bans for `hold` at most.
 async fn node(url: &str, policies: &Path, hold: Duration) -> RateLimitLayer<RedisStore, FileKey> {
@@ -65,13 +45,6 @@ async fn node(url: &str, policies: &Path, hold: Duration) -> RateLimitLayer<Redi
         .await
         .unwrap();
     PolicyFile::load(policies).unwrap().layer(store).0
-}
-
-/// The status of a request to `path` from `ip` through `node`.
-async fn status(node: &RateLimitLayer<RedisStore, FileKey>, ip: &str, path: &str) -> StatusCode {
-    let mut req = from(ip);
-    *req.uri_mut() = path.parse().unwrap();
-    node.layer(hello()).oneshot(req).await.unwrap().status()
 }
 
 /// `floodwall COMMAND KEY --policy POLICY --policy-file FILE --redis URL`.
@@ -99,9 +72,12 @@ async fn an_exhausted_key_shows_remaining_0_and_its_reset_and_reset_admits_it_ag
 
     let started = Instant::now();
     for _ in 0..3 {
-        assert_eq!(status(&layer, ip, "/").await, StatusCode::OK);
+        assert_eq!(status(&layer, ip, "/", &[]).await, StatusCode::OK);
     }
-    assert_eq!(status(&layer, ip, "/").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        status(&layer, ip, "/", &[]).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
 
     let report = cli("inspect", ip, "per-ip", &policies, &url);
     let elapsed = started.elapsed().as_secs_f64();
@@ -130,12 +106,12 @@ async fn an_exhausted_key_shows_remaining_0_and_its_reset_and_reset_admits_it_ag
         assert_eq!(field(&report, "reset in"), "0.000000s");
     }
     for _ in 0..3 {
-        assert_eq!(status(&layer, fresh, "/").await, StatusCode::OK);
+        assert_eq!(status(&layer, fresh, "/", &[]).await, StatusCode::OK);
     }
 
     let said = cli("reset", ip, "per-ip", &policies, &url);
     assert!(said.starts_with("reset key 203.0.113.7"), "{said}");
-    assert_eq!(status(&layer, ip, "/").await, StatusCode::OK);
+    assert_eq!(status(&layer, ip, "/", &[]).await, StatusCode::OK);
     let report = cli("inspect", ip, "per-ip", &policies, &url);
     assert_eq!(field(&report, "remaining"), "2");
 }
@@ -147,7 +123,10 @@ async fn an_ipv6_client_is_inspected_by_its_64_as_the_layer_keys_it() {
     let policies = file("ipv6", "policies.toml", POLICIES);
     let layer = node(&url, &policies, Duration::ZERO).await;
     for _ in 0..3 {
-        assert_eq!(status(&layer, "2001:db8::2", "/").await, StatusCode::OK);
+        assert_eq!(
+            status(&layer, "2001:db8::2", "/", &[]).await,
+            StatusCode::OK
+        );
     }
     // Another address of the same /64 is the same key; one of another /64 is not.
     let same = cli("inspect", "2001:db8::1", "per-ip", &policies, &url);
@@ -183,15 +162,15 @@ async fn a_banned_key_shows_its_ban_and_unban_lifts_it_on_another_node() {
 
     let started = Instant::now();
     for _ in 0..2 {
-        assert_eq!(status(&one, ip, "/login").await, StatusCode::OK);
+        assert_eq!(status(&one, ip, "/login", &[]).await, StatusCode::OK);
     }
     // The first refusal is the one strike that bans.
     assert_eq!(
-        status(&one, ip, "/login").await,
+        status(&one, ip, "/login", &[]).await,
         StatusCode::TOO_MANY_REQUESTS
     );
     assert_eq!(
-        status(&two, ip, "/login").await,
+        status(&two, ip, "/login", &[]).await,
         StatusCode::TOO_MANY_REQUESTS
     );
 
@@ -237,7 +216,7 @@ async fn a_banned_key_shows_its_ban_and_unban_lifts_it_on_another_node() {
 
     // Reset as well, and the other node admits the client.
     cli("reset", ip, "login", &policies, &url);
-    assert_eq!(status(&two, ip, "/login").await, StatusCode::OK);
+    assert_eq!(status(&two, ip, "/login", &[]).await, StatusCode::OK);
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -248,10 +227,10 @@ async fn a_policy_given_on_the_command_line_is_the_files_policy() {
     let layer = node(&url, &policies, Duration::ZERO).await;
     let ip = "192.0.2.1";
     for _ in 0..2 {
-        assert_eq!(status(&layer, ip, "/login").await, StatusCode::OK);
+        assert_eq!(status(&layer, ip, "/login", &[]).await, StatusCode::OK);
     }
     assert_eq!(
-        status(&layer, ip, "/login").await,
+        status(&layer, ip, "/login", &[]).await,
         StatusCode::TOO_MANY_REQUESTS
     );
     let spec = |extra: &[&str]| {

@@ -47,3 +47,41 @@ pub fn file(test: &str, name: &str, text: &str) -> PathBuf {
     std::fs::write(&path, text).unwrap();
     path
 }
+
+/// `inspect`'s `name: value` line for `name`.
+pub fn field<'a>(report: &'a str, name: &str) -> &'a str {
+    report
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {report}"))
+        .trim()
+}
+
+/// A `1.234567s` duration in seconds.
+pub fn seconds(text: &str) -> f64 {
+    text.split_whitespace()
+        .next()
+        .and_then(|s| s.strip_suffix('s'))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not a duration: {text}"))
+}
+
+/// The status of a request to `path` from `ip`, with `headers`, through `layer`.
+pub async fn status<St>(
+    layer: &floodwall_tower::RateLimitLayer<St, floodwall_tower::file::FileKey>,
+    ip: &str,
+    path: &str,
+    headers: &[(&'static str, &str)],
+) -> http::StatusCode
+where
+    St: floodwall_core::Store + Clone + Send + Sync + 'static,
+{
+    use tower::{Layer, ServiceExt};
+    let mut req = floodwall_test_support::from(ip);
+    *req.uri_mut() = path.parse().unwrap();
+    for (name, value) in headers {
+        req.headers_mut().insert(*name, value.parse().unwrap());
+    }
+    let svc = layer.layer(floodwall_test_support::hello());
+    svc.oneshot(req).await.unwrap().status()
+}
