@@ -366,3 +366,42 @@ fn the_readme_charts_are_what_the_tool_draws() {
         );
     }
 }
+
+#[test]
+fn an_access_log_is_replayed_at_its_timestamps() {
+    let mut log = String::new();
+    for (second, n) in [("00", 12), ("01", 3)] {
+        for i in 0..n {
+            log.push_str(&format!(
+                "203.0.113.{i} - - [01/May/2024:12:00:{second} +0000] \"GET / HTTP/1.1\" 200 5\n"
+            ));
+        }
+    }
+    let path = file("clf", "access.log", &log);
+    let out = floodwall(&[
+        "simulate",
+        "--policy",
+        "10/s",
+        "--algorithm",
+        "fixed_window",
+        "--traffic",
+        path.to_str().unwrap(),
+        "--timestamps",
+        "clf",
+        "--format",
+        "csv",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, times, admitted) = parse_csv(&String::from_utf8(out.stdout).unwrap());
+    let want: Vec<u64> = [0; 12].into_iter().chain([SECOND; 3]).collect();
+    assert_eq!(times, want, "whole seconds, from the log's first");
+    assert_eq!(admitted[0], fixed_window(&times, SECOND, 10));
+    let summary = String::from_utf8(out.stderr).unwrap();
+    assert!(summary.starts_with("15 requests over 2s"), "{summary}");
+    // A period is [t, t + 1 s): the second at 1 s is not within the first one.
+    assert_eq!(summary_row(&summary, "fixed_window"), (13, 2, 10));
+}
