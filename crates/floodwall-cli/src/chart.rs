@@ -73,8 +73,10 @@ fn counts(times: &[u64], admitted: Option<&[bool]>, bucket: u64, buckets: usize)
     counts
 }
 
+/// The whole chart, or a part of it.
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
+/// Title, one panel per run over the same time axis, and the summary table.
 fn draw(
     root: &Area<'_>,
     quota: Quota,

@@ -170,7 +170,8 @@ pub(crate) struct Target {
     #[arg(long, value_name = "BITS", conflicts_with = "raw_hex")]
     pub(crate) ipv6_prefix: Option<u8>,
 
-    /// The key is its bytes, written in hex (`cb007107`).
+    /// The key is its bytes, written in hex, as `inspect` shows them (`04cb007107`: the
+    /// layer's key for 203.0.113.7).
     #[arg(long)]
     pub(crate) raw_hex: bool,
 

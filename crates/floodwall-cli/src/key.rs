@@ -82,6 +82,7 @@ fn request(target: &Target) -> Result<Parts, Failure> {
     Ok(req.into_parts().0)
 }
 
+/// `--header`'s name, checked as HTTP has it.
 fn header_name(name: &str) -> Result<HeaderName, Failure> {
     HeaderName::try_from(name)
         .map_err(|_| Failure::input(format!("--header {name:?}"), "not a header name"))

@@ -64,6 +64,7 @@ fn clap_line(e: &clap::Error) -> String {
     error::one_line(text.trim_start_matches("error: "))
 }
 
+/// Runs the command: `simulate` here, the others on a runtime for Redis's async calls.
 fn execute(command: Command) -> Result<(), Failure> {
     let (action, target) = match command {
         Command::Simulate(args) => return simulate(&args),

@@ -10,7 +10,11 @@ pub fn floodwall(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_floodwall"))
         .args(args)
         .env_remove("REDIS_URL")
+        .env_remove("REDIS_CLUSTER_URLS")
+        .env_remove("REDIS_SENTINEL_URLS")
+        .env_remove("REDIS_SENTINEL_SERVICE")
         .env_remove("REDIS_PREFIX")
+        .env_remove("REDIS_TIMEOUT_MS")
         .output()
         .expect("the floodwall binary runs")
 }
