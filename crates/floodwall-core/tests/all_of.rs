@@ -177,3 +177,27 @@ fn a_cached_refusal_speaks_only_for_its_own_key() {
     assert!(a.is_none(), "another key's figures: {a:?}");
     assert_eq!(remaining(&memory, b"a", &roomy), 99);
 }
+
+/// A refusal cached by a check of one key under both policies carries what the store
+/// said of that key's other policy; a later check of several keys refused by it does not
+/// pass those figures off as another key's.
+#[test]
+fn figures_cached_for_one_key_are_not_given_to_another() {
+    let clock = ManualClock::new(T0);
+    let memory = MemoryStore::builder().clock(clock.clone()).build();
+    let cache = DenyCache::builder().build(memory.clone());
+    let roomy = policy("roomy", Algorithm::Gcra, 100);
+    let tight = policy("tight", Algorithm::Gcra, 1);
+    let both = [tight.clone(), roomy.clone()];
+    assert!(cache.check_all(b"b", &both, 1).now().unwrap()[0].unwrap().is_allowed());
+    // Refused from the cache, with the roomy policy's figures for "b" beside it.
+    let again = cache.check_all(b"b", &both, 1).now().unwrap();
+    assert_eq!(again[0].unwrap().source, Source::Cache);
+    assert_eq!(again[1].unwrap().remaining, 99);
+
+    let checks = [check(b"a", &roomy, 1), check(b"b", &tight, 1)];
+    let cached = cache.check_all_of(&checks).now().unwrap();
+    assert_eq!(cached[1].unwrap().source, Source::Cache);
+    assert!(cached[0].is_none(), "b's figures given to a: {:?}", cached[0]);
+    assert_eq!(remaining(&memory, b"a", &roomy), 100);
+}

@@ -68,9 +68,19 @@ impl<'a> Checks<'a> {
     }
 
     /// The checks, in order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = Check<'a>> + 'a {
-        let this = *self;
-        (0..this.len()).map(move |i| this.get(i))
+    pub fn iter(&self) -> Iter<'a> {
+        match *self {
+            Self::OneKey {
+                key,
+                policies,
+                cost,
+            } => Iter(Each::OneKey {
+                key,
+                policies: policies.iter(),
+                cost,
+            }),
+            Self::Each(checks) => Iter(Each::Each(checks.iter())),
+        }
     }
 
     /// The one key every check is for, if they share one.
@@ -100,5 +110,96 @@ impl<'a> Checks<'a> {
     /// [`Error::CostTooHigh`] when a check's cost can never pass its policy.
     pub fn check_costs(&self) -> Result<(), Error> {
         self.iter().try_for_each(|c| c.policy.check_cost(c.cost))
+    }
+}
+
+/// The checks of a [`Checks`], in order ([`Checks::iter`]).
+#[derive(Debug, Clone)]
+pub struct Iter<'a>(Each<'a>);
+
+#[derive(Debug, Clone)]
+enum Each<'a> {
+    OneKey {
+        key: &'a [u8],
+        policies: std::slice::Iter<'a, Policy>,
+        cost: u64,
+    },
+    Each(std::slice::Iter<'a, Check<'a>>),
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = Check<'a>;
+
+    fn next(&mut self) -> Option<Check<'a>> {
+        match &mut self.0 {
+            Each::OneKey {
+                key,
+                policies,
+                cost,
+            } => policies.next().map(|policy| Check {
+                key,
+                policy,
+                cost: *cost,
+            }),
+            Each::Each(checks) => checks.next().copied(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = match &self.0 {
+            Each::OneKey { policies, .. } => policies.len(),
+            Each::Each(checks) => checks.len(),
+        };
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_the_checks_share() {
+        let p = Policy::gcra("p", "10/s".parse().unwrap()).unwrap();
+        let policies = [p.clone(), p.clone()];
+        let one = Checks::OneKey {
+            key: b"k",
+            policies: &policies,
+            cost: 3,
+        };
+        assert_eq!((one.len(), one.is_empty()), (2, false));
+        assert_eq!(
+            (one.shared_key(), one.shared_cost()),
+            (Some(&b"k"[..]), Some(3))
+        );
+
+        let check = |key: &'static [u8], cost| Check {
+            key,
+            policy: &p,
+            cost,
+        };
+        let same = [check(b"a", 2), check(b"a", 2)];
+        let each = Checks::Each(&same);
+        assert_eq!(
+            (each.shared_key(), each.shared_cost()),
+            (Some(&b"a"[..]), Some(2))
+        );
+        let apart = [check(b"a", 2), check(b"b", 5)];
+        let each = Checks::Each(&apart);
+        assert_eq!((each.shared_key(), each.shared_cost()), (None, None));
+        let costs: Vec<u64> = each.iter().map(|c| c.cost).collect();
+        assert_eq!(costs, [2, 5]);
+        assert_eq!(each.iter().len(), 2);
+        assert!(each.check_costs().is_ok());
+        let costly = [check(b"a", 2), check(b"b", 11)];
+        assert!(matches!(
+            Checks::Each(&costly).check_costs(),
+            Err(Error::CostTooHigh { .. })
+        ));
+        let none = Checks::Each(&[]);
+        assert!(none.is_empty());
+        assert_eq!((none.shared_key(), none.shared_cost()), (None, None));
     }
 }

@@ -20,7 +20,7 @@ mod memory;
 mod op;
 mod parts;
 
-pub use checks::{Check, Checks};
+pub use checks::{Check, Checks, Iter as ChecksIter};
 pub use deny_cache::{DenyCache, DenyCacheBuilder, DenyCacheStats};
 pub use local_verdicts::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};
 pub use memory::{MemoryStore, MemoryStoreBuilder};

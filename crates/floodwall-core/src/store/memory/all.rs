@@ -21,16 +21,21 @@ impl<C: Clock> MemoryStore<C> {
         &self,
         checks: Checks<'_>,
     ) -> Result<Vec<Option<Decision>>, Error> {
-        checks.check_costs()?;
+        let (mut charges, mut penalized) = (false, false);
+        for c in checks.iter() {
+            c.policy.check_cost(c.cost)?;
+            charges |= c.cost > 0;
+            penalized |= c.policy.penalty().is_some();
+        }
         // A peek records nothing, and one check is a check: nothing to hold together.
-        if checks.len() < 2 || checks.iter().all(|c| c.cost == 0) {
+        if checks.len() < 2 || !charges {
             return checks
                 .iter()
                 .map(|c| self.check_sync(c.key, c.policy, c.cost).map(Some))
                 .collect();
         }
-        let bufs = key_bufs(&checks);
-        if checks.iter().any(|c| c.policy.penalty().is_some()) {
+        let bufs = KeyBufs::of(&checks);
+        if penalized {
             return self.check_all_penalized(&checks, &bufs);
         }
         self.check_all_quotas(&checks, &bufs)
@@ -41,7 +46,7 @@ impl<C: Clock> MemoryStore<C> {
     fn check_all_penalized(
         &self,
         checks: &Checks<'_>,
-        bufs: &[KeyBuf<'_>],
+        bufs: &KeyBufs<'_>,
     ) -> Result<Vec<Option<Decision>>, Error> {
         let now = clamp_now(self.inner.clock.now_micros());
         if let Some(bans) = self.bans_of(checks, bufs, now) {
@@ -55,7 +60,8 @@ impl<C: Clock> MemoryStore<C> {
                 .collect();
         }
         let mut decisions = self.check_all_quotas(checks, bufs)?;
-        for ((c, buf), d) in checks.iter().zip(bufs).zip(&mut decisions) {
+        for ((i, c), d) in checks.iter().enumerate().zip(&mut decisions) {
+            let buf = bufs.get(i);
             if let (Some(penalty), Some(d)) = (c.policy.penalty(), d.as_mut())
                 && !d.is_allowed()
                 && let Some(ban) = self.strike(buf, c.policy, penalty, now)
@@ -71,30 +77,27 @@ impl<C: Clock> MemoryStore<C> {
     fn check_all_quotas(
         &self,
         checks: &Checks<'_>,
-        bufs: &[KeyBuf<'_>],
+        bufs: &KeyBufs<'_>,
     ) -> Result<Vec<Option<Decision>>, Error> {
         let now = clamp_now(self.inner.clock.now_micros());
         let map = self.inner.map.pin();
         loop {
             // Every check's entry, made if new, before any is held: making room may
             // sweep, and a sweep kills entries.
-            let entries: SmallVec<[&KeyState; 4]> = checks
-                .iter()
-                .zip(bufs)
-                .map(|(c, buf)| {
-                    let k = buf.as_ref(c.policy.state_namespace());
-                    match map.get(&k) {
-                        Some(entry) => entry,
-                        None => self.insert(&map, k, KeyState::fresh(c.policy), now),
-                    }
-                })
-                .collect();
+            let mut entries: SmallVec<[&KeyState; 4]> = SmallVec::with_capacity(checks.len());
+            for (i, c) in checks.iter().enumerate() {
+                let k = bufs.get(i).as_ref(c.policy.state_namespace());
+                entries.push(match map.get(&k) {
+                    Some(entry) => entry,
+                    None => self.insert(&map, k, KeyState::fresh(c.policy), now),
+                });
+            }
             match decide_all(&entries, checks, now) {
                 Some(result) => return result,
                 // One was evicted under our feet: help remove it, then look again.
                 None => {
-                    for (c, buf) in checks.iter().zip(bufs) {
-                        let k = buf.as_ref(c.policy.state_namespace());
+                    for (i, c) in checks.iter().enumerate() {
+                        let k = bufs.get(i).as_ref(c.policy.state_namespace());
                         let _ = map.remove_if(&k, |_, s| s.is_dead());
                     }
                 }
@@ -103,14 +106,31 @@ impl<C: Clock> MemoryStore<C> {
     }
 }
 
-/// Each check's key in the map's form, hashed once when the checks share it.
-fn key_bufs<'a>(checks: &Checks<'a>) -> SmallVec<[KeyBuf<'a>; 4]> {
-    match checks.shared_key() {
-        Some(key) => {
-            let buf = KeyBuf::new(key);
-            (0..checks.len()).map(|_| buf.clone()).collect()
+/// Each check's key in the map's form: one for all when the checks share their key, so
+/// a long key is hashed once.
+pub(super) enum KeyBufs<'a> {
+    Shared(KeyBuf<'a>),
+    Each(SmallVec<[KeyBuf<'a>; 4]>),
+}
+
+impl<'a> KeyBufs<'a> {
+    // Inlined, one shared key costs what a single `KeyBuf` did (http_instructions'
+    // two-policy row, BENCHMARKS.md §3).
+    #[inline]
+    fn of(checks: &Checks<'a>) -> Self {
+        match checks {
+            Checks::OneKey { key, .. } => Self::Shared(KeyBuf::new(key)),
+            Checks::Each(each) => Self::Each(each.iter().map(|c| KeyBuf::new(c.key)).collect()),
         }
-        None => checks.iter().map(|c| KeyBuf::new(c.key)).collect(),
+    }
+
+    /// Check `i`'s.
+    #[inline]
+    pub(super) fn get(&self, i: usize) -> &KeyBuf<'a> {
+        match self {
+            Self::Shared(buf) => buf,
+            Self::Each(bufs) => &bufs[i],
+        }
     }
 }
 

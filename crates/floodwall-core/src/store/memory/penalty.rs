@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
+use super::all::KeyBufs;
 use super::{Locked, MemoryStore};
 use crate::algorithm::{Raw, clamp_now};
 use crate::store::Checks;
@@ -193,16 +194,17 @@ impl<C: Clock> MemoryStore<C> {
     pub(super) fn bans_of(
         &self,
         checks: &Checks<'_>,
-        bufs: &[KeyBuf<'_>],
+        bufs: &KeyBufs<'_>,
         now: u64,
     ) -> Option<SmallVec<[Option<Decision>; 4]>> {
         let records = &self.inner.penalties;
         let bans: SmallVec<[Option<Decision>; 4]> = checks
             .iter()
-            .zip(bufs)
-            .map(|(c, buf)| {
+            .enumerate()
+            .map(|(i, c)| {
                 c.policy.penalty()?;
-                let remainder = records.banned(buf.as_ref(c.policy.name_namespace()), now)?;
+                let remainder =
+                    records.banned(bufs.get(i).as_ref(c.policy.name_namespace()), now)?;
                 Some(c.policy.ban_decision(remainder))
             })
             .collect();
