@@ -189,7 +189,11 @@ fn figures_cached_for_one_key_are_not_given_to_another() {
     let roomy = policy("roomy", Algorithm::Gcra, 100);
     let tight = policy("tight", Algorithm::Gcra, 1);
     let both = [tight.clone(), roomy.clone()];
-    assert!(cache.check_all(b"b", &both, 1).now().unwrap()[0].unwrap().is_allowed());
+    assert!(
+        cache.check_all(b"b", &both, 1).now().unwrap()[0]
+            .unwrap()
+            .is_allowed()
+    );
     // Refused from the cache, with the roomy policy's figures for "b" beside it.
     let again = cache.check_all(b"b", &both, 1).now().unwrap();
     assert_eq!(again[0].unwrap().source, Source::Cache);
@@ -198,6 +202,10 @@ fn figures_cached_for_one_key_are_not_given_to_another() {
     let checks = [check(b"a", &roomy, 1), check(b"b", &tight, 1)];
     let cached = cache.check_all_of(&checks).now().unwrap();
     assert_eq!(cached[1].unwrap().source, Source::Cache);
-    assert!(cached[0].is_none(), "b's figures given to a: {:?}", cached[0]);
+    assert!(
+        cached[0].is_none(),
+        "b's figures given to a: {:?}",
+        cached[0]
+    );
     assert_eq!(remaining(&memory, b"a", &roomy), 100);
 }
