@@ -25,7 +25,7 @@ pub(crate) enum Command {
     /// and writes a chart (SVG) or every request's fate (CSV), with a summary.
     Simulate(SimulateArgs),
     /// Shows a key's state as the store holds it, without charging it: remaining,
-    /// time until reset, and its ban.
+    /// time until reset, and under a penalty its ban, strikes and remembered bans.
     Inspect(Target),
     /// Forgets a key's quota state under the policy (a ban stays: see `unban`).
     Reset(Target),

@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use floodwall_core::{Algorithm, Decision, Outcome, Penalty, Policy, StoreExt, parse_duration};
+use floodwall_core::{
+    Algorithm, Decision, Outcome, Penalty, PenaltyState, Policy, StoreExt, parse_duration,
+};
 use floodwall_redis::RedisStore;
 use floodwall_tower::file::PolicyFile;
 
@@ -33,7 +35,11 @@ pub(crate) async fn run(action: Action, target: &Target) -> Result<String, Failu
     match action {
         Action::Inspect => {
             let peek = store.check(&key, &policy, 0).await.map_err(failed)?;
-            Ok(report(&target.key, &key, &policy, &peek, &store))
+            let penalty = match policy.penalty() {
+                Some(_) => Some(store.penalty_state(&key, &policy).await.map_err(failed)?),
+                None => None,
+            };
+            Ok(report(&target.key, &key, &policy, &peek, penalty, &store))
         }
         Action::Reset => {
             store.reset(&key, &policy).await.map_err(failed)?;
@@ -195,7 +201,14 @@ fn shown(given: &str, bytes: &[u8]) -> String {
 }
 
 /// `inspect`'s lines: `name: value`, one fact a line.
-fn report(given: &str, key: &[u8], policy: &Policy, peek: &Decision, store: &RedisStore) -> String {
+fn report(
+    given: &str,
+    key: &[u8],
+    policy: &Policy,
+    peek: &Decision,
+    penalty: Option<PenaltyState>,
+    store: &RedisStore,
+) -> String {
     let mut out = String::new();
     let mut line = |name: &str, value: String| {
         let _ = writeln!(out, "{:<14}{value}", format!("{name}:"));
@@ -229,13 +242,13 @@ fn report(given: &str, key: &[u8], policy: &Policy, peek: &Decision, store: &Red
         (Some(_), _) => "none".to_owned(),
     };
     line("ban", ban);
-    if policy.penalty().is_some() {
-        line(
-            "strikes",
-            "not shown (floodwall's store API has no read of strikes that charges nothing; \
-             redis-cli GET the strikes key below)"
-                .to_owned(),
-        );
+    if let Some(p) = penalty {
+        let lasting = |n: u32, left: Duration| match n {
+            0 => "0".to_owned(),
+            n => format!("{n} (forgotten in {})", secs(left)),
+        };
+        line("strikes", lasting(p.strikes, p.strikes_reset_after));
+        line("bans", lasting(p.bans, p.bans_forgotten_after));
         let [ban_key, strikes, bans] = store.penalty_keys(key, policy);
         line("ban key", escaped(&ban_key));
         line("strikes key", escaped(&strikes));

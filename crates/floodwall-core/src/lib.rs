@@ -49,7 +49,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use concurrency::{Acquired, ConcurrencyLimit, Full, Permit};
 pub use decision::{Decision, Outcome, Source};
 pub use error::{BoxError, ConfigError, Error};
-pub use penalty::Penalty;
+pub use penalty::{Penalty, PenaltyState};
 pub use policy::{Policy, Rounding};
 pub use quota::{MAX_SPAN, Quota, parse_duration};
 pub use reservation::{Cancelled, Reservable, Reservation, Ticket};

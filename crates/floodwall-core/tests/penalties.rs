@@ -11,7 +11,8 @@ use common::now_or_never;
 
 use floodwall_core::store::{Op, Reply};
 use floodwall_core::{
-    Decision, DenyCache, ManualClock, MemoryStore, Penalty, Policy, Reservable, Store, StoreExt,
+    Decision, DenyCache, ManualClock, MemoryStore, Penalty, PenaltyState, Policy, Reservable,
+    Store, StoreExt,
 };
 
 const T0: u64 = 1_700_000_000_000_000;
@@ -86,7 +87,12 @@ fn the_kth_refusal_bans_for_the_ban_and_not_one_microsecond_less() {
         free.is_allowed() && !free.is_banned(),
         "the ban is over: {free:?}"
     );
-    assert_eq!(store.ban_remaining(b"mallory", &policy), None);
+    assert_eq!(
+        now_or_never(store.penalty_state(b"mallory", &policy))
+            .unwrap()
+            .banned_for,
+        None
+    );
 }
 
 #[test]
@@ -271,7 +277,12 @@ fn a_key_hammered_by_eight_threads_is_banned_once() {
         .collect();
     let admitted: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
     assert_eq!(admitted, 1);
-    assert_eq!(store.ban_remaining(b"mallory", &policy), Some(100 * S));
+    assert_eq!(
+        now_or_never(store.penalty_state(b"mallory", &policy))
+            .unwrap()
+            .banned_for,
+        Some(100 * S)
+    );
     // Had two bans started, the next would be the third (400 s), not the second.
     clock.advance(100 * S);
     let d = refuse(&store, &policy, 5);
@@ -423,7 +434,12 @@ fn an_unban_through_the_deny_cache_is_seen_at_once() {
     now_or_never(cache.unban(b"mallory", &policy)).unwrap();
     let d = cached_check(&cache, &policy);
     assert!(!d.is_banned(), "{d:?}");
-    assert_eq!(cache.get_ref().ban_remaining(b"mallory", &policy), None);
+    assert_eq!(
+        now_or_never(cache.get_ref().penalty_state(b"mallory", &policy))
+            .unwrap()
+            .banned_for,
+        None
+    );
 }
 
 #[test]
@@ -450,7 +466,13 @@ fn every_combinator_passes_unban_on() {
     for (name, store) in stores {
         ban(&memory);
         now_or_never(store.unban(b"mallory", &policy)).unwrap();
-        assert_eq!(memory.ban_remaining(b"mallory", &policy), None, "{name}");
+        assert_eq!(
+            now_or_never(memory.penalty_state(b"mallory", &policy))
+                .unwrap()
+                .banned_for,
+            None,
+            "{name}"
+        );
         now_or_never(memory.reset(b"mallory", &policy)).unwrap();
     }
     // A local fallback lifts the ban it holds too, beside the store's.
@@ -467,8 +489,18 @@ fn every_combinator_passes_unban_on() {
     let fallback = Fallback::with_local_store(memory.clone(), FailMode::local(2), local.clone());
     ban(&memory);
     now_or_never(fallback.unban(b"mallory", &policy)).unwrap();
-    assert_eq!(memory.ban_remaining(b"mallory", &policy), None);
-    assert_eq!(local.ban_remaining(b"mallory", &share), None);
+    assert_eq!(
+        now_or_never(memory.penalty_state(b"mallory", &policy))
+            .unwrap()
+            .banned_for,
+        None
+    );
+    assert_eq!(
+        now_or_never(local.penalty_state(b"mallory", &share))
+            .unwrap()
+            .banned_for,
+        None
+    );
 }
 
 #[test]
@@ -577,4 +609,43 @@ fn local_verdicts_answer_a_ban_as_a_ban_and_see_an_unban_within_one_interval() {
     clock.advance(Duration::from_millis(50));
     let after = now_or_never(node.check(b"mallory", &policy, 1)).unwrap();
     assert!(!after.is_banned(), "{after:?}");
+}
+
+/// `penalty_state` reads the strikes, the ban and the remembered bans, and changes none.
+#[test]
+fn the_penalty_state_is_read_without_changing_it() {
+    let (store, clock) = memory();
+    let policy = hourly(Penalty::new(3, 60 * S, 600 * S).unwrap());
+    let state = || store.penalty_state(b"mallory", &policy).now().unwrap();
+    assert_eq!(state(), PenaltyState::default());
+    assert!(check(&store, &policy).is_allowed());
+    refuse(&store, &policy, 2);
+    clock.advance(10 * S);
+    let s = state();
+    assert_eq!(
+        (s.strikes, s.strikes_reset_after, s.banned_for, s.bans),
+        (2, 50 * S, None, 0)
+    );
+    assert_eq!(state(), s, "a read changes nothing");
+    // Still two strikes: the third bans.
+    assert!(check(&store, &policy).is_banned());
+    let s = state();
+    assert_eq!((s.strikes, s.banned_for, s.bans), (0, Some(600 * S), 1));
+    assert_eq!(
+        s.bans_forgotten_after,
+        600 * S + Penalty::DEFAULT_FORGET_AFTER
+    );
+    clock.advance(600 * S);
+    let s = state();
+    assert_eq!((s.banned_for, s.bans), (None, 1));
+    // The ban's policy without its penalty, and another key: nothing recorded.
+    let plain = Policy::gcra("other", "1/h".parse().unwrap()).unwrap();
+    assert_eq!(
+        store.penalty_state(b"mallory", &plain).now().unwrap(),
+        PenaltyState::default()
+    );
+    assert_eq!(
+        store.penalty_state(b"alice", &policy).now().unwrap(),
+        PenaltyState::default()
+    );
 }

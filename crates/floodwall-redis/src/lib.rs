@@ -50,6 +50,7 @@ mod lease;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod op;
+mod penalty_state;
 mod renew;
 mod reply;
 mod reserve;

@@ -320,6 +320,9 @@ impl RedisStore {
                 Reply::Done
             }
             StoreOp::Acquire { key, limit } => Reply::Acquired(self.lease(key, limit).await?),
+            StoreOp::PenaltyState { key, policy } => {
+                Reply::PenaltyState(self.penalty_state(key, policy, now).await?)
+            }
             other => return Err(other.unsupported()),
         })
     }

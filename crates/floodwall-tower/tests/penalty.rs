@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use floodwall_core::{Penalty, Policy};
+use floodwall_core::{Penalty, Policy, StoreExt};
 use floodwall_test_support::*;
 use floodwall_tower::extract::PeerIp;
 use floodwall_tower::respond::Json;
@@ -100,13 +100,24 @@ async fn an_operator_unbans_a_client_by_its_address() {
     // whole /64, as the extractor keys IPv6.
     let key = PeerIp::new().key_for("2001:db8::1".parse().unwrap());
     assert_eq!(
-        store.ban_remaining(key.as_bytes(), &policy),
+        store
+            .penalty_state(key.as_bytes(), &policy)
+            .await
+            .unwrap()
+            .banned_for,
         Some(Duration::from_secs(600))
     );
     floodwall_core::StoreExt::unban(&store, key.as_bytes(), &policy)
         .await
         .unwrap();
-    assert_eq!(store.ban_remaining(key.as_bytes(), &policy), None);
+    assert_eq!(
+        store
+            .penalty_state(key.as_bytes(), &policy)
+            .await
+            .unwrap()
+            .banned_for,
+        None
+    );
     // Unbanned; the quota still remembers its five admissions.
     let res = svc.oneshot(from(ip)).await.unwrap();
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);

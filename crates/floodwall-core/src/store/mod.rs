@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::{
-    Acquired, Adjustment, Cancelled, ConcurrencyLimit, Decision, Error, Policy, Reservable,
-    Reservation,
+    Acquired, Adjustment, Cancelled, ConcurrencyLimit, Decision, Error, PenaltyState, Policy,
+    Reservable, Reservation,
 };
 
 mod checks;
@@ -233,6 +233,20 @@ pub trait StoreExt: Store {
     /// quota state is kept ([penalties](crate::guide::penalties)).
     fn unban(&self, key: &[u8], policy: &Policy) -> impl Future<Output = Result<(), Error>> + Send {
         async move { self.call(Op::Unban { key, policy }).await?.into_done() }
+    }
+
+    /// `key`'s strikes and ban under `policy`'s penalty, read without changing anything
+    /// (all zero for a policy without one, or a key it never struck).
+    fn penalty_state(
+        &self,
+        key: &[u8],
+        policy: &Policy,
+    ) -> impl Future<Output = Result<PenaltyState, Error>> + Send {
+        async move {
+            self.call(Op::PenaltyState { key, policy })
+                .await?
+                .into_penalty_state()
+        }
     }
 
     /// Forgets `key`'s state under `policy`, as if it had never been seen.

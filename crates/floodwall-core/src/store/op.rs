@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::Checks;
 use crate::{
-    Acquired, Adjustment, Cancelled, ConcurrencyLimit, Decision, Error, Policy, Reservable,
-    Reservation,
+    Acquired, Adjustment, Cancelled, ConcurrencyLimit, Decision, Error, PenaltyState, Policy,
+    Reservable, Reservation,
 };
 
 /// One operation on a store: what [`Store::call`](super::Store::call) is asked to do.
@@ -72,6 +72,14 @@ pub enum Op<'a> {
         /// The policy whose penalty banned it.
         policy: &'a Policy,
     },
+    /// Read a key's strikes and ban under the policy's penalty, changing nothing. Answers
+    /// [`Reply::PenaltyState`].
+    PenaltyState {
+        /// The client's key.
+        key: &'a [u8],
+        /// The policy whose penalty it is.
+        policy: &'a Policy,
+    },
     /// Forget a key's quota state (a ban stays). Answers [`Reply::Done`].
     Reset {
         /// The client's key.
@@ -100,6 +108,7 @@ impl Op<'_> {
                 Self::Adjust { .. } => "charging or refunding (adjust)",
                 Self::Unban { .. } => "lifting a ban (unban)",
                 Self::Reset { .. } => "forgetting a key (reset)",
+                Self::PenaltyState { .. } => "reading a key's penalty (penalty_state)",
                 Self::Acquire { .. } => "counting requests in flight (acquire)",
             },
         }
@@ -132,6 +141,8 @@ pub enum Reply {
     Cancelled(Cancelled),
     /// To [`Op::Acquire`].
     Acquired(Acquired),
+    /// To [`Op::PenaltyState`].
+    PenaltyState(PenaltyState),
     /// To [`Op::Adjust`], [`Op::Unban`] and [`Op::Reset`]: done.
     Done,
 }
@@ -182,6 +193,14 @@ impl Reply {
     pub fn into_acquired(self) -> Result<Acquired, Error> {
         match self {
             Self::Acquired(a) => Ok(a),
+            other => Err(mismatch(&other)),
+        }
+    }
+
+    /// What a [`Op::PenaltyState`] read.
+    pub fn into_penalty_state(self) -> Result<PenaltyState, Error> {
+        match self {
+            Self::PenaltyState(s) => Ok(s),
             other => Err(mismatch(&other)),
         }
     }

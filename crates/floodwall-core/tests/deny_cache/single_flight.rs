@@ -568,7 +568,12 @@ async fn under_a_penalty_checks_waiting_behind_a_refused_leader_still_count_as_s
         .filter(|r| r.as_ref().unwrap().is_banned())
         .count();
     assert_eq!(banned, 6, "{results:?}");
-    assert!(remote.inner.ban_remaining(b"k", &policy).is_some());
+    assert!(
+        now_or_never(remote.inner.penalty_state(b"k", &policy))
+            .unwrap()
+            .banned_for
+            .is_some()
+    );
 }
 
 /// A ban the leader meets is not handed on as a plain refusal: the checks that waited

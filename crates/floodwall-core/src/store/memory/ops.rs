@@ -63,6 +63,9 @@ impl<C: Clock> MemoryStore<C> {
                 Reply::Done
             }
             Op::Acquire { key, limit } => Reply::Acquired(self.acquire_sync(key, limit)?),
+            Op::PenaltyState { key, policy } => {
+                Reply::PenaltyState(self.penalty_state_sync(key, policy))
+            }
         })
     }
 }

@@ -3,7 +3,6 @@
 
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use smallvec::SmallVec;
 
@@ -14,7 +13,7 @@ use crate::store::Checks;
 use crate::store::evict::{Cap, evict_soonest};
 use crate::store::key::{KeyBuf, KeyRef, MapKey};
 use crate::store::{lock, micros, new_map};
-use crate::{Clock, Decision, Error, Penalty, Policy, Reservable, Reservation};
+use crate::{Clock, Decision, Error, Penalty, PenaltyState, Policy, Reservable, Reservation};
 
 /// One key's record, dropped once it says nothing any more (its `expires`).
 type Record = Locked<Strikes>;
@@ -63,6 +62,13 @@ impl Records {
         rec.as_ref()
             .filter(|s| s.ban_end > now)
             .map(|s| s.ban_end - now)
+    }
+
+    /// The key's record as it stands, if it has one.
+    fn read(&self, key: KeyRef<'_>) -> Option<Strikes> {
+        let map = self.map.get()?.pin();
+        let record = map.get(&key)?;
+        *lock(&record.state)
     }
 
     /// Counts a strike at `now`: `Some(µs)` when the key is banned after it (by this
@@ -245,8 +251,18 @@ impl<C: Clock> MemoryStore<C> {
         (self.inner.penalties).forget(buf.as_ref(policy.name_namespace()));
     }
 
-    /// How long `key` stays banned under `policy` from now, if it is.
-    pub fn ban_remaining(&self, key: &[u8], policy: &Policy) -> Option<Duration> {
-        self.ban_left(key, policy).map(Duration::from_micros)
+    /// [`StoreExt::penalty_state`](crate::StoreExt::penalty_state) without the future.
+    pub(super) fn penalty_state_sync(&self, key: &[u8], policy: &Policy) -> PenaltyState {
+        let now = clamp_now(self.inner.clock.now_micros());
+        let buf = KeyBuf::new(key);
+        let s = (self.inner.penalties)
+            .read(buf.as_ref(policy.name_namespace()))
+            .unwrap_or_default();
+        PenaltyState::at(
+            now,
+            (s.window_end, s.count),
+            s.ban_end,
+            (s.forget_at, s.bans),
+        )
     }
 }
