@@ -206,3 +206,19 @@ async fn concurrent_requests_get_exactly_the_quota() {
     }
     assert_eq!(admitted, 3);
 }
+
+/// A shadow limit over its quota in a request another limit refuses still answers `OK`
+/// (with nothing remaining), and the request is refused for the other one.
+#[tokio::test]
+async fn a_shadow_limit_over_beside_a_refusal_still_answers_ok() {
+    let (rls, _clock) = start(CONFIG).await;
+    rls.one(&[("trial", "t")]).await;
+    for _ in 0..3 {
+        rls.one(&[("user", "bob")]).await;
+    }
+    let r = rls.several(&[&[("trial", "t")], &[("user", "bob")]]).await;
+    assert_eq!(
+        (r.overall_code, codes(&r)),
+        (OVER, vec![(OK, 0), (OVER, 0)])
+    );
+}
