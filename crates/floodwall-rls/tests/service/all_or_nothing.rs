@@ -9,11 +9,15 @@ use floodwall_core::store::{Op, Reply};
 use floodwall_core::{Error, ManualClock, MemoryStore, Store};
 use tokio::sync::Notify;
 
-use super::{CONFIG, OK, OVER, T0, codes, descriptor, request, start, start_with};
+use super::{CONFIG, OK, OVER, Rls, T0, codes, descriptor, request, start, start_with};
 
 #[tokio::test]
 async fn a_refused_request_charges_nothing() {
-    let (rls, _clock) = start(CONFIG).await;
+    refused_charges_nothing(start(CONFIG).await.0).await;
+    refused_charges_nothing(start_with(CONFIG, OneByOne(memory())).await).await;
+}
+
+async fn refused_charges_nothing<S: Store + 'static>(rls: Rls<S>) {
     for _ in 0..3 {
         rls.one(&[("user", "bob")]).await;
     }
@@ -53,7 +57,11 @@ async fn requests_per_unit_0_anywhere_charges_nothing() {
 
 #[tokio::test]
 async fn windows_and_shadow_limits_are_given_back_too() {
-    let (rls, _clock) = start(CONFIG).await;
+    given_back(start(CONFIG).await.0).await;
+    given_back(start_with(CONFIG, OneByOne(memory())).await).await;
+}
+
+async fn given_back<S: Store + 'static>(rls: Rls<S>) {
     for _ in 0..3 {
         rls.one(&[("user", "bob")]).await;
     }
@@ -69,6 +77,24 @@ async fn windows_and_shadow_limits_are_given_back_too() {
     // The fixed window and the shadow limit were charged, then refunded.
     assert_eq!(codes(&rls.one(&[("path", "/orders")]).await), [(OK, 999)]);
     assert_eq!(codes(&rls.one(&[("trial", "t")]).await), [(OK, 0)]);
+}
+
+fn memory() -> MemoryStore<ManualClock> {
+    MemoryStore::builder().clock(ManualClock::new(T0)).build()
+}
+
+/// A memory store that cannot decide several checks together, as a Redis Cluster cannot
+/// when their keys are in different slots: the service checks them one by one and gives
+/// the charges back on a refusal.
+struct OneByOne<S>(S);
+
+impl<S: Store> Store for OneByOne<S> {
+    async fn call(&self, op: Op<'_>) -> Result<Reply, Error> {
+        if let Op::CheckAll { .. } = op {
+            return Err(op.unsupported());
+        }
+        self.0.call(op).await
+    }
 }
 
 /// A memory store whose checks under the policies starting with `prefix` time out.
@@ -157,8 +183,13 @@ async fn no_request_sees_the_charge_of_a_refused_one() {
 
 #[tokio::test]
 async fn a_failing_store_is_unavailable_and_charges_nothing() {
-    let store = MemoryStore::builder().clock(ManualClock::new(T0)).build();
-    let rls = start_with(CONFIG, FailOn(store, "api.ip")).await;
+    let fails = FailOn(memory(), "api.ip");
+    failing_charges_nothing(start_with(CONFIG, fails).await).await;
+    let one_by_one = OneByOne(FailOn(memory(), "api.ip"));
+    failing_charges_nothing(start_with(CONFIG, one_by_one).await).await;
+}
+
+async fn failing_charges_nothing<S: Store + 'static>(rls: Rls<S>) {
     let status = rls
         .call(request(
             "api",
