@@ -22,22 +22,23 @@
 //!   targets are against this row, "exact" in the words: it reads then writes
 //!   without holding the counter in between, so concurrent calls can pass a quota by a
 //!   few (its source says as much);
-//! - limitador's `CachedRedisStorage` (its defaults: 10,000 counters cached, batches of
-//!   100 written every second at most): it decides from this process's memory, a counter
+//! - limitador's `CachedRedisStorage` (batches of 100 written every second at most, its
+//!   defaults; 100,000 counters cached, not its default 10,000: see [`CACHED_COUNTERS`]): it decides from this process's memory, a counter
 //!   it has not cached counted as fresh, and writes the increments to Redis in the
 //!   background. It trades accuracy for speed: each instance of a fleet admits up to the
 //!   whole quota between two flushes, and a key it evicted starts over. Its cells' Redis
 //!   figures are read one flush period after the calls, so that its deferred writes are
 //!   counted in its own cell;
 //! - floodwall's `RedisStore` (default: coalescing and the deny cache on) in this process
-//!   under the service's GCRA policy: what the service costs without gRPC.
+//!   under the service's GCRA policy, and floodwall-rls's service itself in this process
+//!   (`RateLimitService::decide` on that store): what the binary costs without gRPC.
 //!
 //! Workloads: one hot key, 10,000 keys uniform (both under 10^9 an hour: all admitted), and
 //! a flood: 10 keys called in turn under 100 a minute each (after the first 100 of a
 //! minute, all refused).
 //!
 //! `RLS_BENCH_ROUNDS` rounds (default 5) after an uncounted warm-up; each round runs every
-//! (workload, row) cell for `RLS_BENCH_DECISIONS` decisions (default 10,000), in an order
+//! (workload, row) cell for `RLS_BENCH_DECISIONS` decisions (default 5,000), in an order
 //! that alternates per round. The run ends with the targets for each floodwall-rls
 //! row: at least 3× the decisions/s of limitador's AsyncRedisStorage and at most 0.35× its
 //! Redis CPU per decision, printed met or missed (never asserted: timing).
@@ -57,6 +58,7 @@ use std::time::Duration;
 
 use floodwall_bench as support;
 use floodwall_redis::RedisStore;
+use floodwall_rls::RateLimitService;
 use floodwall_rls::config::Config;
 use limitador::AsyncRateLimiter;
 use limitador::limit::Namespace;
@@ -68,6 +70,13 @@ use drive::{Limiter, Target, drive};
 use report::Measured;
 use rls::Rls;
 use workload::{FIXED_DOMAIN, FLOOD_PER_MINUTE, GCRA_DOMAIN, Workload};
+
+/// Counters limitador's `CachedRedisStorage` caches, and holds pending writes for. Its
+/// default, 10,000, deadlocks here: a call that finds no room for another pending counter
+/// waits for a permit while holding the lock of a shard of its pending-writes map, and the
+/// other calls and the flusher then block on that lock (both workers parked, for good;
+/// limitador 0.14's `Batcher::add`). The 10,000-key workload and the others' keys exceed it.
+const CACHED_COUNTERS: usize = 100_000;
 
 /// Calls in flight.
 const TASKS: usize = 64;
@@ -89,6 +98,7 @@ pub(crate) enum Row {
     Exact,
     Cached,
     Store,
+    Service,
 }
 
 impl Row {
@@ -109,6 +119,7 @@ impl Row {
             Row::Exact => "limitador AsyncRedisStorage".into(),
             Row::Cached => "limitador CachedRedisStorage".into(),
             Row::Store => "floodwall RedisStore GCRA, no gRPC".into(),
+            Row::Service => "floodwall-rls service GCRA, no gRPC".into(),
         }
     }
 
@@ -177,8 +188,11 @@ fn write_config() -> TempDir {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     for domain in [GCRA_DOMAIN, FIXED_DOMAIN] {
-        std::fs::write(dir.join(format!("{domain}.yaml")), workload::rls_yaml(domain))
-            .expect("the configuration written");
+        std::fs::write(
+            dir.join(format!("{domain}.yaml")),
+            workload::rls_yaml(domain),
+        )
+        .expect("the configuration written");
     }
     TempDir(dir)
 }
@@ -199,7 +213,7 @@ fn probe(rt: &Runtime, rows: &[Row], limiter: &dyn Fn(&Row) -> Limiter, flood: &
         .enumerate()
         .map(|(r, row)| {
             let w = flood.probe(format!("probe-{r}"));
-            let out = drive(rt, &Target::new(limiter(row), &w), 1, calls, 0);
+            let out = drive(rt, &Target::new(&row.name(), limiter(row), &w), 1, calls, 0);
             format!("{} {}", row.name(), out.allowed)
         })
         .collect();
@@ -218,7 +232,7 @@ fn load_average() -> String {
 
 fn main() {
     let rounds = support::env_or("RLS_BENCH_ROUNDS", 5usize).max(1);
-    let decisions = support::env_or("RLS_BENCH_DECISIONS", 10_000u64).max(TASKS as u64);
+    let decisions = support::env_or("RLS_BENCH_DECISIONS", 5_000u64).max(TASKS as u64);
     let Some(server) = support::redis_or_note("nothing to measure") else {
         return;
     };
@@ -245,7 +259,7 @@ fn main() {
             });
         }
     }
-    rows.extend([Row::Exact, Row::Cached, Row::Store]);
+    rows.extend([Row::Exact, Row::Cached, Row::Store, Row::Service]);
 
     let (clients, exact, cached, store) = rt.block_on(async {
         let mut clients = Vec::new();
@@ -261,6 +275,7 @@ fn main() {
         ));
         let cached = AsyncRateLimiter::new_with_storage(Box::new(
             CachedRedisStorageBuilder::new(&url)
+                .max_cached_counters(CACHED_COUNTERS)
                 .build()
                 .await
                 .expect("limitador's CachedRedisStorage"),
@@ -277,6 +292,10 @@ fn main() {
         }
     }
     let (exact, cached) = (Arc::new(exact), Arc::new(cached));
+    let service = RateLimitService::new(
+        Config::load(&config_dir.0).expect("the bench's configuration loads"),
+        store.clone(),
+    );
     let limiter = |row: &Row, w: &Workload| -> Limiter {
         match row {
             Row::Rls { domain, .. } => {
@@ -293,6 +312,10 @@ fn main() {
             Row::Cached => Limiter::Limitador {
                 limiter: Arc::clone(&cached),
                 namespace: Namespace::from("cached"),
+            },
+            Row::Service => Limiter::Service {
+                service: service.clone(),
+                domain: GCRA_DOMAIN,
             },
             Row::Store => {
                 let policy = config
@@ -314,7 +337,10 @@ fn main() {
         .collect();
     let targets: Vec<Target> = cells
         .iter()
-        .map(|&(w, r)| Target::new(limiter(&rows[r], &workloads[w]), &workloads[w]))
+        .map(|&(w, r)| {
+            let (row, w) = (&rows[r], &workloads[w]);
+            Target::new(&row.name(), limiter(row, w), w)
+        })
         .collect();
     let load_before = load_average();
     println!(
@@ -325,7 +351,15 @@ fn main() {
     // Warm-up: connections and scripts ready, keys created, the flood past its quota.
     for (c, &(_, r)) in cells.iter().enumerate() {
         let n = decisions / 10;
-        measure(&server, &rt, &rows[r], rls.as_ref(), &targets[c], n, next[c]);
+        measure(
+            &server,
+            &rt,
+            &rows[r],
+            rls.as_ref(),
+            &targets[c],
+            n,
+            next[c],
+        );
         next[c] += n;
     }
     let mut measured: Vec<Measured> = cells.iter().map(|_| Measured::default()).collect();

@@ -12,6 +12,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use floodwall_bench as support;
 use floodwall_core::{Policy, StoreExt};
 use floodwall_redis::RedisStore;
+use floodwall_rls::RateLimitService;
 use limitador::AsyncRateLimiter;
 use limitador::limit::{Context, Namespace};
 use tokio::runtime::Runtime;
@@ -34,23 +35,50 @@ pub(crate) enum Limiter {
         namespace: Namespace,
     },
     /// floodwall's `RedisStore` in this process, under the policy the service uses.
-    Store { store: RedisStore, policy: Arc<Policy> },
+    Store {
+        store: RedisStore,
+        policy: Arc<Policy>,
+    },
+    /// floodwall-rls's service in this process (`RateLimitService::decide`): the binary's
+    /// decisions without gRPC.
+    Service {
+        service: RateLimitService<RedisStore>,
+        domain: &'static str,
+    },
 }
 
 /// A limiter and the workload it decides.
 #[derive(Clone)]
 pub(crate) struct Target {
+    /// The row and workload, for a hung call's message.
+    name: Arc<str>,
     limiter: Limiter,
     entry_key: &'static str,
     values: Arc<Vec<String>>,
 }
 
 impl Target {
-    pub(crate) fn new(limiter: Limiter, w: &Workload) -> Self {
+    pub(crate) fn new(name: &str, limiter: Limiter, w: &Workload) -> Self {
         Target {
+            name: format!("{name}, {}", w.label).into(),
             limiter,
             entry_key: w.entry_key,
             values: Arc::clone(&w.values),
+        }
+    }
+
+    /// The request Envoy sends for one descriptor `[(entry_key, value)]` of `domain`.
+    fn request(&self, domain: &str, value: &str) -> RateLimitRequest {
+        RateLimitRequest {
+            domain: domain.to_owned(),
+            descriptors: vec![RateLimitDescriptor {
+                entries: vec![Entry {
+                    key: self.entry_key.to_owned(),
+                    value: value.to_owned(),
+                }],
+                ..RateLimitDescriptor::default()
+            }],
+            hits_addend: 0,
         }
     }
 
@@ -61,22 +89,18 @@ impl Target {
             Limiter::Rls { clients, domain } => {
                 // A clone shares the connection; the generated client needs `&mut`.
                 let mut client = clients[t % clients.len()].clone();
-                let request = RateLimitRequest {
-                    domain: (*domain).to_owned(),
-                    descriptors: vec![RateLimitDescriptor {
-                        entries: vec![Entry {
-                            key: self.entry_key.to_owned(),
-                            value: value.clone(),
-                        }],
-                        ..RateLimitDescriptor::default()
-                    }],
-                    hits_addend: 0,
-                };
                 let response = client
-                    .should_rate_limit(request)
+                    .should_rate_limit(self.request(domain, value))
                     .await
                     .unwrap_or_else(|e| panic!("ShouldRateLimit failed: {e}"));
                 response.get_ref().overall_code == Code::Ok as i32
+            }
+            Limiter::Service { service, domain } => {
+                let response = service
+                    .decide(&self.request(domain, value))
+                    .await
+                    .unwrap_or_else(|e| panic!("decide failed: {e}"));
+                response.overall_code == Code::Ok as i32
             }
             Limiter::Limitador { limiter, namespace } => {
                 // limitador-server's context for a request of one descriptor.
@@ -98,6 +122,10 @@ impl Target {
     }
 }
 
+/// A decision that takes this long never ends: the drive stops with the cell's name
+/// rather than wait forever.
+const HUNG: Duration = Duration::from_secs(20);
+
 /// What one drive measured.
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
@@ -107,7 +135,13 @@ pub(crate) struct Outcome {
 
 /// Runs `iters` decisions split over `tasks` tasks; call `i` (from `start`) decides the
 /// workload's value `i % len`.
-pub(crate) fn drive(rt: &Runtime, target: &Target, tasks: usize, iters: u64, start: u64) -> Outcome {
+pub(crate) fn drive(
+    rt: &Runtime,
+    target: &Target,
+    tasks: usize,
+    iters: u64,
+    start: u64,
+) -> Outcome {
     let n = tasks as u64;
     let (wall, allowed) = support::split_over_tasks(rt, tasks, iters, |t, count| {
         let target = target.clone();
@@ -116,7 +150,11 @@ pub(crate) fn drive(rt: &Runtime, target: &Target, tasks: usize, iters: u64, sta
             let mut allowed = 0u64;
             for j in 0..count {
                 let i = ((start + t + j * n) % len) as usize;
-                allowed += u64::from(target.check(t as usize, i).await);
+                let check = target.check(t as usize, i);
+                let Ok(admitted) = tokio::time::timeout(HUNG, check).await else {
+                    panic!("{}: a decision took more than {HUNG:?}: hung", target.name);
+                };
+                allowed += u64::from(admitted);
             }
             allowed
         }

@@ -157,7 +157,12 @@ pub(crate) fn print_commands(workloads: &[Workload], rows: &[Row], at: &At<'_>) 
                 .filter(|&(_, &c)| c > 0)
                 .map(|(name, &c)| format!("{name} {:.3}", c as f64 / m.decisions.max(1) as f64))
                 .collect();
-            println!("  {:<9} {:<34} {}", workload.label, row.name(), parts.join(", "));
+            println!(
+                "  {:<9} {:<34} {}",
+                workload.label,
+                row.name(),
+                parts.join(", ")
+            );
         }
     }
 }
@@ -180,7 +185,10 @@ pub(crate) fn print_targets(workloads: &[Workload], rows: &[Row], at: &At<'_>) {
     let (mut met, mut missed) = (0, 0);
     for (w, workload) in workloads.iter().enumerate() {
         let Some(exact) = at(w, &Row::Exact) else {
-            println!("  {:<9} limitador's exact storage not measured", workload.label);
+            println!(
+                "  {:<9} limitador's exact storage not measured",
+                workload.label
+            );
             continue;
         };
         for row in rows.iter().filter(|r| r.is_rls()) {

@@ -25,14 +25,24 @@ pub(crate) fn binary() -> Result<PathBuf, String> {
         return if path.is_file() {
             Ok(path)
         } else {
-            Err(format!("FLOODWALL_RLS_BIN={} is not a file", path.display()))
+            Err(format!(
+                "FLOODWALL_RLS_BIN={} is not a file",
+                path.display()
+            ))
         };
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
     println!("building the floodwall-rls binary: cargo build --release -p floodwall-rls");
     let out = Command::new(cargo)
-        .args(["build", "--release", "-p", "floodwall-rls", "--bin", "floodwall-rls"])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "floodwall-rls",
+            "--bin",
+            "floodwall-rls",
+        ])
         .arg("--message-format=json-render-diagnostics")
         .arg("--manifest-path")
         .arg(&manifest)

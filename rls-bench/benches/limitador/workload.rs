@@ -104,8 +104,8 @@ descriptors:
 /// that limit).
 pub(crate) fn limitador_limits(namespace: &str) -> Vec<Limit> {
     let limit = |max: u64, seconds: u64, key: &str| {
-        let variable = Expression::parse(format!("descriptors[0].{key}"))
-            .expect("a CEL expression");
+        let variable =
+            Expression::parse(format!("descriptors[0].{key}")).expect("a CEL expression");
         Limit::new(namespace, max, seconds, [], [variable])
     };
     vec![
