@@ -87,8 +87,11 @@ async fn run(args: cli::Args, config: Config) -> Result<(), String> {
     let hangup = signal(SignalKind::hangup()).map_err(|e| format!("SIGHUP handler: {e}"))?;
     let terminate = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM handler: {e}"))?;
 
+    // Without TCP_NODELAY, Nagle's algorithm holds back the small frames of one call's
+    // answer while an earlier one waits for its ACK (BENCHMARKS.md §8).
     let incoming = TcpIncoming::bind(args.listen)
-        .map_err(|e| format!("could not listen on {}: {e}", args.listen))?;
+        .map_err(|e| format!("could not listen on {}: {e}", args.listen))?
+        .with_nodelay(Some(true));
     let addr = incoming
         .local_addr()
         .map_err(|e| format!("could not listen on {}: {e}", args.listen))?;
