@@ -7,7 +7,7 @@ use std::time::Duration;
 use floodwall_core::{
     Algorithm, Decision, Outcome, Penalty, PenaltyState, Policy, StoreExt, parse_duration,
 };
-use floodwall_redis::RedisStore;
+use floodwall_redis::{Deployment, RedisStore};
 use floodwall_tower::file::PolicyFile;
 
 use crate::cli::{RedisArgs, Target};
@@ -154,40 +154,30 @@ async fn connect(args: &RedisArgs) -> Result<RedisStore, Failure> {
     if let Some(prefix) = &args.redis_prefix {
         builder = builder.prefix(prefix.clone());
     }
-    let built = if let Some(url) = &args.redis {
-        builder.multiplexed(url).await
-    } else if let Some(urls) = &args.redis_cluster {
-        builder.cluster(urls).await
+    let deployment = deployment(args);
+    (builder.connect(&deployment).await).map_err(|e| Failure::input(store_name(args), e))
+}
+
+/// The Redis the options name (clap requires one of them).
+fn deployment(args: &RedisArgs) -> Deployment {
+    if let Some(urls) = &args.redis_cluster {
+        Deployment::Cluster(urls.clone())
     } else if let (Some(urls), Some(service)) = (&args.sentinel, &args.service) {
-        builder.sentinel(urls, service).await
+        Deployment::Sentinel {
+            sentinels: urls.clone(),
+            service: service.clone(),
+        }
     } else {
-        unreachable!("clap requires one of --redis, --redis-cluster, --sentinel")
-    };
-    built.map_err(|e| Failure::input(store_name(args), e))
+        Deployment::Node(args.redis.clone().unwrap_or_default())
+    }
 }
 
 /// The store's option for messages, credentials left out.
 fn store_name(args: &RedisArgs) -> String {
-    let list = |urls: &[String]| urls.iter().map(|u| redact(u)).collect::<Vec<_>>().join(",");
-    if let Some(url) = &args.redis {
-        format!("--redis {}", redact(url))
-    } else if let Some(urls) = &args.redis_cluster {
-        format!("--redis-cluster {}", list(urls))
-    } else if let Some(urls) = &args.sentinel {
-        format!("--sentinel {}", list(urls))
-    } else {
-        "the store".to_owned()
-    }
-}
-
-/// `url` with any `user:password@` replaced by `***@`.
-pub(crate) fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
-    };
-    match url[scheme_end..].rfind('@') {
-        Some(at) => format!("{}***@{}", &url[..scheme_end], &url[scheme_end + at + 1..]),
-        None => url.to_owned(),
+    match deployment(args) {
+        redis @ Deployment::Node(_) => format!("--redis {redis}"),
+        redis @ Deployment::Cluster(_) => format!("--redis-cluster {redis}"),
+        redis @ Deployment::Sentinel { .. } => format!("--sentinel {redis}"),
     }
 }
 
@@ -302,9 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn urls_lose_their_credentials() {
-        assert_eq!(redact("redis://u:p@h:1/0"), "redis://***@h:1/0");
-        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
+    fn keys_and_durations_read_as_text() {
         assert_eq!(escaped(b"a{\x00}"), "a{\\x00}");
         assert_eq!(secs(Duration::from_micros(1_500_001)), "1.500001s");
     }

@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{field, file, ok, seconds, status};
+use common::{exhaust, field, file, ok, seconds, status};
 use floodwall_core::StoreExt;
 use floodwall_redis::RedisStore;
 use floodwall_tower::RateLimitLayer;
@@ -71,13 +71,7 @@ async fn an_exhausted_key_shows_remaining_0_and_its_reset_and_reset_admits_it_ag
     let ip = "203.0.113.7";
 
     let started = Instant::now();
-    for _ in 0..3 {
-        assert_eq!(status(&layer, ip, "/", &[]).await, StatusCode::OK);
-    }
-    assert_eq!(
-        status(&layer, ip, "/", &[]).await,
-        StatusCode::TOO_MANY_REQUESTS
-    );
+    exhaust(&layer, ip, "/", 3).await;
 
     let report = cli("inspect", ip, "per-ip", &policies, &url);
     let elapsed = started.elapsed().as_secs_f64();
@@ -161,14 +155,8 @@ async fn a_banned_key_shows_its_ban_and_unban_lifts_it_on_another_node() {
     let ip = "198.51.100.23";
 
     let started = Instant::now();
-    for _ in 0..2 {
-        assert_eq!(status(&one, ip, "/login", &[]).await, StatusCode::OK);
-    }
     // The first refusal is the one strike that bans.
-    assert_eq!(
-        status(&one, ip, "/login", &[]).await,
-        StatusCode::TOO_MANY_REQUESTS
-    );
+    exhaust(&one, ip, "/login", 2).await;
     assert_eq!(
         status(&two, ip, "/login", &[]).await,
         StatusCode::TOO_MANY_REQUESTS
@@ -230,13 +218,7 @@ async fn a_policy_given_on_the_command_line_is_the_files_policy() {
     let policies = file("spec", "policies.toml", POLICIES);
     let layer = node(&url, &policies, Duration::ZERO).await;
     let ip = "192.0.2.1";
-    for _ in 0..2 {
-        assert_eq!(status(&layer, ip, "/login", &[]).await, StatusCode::OK);
-    }
-    assert_eq!(
-        status(&layer, ip, "/login", &[]).await,
-        StatusCode::TOO_MANY_REQUESTS
-    );
+    exhaust(&layer, ip, "/login", 2).await;
     let spec = |extra: &[&str]| {
         let mut args = vec![
             "inspect", ip, "--policy", "login", "--quota", "2/hour", "--redis", &url,

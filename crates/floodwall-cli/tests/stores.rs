@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{field, file, ok, status};
+use common::{exhaust, field, file, ok, status};
 use floodwall_core::{DenyCache, ManualClock};
 use floodwall_redis::RedisStore;
 use floodwall_tower::file::PolicyFile;
@@ -26,13 +26,7 @@ async fn exhaust_inspect_reset(store: RedisStore, store_args: &[&str], test: &st
     let policies = file(test, "policies.toml", PER_IP);
     let layer = PolicyFile::load(&policies).unwrap().layer(store).0;
     let ip = "203.0.113.50";
-    for _ in 0..3 {
-        assert_eq!(status(&layer, ip, "/", &[]).await, StatusCode::OK);
-    }
-    assert_eq!(
-        status(&layer, ip, "/", &[]).await,
-        StatusCode::TOO_MANY_REQUESTS
-    );
+    exhaust(&layer, ip, "/", 3).await;
     let run = |command: &str| {
         let mut args = vec![command, ip, "--policy", "per-ip", "--policy-file"];
         args.push(policies.to_str().unwrap());
@@ -136,13 +130,7 @@ async fn after_a_reset_the_layer_admits_once_its_deny_cache_lets_go() {
         .build(redis);
     let layer = PolicyFile::load(&policies).unwrap().layer(store).0;
     let ip = "203.0.113.60";
-    for _ in 0..3 {
-        assert_eq!(status(&layer, ip, "/", &[]).await, StatusCode::OK);
-    }
-    assert_eq!(
-        status(&layer, ip, "/", &[]).await,
-        StatusCode::TOO_MANY_REQUESTS
-    );
+    exhaust(&layer, ip, "/", 3).await;
 
     ok(&[
         "reset",

@@ -257,29 +257,3 @@ pub struct PenaltyState {
     /// How long until they are forgotten (zero without any).
     pub bans_forgotten_after: Duration,
 }
-
-impl PenaltyState {
-    /// The state a store holds as instants (µs on its clock: the strike window's end and
-    /// its count, the ban's end, the remembered bans' forgetting and their count), read at
-    /// `now`: what has lapsed reads as nothing.
-    pub fn at(now: u64, strikes: (u64, u32), ban_end: u64, bans: (u64, u32)) -> Self {
-        let left = |end: u64| Duration::from_micros(end.saturating_sub(now));
-        // A count that lapsed, or none: nothing, and nothing to wait for.
-        let live = |(end, count): (u64, u32)| {
-            if end > now && count > 0 {
-                (count, left(end))
-            } else {
-                (0, Duration::ZERO)
-            }
-        };
-        let (strikes, strikes_reset_after) = live(strikes);
-        let (bans, bans_forgotten_after) = live(bans);
-        Self {
-            strikes,
-            strikes_reset_after,
-            banned_for: (ban_end > now).then(|| left(ban_end)),
-            bans,
-            bans_forgotten_after,
-        }
-    }
-}

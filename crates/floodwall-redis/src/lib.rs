@@ -42,6 +42,7 @@ mod builder;
 mod call;
 mod coalesce;
 mod connection;
+mod deployment;
 mod error;
 pub mod guide;
 mod key;
@@ -63,6 +64,7 @@ mod unpack;
 
 pub use at::RedisStoreAt;
 pub use builder::RedisStoreBuilder;
+pub use deployment::Deployment;
 pub use error::BuildError;
 pub use key::{MAX_HEX_KEY_LEN, MAX_RAW_KEY_LEN};
 pub use script::{penalized_script_for, script_for};

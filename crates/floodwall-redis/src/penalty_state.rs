@@ -6,6 +6,7 @@
 
 use std::sync::LazyLock;
 
+use floodwall_core::store::penalty_state_from_micros;
 use floodwall_core::{Error, PenaltyState, Policy};
 use redis::Script;
 
@@ -57,11 +58,15 @@ impl RedisStore {
             None => 0,
             Some(v) => v.parse().map_err(|_| bad("ban", &v))?,
         };
-        Ok(PenaltyState::at(
+        let (strikes_until, strikes) = pair("strikes", strikes)?;
+        let (bans_until, bans) = pair("bans", bans)?;
+        Ok(penalty_state_from_micros(
             now.unwrap_or(server_now),
-            pair("strikes", strikes)?,
+            strikes,
+            strikes_until,
             ban_end,
-            pair("bans", bans)?,
+            bans,
+            bans_until,
         ))
     }
 }

@@ -10,15 +10,9 @@ use floodwall_core::{Error, Policy, StoreExt};
 use floodwall_redis::RedisStore;
 use redis_harness::{RedisCluster, RedisServer, key_slot};
 
-use common::uncached_store;
+use common::{policy, uncached_store};
 
 const NOW: u64 = 1_700_000_000_000_000;
-
-type Make = fn(String, floodwall_core::Quota) -> Result<Policy, floodwall_core::ConfigError>;
-
-fn policy(make: Make, name: &str, quota: &str) -> Policy {
-    make(name.to_owned(), quota.parse().unwrap()).unwrap()
-}
 
 /// A roomy policy per user, a small one for everyone together, of several algorithms.
 fn pairs() -> Vec<[Policy; 2]> {

@@ -16,16 +16,11 @@ use proptest::prelude::*;
 use redis_harness::{RedisCluster, RedisServer, key_slot};
 
 use common::{
-    Now, cached_scripts, command_calls, generic_store, server_now, small_policy, uncached_store,
+    Now, cached_scripts, command_calls, generic_store, policy, server_now, small_policy,
+    uncached_store,
 };
 
 const NOW: u64 = 1_700_000_000_000_000;
-
-type Make = fn(String, floodwall_core::Quota) -> Result<Policy, floodwall_core::ConfigError>;
-
-fn policy(make: Make, name: &str, quota: &str) -> Policy {
-    make(name.to_owned(), quota.parse().unwrap()).unwrap()
-}
 
 /// A roomy first policy, a small second one: the second refuses long before the first.
 fn pairs() -> Vec<[Policy; 2]> {

@@ -10,7 +10,7 @@ use clap::error::ErrorKind;
 use clap::{ArgGroup, CommandFactory, Parser, ValueEnum};
 use floodwall_core::resilience::Fallback;
 use floodwall_core::{DynStore, MemoryStore, Store};
-use floodwall_redis::{BuildError, RedisStore};
+use floodwall_redis::{BuildError, Deployment, RedisStore};
 
 /// floodwall as Envoy's rate-limit service (RLS v3, gRPC): envoyproxy/ratelimit's YAML
 /// configuration, decided with every floodwall algorithm, in memory or on Redis.
@@ -173,16 +173,26 @@ impl Args {
         if let Some(prefix) = &self.redis_prefix {
             builder = builder.prefix(prefix.clone());
         }
-        let store = if let Some(url) = &self.redis {
-            self.failing(builder.multiplexed(url).await?)
+        Ok(match self.deployment() {
+            Some(redis) => self.failing(builder.connect(&redis).await?),
+            None => Arc::new(MemoryStore::new()),
+        })
+    }
+
+    /// The Redis the options name, if any.
+    fn deployment(&self) -> Option<Deployment> {
+        if let Some(url) = &self.redis {
+            Some(Deployment::Node(url.clone()))
         } else if let Some(urls) = &self.redis_cluster {
-            self.failing(builder.cluster(urls).await?)
+            Some(Deployment::Cluster(urls.clone()))
         } else if let (Some(urls), Some(service)) = (&self.sentinel, &self.service) {
-            self.failing(builder.sentinel(urls, service).await?)
+            Some(Deployment::Sentinel {
+                sentinels: urls.clone(),
+                service: service.clone(),
+            })
         } else {
-            Arc::new(MemoryStore::new())
-        };
-        Ok(store)
+            None
+        }
     }
 
     /// The shared store as `--fail-mode` has it fail: its errors passed on (the service
@@ -209,27 +219,12 @@ impl Args {
 
     /// The store, for the startup log; credentials in URLs are not logged.
     pub(crate) fn store_name(&self) -> String {
-        if let Some(url) = &self.redis {
-            format!("redis {}", redact(url))
-        } else if let Some(urls) = &self.redis_cluster {
-            let urls: Vec<String> = urls.iter().map(|u| redact(u)).collect();
-            format!("redis cluster {}", urls.join(","))
-        } else if let (Some(urls), Some(service)) = (&self.sentinel, &self.service) {
-            let urls: Vec<String> = urls.iter().map(|u| redact(u)).collect();
-            format!("redis sentinel {} service {service}", urls.join(","))
-        } else {
-            "memory".to_owned()
+        match self.deployment() {
+            Some(redis @ Deployment::Node(_)) => format!("redis {redis}"),
+            Some(redis @ Deployment::Cluster(_)) => format!("redis cluster {redis}"),
+            Some(redis @ Deployment::Sentinel { .. }) => format!("redis sentinel {redis}"),
+            None => "memory".to_owned(),
         }
-    }
-}
-
-/// `url` without the `user:password@` part.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
     }
 }
 
@@ -306,7 +301,7 @@ mod tests {
 
     #[test]
     fn credentials_are_not_logged() {
-        assert_eq!(redact("redis://u:p@h:1/0"), "redis://***@h:1/0");
-        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
+        let args = parse(&["--config", "c", "--redis", "redis://u:p@h:1/0"]).unwrap();
+        assert_eq!(args.store_name(), "redis redis://***@h:1/0");
     }
 }

@@ -89,3 +89,21 @@ where
     let svc = layer.layer(floodwall_test_support::hello());
     svc.oneshot(req).await.unwrap().status()
 }
+
+/// Sends `admitted` requests to `path` from `ip` through `layer`, each admitted, then one
+/// more, refused: the key exhausted through the layer as a client would.
+pub async fn exhaust<St>(
+    layer: &floodwall_tower::RateLimitLayer<St, floodwall_tower::file::FileKey>,
+    ip: &str,
+    path: &str,
+    admitted: usize,
+) where
+    St: floodwall_core::Store + Clone + Send + Sync + 'static,
+{
+    for n in 0..admitted {
+        let got = status(layer, ip, path, &[]).await;
+        assert_eq!(got, http::StatusCode::OK, "request {n} from {ip}");
+    }
+    let refused = status(layer, ip, path, &[]).await;
+    assert_eq!(refused, http::StatusCode::TOO_MANY_REQUESTS, "from {ip}");
+}

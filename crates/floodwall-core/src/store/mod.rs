@@ -25,7 +25,7 @@ pub use deny_cache::{DenyCache, DenyCacheBuilder, DenyCacheStats};
 pub use local_verdicts::{LocalVerdicts, LocalVerdictsBuilder, LocalVerdictsStats};
 pub use memory::{MemoryStore, MemoryStoreBuilder};
 pub use op::{Op, Reply};
-pub use parts::{ban_decision, decision_from_micros, ticket};
+pub use parts::{ban_decision, decision_from_micros, penalty_state_from_micros, ticket};
 
 /// A future boxed for [`DynStore`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

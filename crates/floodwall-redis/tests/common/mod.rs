@@ -9,6 +9,14 @@ use floodwall_core::{Algorithm, Policy, Quota};
 use floodwall_redis::RedisStore;
 use redis_harness::{RedisServer, Reply};
 
+/// A policy constructor (`Policy::gcra`, `Policy::fixed_window`, ...).
+pub type Make = fn(String, Quota) -> Result<Policy, floodwall_core::ConfigError>;
+
+/// `make(name, quota)`, the quota parsed from its text.
+pub fn policy(make: Make, name: &str, quota: &str) -> Policy {
+    make(name.to_owned(), quota.parse().unwrap()).unwrap()
+}
+
 /// One policy per algorithm, all on `quota` (no burst, so every algorithm accepts it).
 pub fn every_algorithm(name: &str, quota: &str) -> Vec<Policy> {
     Algorithm::all()

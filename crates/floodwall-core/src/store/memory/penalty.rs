@@ -12,7 +12,7 @@ use crate::algorithm::{Raw, clamp_now};
 use crate::store::Checks;
 use crate::store::evict::{Cap, evict_soonest};
 use crate::store::key::{KeyBuf, KeyRef, MapKey};
-use crate::store::{lock, micros, new_map};
+use crate::store::{lock, micros, new_map, penalty_state_from_micros};
 use crate::{Clock, Decision, Error, Penalty, PenaltyState, Policy, Reservable, Reservation};
 
 /// One key's record, dropped once it says nothing any more (its `expires`).
@@ -258,11 +258,6 @@ impl<C: Clock> MemoryStore<C> {
         let s = (self.inner.penalties)
             .read(buf.as_ref(policy.name_namespace()))
             .unwrap_or_default();
-        PenaltyState::at(
-            now,
-            (s.window_end, s.count),
-            s.ban_end,
-            (s.forget_at, s.bans),
-        )
+        penalty_state_from_micros(now, s.count, s.window_end, s.ban_end, s.bans, s.forget_at)
     }
 }
