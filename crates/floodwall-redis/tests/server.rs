@@ -57,6 +57,7 @@ async fn keys_are_named_as_documented_and_expire_with_their_state() {
         .multiplexed(&server.url())
         .await
         .unwrap();
+    let mut written = Vec::new();
     for policy in every_algorithm("ttl", "10/s") {
         let started = std::time::Instant::now();
         let d = store.check(b"203.0.113.7", &policy, 3).await.unwrap();
@@ -64,15 +65,25 @@ async fn keys_are_named_as_documented_and_expire_with_their_state() {
         let key = String::from_utf8(store.redis_key(b"203.0.113.7", &policy)).unwrap();
         assert!(key.starts_with(&format!("app:{}:", policy.name())), "{key}");
         assert!(key.ends_with(":{203.0.113.7}"), "{key}");
-        let pttl: u64 = server.cmd(&["PTTL", &key]).parse().unwrap();
-        let elapsed = started.elapsed().as_millis() as u64;
-        let reset_ms = d.reset_after.as_micros().div_ceil(1000) as u64;
-        // Never shorter than the state needs; longer by at most a quarter of the longest
-        // span (1 s for every policy here) + 1 ms, the TTL grid.
-        assert!(
-            pttl + elapsed + 1 >= reset_ms && pttl <= reset_ms + 251,
-            "{key}: PTTL {pttl} (after {elapsed} ms) vs reset {reset_ms} ms"
-        );
+        let pttl: i64 = server.cmd(&["PTTL", &key]).parse().unwrap();
+        let elapsed = started.elapsed().as_millis() as i64;
+        let reset_ms = d.reset_after.as_micros().div_ceil(1000) as i64;
+        if pttl == -2 {
+            // Gone already: only a state that was worth nothing by now may be (a fixed
+            // window checked a few milliseconds before its end).
+            assert!(
+                reset_ms <= elapsed + 1,
+                "{key} gone {reset_ms} ms before its reset"
+            );
+        } else {
+            // Never shorter than the state needs; longer by at most a quarter of the
+            // longest span (1 s for every policy here) + 1 ms, the TTL grid.
+            assert!(
+                pttl + elapsed + 1 >= reset_ms && pttl <= reset_ms + 251,
+                "{key}: PTTL {pttl} (after {elapsed} ms) vs reset {reset_ms} ms"
+            );
+        }
+        written.push(key);
 
         // A short binary key is stored as its hex, a long one hashed to a fixed length;
         // reset deletes either.
@@ -86,10 +97,12 @@ async fn keys_are_named_as_documented_and_expire_with_their_state() {
             assert_eq!(server.cmd(&["EXISTS", &key]), "0");
         }
     }
-    // Nothing was written without a TTL.
+    // Nothing else was written, and nothing without a TTL (some of these keys may have
+    // expired by now: a fixed window's can live a few milliseconds).
     let keys = server.cmd(&["KEYS", "*"]);
-    assert_eq!(keys.lines().count(), 6);
+    assert!(!keys.trim().is_empty());
     for key in keys.lines() {
+        assert!(written.iter().any(|w| w == key), "{key} was not expected");
         assert_ne!(server.cmd(&["PTTL", key]), "-1", "{key} has no TTL");
     }
 }
