@@ -327,6 +327,14 @@ pub(crate) fn new_map<K, V>() -> papaya::HashMap<K, V, ahash::RandomState> {
         .build()
 }
 
+/// [`new_map`] with room for `keys` keys before it grows.
+pub(crate) fn map_with_capacity<K, V>(keys: usize) -> papaya::HashMap<K, V, ahash::RandomState> {
+    papaya::HashMap::builder()
+        .hasher(ahash::RandomState::new())
+        .capacity(keys)
+        .build()
+}
+
 /// `d` in whole microseconds, saturating.
 pub(crate) fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
