@@ -82,6 +82,35 @@ impl Workload {
         }
     }
 
+    /// `draws` calls over `n` keys drawn from a Zipf distribution of `exponent` (key `i`
+    /// about `1 / i^exponent` as often as the first), seeded: the same sequence every run.
+    /// Skewed traffic, as real clients are: a batch holds a few keys several times.
+    pub(crate) fn zipf(
+        label: &'static str,
+        id: &'static str,
+        quota: CellQuota,
+        n: usize,
+        exponent: f64,
+        draws: usize,
+    ) -> Self {
+        use rand::{Rng, SeedableRng};
+        let zipf = rand_distr::Zipf::new(n as f64, exponent).expect("a valid Zipf distribution");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
+        let keys = (0..draws)
+            .map(|_| Key {
+                // Ranks run from 1 to n.
+                user: format!("user-{:05}", rng.sample(zipf) as usize - 1).into_bytes(),
+                attacker: false,
+            })
+            .collect();
+        Workload {
+            label,
+            id,
+            quota,
+            keys,
+        }
+    }
+
     /// `attackers` keys taking `attack_share` of every 10 calls in turn, the other calls
     /// going to `normal` keys in turn.
     pub(crate) fn attack(

@@ -18,8 +18,8 @@
 //!   the deny cache on) under `Policy::redis_cell` with the same arguments;
 //! - the same with `deny_cache(false)`.
 //!
-//! Workloads: one hot key, 100 keys and 10,000 keys uniform (a quota that never refuses
-//! here: the admission path), and an attack mix: 100 keys far past a `10/s burst 10` quota
+//! Workloads: one hot key, 100 keys and 10,000 keys uniform, 10,000 keys drawn from a
+//! Zipf distribution (a quota that never refuses here: the admission path), and an attack mix: 100 keys far past a `10/s burst 10` quota
 //! (9 calls in 10, each key a few hundred times its quota) among 10,000 normal keys under
 //! the same quota (1 call in 10, never refused).
 //!
@@ -50,6 +50,11 @@ use report::{Latency, Measured};
 const TASKS: usize = 64;
 /// Worker threads of the client's runtime.
 const WORKERS: usize = 2;
+
+/// The Zipf workload's exponent: the classic skew, key `i` drawn `1/i` as often as the first.
+const ZIPF_EXPONENT: f64 = 1.0;
+/// Calls in the Zipf workload's sequence (then it repeats).
+const ZIPF_DRAWS: usize = 100_000;
 
 /// Never refuses at the rates reached here: `CL.THROTTLE key 1000000000 1000000 1` (1 µs
 /// apart, a burst of 10^9).
@@ -246,6 +251,14 @@ fn main() {
         Workload::hot("hot key", "hot", ALLOWED),
         Workload::uniform("100 keys", "k100", ALLOWED, 100),
         Workload::uniform("10k keys", "k10k", ALLOWED, 10_000),
+        Workload::zipf(
+            "zipf 10k",
+            "zipf",
+            ALLOWED,
+            10_000,
+            ZIPF_EXPONENT,
+            ZIPF_DRAWS,
+        ),
         Workload::attack(
             "attack mix",
             "attack",
