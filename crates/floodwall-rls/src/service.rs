@@ -369,32 +369,46 @@ pub(crate) fn unavailable(e: &Error) -> Status {
 }
 
 /// `RateLimit-Policy`, `RateLimit` and, when the request is over its limit, `Retry-After`.
+/// Descriptors under one limit (values of one key) share its list member, which carries
+/// the figures of the one with the least remaining: what a client must respect.
 fn headers(plans: &[Plan<'_>], decided: &[(usize, Decision)], over: bool) -> Vec<HeaderValue> {
-    let mut policy_field = String::new();
-    let mut limit_field = String::new();
+    // Each member's `RateLimit-Policy` text, its name and the decision it reports.
+    let mut members: Vec<(String, &str, &Decision)> = Vec::with_capacity(decided.len());
     let mut retry: Option<Duration> = None;
     for (i, d) in decided {
         let Plan::Check { limit, policy, .. } = &plans[*i] else {
             continue;
         };
-        let sep = if policy_field.is_empty() { "" } else { ", " };
-        let window = limit.unit().map_or(1, Unit::seconds);
-        // Writing to a String cannot fail.
-        let name = policy.name();
-        let _ = write!(
-            policy_field,
-            "{sep}\"{name}\";q={};w={window}",
-            limit.requests_per_unit()
-        );
-        if policy.limit() != u64::from(limit.requests_per_unit()) {
-            let _ = write!(policy_field, ";floodwall-burst={}", policy.limit());
-        }
-        let remaining = d.remaining.min(SF_INTEGER_MAX);
-        let reset = ceil_secs(d.reset_after).min(SF_INTEGER_MAX);
-        let _ = write!(limit_field, "{sep}\"{name}\";r={remaining};t={reset}");
         if let Some(r) = d.retry_after {
             retry = Some(retry.map_or(r, |before| before.max(r)));
         }
+        let window = limit.unit().map_or(1, Unit::seconds);
+        let name = policy.name();
+        // Writing to a String cannot fail.
+        let mut text = String::new();
+        let _ = write!(
+            text,
+            "\"{name}\";q={};w={window}",
+            limit.requests_per_unit()
+        );
+        if policy.limit() != u64::from(limit.requests_per_unit()) {
+            let _ = write!(text, ";floodwall-burst={}", policy.limit());
+        }
+        match members.iter_mut().find(|(t, _, _)| *t == text) {
+            Some(member) if tighter(d, member.2) => member.2 = d,
+            Some(_) => {}
+            None => members.push((text, name, d)),
+        }
+    }
+    let mut policy_field = String::new();
+    let mut limit_field = String::new();
+    for (text, name, d) in members {
+        let sep = if policy_field.is_empty() { "" } else { ", " };
+        policy_field.push_str(sep);
+        policy_field.push_str(&text);
+        let remaining = d.remaining.min(SF_INTEGER_MAX);
+        let reset = ceil_secs(d.reset_after).min(SF_INTEGER_MAX);
+        let _ = write!(limit_field, "{sep}\"{name}\";r={remaining};t={reset}");
     }
     let mut out = Vec::new();
     let mut add = |key: &str, value: String| {
@@ -420,6 +434,12 @@ fn headers(plans: &[Plan<'_>], decided: &[(usize, Decision)], over: bool) -> Vec
         add("Retry-After", ceil_secs(wait).max(1).to_string());
     }
     out
+}
+
+/// Whether `a` leaves a client less than `b`: fewer remaining, or as many for longer.
+fn tighter(a: &Decision, b: &Decision) -> bool {
+    (a.remaining, std::cmp::Reverse(a.reset_after))
+        < (b.remaining, std::cmp::Reverse(b.reset_after))
 }
 
 /// The largest integer a structured field carries.

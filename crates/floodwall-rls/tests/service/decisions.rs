@@ -261,6 +261,32 @@ async fn response_headers_on_request() {
 }
 
 #[tokio::test]
+async fn descriptors_under_one_limit_share_one_header_member_with_the_least_left() {
+    let config = Config::from_yaml("test.yaml", CONFIG).unwrap();
+    let service = RateLimitService::new(config, MemoryStore::new()).response_headers(true);
+    let rls = start_service(service).await;
+    rls.one(&[("user", "alice")]).await;
+    rls.one(&[("user", "alice")]).await;
+    // Alice has one request left of three, Bob and Carol three; each request charges
+    // every descriptor one. The tightest is first, then second.
+    for order in [["alice", "bob"], ["carol", "bob"]] {
+        let descriptors = order.map(|user| descriptor(&[("user", user)])).to_vec();
+        let r = rls.ask(request("api", descriptors)).await;
+        assert_eq!(r.overall_code, OK);
+        let field = |name: &str| {
+            let h = r.response_headers_to_add.iter().find(|h| h.key == name);
+            h.map(|h| h.value.clone()).unwrap()
+        };
+        let (policy, limit) = (field("RateLimit-Policy"), field("RateLimit"));
+        assert_eq!(policy.matches(";q=3;w=60").count(), 1, "{policy}");
+        assert_eq!(limit.matches(";r=").count(), 1, "{limit}");
+        // Alice's last request, then Bob's second.
+        let least = if order[0] == "alice" { 0 } else { 1 };
+        assert!(limit.contains(&format!(";r={least};")), "{limit}");
+    }
+}
+
+#[tokio::test]
 async fn a_store_chosen_at_run_time_serves_too() {
     let store: Arc<dyn DynStore> = Arc::new(MemoryStore::new());
     let rls = start_with(CONFIG, store).await;
