@@ -28,7 +28,7 @@ const COUNTED: u64 = 4_000;
 /// Where a counting run keeps the wrapper and callgrind's dumps: the directory of the
 /// `redis-server` stand-in that redis-harness is told to start.
 pub(crate) struct Wrapper {
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 /// What `SCRIPTS_INSTRUCTIONS=1` does first.
@@ -182,8 +182,7 @@ pub(crate) fn report(server: &RedisServer, wrapper: &Wrapper, scripts: &[Measure
 fn count(server: &RedisServer, dir: &Path, m: &Measured) -> f64 {
     server.cmd(&["FLUSHALL"]);
     crate::redis_benchmark_with(server, [4, 8, KEYS], &m.warm, &m.args, WARM);
-    callgrind_control(server, "-z");
-    server.cmd(&["CONFIG", "RESETSTAT"]);
+    zero(server);
     benchmark(server, m, COUNTED);
     // redis-benchmark does not read replies: an error would count as a cheap call.
     let stats = crate::support::commandstats(&server.cmd(&["INFO", "commandstats"]));
@@ -200,6 +199,19 @@ fn count(server: &RedisServer, dir: &Path, m: &Measured) -> f64 {
         m.name,
         server.cmd(&["INFO", "errorstats"])
     );
+    dumped(server, dir).0 / COUNTED as f64
+}
+
+/// Zeroes the server's instruction counters and its `INFO commandstats`: what runs next is
+/// what the next [`dumped`] counts.
+pub(crate) fn zero(server: &RedisServer) {
+    callgrind_control(server, "-z");
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+}
+
+/// The instructions the server ran since the counters were last zeroed, and the dump they
+/// were read from (kept until the next call, for a per-function split).
+pub(crate) fn dumped(server: &RedisServer, dir: &Path) -> (f64, PathBuf) {
     // A dump goes to `cg.<pid>.<n>`: clear the earlier ones, dump, read the one there is.
     let prefix = format!("cg.{}.", server.pid());
     let dumps = || {
@@ -227,7 +239,7 @@ fn count(server: &RedisServer, dir: &Path, m: &Measured) -> f64 {
         })
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .expect("a total in the dump");
-    total / COUNTED as f64
+    (total, dump)
 }
 
 fn callgrind_control(server: &RedisServer, option: &str) {

@@ -32,10 +32,22 @@
 //!
 //! `SCRIPTS_INSTRUCTIONS=1` counts instructions instead (`instructions.rs`): the same
 //! scripts, keys and arguments on a `redis-server` run under callgrind, which does not
-//! drift with the machine.
+//! drift with the machine; then what a coalesced batch costs per check, against its floor
+//! and redis-cell's `CL.THROTTLE` (`batch.rs`; `SCRIPTS_BATCH_ONLY=1` counts only those,
+//! `SCRIPTS_KEEP=<dir>` keeps their scripts and callgrind dumps there).
+//! `SCRIPTS_BATCH_CPU=1` (without `SCRIPTS_INSTRUCTIONS`) times those batch rows instead, in
+//! Redis's CPU time per check on a plain server.
 
+mod batch;
+mod floors;
 mod instructions;
+// redis-cell's module, built as the cell bench builds it, for the batch rows' CL.THROTTLE.
+#[path = "../cell/module.rs"]
+mod module;
+mod split;
+mod store;
 mod table;
+mod variants;
 use floodwall_bench as support;
 
 use std::collections::HashMap;
@@ -254,10 +266,33 @@ fn main() {
         },
         None => None,
     };
-    // Kept until the end of main: dropping it stops the redis-server.
-    let Some(server) = support::redis_or_note("nothing to measure") else {
-        return;
+    // Kept until the end of main: dropping it stops the redis-server. A counting run, and a
+    // timing of the batch rows, load redis-cell's module (the batch rows' CL.THROTTLE) when
+    // it can be built.
+    let batch_cpu = counting.is_none() && std::env::var_os("SCRIPTS_BATCH_CPU").is_some();
+    let (server, no_cell) = match counting.is_some() || batch_cpu {
+        true => match module::module().map(|m| m.display().to_string()) {
+            Ok(path) => match RedisServer::try_start_with(&["--loadmodule", &path]) {
+                Ok(server) => (server, None),
+                Err(e) => match support::redis_or_note("nothing to measure") {
+                    Some(server) => (server, Some(format!("--loadmodule {path} failed: {e}"))),
+                    None => return,
+                },
+            },
+            Err(e) => match support::redis_or_note("nothing to measure") {
+                Some(server) => (server, Some(format!("no redis-cell module: {e}"))),
+                None => return,
+            },
+        },
+        false => match support::redis_or_note("nothing to measure") {
+            Some(server) => (server, None),
+            None => return,
+        },
     };
+    if batch_cpu {
+        batch::report(&server, batch::Measure::Cpu, no_cell.as_deref());
+        return;
+    }
     let algs = [
         Alg::new("gcra", Algorithm::Gcra, Target::E1(3.5), "1000000/min"),
         Alg::new(
@@ -345,6 +380,16 @@ fn main() {
         assert_eq!(&load(text), sha, "SCRIPT LOAD answered another SHA");
     }
     let ref_args = |prefix: &str| vec!["1".to_owned(), format!("{prefix}:__rand_int__")];
+    if let Some(wrapper) = &counting
+        && std::env::var_os("SCRIPTS_BATCH_ONLY").is_some()
+    {
+        batch::report(
+            &server,
+            batch::Measure::Instructions(wrapper),
+            no_cell.as_deref(),
+        );
+        return;
+    }
     if let Some(wrapper) = &counting {
         let mut scripts = vec![
             instructions::Measured::reference("E1", &e1_sha, ref_args("e1")),
@@ -370,6 +415,11 @@ fn main() {
             }
         }
         instructions::report(&server, wrapper, &scripts);
+        batch::report(
+            &server,
+            batch::Measure::Instructions(wrapper),
+            no_cell.as_deref(),
+        );
         return;
     }
 
