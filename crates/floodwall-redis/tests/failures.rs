@@ -73,6 +73,37 @@ async fn a_key_of_the_wrong_type_is_a_backend_error_and_is_left_alone() {
 }
 
 #[tokio::test]
+async fn a_number_redis_cannot_add_to_is_decided_on_and_written_whole() {
+    // Within a cell of its key's TTL grid (250 ms here, NOW on a cell's edge), GCRA and
+    // the funnel add the TAT's move to the stored integer (INCRBY). A state Lua reads as a
+    // number but Redis will not add to, which floodwall never writes, is decided on as
+    // read and written whole, its TTL kept.
+    let server = RedisServer::start();
+    let store = common::uncached_store(&server.url()).await;
+    for policy in [
+        Policy::gcra("odd-gcra", "10/s".parse().unwrap()).unwrap(),
+        Policy::leaky_bucket("odd-leaky", "10/s".parse().unwrap()).unwrap(),
+    ] {
+        let key = String::from_utf8(store.redis_key(b"k", &policy)).unwrap();
+        let tat = NOW + 10_000;
+        server.cmd(&["SET", &key, &format!("{tat}.0"), "PX", "60000"]);
+        let d = store.at(NOW).check(b"k", &policy, 1).await.unwrap();
+        assert!(d.is_allowed(), "{policy:?}");
+        assert_eq!(d.reset_after, Duration::from_millis(110), "{policy:?}");
+        assert_eq!(server.cmd(&["GET", &key]), (tat + 100_000).to_string());
+        let pttl: u64 = server.cmd(&["PTTL", &key]).parse().unwrap();
+        assert!(
+            pttl > 50_000 && pttl <= 60_000,
+            "{policy:?}: TTL kept: {pttl}"
+        );
+        // The integer written, the next admission adds to it.
+        let d = store.at(NOW).check(b"k", &policy, 1).await.unwrap();
+        assert_eq!(d.reset_after, Duration::from_millis(210), "{policy:?}");
+        assert_eq!(server.cmd(&["GET", &key]), (tat + 200_000).to_string());
+    }
+}
+
+#[tokio::test]
 async fn a_server_that_is_down_is_unavailable_until_it_is_back() {
     let mut server = RedisServer::start();
     let url = server.url();

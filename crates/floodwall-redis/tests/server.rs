@@ -131,7 +131,7 @@ async fn a_ttl_is_renewed_only_when_the_state_outlives_its_grid_cell() {
     assert!(first > 60_000 && first <= 60_251, "{first}");
     // A marker TTL shows which writes set one.
     server.cmd(&["PEXPIRE", &key, "999999"]);
-    // TAT + 200 ms: the same cell, KEEPTTL.
+    // TAT + 200 ms: the same cell, an INCRBY (the TTL stays).
     assert!(
         store
             .at(now)
@@ -197,6 +197,17 @@ async fn one_decision_runs_the_documented_commands_and_a_denial_writes_nothing()
         let (d, calls) = run(&server, &store, policy, 0, now).await;
         assert!(d.is_allowed());
         assert_eq!(calls, reads[i], "{policy:?}: a peek only reads");
+    }
+    // GCRA's (and the funnel's) next admission in the same cell of its key's TTL grid
+    // moves the TAT by an INCRBY, which keeps the TTL; a refusal still only reads.
+    for policy in [
+        Policy::gcra("incr-gcra", "10/s".parse().unwrap()).unwrap(),
+        Policy::leaky_bucket("incr-leaky", "10/s".parse().unwrap()).unwrap(),
+    ] {
+        assert!(run(&server, &store, &policy, 1, now).await.0.is_allowed());
+        let (d, calls) = run(&server, &store, &policy, 1, now).await;
+        assert!(d.is_allowed());
+        assert_eq!(calls, ["get", "incrby"], "{policy:?}");
     }
     // With server time, TIME is the only extra command.
     let policy = Policy::gcra("timed", "2/s".parse().unwrap()).unwrap();

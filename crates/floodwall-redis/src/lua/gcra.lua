@@ -6,8 +6,12 @@
 -- state), `@save` (writes the state to `key`), and `@reply`: one integer, from which
 -- src/reply.rs works out the rest with the policy's parameters: reset_after when allowed,
 -- -1 - reset_after when not.
--- Cost: TIME + GET (+ SET when admitted: KEEPTTL, or PX in a new cell of the TTL grid).
+-- Cost: TIME + GET (+ when admitted, INCRBY of the TAT's move, which keeps the TTL, or SET
+-- .. PX in a new cell of the TTL grid).
 local interval, tolerance = {p1}, {p2}
+-- The TTL grid (see the prelude): the state must live until TAT, at most the tolerance
+-- ahead. Worked out once per call, not per key of a batch.
+local grid, floor = math.max(math.floor(tolerance / 4000), 1) * 1000, math.floor
 -- @load tat old
 local tat, old = 0, nil
 if stored then
@@ -28,11 +32,15 @@ else
   remaining = math.floor((tolerance - math.min(ttl, tolerance)) / interval)
 end
 -- @save
--- The state must live until TAT; the longest span is the tolerance.
-local grid = math.max(math.floor(tolerance / 4000), 1) * 1000
-local cell = math.floor(tat / grid)
-if old and cell == math.floor(old / grid) then
-  redis.call('SET', key, string.format('%d', tat), 'KEEPTTL')
+local cell = floor(tat / grid)
+if old and cell == floor(old / grid) then
+  -- The same cell: the TAT moves by what was admitted, the TTL stays (an INCRBY costs
+  -- Redis less than a SET .. KEEPTTL). A state Lua reads but Redis cannot add to (text
+  -- such as '1.7e15', not written by floodwall) is written whole instead: a batch raises
+  -- no error once it writes.
+  if type(redis.pcall('INCRBY', key, string.format('%d', tat - old))) ~= 'number' then
+    redis.call('SET', key, string.format('%d', tat), 'KEEPTTL')
+  end
 else
   redis.call('SET', key, string.format('%d', tat), 'PX',
     string.format('%d', math.floor(((cell + 1) * grid - now + 999) / 1000) + 1 + slack))

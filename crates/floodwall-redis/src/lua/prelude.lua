@@ -25,7 +25,8 @@ else
 end
 -- A key's TTL is renewed only when the time its state must live until moves to a later
 -- cell of a grid of a quarter of the longest such span (whole milliseconds, at least 1): an
--- admission that stays in the cell writes with KEEPTTL, which costs Redis less than PX.
+-- admission that stays in the cell keeps the TTL (KEEPTTL, or GCRA's INCRBY), which costs
+-- Redis less than PX.
 -- The cell is worked out from the state read, so nothing more is stored; a key lives at
 -- most a cell (+ 1 ms for the server's millisecond clock) longer than its state needs.
 local BAD = 'FLOODWALL unreadable rate-limit state; delete the key or reset it'
