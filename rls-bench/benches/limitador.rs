@@ -15,6 +15,10 @@
 //!   with envoy-types' generated client on one HTTP/2 connection and on four, with GCRA
 //!   (floodwall's default) and with fixed windows (`algorithm: fixed_window`, what
 //!   limitador counts);
+//! - floodwall-rls, the same binary and client, on a domain whose limits are all
+//!   `unlimited: true` (answered `OK`, the store never asked): the gRPC floor, what a call
+//!   that decides nothing costs and how many such calls this client and this machine make
+//!   a second;
 //! - limitador 0.14's library in this process (`AsyncRateLimiter`), as limitador-server
 //!   calls it for an Envoy request (a CEL context with the list `descriptors`), on its
 //!   `AsyncRedisStorage`: every decision read from Redis and written back (two round
@@ -41,7 +45,9 @@
 //! (workload, row) cell for `RLS_BENCH_DECISIONS` decisions (default 5,000), in an order
 //! that alternates per round. The run ends with the targets for each floodwall-rls
 //! row: at least 3× the decisions/s of limitador's AsyncRedisStorage and at most 0.35× its
-//! Redis CPU per decision, printed met or missed (never asserted: timing).
+//! Redis CPU per decision, printed met or missed (never asserted: timing); then the floor's
+//! decisions/s over that row's: the most any decision logic behind this gRPC client could
+//! reach here.
 
 #[path = "limitador/drive.rs"]
 mod drive;
@@ -69,7 +75,7 @@ use tokio::runtime::Runtime;
 use drive::{Limiter, Target, drive};
 use report::Measured;
 use rls::Rls;
-use workload::{FIXED_DOMAIN, FLOOD_PER_MINUTE, GCRA_DOMAIN, Workload};
+use workload::{FIXED_DOMAIN, FLOOD_PER_MINUTE, GCRA_DOMAIN, UNLIMITED_DOMAIN, Workload};
 
 /// Counters limitador's `CachedRedisStorage` caches, and holds pending writes for. Its
 /// default, 10,000, deadlocks here: a call that finds no room for another pending counter
@@ -108,10 +114,10 @@ impl Row {
                 domain,
                 connections,
             } => {
-                let algorithm = if *domain == FIXED_DOMAIN {
-                    "fixed window"
-                } else {
-                    "GCRA"
+                let algorithm = match *domain {
+                    FIXED_DOMAIN => "fixed window",
+                    UNLIMITED_DOMAIN => "unlimited (gRPC floor)",
+                    _ => "GCRA",
                 };
                 let s = if *connections == 1 { "" } else { "s" };
                 format!("floodwall-rls {algorithm}, {connections} conn{s}")
@@ -125,6 +131,11 @@ impl Row {
 
     pub(crate) fn is_rls(&self) -> bool {
         matches!(self, Row::Rls { .. })
+    }
+
+    /// The gRPC floor: floodwall-rls answering without deciding (not held to the targets).
+    pub(crate) fn is_floor(&self) -> bool {
+        matches!(self, Row::Rls { domain, .. } if *domain == UNLIMITED_DOMAIN)
     }
 }
 
@@ -187,7 +198,7 @@ fn write_config() -> TempDir {
     let dir = std::env::temp_dir().join(format!("floodwall-rls-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a temporary directory");
-    for domain in [GCRA_DOMAIN, FIXED_DOMAIN] {
+    for domain in [GCRA_DOMAIN, FIXED_DOMAIN, UNLIMITED_DOMAIN] {
         std::fs::write(
             dir.join(format!("{domain}.yaml")),
             workload::rls_yaml(domain),
@@ -252,6 +263,8 @@ fn main() {
             (GCRA_DOMAIN, CONNECTIONS),
             (FIXED_DOMAIN, 1),
             (FIXED_DOMAIN, CONNECTIONS),
+            (UNLIMITED_DOMAIN, 1),
+            (UNLIMITED_DOMAIN, CONNECTIONS),
         ] {
             rows.push(Row::Rls {
                 domain,
@@ -390,6 +403,7 @@ fn main() {
     report::print_table(&workloads, &rows, &at);
     report::print_commands(&workloads, &rows, &at);
     report::print_targets(&workloads, &rows, &at);
+    report::print_floor(&workloads, &rows, &at);
     drop(rls);
     drop(server);
 }

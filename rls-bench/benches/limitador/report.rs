@@ -84,12 +84,15 @@ impl Measured {
     }
 }
 
+/// The width of the row column: the longest row name.
+const ROW: usize = 45;
+
 /// The cell of (workload, row), if measured.
 pub(crate) type At<'a> = dyn Fn(usize, &Row) -> Option<&'a Measured> + 'a;
 
 pub(crate) fn print_table(workloads: &[Workload], rows: &[Row], at: &At<'_>) {
     println!(
-        "\n{:<9} {:<34} {:>26} {:>8} {:>6} {:>9} {:>8} {:>8} {:>8} {:>7}",
+        "\n{:<9} {:<ROW$} {:>26} {:>8} {:>6} {:>9} {:>8} {:>8} {:>8} {:>7}",
         "workload",
         "row",
         "decisions/s (range)",
@@ -110,7 +113,7 @@ pub(crate) fn print_table(workloads: &[Workload], rows: &[Row], at: &At<'_>) {
                 .iter()
                 .fold((f64::MAX, 0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
             println!(
-                "{:<9} {:<34} {} ({lo:>7.0}–{hi:<7.0}) {} {} {} {} {} {} {}",
+                "{:<9} {:<ROW$} {} ({lo:>7.0}–{hi:<7.0}) {} {} {} {} {} {} {}",
                 workload.label,
                 row.name(),
                 opt(m.rate(), 9, 0),
@@ -157,12 +160,12 @@ pub(crate) fn print_commands(workloads: &[Workload], rows: &[Row], at: &At<'_>) 
                 .filter(|&(_, &c)| c > 0)
                 .map(|(name, &c)| format!("{name} {:.3}", c as f64 / m.decisions.max(1) as f64))
                 .collect();
-            println!(
-                "  {:<9} {:<34} {}",
-                workload.label,
-                row.name(),
+            let parts = if parts.is_empty() {
+                "none".to_owned()
+            } else {
                 parts.join(", ")
-            );
+            };
+            println!("  {:<9} {:<ROW$} {parts}", workload.label, row.name());
         }
     }
 }
@@ -175,8 +178,9 @@ fn verdict(ratio: Option<f64>, ok: impl Fn(f64) -> bool) -> &'static str {
     }
 }
 
-/// The issue's targets for each floodwall-rls row on each workload: at least 3× the
-/// decisions/s of limitador's exact storage and at most 0.35× its Redis CPU per decision.
+/// The issue's targets for each floodwall-rls row on each workload (the floor's rows
+/// decide nothing and are not held to them): at least 3× the decisions/s of limitador's
+/// exact storage and at most 0.35× its Redis CPU per decision.
 pub(crate) fn print_targets(workloads: &[Workload], rows: &[Row], at: &At<'_>) {
     println!(
         "\ntargets (floodwall-rls over gRPC against limitador's AsyncRedisStorage, same run): \
@@ -191,7 +195,7 @@ pub(crate) fn print_targets(workloads: &[Workload], rows: &[Row], at: &At<'_>) {
             );
             continue;
         };
-        for row in rows.iter().filter(|r| r.is_rls()) {
+        for row in rows.iter().filter(|r| r.is_rls() && !r.is_floor()) {
             let Some(m) = at(w, row) else { continue };
             let (rate, cpu) = (m.rate_ratio(exact), m.cpu_ratio(exact));
             let (r, c) = (verdict(rate, |r| r >= 3.0), verdict(cpu, |r| r <= 0.35));
@@ -203,7 +207,7 @@ pub(crate) fn print_targets(workloads: &[Workload], rows: &[Row], at: &At<'_>) {
                 }
             }
             println!(
-                "  {:<9} {:<34} decisions/s {}× ({r}); Redis CPU {}× ({c})",
+                "  {:<9} {:<ROW$} decisions/s {}× ({r}); Redis CPU {}× ({c})",
                 workload.label,
                 row.name(),
                 opt(rate, 0, 2),
@@ -212,4 +216,41 @@ pub(crate) fn print_targets(workloads: &[Workload], rows: &[Row], at: &At<'_>) {
         }
     }
     println!("  {met} met, {missed} missed");
+}
+
+/// The gRPC floor against limitador's exact storage, per workload: the floor's decisions/s
+/// over that row's (median of the per-round ratios), the ceiling of any decision logic
+/// behind this client on this machine, beside the CPU a call costs the two processes and
+/// the calls/s that CPU alone allows on this machine's cores (Redis and the rest left out).
+pub(crate) fn print_floor(workloads: &[Workload], rows: &[Row], at: &At<'_>) {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    println!(
+        "\ngRPC floor (every limit unlimited: nothing decided) over limitador's \
+         AsyncRedisStorage, same run: the most decisions/s any logic could reach behind \
+         this client here"
+    );
+    for (w, workload) in workloads.iter().enumerate() {
+        let Some(exact) = at(w, &Row::Exact) else {
+            continue;
+        };
+        for row in rows.iter().filter(|r| r.is_floor()) {
+            let Some(m) = at(w, row) else { continue };
+            let svc = m.per_decision(m.service_ns as f64 / 1e3);
+            let cli = m.client_ns.and_then(|c| m.per_decision(c as f64 / 1e3));
+            let call = svc.zip(cli).map(|(s, c)| s + c);
+            println!(
+                "  {:<9} {:<ROW$} {}/s = {}× exact (3× needs {}/s); CPU per call {} µs \
+                 server + {} µs client = {} µs: {cores} cores allow at most {}/s",
+                workload.label,
+                row.name(),
+                opt(m.rate(), 0, 0),
+                opt(m.rate_ratio(exact), 0, 2),
+                opt(exact.rate().map(|r| 3.0 * r), 0, 0),
+                opt(svc, 0, 1),
+                opt(cli, 0, 1),
+                opt(call, 0, 1),
+                opt(call.map(|c| cores as f64 * 1e6 / c), 0, 0),
+            );
+        }
+    }
 }

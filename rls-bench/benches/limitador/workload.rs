@@ -74,10 +74,28 @@ impl Workload {
 /// fixed windows (what limitador counts).
 pub(crate) const GCRA_DOMAIN: &str = "gcra";
 pub(crate) const FIXED_DOMAIN: &str = "fixed";
+/// The gRPC floor's domain: the same descriptor keys, each limit `unlimited: true`, which
+/// the service answers `OK` without asking the store. What a call costs that decides
+/// nothing: no decision logic can make more decisions/s over this client on this machine.
+pub(crate) const UNLIMITED_DOMAIN: &str = "unlimited";
 
 /// The configuration file of `domain` (envoyproxy/ratelimit's format; floodwall's
-/// `algorithm` where not GCRA): the admitted limit on `user`, the flood's on `client`.
+/// `algorithm` where not GCRA): the admitted limit on `user`, the flood's on `client`;
+/// both `unlimited: true` in [`UNLIMITED_DOMAIN`].
 pub(crate) fn rls_yaml(domain: &str) -> String {
+    if domain == UNLIMITED_DOMAIN {
+        return format!(
+            "domain: {domain}
+descriptors:
+  - key: {ADMITTED_KEY}
+    rate_limit:
+      unlimited: true
+  - key: {FLOOD_KEY}
+    rate_limit:
+      unlimited: true
+"
+        );
+    }
     let algorithm = if domain == FIXED_DOMAIN {
         "\n      algorithm: fixed_window"
     } else {
