@@ -55,6 +55,7 @@
 //! `failure_mode_deny`. Nothing panics, whatever the request.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -303,18 +304,21 @@ fn plan<'a>(
 }
 
 /// A descriptor's store key: each entry's key and value, each preceded by its length in
-/// 8 bytes, so that no two lists of entries share a key, whatever bytes they hold. The
-/// domain and the descriptor path are in the policy's name already.
+/// decimal and a `:` (`4:user10:user-01234`), so that no two lists of entries share a key,
+/// whatever bytes they hold, and a printable descriptor makes a printable key, which the
+/// Redis store keeps as it is rather than in hexadecimal or hashed. The domain and the
+/// descriptor path are in the policy's name already.
 fn store_key(descriptor: &RateLimitDescriptor) -> Vec<u8> {
     let size: usize = descriptor
         .entries
         .iter()
-        .map(|e| 16 + e.key.len() + e.value.len())
+        .map(|e| 8 + e.key.len() + e.value.len())
         .sum();
     let mut key = Vec::with_capacity(size);
     for entry in &descriptor.entries {
         for part in [&entry.key, &entry.value] {
-            key.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            // Writing to a Vec cannot fail.
+            let _ = write!(key, "{}:", part.len());
             key.extend_from_slice(part.as_bytes());
         }
     }
@@ -468,6 +472,12 @@ mod tests {
     }
 
     #[test]
+    fn a_printable_descriptor_makes_a_printable_key() {
+        let key = store_key(&descriptor(&[("user", "user-01234"), ("path", "/v1")]));
+        assert_eq!(key, b"4:user10:user-012344:path3:/v1");
+    }
+
+    #[test]
     fn store_keys_are_unambiguous() {
         let keys = [
             store_key(&descriptor(&[("a", "bc")])),
@@ -475,6 +485,10 @@ mod tests {
             store_key(&descriptor(&[("a", ""), ("b", "c")])),
             store_key(&descriptor(&[("a", "b"), ("", "c")])),
             store_key(&descriptor(&[])),
+            store_key(&descriptor(&[("1:a", "")])),
+            store_key(&descriptor(&[("", "1:a")])),
+            store_key(&descriptor(&[("", ""), ("", "")])),
+            store_key(&descriptor(&[("", "")])),
         ];
         for (i, a) in keys.iter().enumerate() {
             for b in &keys[i + 1..] {

@@ -12,7 +12,7 @@
 //!   on batches of [`BATCH`] distinct keys, [`PIPELINE`] calls per round trip;
 //! - floors, the batch's commands with no logic (`floors.rs`);
 //! - variants of the batch script that might be cheaper, prototyped as edits of the store's
-//!   text (`variants.rs`; floodwall-redis is unchanged);
+//!   text (`variants.rs`; a change goes into floodwall-redis once it has earned its place);
 //! - `CL.THROTTLE`, one call per check, pipelined as the batches are and as the `cell`
 //!   bench's 64 tasks send it (64 per round trip), and E1.
 //!
