@@ -309,12 +309,7 @@ fn plan<'a>(
 /// Redis store keeps as it is rather than in hexadecimal or hashed. The domain and the
 /// descriptor path are in the policy's name already.
 fn store_key(descriptor: &RateLimitDescriptor) -> Vec<u8> {
-    let size: usize = descriptor
-        .entries
-        .iter()
-        .map(|e| 8 + e.key.len() + e.value.len())
-        .sum();
-    let mut key = Vec::with_capacity(size);
+    let mut key = Vec::new();
     for entry in &descriptor.entries {
         for part in [&entry.key, &entry.value] {
             // Writing to a Vec cannot fail.

@@ -287,6 +287,34 @@ async fn descriptors_under_one_limit_share_one_header_member_with_the_least_left
 }
 
 #[tokio::test]
+async fn a_request_refused_by_requests_per_unit_0_retries_after_its_unit() {
+    // Refused with no decision to say when: Retry-After is the unit of the limit that
+    // refused, never that of a shadow one (which refuses nothing).
+    let yaml = "domain: api
+descriptors:
+  - key: path
+    value: /blocked
+    rate_limit: {unit: minute, requests_per_unit: 0}
+  - key: path
+    value: /retired
+    shadow_mode: true
+    rate_limit: {unit: day, requests_per_unit: 0}
+";
+    let config = Config::from_yaml("blocked.yaml", yaml).unwrap();
+    let service = RateLimitService::new(config, MemoryStore::new()).response_headers(true);
+    let rls = start_service(service).await;
+    let r = rls
+        .several(&[&[("path", "/retired")], &[("path", "/blocked")]])
+        .await;
+    assert_eq!(r.overall_code, OVER);
+    let retry = r
+        .response_headers_to_add
+        .iter()
+        .find(|h| h.key == "Retry-After");
+    assert_eq!(retry.map(|h| h.value.as_str()), Some("60"));
+}
+
+#[tokio::test]
 async fn a_store_chosen_at_run_time_serves_too() {
     let store: Arc<dyn DynStore> = Arc::new(MemoryStore::new());
     let rls = start_with(CONFIG, store).await;
